@@ -1,0 +1,246 @@
+package job
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"time"
+
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
+	"k8s.io/apimachinery/pkg/util/wait"
+	batchinformers "k8s.io/client-go/informers/batch/v1"
+	coreinformers "k8s.io/client-go/informers/core/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/kubernetes/scheme"
+	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
+	batchlisters "k8s.io/client-go/listers/batch/v1"
+	corelisters "k8s.io/client-go/listers/core/v1"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/tools/record"
+	"k8s.io/client-go/util/workqueue"
+	"k8s.io/klog/v2"
+	"k8s.io/utils/clock"
+
+	"jobkeeper.dev/jobkeeper/pkg/controller/job/metrics"
+)
+
+// Names of the work queues (as upstream, for the workqueue metrics).
+const (
+	queueName       = "job"
+	orphanQueueName = "job_orphan_pod"
+)
+
+// Rate limits of the work queues after sync errors (upstream's).
+var (
+	// apiBackoff is the first retry delay of a failed sync.
+	apiBackoff = time.Second
+	// maxAPIBackoff caps the retry delay of a failed sync.
+	maxAPIBackoff = time.Minute
+)
+
+// eventSource is the source component of recorded events.
+const eventSource = "job-controller"
+
+// podControllerIndex indexes pods by the UID of their controller, and pods
+// without one by "orphan/<namespace>".
+const podControllerIndex = "jobkeeper.dev/controller-uid"
+
+// Controller keeps the pods of managed Jobs in line with their specs and
+// tracks the pods' outcomes in the Jobs' status.
+type Controller struct {
+	// opts are the options with defaults applied.
+	opts Options
+	// client writes Jobs, pods and events.
+	client kubernetes.Interface
+	// clock is opts.Clock.
+	clock clock.WithTicker
+	// pods writes pods with events.
+	pods *podControl
+
+	// jobLister reads Jobs from the informer cache.
+	jobLister batchlisters.JobLister
+	// podLister reads pods from the informer cache.
+	podLister corelisters.PodLister
+	// podIndexer finds pods by controller UID.
+	podIndexer cache.Indexer
+	// synced report whether the informers have synced.
+	synced []cache.InformerSynced
+
+	// queue holds the keys of Jobs to sync.
+	queue workqueue.TypedRateLimitingInterface[string]
+	// orphanQueue holds pods (or Job selectors) whose finalizers may need removal.
+	orphanQueue workqueue.TypedRateLimitingInterface[orphanKey]
+
+	// expectations tracks pod creations and deletions not yet observed.
+	expectations *podExpectations
+	// finalizers tracks finalizer removals not yet observed.
+	finalizers *finalizerExpectations
+	// backoff holds the re-creation backoff records of Jobs.
+	backoff *backoffStore
+	// finishedJobs holds UIDs of Jobs this controller marked finished whose
+	// update the informer has not delivered yet.
+	finishedJobs sync.Map
+	// warnedUnsupported holds UIDs of Jobs already warned about as unsupported.
+	warnedUnsupported sync.Map
+
+	// broadcaster sends recorded events to the apiserver.
+	broadcaster record.EventBroadcaster
+	// recorder records events on Jobs.
+	recorder record.EventRecorder
+	// metrics are the controller's collectors.
+	metrics *metrics.Metrics
+
+	// syncHandler is syncJob; tests may replace it.
+	syncHandler func(ctx context.Context, key string) error
+}
+
+// NewController builds a Job controller on the given informers. It only
+// wires event handlers; call Run to start it.
+func NewController(ctx context.Context, podInformer coreinformers.PodInformer, jobInformer batchinformers.JobInformer, client kubernetes.Interface, opts Options) (*Controller, error) {
+	opts = opts.withDefaults()
+	logger := klog.FromContext(ctx)
+	m, err := metrics.New(opts.Registerer)
+	if err != nil {
+		return nil, fmt.Errorf("registering job controller metrics: %w", err)
+	}
+	broadcaster := record.NewBroadcaster(record.WithContext(ctx))
+	recorder := broadcaster.NewRecorder(scheme.Scheme, corev1.EventSource{Component: eventSource})
+	c := &Controller{
+		opts:         opts,
+		client:       client,
+		clock:        opts.Clock,
+		pods:         &podControl{client: client, recorder: recorder},
+		jobLister:    jobInformer.Lister(),
+		podLister:    podInformer.Lister(),
+		podIndexer:   podInformer.Informer().GetIndexer(),
+		synced:       []cache.InformerSynced{podInformer.Informer().HasSynced, jobInformer.Informer().HasSynced},
+		expectations: newPodExpectations(opts.Clock),
+		finalizers:   newFinalizerExpectations(),
+		backoff:      newBackoffStore(),
+		broadcaster:  broadcaster,
+		recorder:     recorder,
+		metrics:      m,
+		queue: workqueue.NewTypedRateLimitingQueueWithConfig(
+			workqueue.NewTypedItemExponentialFailureRateLimiter[string](apiBackoff, maxAPIBackoff),
+			workqueue.TypedRateLimitingQueueConfig[string]{Name: queueName, Clock: opts.Clock}),
+		orphanQueue: workqueue.NewTypedRateLimitingQueueWithConfig(
+			workqueue.NewTypedItemExponentialFailureRateLimiter[orphanKey](apiBackoff, maxAPIBackoff),
+			workqueue.TypedRateLimitingQueueConfig[orphanKey]{Name: orphanQueueName, Clock: opts.Clock}),
+	}
+	c.syncHandler = c.syncJob
+
+	if err := podInformer.Informer().AddIndexers(cache.Indexers{podControllerIndex: indexPodByController}); err != nil {
+		return nil, fmt.Errorf("adding pod controller index: %w", err)
+	}
+	if _, err := jobInformer.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc:    func(obj any) { c.addJob(logger, obj) },
+		UpdateFunc: func(old, cur any) { c.updateJob(logger, old, cur) },
+		DeleteFunc: func(obj any) { c.deleteJob(logger, obj) },
+	}); err != nil {
+		return nil, fmt.Errorf("adding Job event handler: %w", err)
+	}
+	if _, err := podInformer.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc:    func(obj any) { c.addPod(logger, obj) },
+		UpdateFunc: func(old, cur any) { c.updatePod(logger, old, cur) },
+		DeleteFunc: func(obj any) { c.deletePod(logger, obj, true) },
+	}); err != nil {
+		return nil, fmt.Errorf("adding Pod event handler: %w", err)
+	}
+	return c, nil
+}
+
+// indexPodByController is the podControllerIndex function.
+func indexPodByController(obj any) ([]string, error) {
+	pod, ok := obj.(*corev1.Pod)
+	if !ok {
+		return nil, nil
+	}
+	if ref := metav1.GetControllerOfNoCopy(pod); ref != nil {
+		return []string{string(ref.UID)}, nil
+	}
+	return []string{"orphan/" + pod.Namespace}, nil
+}
+
+// Run waits for the informers to sync, then runs workers Job workers and as
+// many orphan-pod workers until ctx is done.
+func (c *Controller) Run(ctx context.Context, workers int) {
+	defer utilruntime.HandleCrash()
+	c.broadcaster.StartStructuredLogging(3)
+	c.broadcaster.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: c.client.CoreV1().Events("")})
+	defer c.broadcaster.Shutdown()
+
+	logger := klog.FromContext(ctx)
+	logger.Info("Starting job controller", "managedBy", c.opts.ManagedBy, "manageUnclaimedJobs", c.opts.ManageUnclaimedJobs)
+	var wg sync.WaitGroup
+	defer func() {
+		logger.Info("Shutting down job controller")
+		c.queue.ShutDown()
+		c.orphanQueue.ShutDown()
+		wg.Wait()
+	}()
+	if !cache.WaitForNamedCacheSyncWithContext(ctx, c.synced...) {
+		return
+	}
+	for range workers {
+		wg.Go(func() { wait.UntilWithContext(ctx, c.worker, time.Second) })
+		wg.Go(func() { wait.UntilWithContext(ctx, c.orphanWorker, time.Second) })
+	}
+	<-ctx.Done()
+}
+
+// worker syncs Jobs until the queue shuts down.
+func (c *Controller) worker(ctx context.Context) {
+	for c.processNext(ctx) {
+	}
+}
+
+// processNext syncs one Job key; errors requeue it rate-limited.
+func (c *Controller) processNext(ctx context.Context) bool {
+	key, quit := c.queue.Get()
+	if quit {
+		return false
+	}
+	defer c.queue.Done(key)
+	if err := c.syncHandler(ctx, key); err != nil {
+		utilruntime.HandleErrorWithContext(ctx, err, "Syncing job", "key", key)
+		c.queue.AddRateLimited(key)
+		return true
+	}
+	c.queue.Forget(key)
+	return true
+}
+
+// manages reports whether this controller owns the Job's status and pods.
+func (c *Controller) manages(job *batchv1.Job) bool {
+	mb := job.Spec.ManagedBy
+	if mb != nil && *mb == c.opts.ManagedBy {
+		return true
+	}
+	return c.opts.ManageUnclaimedJobs && (mb == nil || *mb == batchv1.JobControllerName)
+}
+
+// resolveControllerRef returns the Job the reference points to, if it is in
+// the cache with the same UID.
+func (c *Controller) resolveControllerRef(ns string, ref *metav1.OwnerReference) *batchv1.Job {
+	if ref.Kind != "Job" || ref.APIVersion != batchv1.SchemeGroupVersion.String() {
+		return nil
+	}
+	job, err := c.jobLister.Jobs(ns).Get(ref.Name)
+	if err != nil || job.UID != ref.UID {
+		return nil
+	}
+	return job
+}
+
+// updateStatus writes the Job's status with optimistic concurrency.
+func (c *Controller) updateStatus(ctx context.Context, job *batchv1.Job) (*batchv1.Job, error) {
+	return c.client.BatchV1().Jobs(job.Namespace).UpdateStatus(ctx, job, metav1.UpdateOptions{FieldManager: FieldManager})
+}
+
+// jobKey returns the queue key of a Job.
+func jobKey(job *batchv1.Job) string {
+	return cache.MetaObjectToName(job).String()
+}

@@ -1,0 +1,70 @@
+package job
+
+import (
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"k8s.io/utils/clock"
+)
+
+// DefaultManagedBy is the spec.managedBy value claimed when Options.ManagedBy is empty.
+const DefaultManagedBy = "jobkeeper.dev/job-controller"
+
+// FieldManager is the field manager of every write the controller makes.
+const FieldManager = "jobkeeper-job-controller"
+
+// Options configures a Controller. Zero fields take the documented defaults,
+// which are upstream kube-controller-manager's.
+type Options struct {
+	// ManagedBy is the spec.managedBy value of the Jobs to manage. Default DefaultManagedBy.
+	ManagedBy string
+	// ManageUnclaimedJobs also manages Jobs without managedBy or with
+	// kubernetes.io/job-controller. Default false.
+	ManageUnclaimedJobs bool
+	// PodFailureBackoff is the base of the exponential pod re-creation delay. Default 10s.
+	PodFailureBackoff time.Duration
+	// MaxPodFailureBackoff caps the pod re-creation delay. Default 10m.
+	MaxPodFailureBackoff time.Duration
+	// SyncBatchPeriod delays syncs triggered by pod events and status-only Job
+	// updates so that several events share one sync. Default 1s; negative means 0.
+	SyncBatchPeriod time.Duration
+	// MaxUncountedPods caps status.uncountedTerminatedPods per sync. Default 500.
+	MaxUncountedPods int
+	// MaxPodCreateDeletePerSync caps pod creations or deletions per sync. Default 500.
+	MaxPodCreateDeletePerSync int
+	// Clock is used for every time decision. Default the real clock.
+	Clock clock.WithTicker
+	// Registerer receives the controller's metrics. Default: a private registry.
+	Registerer prometheus.Registerer
+}
+
+// withDefaults returns a copy of o with zero fields set to their defaults.
+func (o Options) withDefaults() Options {
+	if o.ManagedBy == "" {
+		o.ManagedBy = DefaultManagedBy
+	}
+	if o.PodFailureBackoff <= 0 {
+		o.PodFailureBackoff = 10 * time.Second
+	}
+	if o.MaxPodFailureBackoff <= 0 {
+		o.MaxPodFailureBackoff = 10 * time.Minute
+	}
+	if o.SyncBatchPeriod == 0 {
+		o.SyncBatchPeriod = time.Second
+	} else if o.SyncBatchPeriod < 0 {
+		o.SyncBatchPeriod = 0
+	}
+	if o.MaxUncountedPods <= 0 {
+		o.MaxUncountedPods = 500
+	}
+	if o.MaxPodCreateDeletePerSync <= 0 {
+		o.MaxPodCreateDeletePerSync = 500
+	}
+	if o.Clock == nil {
+		o.Clock = clock.RealClock{}
+	}
+	if o.Registerer == nil {
+		o.Registerer = prometheus.NewRegistry()
+	}
+	return o
+}

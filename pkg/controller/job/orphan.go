@@ -1,0 +1,117 @@
+package job
+
+import (
+	"context"
+	"fmt"
+
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
+	"k8s.io/klog/v2"
+)
+
+// orphanKey is an item of the orphan queue: one pod by name, or every pod
+// of a namespace matching a (deleted or finished) Job's selector.
+type orphanKey struct {
+	// namespace of the pods.
+	namespace string
+	// name of one pod; empty when selector is set.
+	name string
+	// selector of a Job, rendered as a string.
+	selector string
+}
+
+// enqueueOrphanPod queues one pod for finalizer removal.
+func (c *Controller) enqueueOrphanPod(pod *corev1.Pod) {
+	c.orphanQueue.Add(orphanKey{namespace: pod.Namespace, name: pod.Name})
+}
+
+// enqueueSelectorOrphans queues every pod selected by the Job for finalizer
+// removal (used when the Job is deleted or finished).
+func (c *Controller) enqueueSelectorOrphans(logger klog.Logger, job *batchv1.Job) {
+	sel, ok := selectorOf(job)
+	if !ok {
+		logger.Info("Job has an invalid selector", "job", klog.KObj(job))
+		return
+	}
+	c.orphanQueue.Add(orphanKey{namespace: job.Namespace, selector: sel.String()})
+}
+
+// orphanWorker processes the orphan queue until it shuts down.
+func (c *Controller) orphanWorker(ctx context.Context) {
+	for c.processNextOrphan(ctx) {
+	}
+}
+
+// processNextOrphan handles one orphan key; errors requeue it rate-limited.
+func (c *Controller) processNextOrphan(ctx context.Context) bool {
+	key, quit := c.orphanQueue.Get()
+	if quit {
+		return false
+	}
+	defer c.orphanQueue.Done(key)
+	if err := c.syncOrphan(ctx, key); err != nil {
+		utilruntime.HandleErrorWithContext(ctx, err, "Removing finalizers of orphan pods", "key", key)
+		c.orphanQueue.AddRateLimited(key)
+		return true
+	}
+	c.orphanQueue.Forget(key)
+	return true
+}
+
+// syncOrphan removes the tracking finalizer from the pod(s) of key that no
+// managed, unfinished Job can count any more.
+func (c *Controller) syncOrphan(ctx context.Context, key orphanKey) error {
+	if key.selector == "" {
+		pod, err := c.podLister.Pods(key.namespace).Get(key.name)
+		if apierrors.IsNotFound(err) {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		return c.releaseOrphanFinalizer(ctx, pod)
+	}
+	sel, err := labels.Parse(key.selector)
+	if err != nil {
+		return fmt.Errorf("parsing selector %q: %w", key.selector, err)
+	}
+	pods, err := c.podLister.Pods(key.namespace).List(sel)
+	if err != nil {
+		return err
+	}
+	var firstErr error
+	for _, pod := range pods {
+		if err := c.releaseOrphanFinalizer(ctx, pod); err != nil && firstErr == nil {
+			firstErr = err
+		}
+	}
+	return firstErr
+}
+
+// releaseOrphanFinalizer removes the finalizer of pod unless a Job can still
+// count it: a pod controlled by something other than a batch/v1 Job, by a
+// Job of another controller, or by an unfinished Job keeps it.
+func (c *Controller) releaseOrphanFinalizer(ctx context.Context, pod *corev1.Pod) error {
+	if !hasTrackingFinalizer(pod) {
+		return nil
+	}
+	if ref := metav1.GetControllerOf(pod); ref != nil {
+		if ref.Kind != "Job" || ref.APIVersion != batchv1.SchemeGroupVersion.String() {
+			return nil
+		}
+		if job := c.resolveControllerRef(pod.Namespace, ref); job != nil {
+			if !c.manages(job) || !isFinished(job) {
+				return nil
+			}
+		}
+	}
+	klog.FromContext(ctx).V(2).Info("Removing tracking finalizer from orphan pod", "pod", klog.KObj(pod))
+	if err := c.pods.PatchPod(ctx, pod.Namespace, pod.Name, removeFinalizerPatch(pod)); err != nil && !apierrors.IsNotFound(err) {
+		return fmt.Errorf("removing tracking finalizer from %s: %w", klog.KObj(pod), err)
+	}
+	return nil
+}

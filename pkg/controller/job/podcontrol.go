@@ -1,0 +1,125 @@
+package job
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/validation"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/record"
+	"k8s.io/klog/v2"
+	"k8s.io/kubernetes/pkg/controller"
+)
+
+// Event reasons of pod writes (the same as every upstream workload controller).
+const (
+	// ReasonSuccessfulCreate is recorded for each pod created.
+	ReasonSuccessfulCreate = "SuccessfulCreate"
+	// ReasonFailedCreate is recorded for each failed pod creation.
+	ReasonFailedCreate = "FailedCreate"
+	// ReasonSuccessfulDelete is recorded for each pod deleted.
+	ReasonSuccessfulDelete = "SuccessfulDelete"
+	// ReasonFailedDelete is recorded for each failed pod deletion.
+	ReasonFailedDelete = "FailedDelete"
+)
+
+// podControl writes pods on behalf of Jobs, with the controller's field
+// manager and the upstream events. It also serves as the
+// controller.PodControlInterface of the ControllerRefManager, which only
+// patches.
+type podControl struct {
+	client   kubernetes.Interface
+	recorder record.EventRecorder
+}
+
+var _ controller.PodControlInterface = (*podControl)(nil)
+
+// create creates one pod from tmpl, controlled by job. An empty
+// generateName means "<job>-".
+func (c *podControl) create(ctx context.Context, job *batchv1.Job, tmpl *corev1.PodTemplateSpec, generateName string) error {
+	if generateName == "" {
+		generateName = job.Name + "-"
+		if len(validation.IsDNS1123Subdomain(generateName+"abcde")) != 0 {
+			generateName = job.Name
+		}
+	}
+	if len(tmpl.Labels) == 0 {
+		return errors.New("unable to create pods, no labels")
+	}
+	pod := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{
+			GenerateName:    generateName,
+			Labels:          copyMap(tmpl.Labels),
+			Annotations:     copyMap(tmpl.Annotations),
+			Finalizers:      append([]string(nil), tmpl.Finalizers...),
+			OwnerReferences: []metav1.OwnerReference{*metav1.NewControllerRef(job, batchv1.SchemeGroupVersion.WithKind("Job"))},
+		},
+		Spec: *tmpl.Spec.DeepCopy(),
+	}
+	created, err := c.client.CoreV1().Pods(job.Namespace).Create(ctx, pod, metav1.CreateOptions{FieldManager: FieldManager})
+	if err != nil {
+		if !apierrors.HasStatusCause(err, corev1.NamespaceTerminatingCause) {
+			c.recorder.Eventf(job, corev1.EventTypeWarning, ReasonFailedCreate, "Error creating: %v", err)
+		}
+		return err
+	}
+	klog.FromContext(ctx).V(4).Info("Created pod", "job", klog.KObj(job), "pod", klog.KObj(created))
+	c.recorder.Eventf(job, corev1.EventTypeNormal, ReasonSuccessfulCreate, "Created pod: %v", created.Name)
+	return nil
+}
+
+// delete deletes the named pod of job. A pod already gone is reported as
+// NotFound without an event.
+func (c *podControl) delete(ctx context.Context, job *batchv1.Job, name string) error {
+	klog.FromContext(ctx).V(2).Info("Deleting pod", "job", klog.KObj(job), "pod", klog.KRef(job.Namespace, name))
+	err := c.client.CoreV1().Pods(job.Namespace).Delete(ctx, name, metav1.DeleteOptions{})
+	if err != nil {
+		if apierrors.IsNotFound(err) {
+			return err
+		}
+		c.recorder.Eventf(job, corev1.EventTypeWarning, ReasonFailedDelete, "Error deleting: %v", err)
+		return fmt.Errorf("deleting pod %s/%s: %w", job.Namespace, name, err)
+	}
+	c.recorder.Eventf(job, corev1.EventTypeNormal, ReasonSuccessfulDelete, "Deleted pod: %v", name)
+	return nil
+}
+
+// PatchPod applies a strategic merge patch to a pod.
+func (c *podControl) PatchPod(ctx context.Context, namespace, name string, data []byte) error {
+	_, err := c.client.CoreV1().Pods(namespace).Patch(ctx, name, types.StrategicMergePatchType, data, metav1.PatchOptions{FieldManager: FieldManager})
+	return err
+}
+
+// CreatePods is not used by the ControllerRefManager.
+func (c *podControl) CreatePods(context.Context, string, *corev1.PodTemplateSpec, runtime.Object, *metav1.OwnerReference) error {
+	return errors.New("podControl.CreatePods is not supported")
+}
+
+// CreatePodsWithGenerateName is not used by the ControllerRefManager.
+func (c *podControl) CreatePodsWithGenerateName(context.Context, string, *corev1.PodTemplateSpec, runtime.Object, *metav1.OwnerReference, string) error {
+	return errors.New("podControl.CreatePodsWithGenerateName is not supported")
+}
+
+// DeletePod is not used by the ControllerRefManager.
+func (c *podControl) DeletePod(context.Context, string, string, runtime.Object) error {
+	return errors.New("podControl.DeletePod is not supported")
+}
+
+// copyMap returns a copy of m (nil for an empty map).
+func copyMap(m map[string]string) map[string]string {
+	if len(m) == 0 {
+		return nil
+	}
+	out := make(map[string]string, len(m))
+	for k, v := range m {
+		out[k] = v
+	}
+	return out
+}

@@ -1,0 +1,299 @@
+package job
+
+import (
+	"context"
+	"fmt"
+
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/sets"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/klog/v2"
+	"k8s.io/kubernetes/pkg/controller"
+	"k8s.io/utils/ptr"
+
+	"jobkeeper.dev/jobkeeper/pkg/controller/job/metrics"
+)
+
+// Event reasons recorded on Jobs besides pod writes and suspend/resume.
+const (
+	// ReasonCompleted is recorded when a Job completes.
+	ReasonCompleted = "Completed"
+	// ReasonTooManySucceededPods warns that more pods succeeded than completions.
+	ReasonTooManySucceededPods = "TooManySucceededPods"
+	// ReasonUnknownCompletionMode warns about a Job with an unknown completion mode.
+	ReasonUnknownCompletionMode = "UnknownCompletionMode"
+)
+
+// syncContext is what one sync of one Job knows and decides. Later features
+// (pod failure policy, backoff limit per index, success policy) add their
+// fields here instead of growing parameter lists.
+type syncContext struct {
+	// key is the Job's queue key.
+	key string
+	// job is a private copy of the Job whose status the sync rewrites.
+	job *batchv1.Job
+	// pods are all pods the Job controls (after adoption and release).
+	pods []*corev1.Pod
+	// active are the pods neither terminal nor being deleted.
+	active []*corev1.Pod
+	// ready and terminating are the status counts to write.
+	ready, terminating int32
+	// succeeded and failed include pods not yet moved into the counters.
+	succeeded, failed int32
+	// prevSucceededIndexes is status.completedIndexes; succeededIndexes adds
+	// the indexes of succeeded pods still holding the finalizer.
+	prevSucceededIndexes, succeededIndexes indexSet
+	// uncountedSucceeded and uncountedFailed are the UIDs in
+	// status.uncountedTerminatedPods at the start of the sync.
+	uncountedSucceeded, uncountedFailed sets.Set[types.UID]
+	// expectedRmFinalizers are pods whose finalizer removal is in flight.
+	expectedRmFinalizers sets.Set[types.UID]
+	// finishedCondition is the condition the Job is heading to, if any.
+	finishedCondition *batchv1.JobCondition
+	// newBackoff is the backoff record including this sync's finished pods.
+	newBackoff backoffRecord
+}
+
+// syncJob brings one Job towards its spec. Steps: skip Jobs that are not
+// managed, finished, or unsupported; list and claim pods; count outcomes;
+// decide failure (backoffLimit, deadline) or create/delete pods; decide
+// success; then track finished pods and write the status (tracking.go).
+// Never called concurrently for the same key.
+func (c *Controller) syncJob(ctx context.Context, key string) (rErr error) {
+	start := c.clock.Now()
+	logger := klog.FromContext(ctx)
+	defer func() {
+		logger.V(4).Info("Finished syncing job", "key", key, "elapsed", c.clock.Since(start))
+	}()
+	ns, name, err := cache.SplitMetaNamespaceKey(key)
+	if err != nil {
+		return err
+	}
+	shared, err := c.jobLister.Jobs(ns).Get(name)
+	if apierrors.IsNotFound(err) {
+		logger.V(4).Info("Job has been deleted", "key", key)
+		c.expectations.forget(key)
+		c.finalizers.forget(key)
+		c.backoff.remove(key)
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	if !c.manages(shared) {
+		logger.V(4).Info("Skipping job managed by another controller", "job", klog.KObj(shared), "managedBy", ptr.Deref(shared.Spec.ManagedBy, ""))
+		return nil
+	}
+	if isFinished(shared) {
+		c.backoff.remove(key)
+		c.finishedJobs.Delete(shared.UID)
+		return nil
+	}
+	if _, ok := c.finishedJobs.Load(shared.UID); ok {
+		logger.V(2).Info("Skipping job marked finished until the informer catches up", "job", klog.KObj(shared))
+		return nil
+	}
+	if feature := unsupportedFeature(shared); feature != "" {
+		if _, warned := c.warnedUnsupported.LoadOrStore(shared.UID, struct{}{}); !warned {
+			c.recorder.Eventf(shared, corev1.EventTypeWarning, ReasonUnsupportedJobSpec, "Skipped Job sync because %s is not supported by %s yet", feature, c.opts.ManagedBy)
+		}
+		return nil
+	}
+	if m := shared.Spec.CompletionMode; m != nil && *m != batchv1.NonIndexedCompletion && *m != batchv1.IndexedCompletion {
+		c.recorder.Event(shared, corev1.EventTypeWarning, ReasonUnknownCompletionMode, "Skipped Job sync because completion mode is unknown")
+		return nil
+	}
+
+	job := shared.DeepCopy()
+	mode := completionModeLabel(job)
+	action := metrics.ActionReconciling
+	defer func() {
+		result := metrics.Success
+		if rErr != nil {
+			result = metrics.Error
+		}
+		c.metrics.SyncDuration.WithLabelValues(mode, result, action).Observe(c.clock.Since(start).Seconds())
+		c.metrics.Syncs.WithLabelValues(mode, result, action).Inc()
+	}()
+	if job.Status.UncountedTerminatedPods == nil {
+		job.Status.UncountedTerminatedPods = &batchv1.UncountedTerminatedPods{}
+	}
+	// Read expectations before listing pods: a pod created after this point
+	// only defers the decision to the next sync.
+	satisfied := c.expectations.satisfied(key)
+	pods, err := c.podsForJob(ctx, job)
+	if err != nil {
+		return err
+	}
+	now := c.clock.Now()
+	sc := &syncContext{
+		key:                  key,
+		job:                  job,
+		pods:                 pods,
+		active:               filterPods(pods, isActive),
+		terminating:          countPods(pods, isTerminating),
+		uncountedSucceeded:   sets.New(job.Status.UncountedTerminatedPods.Succeeded...),
+		uncountedFailed:      sets.New(job.Status.UncountedTerminatedPods.Failed...),
+		expectedRmFinalizers: c.finalizers.expected(key),
+	}
+	sc.ready = countPods(sc.active, isReady)
+	active := int32(len(sc.active))
+	newSucceeded, newFailed := newlyFinishedPods(sc)
+	sc.succeeded = job.Status.Succeeded + int32(len(newSucceeded)+sc.uncountedSucceeded.Len())
+	sc.failed = job.Status.Failed + int32(len(newFailed)+sc.uncountedFailed.Len())
+	if job.Status.StartTime == nil && !isSuspended(job) {
+		t := metav1.NewTime(now)
+		job.Status.StartTime = &t
+	}
+	sc.newBackoff = nextBackoffRecord(c.backoff.get(key), newSucceeded, newFailed)
+
+	// Terminal decisions, in upstream's order: an earlier sync's interim
+	// condition wins, then failures, then success.
+	if cond := findCondition(job.Status.Conditions, batchv1.JobSuccessCriteriaMet); cond != nil && cond.Status == corev1.ConditionTrue {
+		sc.finishedCondition = cond.DeepCopy()
+	} else if cond := findCondition(job.Status.Conditions, batchv1.JobFailureTarget); cond != nil && cond.Status == corev1.ConditionTrue {
+		sc.finishedCondition = terminalFor(cond, now)
+	} else if sc.failed > *job.Spec.BackoffLimit || restartsExceedBackoffLimit(job, pods) {
+		sc.finishedCondition = newCondition(batchv1.JobFailureTarget, corev1.ConditionTrue, batchv1.JobReasonBackoffLimitExceeded, msgBackoffLimitExceeded, now)
+	} else if left, ok := deadlineRemaining(job, now); ok {
+		if left <= 0 {
+			sc.finishedCondition = newCondition(batchv1.JobFailureTarget, corev1.ConditionTrue, batchv1.JobReasonDeadlineExceeded, msgDeadlineExceeded, now)
+		} else {
+			logger.V(2).Info("Job has activeDeadlineSeconds; will sync again", "job", klog.KObj(job), "after", left)
+			c.queue.AddAfter(key, left)
+		}
+	}
+	if isIndexed(job) {
+		sc.prevSucceededIndexes, sc.succeededIndexes = succeededIndexes(job, pods)
+		sc.succeeded = int32(sc.succeededIndexes.count())
+	}
+
+	var manageErr error
+	statusChanged := false
+	if sc.finishedCondition != nil {
+		deletedReady, deleted, err := c.deleteActivePods(ctx, job, sc.active)
+		if deleted != active || !satisfied {
+			// Pods may remain, or pods may exist that the cache has not shown
+			// yet: the Job cannot be declared finished in this sync.
+			sc.finishedCondition = nil
+		}
+		active -= deleted
+		sc.terminating += deleted
+		sc.ready -= deletedReady
+		manageErr = err
+	} else {
+		managed := false
+		if satisfied && job.DeletionTimestamp == nil {
+			active, action, manageErr = c.manageJob(ctx, sc)
+			managed = true
+		}
+		if succeededEnough(job, sc.succeeded, active) {
+			sc.finishedCondition = newCondition(batchv1.JobSuccessCriteriaMet, corev1.ConditionTrue, batchv1.JobReasonCompletionsReached, msgCompletionsReached, now)
+		} else if managed {
+			// Only a sync that acted on pods may flip Suspended.
+			if tr := applySuspendCondition(job, metav1.NewTime(now)); tr.changed {
+				statusChanged = true
+				c.recorder.Event(job, corev1.EventTypeNormal, tr.eventReason, tr.eventMessage)
+			}
+		}
+	}
+
+	statusChanged = statusChanged || active != job.Status.Active ||
+		!ptr.Equal(&sc.ready, job.Status.Ready) || !ptr.Equal(&sc.terminating, job.Status.Terminating)
+	job.Status.Active = active
+	job.Status.Ready = ptr.To(sc.ready)
+	job.Status.Terminating = ptr.To(sc.terminating)
+	if err := c.trackStatus(ctx, sc, statusChanged); err != nil {
+		return fmt.Errorf("tracking status of job %s: %w", key, err)
+	}
+	return manageErr
+}
+
+// succeededEnough reports whether the Job met its completions: with
+// completions, that many successes and nothing active; without (work
+// queue), any success and nothing active.
+func succeededEnough(job *batchv1.Job, succeeded, active int32) bool {
+	if active != 0 {
+		return false
+	}
+	if job.Spec.Completions == nil {
+		return succeeded > 0
+	}
+	return succeeded >= *job.Spec.Completions
+}
+
+// newlyFinishedPods returns the succeeded and failed pods that still hold the
+// finalizer, are not in uncountedTerminatedPods and whose finalizer removal
+// is not in flight (for Indexed Jobs: with a valid index).
+func newlyFinishedPods(sc *syncContext) (succeeded, failed []*corev1.Pod) {
+	for _, p := range sc.pods {
+		if !hasTrackingFinalizer(p) || sc.expectedRmFinalizers.Has(p.UID) {
+			continue
+		}
+		if isIndexed(sc.job) && !validIndex(p, *sc.job.Spec.Completions) {
+			continue
+		}
+		switch {
+		case p.Status.Phase == corev1.PodSucceeded:
+			if !sc.uncountedSucceeded.Has(p.UID) {
+				succeeded = append(succeeded, p)
+			}
+		case isFailed(p, sc.job):
+			if !sc.uncountedFailed.Has(p.UID) {
+				failed = append(failed, p)
+			}
+		}
+	}
+	return succeeded, failed
+}
+
+// podsForJob returns the pods the Job controls, adopting orphans that match
+// its selector (adding the tracking finalizer) and releasing owned pods that
+// no longer match. The returned pods are cache pointers; adopted ones are
+// copies showing the finalizer.
+func (c *Controller) podsForJob(ctx context.Context, job *batchv1.Job) ([]*corev1.Pod, error) {
+	selector, err := metav1.LabelSelectorAsSelector(job.Spec.Selector)
+	if err != nil {
+		return nil, fmt.Errorf("converting job selector: %w", err)
+	}
+	var candidates []*corev1.Pod
+	for _, idx := range []string{string(job.UID), "orphan/" + job.Namespace} {
+		objs, err := c.podIndexer.ByIndex(podControllerIndex, idx)
+		if err != nil {
+			return nil, err
+		}
+		for _, o := range objs {
+			if p := o.(*corev1.Pod); p.Namespace == job.Namespace {
+				candidates = append(candidates, p)
+			}
+		}
+	}
+	canAdopt := controller.RecheckDeletionTimestamp(func(ctx context.Context) (metav1.Object, error) {
+		fresh, err := c.client.BatchV1().Jobs(job.Namespace).Get(ctx, job.Name, metav1.GetOptions{})
+		if err != nil {
+			return nil, err
+		}
+		if fresh.UID != job.UID {
+			return nil, fmt.Errorf("original Job %s/%s is gone: got uid %v, wanted %v", job.Namespace, job.Name, fresh.UID, job.UID)
+		}
+		return fresh, nil
+	})
+	cm := controller.NewPodControllerRefManager(c.pods, job, selector, batchv1.SchemeGroupVersion.WithKind("Job"), canAdopt, batchv1.JobTrackingFinalizer)
+	pods, err := cm.ClaimPods(ctx, candidates)
+	if err != nil {
+		return pods, err
+	}
+	for i, p := range pods {
+		if metav1.GetControllerOfNoCopy(p) == nil && !hasTrackingFinalizer(p) {
+			// Just adopted: the adoption patch added the finalizer.
+			cp := p.DeepCopy()
+			cp.Finalizers = append(cp.Finalizers, batchv1.JobTrackingFinalizer)
+			pods[i] = cp
+		}
+	}
+	return pods, nil
+}

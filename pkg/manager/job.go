@@ -1,0 +1,43 @@
+package manager
+
+import (
+	"context"
+	"fmt"
+
+	"jobkeeper.dev/jobkeeper/pkg/controller/job"
+)
+
+func init() {
+	initFuncs[JobController] = startJobController
+}
+
+// startJobController builds the Job controller from the shared informer
+// factory and the parsed options.
+func startJobController(ctx context.Context, cc ControllerContext) (RunFunc, error) {
+	o := cc.Options
+	batch := o.SyncBatchPeriod
+	if batch == 0 {
+		// --sync-batch-period=0 means no batching; the controller reads 0 as "default".
+		batch = -1
+	}
+	c, err := job.NewController(ctx,
+		cc.InformerFactory.Core().V1().Pods(),
+		cc.InformerFactory.Batch().V1().Jobs(),
+		cc.Client,
+		job.Options{
+			ManagedBy:                 o.ManagedBy,
+			ManageUnclaimedJobs:       o.ManageUnclaimedJobs,
+			PodFailureBackoff:         o.PodFailureBackoff,
+			MaxPodFailureBackoff:      o.MaxPodFailureBackoff,
+			SyncBatchPeriod:           batch,
+			MaxUncountedPods:          o.MaxUncountedPods,
+			MaxPodCreateDeletePerSync: o.MaxPodCreateDeletePerSync,
+			Clock:                     cc.Clock,
+			Registerer:                cc.Registerer,
+		})
+	if err != nil {
+		return nil, fmt.Errorf("creating job controller: %w", err)
+	}
+	workers := o.ConcurrentJobSyncs
+	return func(ctx context.Context) { c.Run(ctx, workers) }, nil
+}
