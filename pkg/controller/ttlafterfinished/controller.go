@@ -1,0 +1,294 @@
+package ttlafterfinished
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/discovery/cached/memory"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/dynamic/dynamicinformer"
+	"k8s.io/client-go/informers"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/kubernetes/scheme"
+	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
+	batchlisters "k8s.io/client-go/listers/batch/v1"
+	corelisters "k8s.io/client-go/listers/core/v1"
+	"k8s.io/client-go/restmapper"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/tools/record"
+	"k8s.io/client-go/util/workqueue"
+	"k8s.io/klog/v2"
+	"k8s.io/utils/clock"
+
+	"jobkeeper.dev/jobkeeper/pkg/apis/jobkeeper/v1alpha1"
+)
+
+// DefaultFieldManager is the field manager of the controller's writes.
+const DefaultFieldManager = "jobkeeper-ttl-after-finished-controller"
+
+// Tunables; variables so tests can change them.
+var (
+	// PolicyResyncPeriod is how often a policy's status (matched objects) is
+	// refreshed.
+	PolicyResyncPeriod = 30 * time.Second
+	// UnreadyPolicyRetryPeriod is how often a policy that is not ready (e.g.
+	// its kind is not installed yet) is compiled again.
+	UnreadyPolicyRetryPeriod = 10 * time.Second
+	// StatusBatchPeriod delays a policy status write after a deletion, so a
+	// burst of deletions costs one write.
+	StatusBatchPeriod = 2 * time.Second
+)
+
+// Options configures the controller. Every field has a working default.
+type Options struct {
+	// Clock drives expiry and requeues. Default: the real clock.
+	Clock clock.WithTicker
+	// Registerer receives the controller's metrics. Default: a private
+	// registry (metrics not served).
+	Registerer prometheus.Registerer
+	// Recorder records events. Default: a broadcaster writing through the
+	// typed client.
+	Recorder record.EventRecorder
+	// RESTMapper resolves policy target kinds. Default: a cached discovery
+	// mapper over the typed client.
+	RESTMapper meta.RESTMapper
+	// FieldManager is used on every write. Default DefaultFieldManager.
+	FieldManager string
+	// DryRun makes every deletion a dry-run report. Default false.
+	DryRun bool
+}
+
+// Clients are the API clients the controller uses.
+type Clients struct {
+	// Client is the typed clientset (Jobs, Pods, events, discovery).
+	Client kubernetes.Interface
+	// Dynamic reads CleanupPolicies and custom resources.
+	Dynamic dynamic.Interface
+}
+
+// objectKey identifies an object of any namespaced resource.
+type objectKey struct {
+	// resource is the object's resource.
+	resource schema.GroupVersionResource
+	// namespace and name identify the object.
+	namespace, name string
+}
+
+// Controller deletes finished Jobs, Pods and custom resources once their
+// time to live has expired. See the package documentation.
+type Controller struct {
+	// client is the typed clientset.
+	client kubernetes.Interface
+	// dynamic is the dynamic client.
+	dynamic dynamic.Interface
+	// recorder records events on handled objects.
+	recorder record.EventRecorder
+	// broadcaster is the event broadcaster New created, if any.
+	broadcaster record.EventBroadcaster
+	// clock is the injected clock.
+	clock clock.WithTicker
+	// metrics are the Prometheus collectors.
+	metrics *metrics
+	// mapper resolves policy target kinds to resources.
+	mapper meta.RESTMapper
+	// fieldManager is set on every write.
+	fieldManager string
+	// globalDryRun makes every deletion a report.
+	globalDryRun bool
+
+	// jobLister reads Jobs from the shared informer.
+	jobLister batchlisters.JobLister
+	// podLister reads Pods from the shared informer.
+	podLister corelisters.PodLister
+	// nsLister reads Namespaces, for namespace selectors.
+	nsLister corelisters.NamespaceLister
+	// cachesSynced are the shared informers' HasSynced functions.
+	cachesSynced []cache.InformerSynced
+	// policyInformer watches CleanupPolicies (not part of the shared factory).
+	policyInformer cache.SharedIndexInformer
+
+	// jobQueue holds Job keys (namespace/name), as upstream's queue.
+	jobQueue workqueue.TypedRateLimitingInterface[string]
+	// objectQueue holds Pods and custom resources.
+	objectQueue workqueue.TypedRateLimitingInterface[objectKey]
+	// policyQueue holds CleanupPolicy names.
+	policyQueue workqueue.TypedRateLimitingInterface[string]
+
+	// mu guards the fields below.
+	mu sync.RWMutex
+	// policies are the compiled policies by name, ready or not.
+	policies map[string]*compiledPolicy
+	// byKind holds the ready policies per target kind, sorted by name.
+	byKind map[schema.GroupVersionKind][]*compiledPolicy
+	// targets are the running dynamic informers per resource.
+	targets map[schema.GroupVersionResource]*dynamicTarget
+	// stats are deletions not yet written to policy status.
+	stats map[string]*policyStats
+	// reported holds the UIDs that already got a dry-run event.
+	reported map[types.UID]struct{}
+}
+
+// New creates the controller and registers its event handlers on the shared
+// informers of factory (Jobs, Pods, Namespaces). The caller starts factory;
+// Run starts the controller's own CleanupPolicy and custom resource informers.
+func New(ctx context.Context, opts Options, clients Clients, factory informers.SharedInformerFactory) (*Controller, error) {
+	logger := klog.FromContext(ctx)
+	c := &Controller{
+		client:       clients.Client,
+		dynamic:      clients.Dynamic,
+		recorder:     opts.Recorder,
+		clock:        opts.Clock,
+		mapper:       opts.RESTMapper,
+		fieldManager: opts.FieldManager,
+		globalDryRun: opts.DryRun,
+		policies:     map[string]*compiledPolicy{},
+		byKind:       map[schema.GroupVersionKind][]*compiledPolicy{},
+		targets:      map[schema.GroupVersionResource]*dynamicTarget{},
+		stats:        map[string]*policyStats{},
+		reported:     map[types.UID]struct{}{},
+	}
+	if c.clock == nil {
+		c.clock = clock.RealClock{}
+	}
+	if c.fieldManager == "" {
+		c.fieldManager = DefaultFieldManager
+	}
+	reg := opts.Registerer
+	if reg == nil {
+		reg = prometheus.NewRegistry()
+	}
+	var err error
+	if c.metrics, err = newMetrics(reg); err != nil {
+		return nil, fmt.Errorf("registering metrics: %w", err)
+	}
+	if c.mapper == nil {
+		c.mapper = restmapper.NewDeferredDiscoveryRESTMapper(memory.NewMemCacheClient(clients.Client.Discovery()))
+	}
+	if c.recorder == nil {
+		c.broadcaster = record.NewBroadcaster(record.WithContext(ctx))
+		c.recorder = c.broadcaster.NewRecorder(scheme.Scheme, corev1.EventSource{Component: EventSource})
+	}
+	rl := func() workqueue.TypedRateLimiter[string] { return workqueue.DefaultTypedControllerRateLimiter[string]() }
+	c.jobQueue = workqueue.NewTypedRateLimitingQueueWithConfig(rl(),
+		workqueue.TypedRateLimitingQueueConfig[string]{Name: "ttl_jobs_to_delete", Clock: c.clock})
+	c.objectQueue = workqueue.NewTypedRateLimitingQueueWithConfig(workqueue.DefaultTypedControllerRateLimiter[objectKey](),
+		workqueue.TypedRateLimitingQueueConfig[objectKey]{Name: "ttl_objects_to_delete", Clock: c.clock})
+	c.policyQueue = workqueue.NewTypedRateLimitingQueueWithConfig(rl(),
+		workqueue.TypedRateLimitingQueueConfig[string]{Name: "ttl_cleanup_policies", Clock: c.clock})
+
+	jobInformer := factory.Batch().V1().Jobs()
+	podInformer := factory.Core().V1().Pods()
+	nsInformer := factory.Core().V1().Namespaces()
+	c.jobLister = jobInformer.Lister()
+	c.podLister = podInformer.Lister()
+	c.nsLister = nsInformer.Lister()
+	if _, err := jobInformer.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc:    func(obj interface{}) { c.onJob(logger, obj) },
+		UpdateFunc: func(_, obj interface{}) { c.onJob(logger, obj) },
+		DeleteFunc: c.onDelete,
+	}); err != nil {
+		return nil, err
+	}
+	if _, err := podInformer.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc:    func(obj interface{}) { c.onPod(logger, obj) },
+		UpdateFunc: func(_, obj interface{}) { c.onPod(logger, obj) },
+		DeleteFunc: c.onDelete,
+	}); err != nil {
+		return nil, err
+	}
+	c.cachesSynced = []cache.InformerSynced{
+		jobInformer.Informer().HasSynced, podInformer.Informer().HasSynced, nsInformer.Informer().HasSynced,
+	}
+
+	c.policyInformer = dynamicinformer.NewFilteredDynamicInformer(clients.Dynamic, v1alpha1.CleanupPolicyResource,
+		"", 0, cache.Indexers{}, nil).Informer()
+	if _, err := c.policyInformer.AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc:    c.onPolicy,
+		UpdateFunc: c.onPolicyUpdate,
+		DeleteFunc: c.onPolicy,
+	}); err != nil {
+		return nil, err
+	}
+	return c, nil
+}
+
+// Run waits for the shared caches, then runs workers workers for Jobs,
+// workers for other objects and one for policies, until ctx is done.
+func (c *Controller) Run(ctx context.Context, workers int) {
+	defer utilruntime.HandleCrash()
+	logger := klog.FromContext(ctx)
+	logger.Info("Starting TTL after finished controller")
+
+	if c.broadcaster != nil {
+		c.broadcaster.StartStructuredLogging(3)
+		c.broadcaster.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: c.client.CoreV1().Events("")})
+		defer c.broadcaster.Shutdown()
+	}
+	var wg sync.WaitGroup
+	defer func() {
+		logger.Info("Shutting down TTL after finished controller")
+		c.jobQueue.ShutDown()
+		c.objectQueue.ShutDown()
+		c.policyQueue.ShutDown()
+		c.stopAllTargets()
+		wg.Wait()
+	}()
+
+	// The policy informer is not waited for: until it syncs, no policy
+	// applies, which only delays deletions. The CRD may even be missing, in
+	// which case Jobs and Pods are still served.
+	wg.Go(func() { c.policyInformer.RunWithContext(ctx) })
+	if !cache.WaitForNamedCacheSyncWithContext(ctx, c.cachesSynced...) {
+		return
+	}
+	for i := 0; i < workers; i++ {
+		wg.Go(func() { wait.UntilWithContext(ctx, c.jobWorker, time.Second) })
+		wg.Go(func() { wait.UntilWithContext(ctx, c.objectWorker, time.Second) })
+	}
+	wg.Go(func() { wait.UntilWithContext(ctx, c.policyWorker, time.Second) })
+	<-ctx.Done()
+}
+
+// jobWorker processes Job keys until the queue shuts down.
+func (c *Controller) jobWorker(ctx context.Context) {
+	for processNext(ctx, c.jobQueue, c.syncJob) {
+	}
+}
+
+// objectWorker processes Pod and custom resource keys.
+func (c *Controller) objectWorker(ctx context.Context) {
+	for processNext(ctx, c.objectQueue, c.syncObject) {
+	}
+}
+
+// policyWorker processes CleanupPolicy names.
+func (c *Controller) policyWorker(ctx context.Context) {
+	for processNext(ctx, c.policyQueue, c.syncPolicy) {
+	}
+}
+
+// processNext pops one key, syncs it, and forgets it on success or requeues
+// it rate-limited on error. It returns false when the queue shut down.
+func processNext[K comparable](ctx context.Context, q workqueue.TypedRateLimitingInterface[K], sync func(context.Context, K) error) bool {
+	key, quit := q.Get()
+	if quit {
+		return false
+	}
+	defer q.Done(key)
+	if err := sync(ctx, key); err != nil {
+		utilruntime.HandleErrorWithContext(ctx, err, "Error in TTL after finished controller, will retry", "key", key)
+		q.AddRateLimited(key)
+		return true
+	}
+	q.Forget(key)
+	return true
+}

@@ -1,0 +1,111 @@
+package ttlafterfinished
+
+import (
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/klog/v2"
+
+	"jobkeeper.dev/jobkeeper/pkg/apis/jobkeeper/v1alpha1"
+)
+
+// onJob enqueues a Job that is finished, not being deleted, and has a TTL
+// of its own or may be selected by a policy.
+func (c *Controller) onJob(logger klog.Logger, obj interface{}) {
+	job, ok := obj.(*batchv1.Job)
+	if !ok || job.DeletionTimestamp != nil || !jobFinished(job) {
+		return
+	}
+	if job.Spec.TTLSecondsAfterFinished == nil && !c.hasPolicies(jobGVK) {
+		return
+	}
+	logger.V(4).Info("Add job to cleanup", "job", klog.KObj(job))
+	c.enqueueJob(job.Namespace, job.Name)
+}
+
+// enqueueJob adds a Job key.
+func (c *Controller) enqueueJob(ns, name string) {
+	c.jobQueue.Add(ns + "/" + name)
+}
+
+// onPod enqueues a finished Pod that is not being deleted and carries the
+// TTL annotation or may be selected by a policy.
+func (c *Controller) onPod(logger klog.Logger, obj interface{}) {
+	pod, ok := obj.(*corev1.Pod)
+	if !ok || pod.DeletionTimestamp != nil {
+		return
+	}
+	if finished, _ := podFinished(pod); !finished {
+		return
+	}
+	if _, has := pod.Annotations[v1alpha1.TTLAnnotation]; !has && !c.hasPolicies(podGVK) {
+		return
+	}
+	logger.V(4).Info("Add pod to cleanup", "pod", klog.KObj(pod))
+	c.objectQueue.Add(objectKey{resource: podResource, namespace: pod.Namespace, name: pod.Name})
+}
+
+// onDynamic returns the handler that enqueues objects of a custom resource.
+func (c *Controller) onDynamic(gvr schema.GroupVersionResource) cache.ResourceEventHandler {
+	add := func(obj interface{}) {
+		u, ok := obj.(*unstructured.Unstructured)
+		if !ok || u.GetDeletionTimestamp() != nil {
+			return
+		}
+		c.objectQueue.Add(objectKey{resource: gvr, namespace: u.GetNamespace(), name: u.GetName()})
+	}
+	return cache.ResourceEventHandlerFuncs{
+		AddFunc:    add,
+		UpdateFunc: func(_, obj interface{}) { add(obj) },
+		DeleteFunc: c.onDelete,
+	}
+}
+
+// onDelete forgets the dry-run report of a deleted object.
+func (c *Controller) onDelete(obj interface{}) {
+	if t, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+		obj = t.Obj
+	}
+	m, err := meta.Accessor(obj)
+	if err != nil {
+		return
+	}
+	c.mu.Lock()
+	delete(c.reported, m.GetUID())
+	c.mu.Unlock()
+}
+
+// onPolicy enqueues a policy that was added or deleted.
+func (c *Controller) onPolicy(obj interface{}) {
+	if key, err := cache.DeletionHandlingMetaNamespaceKeyFunc(obj); err == nil {
+		c.policyQueue.Add(key)
+	}
+}
+
+// onPolicyUpdate enqueues a policy whose spec changed; status-only updates
+// (the controller's own writes) are ignored.
+func (c *Controller) onPolicyUpdate(oldObj, newObj interface{}) {
+	o, err1 := meta.Accessor(oldObj)
+	n, err2 := meta.Accessor(newObj)
+	if err1 != nil || err2 != nil || o.GetGeneration() == n.GetGeneration() {
+		return
+	}
+	c.onPolicy(newObj)
+}
+
+// hasPolicies reports whether a ready policy targets gvk.
+func (c *Controller) hasPolicies(gvk schema.GroupVersionKind) bool {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	return len(c.byKind[gvk]) > 0
+}
+
+// policiesFor returns the ready policies that target gvk, sorted by name.
+func (c *Controller) policiesFor(gvk schema.GroupVersionKind) []*compiledPolicy {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	return c.byKind[gvk]
+}
