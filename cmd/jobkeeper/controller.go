@@ -1,0 +1,91 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/signal"
+	"syscall"
+
+	"github.com/spf13/cobra"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+	"k8s.io/klog/v2"
+
+	"jobkeeper.dev/jobkeeper/pkg/manager"
+)
+
+func newControllerCommand() *cobra.Command {
+	opts := manager.NewOptions()
+	var kubeconfig string
+	cmd := &cobra.Command{
+		Use:   "controller",
+		Short: "Run the controllers against an existing cluster",
+		Long: `Run jobkeeper's controllers against the cluster of --kubeconfig (or the in-cluster
+configuration when running in a pod). The Job controller manages the Jobs whose spec.managedBy
+is --managed-by; the TTL-after-finished controller cleans up finished objects.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			config, err := loadClientConfig(kubeconfig)
+			if err != nil {
+				return err
+			}
+			m, err := manager.New(config, opts)
+			if err != nil {
+				return err
+			}
+			ctx, stop := signalContext()
+			defer stop()
+			return m.Run(ctx)
+		},
+	}
+	cmd.Flags().StringVar(&kubeconfig, "kubeconfig", "", "Path to a kubeconfig. Empty: $KUBECONFIG, then the in-cluster configuration.")
+	addControllerFlags(cmd.Flags(), opts)
+	return cmd
+}
+
+// loadClientConfig reads the kubeconfig at path, or $KUBECONFIG, or falls
+// back to the in-cluster configuration.
+func loadClientConfig(path string) (*rest.Config, error) {
+	if path == "" {
+		path = os.Getenv("KUBECONFIG")
+	}
+	if path == "" {
+		c, err := rest.InClusterConfig()
+		if err != nil {
+			return nil, fmt.Errorf("no --kubeconfig given and not running in a cluster: %w", err)
+		}
+		return c, nil
+	}
+	if _, err := os.Stat(path); err != nil {
+		return nil, fmt.Errorf("kubeconfig %s: %w", path, unwrapPathErr(err))
+	}
+	c, err := clientcmd.BuildConfigFromFlags("", path)
+	if err != nil {
+		return nil, fmt.Errorf("kubeconfig %s: %w", path, err)
+	}
+	return c, nil
+}
+
+// signalContext is cancelled by the first SIGINT or SIGTERM; a second one
+// exits at once.
+func signalContext() (context.Context, context.CancelFunc) {
+	ctx, cancel := context.WithCancel(context.Background())
+	ch := make(chan os.Signal, 2)
+	signal.Notify(ch, syscall.SIGINT, syscall.SIGTERM)
+	go func() {
+		s := <-ch
+		klog.Background().Info("Shutting down", "signal", s.String())
+		cancel()
+		<-ch
+		os.Exit(1)
+	}()
+	return ctx, func() { signal.Stop(ch); cancel() }
+}
+
+func unwrapPathErr(err error) error {
+	if pe, ok := err.(*os.PathError); ok {
+		return pe.Err
+	}
+	return err
+}

@@ -1,0 +1,16 @@
+// Command jobkeeper runs the Kubernetes Job and TTL-after-finished
+// controllers, either against an existing cluster (`jobkeeper controller`) or
+// inside an embedded control plane on this machine (`jobkeeper up`).
+package main
+
+import (
+	"fmt"
+	"os"
+)
+
+func main() {
+	if err := newRootCommand().Execute(); err != nil {
+		fmt.Fprintf(os.Stderr, "jobkeeper: %v\n", err)
+		os.Exit(1)
+	}
+}

@@ -1,0 +1,194 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/spf13/cobra"
+	"k8s.io/klog/v2"
+
+	"jobkeeper.dev/jobkeeper/pkg/controlplane"
+	"jobkeeper.dev/jobkeeper/pkg/manager"
+)
+
+// upOptions are the flags of `jobkeeper up` beyond the controller flags.
+type upOptions struct {
+	// dataDir holds etcd, certificates, logs and pod files.
+	dataDir string
+	// port is the apiserver's secure port on 127.0.0.1.
+	port int
+	// kubeconfigOut is where the admin kubeconfig is written.
+	kubeconfigOut string
+}
+
+// upComponent starts something that runs beside the control plane (the node
+// agent, CRD installation, ...). It returns a function that waits for the
+// component to stop after ctx is cancelled.
+type upComponent func(ctx context.Context, cp *controlplane.ControlPlane) (wait func(), err error)
+
+// upComponents are started in order once the control plane is ready.
+var upComponents []upComponent
+
+// shutdownTimeout bounds the whole shutdown after a signal.
+const shutdownTimeout = 10 * time.Second
+
+func newUpCommand() *cobra.Command {
+	opts := manager.NewOptions()
+	opts.ManageUnclaimedJobs = true
+	opts.MetricsBindAddress = "127.0.0.1:0"
+	opts.HealthProbeBindAddress = "127.0.0.1:0"
+	up := &upOptions{port: controlplane.DefaultPort}
+	if home, err := os.UserHomeDir(); err == nil {
+		up.dataDir = filepath.Join(home, ".jobkeeper")
+	}
+	cmd := &cobra.Command{
+		Use:   "up",
+		Short: "Run an embedded control plane with jobkeeper's controllers on this machine",
+		Long: `Start etcd, kube-apiserver and the garbage collector in this process, with jobkeeper's
+controllers, and write an admin kubeconfig. Objects are kept in --data-dir across restarts.
+Stop with Ctrl-C (SIGINT) or SIGTERM.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return runUp(cmd.OutOrStdout(), up, opts)
+		},
+	}
+	fs := cmd.Flags()
+	fs.StringVar(&up.dataDir, "data-dir", up.dataDir, "Directory for etcd data, certificates, logs and pod files.")
+	fs.IntVar(&up.port, "port", up.port, "Secure port of the kube-apiserver on 127.0.0.1 (0 picks a free port).")
+	fs.StringVar(&up.kubeconfigOut, "kubeconfig-out", "", "Where to write the admin kubeconfig (default <data-dir>/kubeconfig).")
+	addControllerFlags(fs, opts)
+	return cmd
+}
+
+// validate checks the flags before anything is written.
+func (u *upOptions) validate(opts *manager.Options) error {
+	if u.dataDir == "" {
+		return errors.New("--data-dir must be set (no home directory to default to)")
+	}
+	abs, err := filepath.Abs(u.dataDir)
+	if err != nil {
+		return fmt.Errorf("--data-dir %s: %w", u.dataDir, err)
+	}
+	u.dataDir = abs
+	if u.kubeconfigOut == "" {
+		u.kubeconfigOut = filepath.Join(u.dataDir, "kubeconfig")
+	} else if u.kubeconfigOut, err = filepath.Abs(u.kubeconfigOut); err != nil {
+		return fmt.Errorf("--kubeconfig-out: %w", err)
+	}
+	if err := opts.Validate(); err != nil {
+		return err
+	}
+	if u.port < 0 || u.port > 65535 {
+		return fmt.Errorf("--port %d is out of range 0-65535", u.port)
+	}
+	return nil
+}
+
+func runUp(out io.Writer, up *upOptions, opts *manager.Options) error {
+	if err := up.validate(opts); err != nil {
+		return err
+	}
+	// Check everything that can fail on bad input before writing anything.
+	// The kubeconfig's directory is checked first unless it is the data
+	// directory itself, which may not exist yet.
+	if filepath.Dir(up.kubeconfigOut) != up.dataDir {
+		if err := controlplane.CheckKubeconfigPath(up.kubeconfigOut); err != nil {
+			return err
+		}
+	}
+	if err := controlplane.CheckPort(up.port); err != nil {
+		return err
+	}
+	if err := controlplane.EnsureWritableDir(up.dataDir); err != nil {
+		return err
+	}
+	if err := controlplane.CheckKubeconfigPath(up.kubeconfigOut); err != nil {
+		return err
+	}
+	logPath := filepath.Join(up.dataDir, "logs", "jobkeeper.log")
+	logFile, err := controlplane.RedirectKlog(logPath)
+	if err != nil {
+		return err
+	}
+	defer logFile.Close()
+
+	ctx, stop := signalContext()
+	defer stop()
+	logger := klog.FromContext(ctx)
+	started := time.Now()
+	cp, err := controlplane.Start(ctx, controlplane.Config{
+		DataDir:       up.dataDir,
+		Port:          up.port,
+		KubeconfigOut: up.kubeconfigOut,
+	})
+	if err != nil {
+		return err
+	}
+	defer cp.Stop()
+
+	compCtx, cancelComponents := context.WithCancel(ctx)
+	defer cancelComponents()
+	var waits []func()
+	for _, start := range upComponents {
+		wait, err := start(compCtx, cp)
+		if err != nil {
+			cancelComponents()
+			for _, w := range waits {
+				w()
+			}
+			return err
+		}
+		waits = append(waits, wait)
+	}
+
+	m, err := manager.New(cp.AdminConfig(), opts)
+	if err != nil {
+		return err
+	}
+	managerErr := make(chan error, 1)
+	go func() { managerErr <- m.Run(compCtx) }()
+
+	fmt.Fprintf(out, "jobkeeper is up in %.1fs: kube-apiserver at %s\n", time.Since(started).Seconds(), cp.URL())
+	fmt.Fprintf(out, "Kubeconfig written to %s\n\n", cp.KubeconfigPath())
+	fmt.Fprintf(out, "    export KUBECONFIG=%s\n    kubectl get nodes\n\n", cp.KubeconfigPath())
+	fmt.Fprintf(out, "Logs: %s. Stop with Ctrl-C.\n", logPath)
+
+	var runErr error
+	select {
+	case <-ctx.Done():
+	case <-cp.Failed():
+		runErr = cp.Err()
+	case err := <-managerErr:
+		runErr = fmt.Errorf("controllers stopped: %w", err)
+		managerErr <- nil
+	}
+	logger.Info("Stopping")
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		cancelComponents()
+		select {
+		case <-managerErr:
+		case <-time.After(3 * time.Second):
+			logger.Info("Controllers did not stop within 3s")
+		}
+		for _, w := range waits {
+			w()
+		}
+		cp.Stop()
+	}()
+	select {
+	case <-done:
+	case <-time.After(shutdownTimeout):
+		runErr = errors.Join(runErr, fmt.Errorf("shutdown took longer than %s", shutdownTimeout))
+	}
+	if runErr == nil {
+		fmt.Fprintln(out, "jobkeeper stopped.")
+	}
+	return runErr
+}

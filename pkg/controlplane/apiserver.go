@@ -1,0 +1,157 @@
+package controlplane
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"runtime/debug"
+	"strings"
+
+	"k8s.io/apimachinery/pkg/util/errors"
+	apimachineryversion "k8s.io/apimachinery/pkg/version"
+	genericapiserver "k8s.io/apiserver/pkg/server"
+	basecompatibility "k8s.io/component-base/compatibility"
+	"k8s.io/kubernetes/cmd/kube-apiserver/app"
+	"k8s.io/kubernetes/cmd/kube-apiserver/app/options"
+	"k8s.io/kubernetes/pkg/controlplane/reconcilers"
+)
+
+// serviceCIDR is the service cluster IP range; its first address is the
+// kubernetes.default Service, included in the serving certificate.
+const serviceCIDR = "10.0.0.0/24"
+
+// serviceIP is the first address of serviceCIDR.
+var serviceIP = net.ParseIP("10.0.0.1")
+
+// apiserverConfig is what startAPIServer needs.
+type apiserverConfig struct {
+	// listener is the already-bound secure port.
+	listener net.Listener
+	// etcdURL is the embedded etcd's client URL.
+	etcdURL string
+	// pki holds the certificates.
+	pki PKI
+	// authorizationModes are the --authorization-mode values.
+	authorizationModes []string
+}
+
+// startAPIServer builds kube-apiserver from its own options structs, the way
+// its command does, and runs it until ctx is done. It returns a channel that
+// receives the server's exit error (nil after a clean stop) and is closed.
+func startAPIServer(ctx context.Context, c apiserverConfig) (<-chan error, error) {
+	s := options.NewServerRunOptions()
+
+	s.SecureServing.Listener = c.listener
+	s.SecureServing.BindAddress = net.ParseIP("127.0.0.1")
+	s.SecureServing.BindPort = c.listener.Addr().(*net.TCPAddr).Port
+	s.SecureServing.ExternalAddress = net.ParseIP("127.0.0.1")
+	s.SecureServing.ServerCert.CertKey.CertFile = c.pki.ServingCert()
+	s.SecureServing.ServerCert.CertKey.KeyFile = c.pki.ServingKey()
+	s.Authentication.ClientCert.ClientCA = c.pki.CACert()
+	s.Authentication.Anonymous.Allow = false
+	s.Authorization.Modes = c.authorizationModes
+
+	// Pods are created in namespaces that have no service account yet, and no
+	// token controller runs here: the ServiceAccount admission plugin would
+	// reject them.
+	s.Admission.GenericAdmission.DisablePlugins = []string{"ServiceAccount"}
+
+	s.ServiceAccountSigningKeyFile = c.pki.ServiceAccountKey()
+	s.Authentication.ServiceAccounts.KeyFiles = []string{c.pki.ServiceAccountKey()}
+	s.Authentication.ServiceAccounts.Issuers = []string{"https://kubernetes.default.svc.cluster.local"}
+
+	s.Etcd.StorageConfig.Transport.ServerList = []string{c.etcdURL}
+	s.ServiceClusterIPRanges = serviceCIDR
+	// A single apiserver on loopback: nothing to publish in the kubernetes
+	// Endpoints, and the lease reconciler would only add writes.
+	s.EndpointReconcilerType = string(reconcilers.NoneEndpointReconcilerType)
+	s.AllowPrivileged = true
+	s.EnableLogsHandler = false
+
+	// The apiserver reaches the node agent (kubectl logs) with its own client
+	// certificate and checks the node's serving certificate against our CA.
+	s.KubeletConfig.TLSClientConfig.CertFile = c.pki.KubeletClientCert()
+	s.KubeletConfig.TLSClientConfig.KeyFile = c.pki.KubeletClientKey()
+	s.KubeletConfig.TLSClientConfig.CAFile = c.pki.CACert()
+	s.KubeletConfig.PreferredAddressTypes = []string{"InternalIP", "Hostname"}
+
+	if err := s.GenericServerRunOptions.ComponentGlobalsRegistry.Set(); err != nil {
+		return nil, fmt.Errorf("setting component globals: %w", err)
+	}
+	completed, err := s.Complete(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("completing kube-apiserver options: %w", err)
+	}
+	if errs := completed.Validate(); len(errs) != 0 {
+		return nil, fmt.Errorf("validating kube-apiserver options: %w", errors.NewAggregate(errs))
+	}
+	cfg, err := app.NewConfig(completed)
+	if err != nil {
+		return nil, fmt.Errorf("configuring kube-apiserver: %w", err)
+	}
+	overrideVersion(cfg)
+	done, err := cfg.Complete()
+	if err != nil {
+		return nil, fmt.Errorf("completing kube-apiserver config: %w", err)
+	}
+	server, err := app.CreateServerChain(done)
+	if err != nil {
+		return nil, fmt.Errorf("creating kube-apiserver: %w", err)
+	}
+	prepared, err := server.PrepareRun()
+	if err != nil {
+		return nil, fmt.Errorf("preparing kube-apiserver: %w", err)
+	}
+	errCh := make(chan error, 1)
+	go func() {
+		defer close(errCh)
+		errCh <- prepared.Run(ctx)
+	}()
+	return errCh, nil
+}
+
+// overrideVersion makes /version report the Kubernetes release this binary
+// was built with. Without link-time flags, k8s.io/component-base/version
+// holds a placeholder that kubectl cannot parse.
+func overrideVersion(cfg *app.Config) {
+	gv := kubernetesVersion()
+	for _, g := range []*genericapiserver.Config{
+		&cfg.Aggregator.GenericConfig.Config,
+		cfg.KubeAPIs.ControlPlane.Generic,
+		&cfg.ApiExtensions.GenericConfig.Config,
+	} {
+		if g.EffectiveVersion != nil {
+			g.EffectiveVersion = fixedGitVersion{EffectiveVersion: g.EffectiveVersion, gitVersion: gv}
+		}
+	}
+}
+
+// fixedGitVersion reports gitVersion in Info when the linked-in version is a placeholder.
+type fixedGitVersion struct {
+	basecompatibility.EffectiveVersion
+	// gitVersion is the version to report, e.g. "v1.36.3".
+	gitVersion string
+}
+
+// Info returns the wrapped version information with a usable GitVersion.
+func (f fixedGitVersion) Info() *apimachineryversion.Info {
+	info := f.EffectiveVersion.Info()
+	if info != nil && (info.GitVersion == "" || strings.Contains(info.GitVersion, "$Format")) {
+		info.GitVersion = f.gitVersion
+		info.GitCommit = ""
+		info.GitTreeState = ""
+	}
+	return info
+}
+
+// kubernetesVersion is the version of the k8s.io/kubernetes module linked in.
+func kubernetesVersion() string {
+	if bi, ok := debug.ReadBuildInfo(); ok {
+		for _, d := range bi.Deps {
+			if d.Path == "k8s.io/kubernetes" {
+				return d.Version
+			}
+		}
+	}
+	return "v1.36.0"
+}

@@ -1,0 +1,337 @@
+package controlplane
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"path/filepath"
+	"strconv"
+	"syscall"
+	"time"
+
+	"go.etcd.io/etcd/server/v3/embed"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"k8s.io/klog/v2"
+)
+
+// DefaultPort is the apiserver's default secure port.
+const DefaultPort = 6443
+
+// Config configures Start. Zero values take the documented defaults.
+type Config struct {
+	// DataDir holds etcd's data, the PKI, logs and the lock. Required.
+	DataDir string
+	// Port is the apiserver's secure port on 127.0.0.1; 0 picks a free port.
+	Port int
+	// KubeconfigOut is where the admin kubeconfig is written. Default <DataDir>/kubeconfig.
+	KubeconfigOut string
+	// AuthorizationModes are the apiserver's authorizers. Default ["RBAC"]:
+	// the admin user is in system:masters, other identities need RBAC rules,
+	// as on a real cluster.
+	AuthorizationModes []string
+	// ReadyTimeout bounds the wait for /readyz. Default 2 minutes.
+	ReadyTimeout time.Duration
+}
+
+// ControlPlane is a running embedded control plane.
+type ControlPlane struct {
+	// cfg is the defaulted configuration.
+	cfg Config
+	// pki names the certificate files.
+	pki PKI
+	// url is the apiserver's https URL.
+	url string
+	// lock is held on the data directory while running.
+	lock *dirLock
+	// etcd is the embedded etcd server.
+	etcd *embed.Etcd
+	// cancelAPI and cancelGC stop the apiserver and the garbage collector.
+	cancelAPI, cancelGC context.CancelFunc
+	// apiErr receives the apiserver's exit error.
+	apiErr <-chan error
+	// gcDone is closed when the garbage collector has stopped.
+	gcDone <-chan struct{}
+	// failed is closed, with failure set, when a component dies on its own.
+	failed chan struct{}
+	// failure is the first unexpected component error.
+	failure error
+}
+
+// Start validates cfg, takes the data directory lock, makes sure the PKI
+// exists, starts etcd, kube-apiserver and the garbage collector, waits for
+// /readyz, and writes the admin kubeconfig. On error everything already
+// started is stopped again and nothing but the PKI and etcd's data (both
+// valid on their own) is left on disk.
+func Start(ctx context.Context, cfg Config) (_ *ControlPlane, err error) {
+	if cfg.DataDir == "" {
+		return nil, errors.New("data directory must be set")
+	}
+	if cfg.KubeconfigOut == "" {
+		cfg.KubeconfigOut = filepath.Join(cfg.DataDir, "kubeconfig")
+	}
+	if len(cfg.AuthorizationModes) == 0 {
+		cfg.AuthorizationModes = []string{"RBAC"}
+	}
+	if cfg.ReadyTimeout == 0 {
+		cfg.ReadyTimeout = 2 * time.Minute
+	}
+	if err := EnsureWritableDir(cfg.DataDir); err != nil {
+		return nil, err
+	}
+	if err := CheckKubeconfigPath(cfg.KubeconfigOut); err != nil {
+		return nil, err
+	}
+
+	cp := &ControlPlane{cfg: cfg, pki: PKI{Dir: filepath.Join(cfg.DataDir, "pki")}, failed: make(chan struct{})}
+	defer func() {
+		if err != nil {
+			cp.Stop()
+		}
+	}()
+	if cp.lock, err = lockDir(cfg.DataDir); err != nil {
+		return nil, err
+	}
+	listener, err := net.Listen("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(cfg.Port)))
+	if err != nil {
+		if errors.Is(err, syscall.EADDRINUSE) {
+			return nil, fmt.Errorf("port %d on 127.0.0.1 is already in use (choose another with --port)", cfg.Port)
+		}
+		return nil, fmt.Errorf("listening on 127.0.0.1:%d: %w", cfg.Port, err)
+	}
+	port := listener.Addr().(*net.TCPAddr).Port
+	cp.url = "https://" + net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
+
+	if err := cp.pki.Ensure(serviceIP); err != nil {
+		listener.Close()
+		return nil, fmt.Errorf("preparing certificates: %w", err)
+	}
+	logDir := filepath.Join(cfg.DataDir, "logs")
+	if err := os.MkdirAll(logDir, 0o700); err != nil {
+		listener.Close()
+		return nil, fmt.Errorf("creating log directory: %w", err)
+	}
+	var etcdURL string
+	cp.etcd, etcdURL, err = startEtcd(ctx, filepath.Join(cfg.DataDir, "etcd"), filepath.Join(logDir, "etcd.log"))
+	if err != nil {
+		listener.Close()
+		return nil, err
+	}
+
+	apiCtx, cancelAPI := context.WithCancel(context.WithoutCancel(ctx))
+	cp.cancelAPI = cancelAPI
+	cp.apiErr, err = startAPIServer(apiCtx, apiserverConfig{
+		listener:           listener,
+		etcdURL:            etcdURL,
+		pki:                cp.pki,
+		authorizationModes: cfg.AuthorizationModes,
+	})
+	if err != nil {
+		listener.Close()
+		return nil, err
+	}
+	if err := cp.waitReady(ctx); err != nil {
+		return nil, err
+	}
+
+	gcCtx, cancelGC := context.WithCancel(context.WithoutCancel(ctx))
+	cp.cancelGC = cancelGC
+	if cp.gcDone, err = runGarbageCollector(gcCtx, cp.AdminConfig()); err != nil {
+		return nil, err
+	}
+	go cp.watchComponents()
+
+	kc, err := AdminKubeconfig(cp.url, cp.pki)
+	if err != nil {
+		return nil, err
+	}
+	if err := WriteKubeconfig(cfg.KubeconfigOut, kc); err != nil {
+		return nil, err
+	}
+	return cp, nil
+}
+
+// waitReady polls /readyz until it answers ok.
+func (cp *ControlPlane) waitReady(ctx context.Context) error {
+	client, err := kubernetes.NewForConfig(cp.AdminConfig())
+	if err != nil {
+		return err
+	}
+	deadline := time.Now().Add(cp.cfg.ReadyTimeout)
+	var last error
+	for {
+		select {
+		case err := <-cp.apiErr:
+			return fmt.Errorf("kube-apiserver stopped while starting: %v", err)
+		case <-cp.etcd.Err():
+			return errors.New("etcd stopped while the apiserver was starting")
+		case <-ctx.Done():
+			return ctx.Err()
+		default:
+		}
+		rctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		body, err := client.Discovery().RESTClient().Get().AbsPath("/readyz").DoRaw(rctx)
+		cancel()
+		if err == nil && string(body) == "ok" {
+			return nil
+		}
+		last = err
+		if time.Now().After(deadline) {
+			return fmt.Errorf("kube-apiserver not ready within %s: %v", cp.cfg.ReadyTimeout, last)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// watchComponents records the first component that stops on its own.
+func (cp *ControlPlane) watchComponents() {
+	var err error
+	select {
+	case e, ok := <-cp.apiErr:
+		if !ok || e == nil {
+			e = errors.New("exited")
+		}
+		err = fmt.Errorf("kube-apiserver stopped: %w", e)
+	case e := <-cp.etcd.Err():
+		err = fmt.Errorf("etcd stopped: %w", e)
+	case <-cp.gcDone:
+		err = errors.New("garbage collector stopped")
+	}
+	cp.failure = err
+	close(cp.failed)
+}
+
+// Failed is closed when a component stops unexpectedly; Err then says which.
+func (cp *ControlPlane) Failed() <-chan struct{} { return cp.failed }
+
+// Err returns the unexpected failure after Failed is closed.
+func (cp *ControlPlane) Err() error { return cp.failure }
+
+// URL is the apiserver's https URL.
+func (cp *ControlPlane) URL() string { return cp.url }
+
+// KubeconfigPath is where the admin kubeconfig was written.
+func (cp *ControlPlane) KubeconfigPath() string { return cp.cfg.KubeconfigOut }
+
+// PKI names the control plane's certificate files.
+func (cp *ControlPlane) PKI() PKI { return cp.pki }
+
+// DataDir is the control plane's data directory.
+func (cp *ControlPlane) DataDir() string { return cp.cfg.DataDir }
+
+// AdminConfig returns a fresh client configuration for the admin user.
+func (cp *ControlPlane) AdminConfig() *rest.Config {
+	return &rest.Config{
+		Host: cp.url,
+		TLSClientConfig: rest.TLSClientConfig{
+			CAFile:   cp.pki.CACert(),
+			CertFile: cp.pki.AdminCert(),
+			KeyFile:  cp.pki.AdminKey(),
+		},
+		QPS:   500,
+		Burst: 1000,
+	}
+}
+
+// Stop stops the garbage collector, the apiserver and etcd, in that order,
+// and releases the data directory. It is safe to call more than once.
+func (cp *ControlPlane) Stop() {
+	logger := klog.Background()
+	if cp.cancelGC != nil {
+		cp.cancelGC()
+		select {
+		case <-cp.gcDone:
+		case <-time.After(2 * time.Second):
+			logger.Info("Garbage collector did not stop within 2s")
+		}
+		cp.cancelGC = nil
+	}
+	if cp.cancelAPI != nil {
+		cp.cancelAPI()
+		select {
+		case <-cp.apiErr:
+		case <-time.After(5 * time.Second):
+			logger.Info("kube-apiserver did not stop within 5s")
+		}
+		cp.cancelAPI = nil
+	}
+	if cp.etcd != nil {
+		cp.etcd.Close()
+		cp.etcd = nil
+	}
+	cp.lock.release()
+	cp.lock = nil
+}
+
+// EnsureWritableDir creates dir if needed and checks that files can be
+// created in it, so a bad --data-dir fails before anything starts.
+func EnsureWritableDir(dir string) error {
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return fmt.Errorf("data directory %s cannot be created: %w", dir, unwrapPathError(err))
+	}
+	f, err := os.CreateTemp(dir, ".write-test-*")
+	if err != nil {
+		return fmt.Errorf("data directory %s is not writable: %w", dir, unwrapPathError(err))
+	}
+	f.Close()
+	os.Remove(f.Name())
+	return nil
+}
+
+// CheckKubeconfigPath reports whether a kubeconfig can be written at path:
+// its parent must be an existing writable directory and path itself must not
+// be a directory.
+func CheckKubeconfigPath(path string) error {
+	if st, err := os.Stat(path); err == nil && st.IsDir() {
+		return fmt.Errorf("kubeconfig path %s is a directory", path)
+	}
+	parent := filepath.Dir(path)
+	st, err := os.Stat(parent)
+	if err != nil {
+		if errors.Is(err, os.ErrNotExist) {
+			// The default path's parent is the data dir, created already; any
+			// other missing parent is a mistake worth reporting.
+			return fmt.Errorf("kubeconfig path %s: directory %s does not exist", path, parent)
+		}
+		return fmt.Errorf("kubeconfig path %s: %w", path, unwrapPathError(err))
+	}
+	if !st.IsDir() {
+		return fmt.Errorf("kubeconfig path %s: %s is not a directory", path, parent)
+	}
+	f, err := os.CreateTemp(parent, ".kubeconfig-test-*")
+	if err != nil {
+		return fmt.Errorf("kubeconfig path %s: directory %s is not writable", path, parent)
+	}
+	f.Close()
+	os.Remove(f.Name())
+	return nil
+}
+
+func unwrapPathError(err error) error {
+	var pe *os.PathError
+	if errors.As(err, &pe) {
+		return pe.Err
+	}
+	return err
+}
+
+// CheckPort reports whether port can be bound on 127.0.0.1, with the message
+// users see when it cannot. Port 0 always can.
+func CheckPort(port int) error {
+	if port < 0 || port > 65535 {
+		return fmt.Errorf("port %d is out of range 0-65535", port)
+	}
+	if port == 0 {
+		return nil
+	}
+	l, err := net.Listen("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(port)))
+	if err != nil {
+		if errors.Is(err, syscall.EADDRINUSE) {
+			return fmt.Errorf("port %d on 127.0.0.1 is already in use (choose another with --port)", port)
+		}
+		return fmt.Errorf("listening on 127.0.0.1:%d: %w", port, err)
+	}
+	return l.Close()
+}
