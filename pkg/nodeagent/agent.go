@@ -1,0 +1,398 @@
+package nodeagent
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"os"
+	"path/filepath"
+	"strconv"
+	"sync"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/informers"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/kubernetes/scheme"
+	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
+	corelisters "k8s.io/client-go/listers/core/v1"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/tools/record"
+	"k8s.io/klog/v2"
+	"k8s.io/utils/clock"
+
+	"jobkeeper.dev/jobkeeper/pkg/nodeagent/runtime"
+	"jobkeeper.dev/jobkeeper/pkg/nodeagent/runtime/process"
+	"jobkeeper.dev/jobkeeper/pkg/nodeagent/runtime/simulated"
+)
+
+// Agent is the local node agent: it registers the Node, keeps its Lease,
+// binds pods to it, runs them with a runtime and reports their status.
+type Agent struct {
+	// opts are the completed options.
+	opts Options
+	// client talks to the apiserver.
+	client kubernetes.Interface
+	// clock is opts.Clock.
+	clock clock.WithTicker
+	// runtime runs containers.
+	runtime runtime.Runtime
+	// status writes pod status.
+	status *statusManager
+	// binder binds pending pods to the node.
+	binder *binder
+	// podFactory watches the pods bound to this node.
+	podFactory informers.SharedInformerFactory
+	// podLister lists the pods bound to this node.
+	podLister corelisters.PodLister
+	// podsSynced reports the node pod informer synced.
+	podsSynced cache.InformerSynced
+	// broadcaster and recorder emit events (process runtime only).
+	broadcaster record.EventBroadcaster
+	// recorder emits events; nil when events are off.
+	recorder record.EventRecorder
+	// capacity is the node's capacity (and allocatable).
+	capacity corev1.ResourceList
+	// listener is the log endpoint's listener, nil when not serving.
+	listener net.Listener
+
+	// mu guards workers and runCtx.
+	mu sync.Mutex
+	// workers are the pod workers by pod UID.
+	workers map[types.UID]*worker
+	// runCtx is Run's context; workers derive theirs from it.
+	runCtx context.Context
+}
+
+// New builds an agent. Nothing talks to the apiserver before Run.
+func New(client kubernetes.Interface, opts Options) (*Agent, error) {
+	if err := opts.complete(); err != nil {
+		return nil, fmt.Errorf("node agent options: %w", err)
+	}
+	a := &Agent{
+		opts:     opts,
+		client:   client,
+		clock:    opts.Clock,
+		status:   newStatusManager(client),
+		workers:  map[types.UID]*worker{},
+		capacity: hostCapacity(opts.MaxPods),
+	}
+	switch opts.Runtime {
+	case simulated.Name:
+		a.runtime = simulated.New(opts.Clock)
+	default:
+		// The process runtime is created in Run: it kills leftovers of a
+		// previous run, which must not happen at construction time.
+	}
+	a.podFactory = informers.NewSharedInformerFactoryWithOptions(client, 0, informers.WithTweakListOptions(func(lo *metav1.ListOptions) {
+		lo.FieldSelector = fields.OneTermEqualSelector("spec.nodeName", opts.NodeName).String()
+	}))
+	podInformer := a.podFactory.Core().V1().Pods()
+	a.podLister = podInformer.Lister()
+	a.podsSynced = podInformer.Informer().HasSynced
+	if _, err := podInformer.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc:    func(obj any) { a.onPod(obj.(*corev1.Pod)) },
+		UpdateFunc: func(_, obj any) { a.onPod(obj.(*corev1.Pod)) },
+		DeleteFunc: a.onPodDeleted,
+	}); err != nil {
+		return nil, err
+	}
+	b, err := newBinder(a)
+	if err != nil {
+		return nil, err
+	}
+	a.binder = b
+	if opts.Runtime == process.Name {
+		a.broadcaster = record.NewBroadcaster()
+		a.recorder = a.broadcaster.NewRecorder(scheme.Scheme, corev1.EventSource{Component: "kubelet", Host: opts.NodeName})
+	}
+	return a, nil
+}
+
+// NodeName returns the node's name.
+func (a *Agent) NodeName() string { return a.opts.NodeName }
+
+// Run registers the node and runs pods until ctx is done. On return the
+// pods' API state is left as it was; the processes of running pods are
+// killed (they would die with the agent anyway) and the next run handles
+// those pods as a kubelet handles pods after a node reboot.
+func (a *Agent) Run(ctx context.Context) error {
+	logger := klog.FromContext(ctx).WithValues("node", a.opts.NodeName)
+	ctx = klog.NewContext(ctx, logger)
+	if a.opts.Runtime == process.Name {
+		rt, err := process.New(ctx, process.Options{StateDir: filepath.Join(a.opts.DataDir, "process-state"), LogMaxSize: a.opts.LogMaxSize, Clock: a.clock})
+		if err != nil {
+			return err
+		}
+		a.runtime = rt
+	}
+	if a.broadcaster != nil {
+		a.broadcaster.StartStructuredLogging(3)
+		a.broadcaster.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: a.client.CoreV1().Events("")})
+		defer a.broadcaster.Shutdown()
+	}
+	port := 0
+	if a.opts.ServingCertFile != "" {
+		srv, ln, err := a.newLogServer()
+		if err != nil {
+			return err
+		}
+		a.listener = ln
+		port = ln.Addr().(*net.TCPAddr).Port
+		go func() { _ = srv.Serve(ln) }()
+		defer func() { _ = srv.Close() }()
+		logger.Info("Serving container logs", "address", ln.Addr().String())
+	}
+	if err := a.registerNode(ctx, port); err != nil {
+		return err
+	}
+
+	a.mu.Lock()
+	a.runCtx = ctx
+	a.mu.Unlock()
+	a.podFactory.Start(ctx.Done())
+	a.binder.start(ctx)
+	if !cache.WaitForCacheSync(ctx.Done(), a.podsSynced, a.binder.synced) {
+		return ctx.Err()
+	}
+	a.removeOrphanDirs(ctx)
+
+	var wg sync.WaitGroup
+	wg.Go(func() { a.status.run(ctx, a.opts.StatusWorkers) })
+	wg.Go(func() { a.renewLease(ctx) })
+	wg.Go(func() { a.heartbeat(ctx, port) })
+	wg.Go(func() { a.binder.run(ctx) })
+	logger.Info("Node agent running", "runtime", a.runtime.Name(), "maxPods", a.opts.MaxPods)
+	<-ctx.Done()
+	wg.Wait()
+	a.podFactory.Shutdown()
+	a.stopWorkers()
+	logger.Info("Node agent stopped")
+	return nil
+}
+
+// stopWorkers waits for the workers (their context is done) and kills what
+// they left running.
+func (a *Agent) stopWorkers() {
+	a.mu.Lock()
+	ws := make([]*worker, 0, len(a.workers))
+	for _, w := range a.workers {
+		ws = append(ws, w)
+	}
+	a.mu.Unlock()
+	for _, w := range ws {
+		<-w.done
+	}
+	if rt, ok := a.runtime.(*process.Runtime); ok {
+		rt.KillAll(5 * time.Second)
+	}
+}
+
+// onPod reacts to a pod bound to this node being added or changed.
+func (a *Agent) onPod(pod *corev1.Pod) {
+	terminalInAPI := pod.Status.Phase == corev1.PodSucceeded || pod.Status.Phase == corev1.PodFailed
+	if pod.DeletionTimestamp != nil {
+		a.status.requestDelete(pod)
+	}
+	a.mu.Lock()
+	w, ok := a.workers[pod.UID]
+	if !ok && !terminalInAPI && a.runCtx != nil {
+		w = newWorker(a, pod)
+		ctx, cancel := context.WithCancel(a.runCtx)
+		w.cancel = cancel
+		a.workers[pod.UID] = w
+		go w.run(ctx)
+	}
+	a.mu.Unlock()
+	if ok {
+		w.update(pod)
+	}
+	if terminalInAPI {
+		a.binder.enqueue()
+	}
+}
+
+// onPodDeleted forgets a pod that left the API: a force-deleted pod's
+// attempts are killed at once, and its directory is removed.
+func (a *Agent) onPodDeleted(obj any) {
+	pod, ok := obj.(*corev1.Pod)
+	if !ok {
+		tomb, ok := obj.(cache.DeletedFinalStateUnknown)
+		if !ok {
+			return
+		}
+		if pod, ok = tomb.Obj.(*corev1.Pod); !ok {
+			return
+		}
+	}
+	a.mu.Lock()
+	w := a.workers[pod.UID]
+	delete(a.workers, pod.UID)
+	a.mu.Unlock()
+	a.status.forget(pod.UID)
+	a.binder.enqueue()
+	go func() {
+		if w != nil {
+			w.cancel()
+			<-w.done
+			for _, c := range w.all() {
+				if c.handle != nil {
+					c.handle.Stop(0)
+					<-c.handle.Done()
+				}
+			}
+		}
+		_ = removePodDir(a.podDir(pod.UID))
+	}()
+}
+
+// removeOrphanDirs deletes directories of pods no longer in the API.
+func (a *Agent) removeOrphanDirs(ctx context.Context) {
+	entries, err := os.ReadDir(filepath.Join(a.opts.DataDir, "pods"))
+	if err != nil {
+		return
+	}
+	known := map[string]bool{}
+	pods, _ := a.podLister.List(everything)
+	for _, p := range pods {
+		known[string(p.UID)] = true
+	}
+	for _, e := range entries {
+		if !known[e.Name()] {
+			klog.FromContext(ctx).V(2).Info("Removing directory of a pod gone from the API", "uid", e.Name())
+			_ = removePodDir(filepath.Join(a.opts.DataDir, "pods", e.Name()))
+		}
+	}
+}
+
+// podDir is the pod's directory under the data dir.
+func (a *Agent) podDir(uid types.UID) string {
+	return filepath.Join(a.opts.DataDir, "pods", string(uid))
+}
+
+// logPath is the log file of one container attempt.
+func (a *Agent) logPath(uid types.UID, container string, attempt int32) string {
+	return filepath.Join(a.podDir(uid), "logs", container, strconv.Itoa(int(attempt))+".log")
+}
+
+// containerDir is the default working directory of a container.
+func (a *Agent) containerDir(uid types.UID, container string) string {
+	return filepath.Join(a.podDir(uid), "containers", container)
+}
+
+// containerSpec resolves what the runtime needs for an attempt of c.
+func (a *Agent) containerSpec(ctx context.Context, pod *corev1.Pod, c *container) (runtime.Spec, error) {
+	spec := runtime.Spec{
+		PodNamespace:  pod.Namespace,
+		PodName:       pod.Name,
+		PodUID:        string(pod.UID),
+		ContainerName: c.spec.Name,
+		Annotations:   pod.Annotations,
+	}
+	env, err := resolveEnv(ctx, pod, c.spec, a.capacity, a)
+	if err != nil {
+		return spec, err
+	}
+	hostname := pod.Spec.Hostname
+	if hostname == "" {
+		hostname = pod.Name
+	}
+	dir := a.containerDir(pod.UID, c.spec.Name)
+	defaults := &envList{}
+	defaults.set("HOSTNAME", hostname)
+	defaults.set("HOME", dir)
+	defaults.set("PATH", os.Getenv("PATH"))
+	for _, v := range env.vars {
+		defaults.set(v.name, v.value)
+	}
+	spec.Env = defaults.pairs()
+	for _, s := range c.spec.Command {
+		spec.Command = append(spec.Command, expand(s, defaults.get))
+	}
+	if len(spec.Command) > 0 {
+		for _, s := range c.spec.Args {
+			spec.Command = append(spec.Command, expand(s, defaults.get))
+		}
+	}
+	spec.WorkingDir = dir
+	if c.spec.WorkingDir != "" && a.opts.Runtime == process.Name {
+		st, err := os.Stat(c.spec.WorkingDir)
+		if err != nil || !st.IsDir() {
+			return spec, fmt.Errorf("workingDir %q is not a directory on this host", c.spec.WorkingDir)
+		}
+		spec.WorkingDir = c.spec.WorkingDir
+	}
+	return spec, nil
+}
+
+// prepareAttempt creates the directories of an attempt and removes the log
+// of the attempt before the previous one (a kubelet keeps the current and
+// the previous container's logs).
+func (a *Agent) prepareAttempt(spec *runtime.Spec, attempt int32) error {
+	if a.opts.Runtime != process.Name {
+		return nil
+	}
+	uid := types.UID(spec.PodUID)
+	spec.LogPath = a.logPath(uid, spec.ContainerName, attempt)
+	for _, d := range []string{a.containerDir(uid, spec.ContainerName), filepath.Dir(spec.LogPath)} {
+		if err := os.MkdirAll(d, 0o750); err != nil {
+			return fmt.Errorf("creating container directory: %w", err)
+		}
+	}
+	if attempt >= 2 {
+		old := a.logPath(uid, spec.ContainerName, attempt-2)
+		_ = os.Remove(old)
+		_ = os.Remove(old + ".1")
+	}
+	return nil
+}
+
+// configMap implements sourceLookup.
+func (a *Agent) configMap(ctx context.Context, ns, name string) (map[string]string, error) {
+	cm, err := a.client.CoreV1().ConfigMaps(ns).Get(ctx, name, metav1.GetOptions{})
+	if apierrors.IsNotFound(err) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("reading configmap %s/%s: %w", ns, name, err)
+	}
+	data := map[string]string{}
+	for k, v := range cm.Data {
+		data[k] = v
+	}
+	for k, v := range cm.BinaryData {
+		data[k] = string(v)
+	}
+	return data, nil
+}
+
+// secret implements sourceLookup.
+func (a *Agent) secret(ctx context.Context, ns, name string) (map[string][]byte, error) {
+	s, err := a.client.CoreV1().Secrets(ns).Get(ctx, name, metav1.GetOptions{})
+	if apierrors.IsNotFound(err) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("reading secret %s/%s: %w", ns, name, err)
+	}
+	if s.Data == nil {
+		s.Data = map[string][]byte{}
+	}
+	return s.Data, nil
+}
+
+// event records an event on pod when events are on.
+func (a *Agent) event(pod *corev1.Pod, eventType, reason, message string) {
+	if a.recorder != nil {
+		a.recorder.Event(pod, eventType, reason, message)
+	}
+}
+
+// imageEvent says, once per attempt, that the image is not pulled.
+func (a *Agent) imageEvent(pod *corev1.Pod, c *corev1.Container) {
+	a.event(pod, corev1.EventTypeNormal, "Pulled", fmt.Sprintf("Image %q not pulled: the process runtime runs container %s's command on the host", c.Image, c.Name))
+}

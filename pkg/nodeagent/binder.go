@@ -1,0 +1,270 @@
+package nodeagent
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"sort"
+	"sync"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/informers"
+	corelisters "k8s.io/client-go/listers/core/v1"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/util/workqueue"
+	"k8s.io/klog/v2"
+)
+
+// BindParallelism is how many bindings are sent at once.
+var BindParallelism = 16
+
+// bindKey is the single key of the binder's queue: every event asks for
+// one more pass over the pending pods.
+const bindKey = "bind"
+
+// binder plays the scheduler for the one local node: it binds pods that
+// have no node and the default scheduler name, oldest first, while the
+// node has room.
+type binder struct {
+	// a is the agent.
+	a *Agent
+	// factory watches unscheduled pods.
+	factory informers.SharedInformerFactory
+	// lister lists unscheduled pods.
+	lister corelisters.PodLister
+	// synced reports the informer synced.
+	synced cache.InformerSynced
+	// queue serialises binding passes.
+	queue workqueue.TypedRateLimitingInterface[string]
+
+	// mu guards assumed and unschedulable.
+	mu sync.Mutex
+	// assumed are pods bound but not yet seen on the node.
+	assumed map[types.UID]requests
+	// unschedulable are pods already marked as never fitting.
+	unschedulable map[types.UID]bool
+}
+
+// newBinder builds the binder and its informer.
+func newBinder(a *Agent) (*binder, error) {
+	b := &binder{
+		a: a,
+		factory: informers.NewSharedInformerFactoryWithOptions(a.client, 0, informers.WithTweakListOptions(func(lo *metav1.ListOptions) {
+			lo.FieldSelector = fields.AndSelectors(
+				fields.OneTermEqualSelector("spec.nodeName", ""),
+				fields.OneTermNotEqualSelector("status.phase", string(corev1.PodSucceeded)),
+				fields.OneTermNotEqualSelector("status.phase", string(corev1.PodFailed)),
+			).String()
+		})),
+		queue: workqueue.NewTypedRateLimitingQueueWithConfig(workqueue.DefaultTypedControllerRateLimiter[string](),
+			workqueue.TypedRateLimitingQueueConfig[string]{Name: "nodeagent_binder"}),
+		assumed:       map[types.UID]requests{},
+		unschedulable: map[types.UID]bool{},
+	}
+	inf := b.factory.Core().V1().Pods()
+	b.lister = inf.Lister()
+	b.synced = inf.Informer().HasSynced
+	if _, err := inf.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc:    func(any) { b.enqueue() },
+		UpdateFunc: func(any, any) { b.enqueue() },
+		DeleteFunc: func(obj any) {
+			if pod, ok := obj.(*corev1.Pod); ok {
+				b.mu.Lock()
+				delete(b.unschedulable, pod.UID)
+				b.mu.Unlock()
+			}
+		},
+	}); err != nil {
+		return nil, err
+	}
+	return b, nil
+}
+
+// start starts the informer.
+func (b *binder) start(ctx context.Context) { b.factory.Start(ctx.Done()) }
+
+// enqueue asks for a binding pass.
+func (b *binder) enqueue() { b.queue.Add(bindKey) }
+
+// run binds until ctx is done.
+func (b *binder) run(ctx context.Context) {
+	go func() {
+		<-ctx.Done()
+		b.queue.ShutDown()
+	}()
+	b.enqueue()
+	for {
+		key, quit := b.queue.Get()
+		if quit {
+			b.factory.Shutdown()
+			return
+		}
+		if err := b.sync(ctx); err != nil {
+			klog.FromContext(ctx).V(2).Info("Binding pass failed, retrying", "err", err)
+			b.queue.AddRateLimited(key)
+		} else {
+			b.queue.Forget(key)
+		}
+		b.queue.Done(key)
+	}
+}
+
+// schedulable reports whether the binder is responsible for the pod.
+func schedulable(pod *corev1.Pod) bool {
+	return pod.Spec.NodeName == "" && pod.DeletionTimestamp == nil &&
+		(pod.Spec.SchedulerName == "" || pod.Spec.SchedulerName == corev1.DefaultSchedulerName) &&
+		pod.Status.Phase != corev1.PodSucceeded && pod.Status.Phase != corev1.PodFailed
+}
+
+// sync is one binding pass.
+func (b *binder) sync(ctx context.Context) error {
+	pending, err := b.lister.List(everything)
+	if err != nil {
+		return err
+	}
+	pending = filterPods(pending, schedulable)
+	if len(pending) == 0 {
+		return nil
+	}
+	sort.Slice(pending, func(i, j int) bool {
+		ti, tj := pending[i].CreationTimestamp, pending[j].CreationTimestamp
+		if !ti.Equal(&tj) {
+			return ti.Before(&tj)
+		}
+		if pending[i].Namespace != pending[j].Namespace {
+			return pending[i].Namespace < pending[j].Namespace
+		}
+		return pending[i].Name < pending[j].Name
+	})
+	used, usedPods, err := b.usage()
+	if err != nil {
+		return err
+	}
+	nodeLabels := nodeLabels(b.a.opts.NodeName)
+	var toBind []*corev1.Pod
+	for _, pod := range pending {
+		if usedPods >= b.a.opts.MaxPods {
+			break
+		}
+		if msg := neverFits(pod, nodeLabels, b.a.capacity); msg != "" {
+			b.markUnschedulable(ctx, pod, msg)
+			continue
+		}
+		r := podRequests(pod)
+		if !fitsNow(r, used, usedPods, b.a.opts.MaxPods, b.a.capacity) {
+			continue
+		}
+		used, usedPods = used.add(r), usedPods+1
+		toBind = append(toBind, pod)
+	}
+	var failed bool
+	var mu sync.Mutex
+	workqueue.ParallelizeUntil(ctx, BindParallelism, len(toBind), func(i int) {
+		if err := b.bind(ctx, toBind[i]); err != nil {
+			klog.FromContext(ctx).V(2).Info("Binding failed", "pod", klog.KObj(toBind[i]), "err", err)
+			mu.Lock()
+			failed = true
+			mu.Unlock()
+		}
+	})
+	if failed {
+		return fmt.Errorf("some bindings failed")
+	}
+	return nil
+}
+
+// usage sums what the pods on the node (and those just bound) use.
+func (b *binder) usage() (requests, int, error) {
+	pods, err := b.a.podLister.List(everything)
+	if err != nil {
+		return requests{}, 0, err
+	}
+	var used requests
+	count := 0
+	seen := map[types.UID]bool{}
+	for _, p := range pods {
+		seen[p.UID] = true
+		if p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed {
+			continue
+		}
+		used, count = used.add(podRequests(p)), count+1
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	for uid, r := range b.assumed {
+		if seen[uid] {
+			delete(b.assumed, uid)
+			continue
+		}
+		used, count = used.add(r), count+1
+	}
+	return used, count, nil
+}
+
+// bind binds one pod through the binding subresource.
+func (b *binder) bind(ctx context.Context, pod *corev1.Pod) error {
+	binding := &corev1.Binding{
+		ObjectMeta: metav1.ObjectMeta{Namespace: pod.Namespace, Name: pod.Name, UID: pod.UID},
+		Target:     corev1.ObjectReference{Kind: "Node", Name: b.a.opts.NodeName},
+	}
+	err := b.a.client.CoreV1().Pods(pod.Namespace).Bind(ctx, binding, metav1.CreateOptions{FieldManager: FieldManager})
+	if apierrors.IsNotFound(err) || apierrors.IsConflict(err) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("binding pod %s: %w", klog.KObj(pod), err)
+	}
+	b.mu.Lock()
+	b.assumed[pod.UID] = podRequests(pod)
+	b.mu.Unlock()
+	b.a.event(pod, corev1.EventTypeNormal, "Scheduled", fmt.Sprintf("Successfully assigned %s/%s to %s", pod.Namespace, pod.Name, b.a.opts.NodeName))
+	return nil
+}
+
+// markUnschedulable writes PodScheduled=False once for a pod that can never fit.
+func (b *binder) markUnschedulable(ctx context.Context, pod *corev1.Pod, msg string) {
+	b.mu.Lock()
+	done := b.unschedulable[pod.UID]
+	b.unschedulable[pod.UID] = true
+	b.mu.Unlock()
+	if done {
+		return
+	}
+	cond := corev1.PodCondition{
+		Type:               corev1.PodScheduled,
+		Status:             corev1.ConditionFalse,
+		Reason:             ReasonUnschedulable,
+		Message:            msg,
+		LastTransitionTime: metav1.NewTime(b.a.clock.Now()),
+	}
+	status := pod.Status.DeepCopy()
+	if i := conditionIndex(status, corev1.PodScheduled); i >= 0 {
+		status.Conditions[i] = cond
+	} else {
+		status.Conditions = append(status.Conditions, cond)
+	}
+	body, _ := json.Marshal(map[string]any{"metadata": map[string]any{"uid": pod.UID}, "status": map[string]any{"conditions": status.Conditions}})
+	if _, err := b.a.client.CoreV1().Pods(pod.Namespace).Patch(ctx, pod.Name, types.MergePatchType, body, metav1.PatchOptions{FieldManager: FieldManager}, "status"); err != nil {
+		klog.FromContext(ctx).V(2).Info("Marking pod unschedulable failed", "pod", klog.KObj(pod), "err", err)
+		b.mu.Lock()
+		delete(b.unschedulable, pod.UID)
+		b.mu.Unlock()
+		return
+	}
+	b.a.event(pod, corev1.EventTypeWarning, "FailedScheduling", msg)
+}
+
+// filterPods keeps the pods for which keep is true.
+func filterPods(pods []*corev1.Pod, keep func(*corev1.Pod) bool) []*corev1.Pod {
+	out := pods[:0:0]
+	for _, p := range pods {
+		if keep(p) {
+			out = append(out, p)
+		}
+	}
+	return out
+}

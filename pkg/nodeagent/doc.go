@@ -1,0 +1,40 @@
+// Package nodeagent is jobkeeper's local node: what a kubelet does for one
+// machine, small enough for `jobkeeper up` on a laptop or a CI runner.
+//
+// An Agent (New, then Run):
+//
+//   - registers a Node (capacity and allocatable: the host's CPUs and
+//     memory, Options.MaxPods pods; Ready; addresses InternalIP 127.0.0.1 and
+//     Hostname; the log endpoint's port in daemonEndpoints) and renews its
+//     Lease in kube-node-lease (node.go, lease.go);
+//   - binds pods that have no node and the default scheduler, oldest first,
+//     through pods/binding while the node has room (pod count and CPU and
+//     memory requests); a pod that can never fit gets PodScheduled=False with
+//     reason Unschedulable (binder.go, fit.go);
+//   - runs every pod bound to the node with one worker goroutine per pod
+//     (worker.go) and a runtime (runtime/process or runtime/simulated);
+//   - writes pod status through the status subresource, coalescing writes
+//     per pod, and confirms graceful deletions with a zero-grace delete once
+//     the pod is terminal (statusmanager.go, status.go);
+//   - serves /containerLogs over TLS to the apiserver only (logserver.go).
+//
+// The pod worker's state machine, per container:
+//
+//	waiting ──start──▶ running ──exit──▶ finished ──restartPolicy: no──▶ final
+//	   ▲                                     │
+//	   └──────── back-off (0, 10s, 20s … 5m) ┘ restartPolicy: yes
+//
+// and per pod: init containers one at a time in order, then all containers;
+// deletion or activeDeadlineSeconds moves every state to "stopping" (SIGTERM,
+// grace period, SIGKILL), then terminal.
+//
+// Restart of the agent: Run's end kills the processes it started and leaves
+// the API alone. The next Run finds pods bound to the node whose status says
+// a container was running; the process is gone, so the container is recorded
+// as terminated (exit code 137, reason ContainerStatusUnknown) and the
+// restartPolicy decides, as after a node reboot: Never fails the pod,
+// OnFailure and Always start the container again with restartCount+1.
+//
+// Security: whoever can create pods in the control plane runs commands on
+// this host as the user running the agent.
+package nodeagent

@@ -1,0 +1,149 @@
+package nodeagent
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"os"
+	goruntime "runtime"
+	"strconv"
+	"strings"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/klog/v2"
+)
+
+// everything selects all objects.
+var everything = labels.Everything()
+
+// KubeletVersion is what the node reports as its kubelet version.
+var KubeletVersion = "v1.36.3-jobkeeper"
+
+// NodeStatusUpdatePeriod is how often the node status is rewritten.
+var NodeStatusUpdatePeriod = time.Minute
+
+// hostCapacity is the node's capacity: the host's CPUs and memory, and
+// maxPods pods.
+func hostCapacity(maxPods int) corev1.ResourceList {
+	return corev1.ResourceList{
+		corev1.ResourceCPU:    *resource.NewQuantity(int64(goruntime.NumCPU()), resource.DecimalSI),
+		corev1.ResourceMemory: *resource.NewQuantity(hostMemory(), resource.BinarySI),
+		corev1.ResourcePods:   *resource.NewQuantity(int64(maxPods), resource.DecimalSI),
+	}
+}
+
+// hostMemory reads MemTotal from /proc/meminfo (0 when unknown).
+func hostMemory() int64 {
+	f, err := os.Open("/proc/meminfo")
+	if err != nil {
+		return 0
+	}
+	defer func() { _ = f.Close() }()
+	s := bufio.NewScanner(f)
+	for s.Scan() {
+		fields := strings.Fields(s.Text())
+		if len(fields) >= 2 && fields[0] == "MemTotal:" {
+			kb, _ := strconv.ParseInt(fields[1], 10, 64)
+			return kb * 1024
+		}
+	}
+	return 0
+}
+
+// nodeLabels are the well-known labels of the node.
+func nodeLabels(name string) map[string]string {
+	return map[string]string{
+		corev1.LabelHostname:   name,
+		corev1.LabelOSStable:   goruntime.GOOS,
+		corev1.LabelArchStable: goruntime.GOARCH,
+	}
+}
+
+// nodeStatus is the status the agent reports.
+func nodeStatus(name string, capacity corev1.ResourceList, port int, now time.Time, old []corev1.NodeCondition) corev1.NodeStatus {
+	cond := func(t corev1.NodeConditionType, s corev1.ConditionStatus, reason, msg string) corev1.NodeCondition {
+		c := corev1.NodeCondition{Type: t, Status: s, Reason: reason, Message: msg, LastHeartbeatTime: metav1.NewTime(now), LastTransitionTime: metav1.NewTime(now)}
+		for _, o := range old {
+			if o.Type == t && o.Status == s {
+				c.LastTransitionTime = o.LastTransitionTime
+			}
+		}
+		return c
+	}
+	return corev1.NodeStatus{
+		Capacity:    capacity,
+		Allocatable: capacity,
+		Phase:       corev1.NodeRunning,
+		Conditions: []corev1.NodeCondition{
+			cond(corev1.NodeMemoryPressure, corev1.ConditionFalse, "KubeletHasSufficientMemory", "kubelet has sufficient memory available"),
+			cond(corev1.NodeDiskPressure, corev1.ConditionFalse, "KubeletHasNoDiskPressure", "kubelet has no disk pressure"),
+			cond(corev1.NodePIDPressure, corev1.ConditionFalse, "KubeletHasSufficientPID", "kubelet has sufficient PID available"),
+			cond(corev1.NodeReady, corev1.ConditionTrue, "KubeletReady", "kubelet is posting ready status"),
+		},
+		Addresses: []corev1.NodeAddress{
+			{Type: corev1.NodeInternalIP, Address: nodeIP},
+			{Type: corev1.NodeHostName, Address: name},
+		},
+		DaemonEndpoints: corev1.NodeDaemonEndpoints{KubeletEndpoint: corev1.DaemonEndpoint{Port: int32(port)}},
+		NodeInfo: corev1.NodeSystemInfo{
+			KubeletVersion:          KubeletVersion,
+			OperatingSystem:         goruntime.GOOS,
+			Architecture:            goruntime.GOARCH,
+			ContainerRuntimeVersion: "jobkeeper://" + KubeletVersion,
+		},
+	}
+}
+
+// registerNode creates the Node, or takes over an existing one, and writes
+// its status. It retries until it succeeds or ctx is done.
+func (a *Agent) registerNode(ctx context.Context, port int) error {
+	logger := klog.FromContext(ctx)
+	return wait.PollUntilContextCancel(ctx, time.Second, true, func(ctx context.Context) (bool, error) {
+		if err := a.writeNode(ctx, port); err != nil {
+			logger.Error(err, "Registering node")
+			return false, nil
+		}
+		logger.Info("Node registered", "kubeletPort", port)
+		return true, nil
+	})
+}
+
+// writeNode creates or updates the Node and its status.
+func (a *Agent) writeNode(ctx context.Context, port int) error {
+	nodes := a.client.CoreV1().Nodes()
+	node, err := nodes.Get(ctx, a.opts.NodeName, metav1.GetOptions{})
+	if apierrors.IsNotFound(err) {
+		node, err = nodes.Create(ctx, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: a.opts.NodeName, Labels: nodeLabels(a.opts.NodeName)}}, metav1.CreateOptions{FieldManager: FieldManager})
+	}
+	if err != nil {
+		return fmt.Errorf("getting or creating node: %w", err)
+	}
+	node = node.DeepCopy()
+	node.Status = nodeStatus(a.opts.NodeName, a.capacity, port, a.clock.Now(), node.Status.Conditions)
+	if _, err := nodes.UpdateStatus(ctx, node, metav1.UpdateOptions{FieldManager: FieldManager}); err != nil {
+		return fmt.Errorf("writing node status: %w", err)
+	}
+	return nil
+}
+
+// heartbeat rewrites the node status periodically.
+func (a *Agent) heartbeat(ctx context.Context, port int) {
+	t := a.clock.NewTicker(NodeStatusUpdatePeriod)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C():
+			if err := a.writeNode(ctx, port); err != nil {
+				klog.FromContext(ctx).Error(err, "Updating node status")
+			}
+		}
+	}
+}

@@ -1,0 +1,92 @@
+package nodeagent
+
+import (
+	"errors"
+	"fmt"
+	"os"
+
+	"k8s.io/utils/clock"
+
+	"jobkeeper.dev/jobkeeper/pkg/nodeagent/runtime/process"
+	"jobkeeper.dev/jobkeeper/pkg/nodeagent/runtime/simulated"
+)
+
+// Defaults of Options.
+const (
+	// DefaultMaxPods is the default pod capacity of the node.
+	DefaultMaxPods = 110
+	// DefaultRuntime is the default runtime.
+	DefaultRuntime = process.Name
+	// DefaultAPIServerClientCN is the common name of the apiserver's kubelet client certificate.
+	DefaultAPIServerClientCN = "kube-apiserver-kubelet-client"
+)
+
+// Options configure the node agent. Flags are wired in cmd/.
+type Options struct {
+	// NodeName is the Node's name; default the host name.
+	NodeName string
+	// MaxPods is the node's pod capacity (--max-pods); default DefaultMaxPods.
+	MaxPods int
+	// Runtime is "process" (default) or "simulated".
+	Runtime string
+	// DataDir holds pod working directories, logs and runtime state (required).
+	DataDir string
+	// KubeletPort is the port of the log endpoint on 127.0.0.1; 0 picks a
+	// free port. The real one is advertised in the Node status.
+	KubeletPort int
+	// ServingCertFile and ServingKeyFile are the endpoint's TLS certificate
+	// (signed by the control plane CA, SANs 127.0.0.1 and localhost).
+	// Empty: the log endpoint is not served.
+	ServingCertFile, ServingKeyFile string
+	// ClientCAFile verifies the apiserver's client certificate (required
+	// with a serving certificate).
+	ClientCAFile string
+	// AllowedClientCommonNames are the client certificate CNs accepted;
+	// default [DefaultAPIServerClientCN].
+	AllowedClientCommonNames []string
+	// LogMaxSize is the size at which a container log is rotated; 0 means 10 MiB.
+	LogMaxSize int64
+	// StatusWorkers is the number of concurrent status writers; default 8.
+	StatusWorkers int
+	// Clock is the clock; default the real one.
+	Clock clock.WithTicker
+}
+
+// complete applies defaults and validates.
+func (o *Options) complete() error {
+	if o.NodeName == "" {
+		h, err := os.Hostname()
+		if err != nil {
+			return fmt.Errorf("node name not set and host name unknown: %w", err)
+		}
+		o.NodeName = h
+	}
+	if o.MaxPods <= 0 {
+		o.MaxPods = DefaultMaxPods
+	}
+	if o.Runtime == "" {
+		o.Runtime = DefaultRuntime
+	}
+	if o.Runtime != process.Name && o.Runtime != simulated.Name {
+		return fmt.Errorf("unknown runtime %q (want %q or %q)", o.Runtime, process.Name, simulated.Name)
+	}
+	if o.DataDir == "" {
+		return errors.New("DataDir is required")
+	}
+	if len(o.AllowedClientCommonNames) == 0 {
+		o.AllowedClientCommonNames = []string{DefaultAPIServerClientCN}
+	}
+	if (o.ServingCertFile == "") != (o.ServingKeyFile == "") {
+		return errors.New("ServingCertFile and ServingKeyFile go together")
+	}
+	if o.ServingCertFile != "" && o.ClientCAFile == "" {
+		return errors.New("ClientCAFile is required to serve logs")
+	}
+	if o.StatusWorkers <= 0 {
+		o.StatusWorkers = 8
+	}
+	if o.Clock == nil {
+		o.Clock = clock.RealClock{}
+	}
+	return nil
+}

@@ -1,0 +1,94 @@
+package runtime
+
+import (
+	"context"
+	"time"
+)
+
+// Spec is one container attempt, fully resolved by the pod worker.
+type Spec struct {
+	// PodNamespace is the pod's namespace (for logging).
+	PodNamespace string
+	// PodName is the pod's name (for logging).
+	PodName string
+	// PodUID is the pod's UID.
+	PodUID string
+	// ContainerName is the container's name.
+	ContainerName string
+	// Attempt is the restart count of this attempt (0 for the first run).
+	Attempt int32
+	// Command is the expanded command followed by the expanded args. Empty
+	// means the container declared no command.
+	Command []string
+	// Env is the resolved environment as NAME=value pairs, in order.
+	Env []string
+	// WorkingDir is the directory the process starts in; it exists.
+	WorkingDir string
+	// LogPath is the file the container's stdout and stderr go to.
+	LogPath string
+	// Annotations are the pod's annotations (the simulated runtime reads
+	// its instructions from them).
+	Annotations map[string]string
+}
+
+// Result is how a container attempt ended.
+type Result struct {
+	// ExitCode is the exit code; 128+signal when killed by a signal.
+	ExitCode int32
+	// Signal is the signal that killed the process, 0 if it exited.
+	Signal int32
+	// Reason is a kubelet-style reason ("Completed", "Error",
+	// "ContainerCannotRun", ...).
+	Reason string
+	// Message is a human readable explanation, may be empty.
+	Message string
+	// StartedAt is when the attempt started.
+	StartedAt time.Time
+	// FinishedAt is when the attempt ended.
+	FinishedAt time.Time
+}
+
+// Handle is a started container attempt.
+type Handle interface {
+	// PID is the process id (also the process group id) of the attempt, 0
+	// when there is no host process.
+	PID() int
+	// Done is closed when the attempt has ended.
+	Done() <-chan struct{}
+	// Result is valid once Done is closed.
+	Result() Result
+	// Stop asks the attempt to end: a graceful signal first, a forceful one
+	// after grace. It returns at once; watch Done.
+	Stop(grace time.Duration)
+}
+
+// Runtime starts container attempts.
+type Runtime interface {
+	// Start starts one attempt. An error means the attempt could not be
+	// created at all (the worker reports it as a failed start); a Handle
+	// whose Result has a non-zero exit code is a container that ran and failed.
+	Start(ctx context.Context, spec Spec) (Handle, error)
+	// Name is the runtime's name as given to --runtime.
+	Name() string
+}
+
+// ReasonFor returns the kubelet's reason for a terminated container.
+func ReasonFor(exitCode int32) string {
+	if exitCode == 0 {
+		return "Completed"
+	}
+	return "Error"
+}
+
+// StartError is returned by Start when the attempt could not be created. The
+// pod worker reports it as a container terminated with exit code 128 and
+// this reason, as a kubelet does for a container that failed to start.
+type StartError struct {
+	// Reason is a CamelCase reason for the container status.
+	Reason string
+	// Message explains what went wrong.
+	Message string
+}
+
+// Error implements error.
+func (e *StartError) Error() string { return e.Reason + ": " + e.Message }
