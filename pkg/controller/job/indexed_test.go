@@ -1,0 +1,135 @@
+package job
+
+import (
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
+	corev1 "k8s.io/api/core/v1"
+
+	"jobkeeper.dev/jobkeeper/test/builder"
+)
+
+func TestParseIndexSetAndString(t *testing.T) {
+	cases := map[string]struct {
+		in        string
+		limit     int
+		want      indexSet
+		wantStr   string
+		wantCount int
+	}{
+		"empty":              {in: "", limit: 5, want: nil, wantStr: ""},
+		"single":             {in: "3", limit: 5, want: indexSet{{3, 3}}, wantStr: "3", wantCount: 1},
+		"pair is listed":     {in: "1-2", limit: 5, want: indexSet{{1, 2}}, wantStr: "1,2", wantCount: 2},
+		"range and singles":  {in: "1,3-5,7", limit: 10, want: indexSet{{1, 1}, {3, 5}, {7, 7}}, wantStr: "1,3-5,7", wantCount: 5},
+		"adjacent merge":     {in: "1,2,3,5", limit: 10, want: indexSet{{1, 3}, {5, 5}}, wantStr: "1-3,5", wantCount: 4},
+		"above limit cut":    {in: "0-9", limit: 4, want: indexSet{{0, 3}}, wantStr: "0-3", wantCount: 4},
+		"above limit drop":   {in: "1,6,8", limit: 5, want: indexSet{{1, 1}}, wantStr: "1", wantCount: 1},
+		"corrupt skipped":    {in: "a,2,x-3,4", limit: 9, want: indexSet{{2, 2}, {4, 4}}, wantStr: "2,4", wantCount: 2},
+		"unordered repaired": {in: "5,1", limit: 9, want: indexSet{{1, 1}, {5, 5}}, wantStr: "1,5", wantCount: 2},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			got := parseIndexSet(tc.in, tc.limit)
+			if diff := cmp.Diff(tc.want, got, cmp.AllowUnexported(span{})); diff != "" {
+				t.Errorf("parse (-want +got):\n%s", diff)
+			}
+			if s := got.String(); s != tc.wantStr {
+				t.Errorf("String() = %q, want %q", s, tc.wantStr)
+			}
+			if n := got.count(); n != tc.wantCount {
+				t.Errorf("count() = %d, want %d", n, tc.wantCount)
+			}
+		})
+	}
+}
+
+func TestIndexSetHasAndWithIndexes(t *testing.T) {
+	s := indexSet{{1, 1}, {3, 5}, {9, 9}}
+	for ix, want := range map[int]bool{0: false, 1: true, 2: false, 3: true, 4: true, 5: true, 6: false, 9: true, 10: false} {
+		if got := s.has(ix); got != want {
+			t.Errorf("has(%d) = %v, want %v", ix, got, want)
+		}
+	}
+	if got, want := s.withIndexes([]int{2, 6, 7, 8}).String(), "1-9"; got != want {
+		t.Errorf("withIndexes = %q, want %q", got, want)
+	}
+}
+
+func TestPendingIndexes(t *testing.T) {
+	pod := func(ix string) *corev1.Pod { return builder.MakePod("p"+ix, "ns").Index(ix).Obj() }
+	cases := map[string]struct {
+		succeeded   string
+		active      []*corev1.Pod
+		n           int
+		completions int
+		want        []int
+	}{
+		"all pending":             {n: 3, completions: 5, want: []int{0, 1, 2}},
+		"none wanted":             {n: 0, completions: 5, want: nil},
+		"skips succeeded":         {succeeded: "0,2-3", n: 3, completions: 6, want: []int{1, 4, 5}},
+		"skips active":            {active: []*corev1.Pod{pod("0"), pod("1")}, n: 2, completions: 4, want: []int{2, 3}},
+		"bounded by completions":  {succeeded: "1", n: 10, completions: 3, want: []int{0, 2}},
+		"everything taken":        {succeeded: "0-1", active: []*corev1.Pod{pod("2")}, n: 2, completions: 3, want: []int{}},
+		"gaps between":            {succeeded: "1,5", active: []*corev1.Pod{pod("3")}, n: 4, completions: 7, want: []int{0, 2, 4, 6}},
+		"active out of range ok":  {active: []*corev1.Pod{pod("9")}, n: 2, completions: 2, want: []int{0, 1}},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			got := pendingIndexes(parseIndexSet(tc.succeeded, tc.completions), tc.active, tc.n, tc.completions)
+			if diff := cmp.Diff(tc.want, got, cmpopts.EquateEmpty()); diff != "" {
+				t.Errorf("pendingIndexes (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+func TestExcessIndexedPods(t *testing.T) {
+	p := func(name, ix string, phase corev1.PodPhase) *corev1.Pod {
+		w := builder.MakePod(name, "ns").Phase(phase).NodeName("n")
+		if ix != "" {
+			w.Index(ix)
+		}
+		return w.Obj()
+	}
+	active := []*corev1.Pod{
+		p("a0", "0", corev1.PodRunning),
+		p("b0", "0", corev1.PodPending),
+		p("c1", "1", corev1.PodRunning),
+		p("noindex", "", corev1.PodRunning),
+		p("big", "7", corev1.PodRunning),
+	}
+	rm, keep := excessIndexedPods(active, 3)
+	names := func(ps []*corev1.Pod) []string {
+		var out []string
+		for _, p := range ps {
+			out = append(out, p.Name)
+		}
+		return out
+	}
+	if diff := cmp.Diff([]string{"noindex", "big", "b0"}, names(rm)); diff != "" {
+		t.Errorf("remove (-want +got):\n%s", diff)
+	}
+	if diff := cmp.Diff([]string{"a0", "c1"}, names(keep)); diff != "" {
+		t.Errorf("keep (-want +got):\n%s", diff)
+	}
+}
+
+func TestIndexedGenerateName(t *testing.T) {
+	long := "a123456789b123456789c123456789d123456789e123456789f123456789"
+	cases := map[string]struct {
+		job  string
+		ix   int
+		want string
+	}{
+		"short": {job: "pi", ix: 3, want: "pi-3-"},
+		"long":  {job: long, ix: 12, want: long[:54] + "-12-"},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			if got := indexedGenerateName(tc.job, tc.ix); got != tc.want {
+				t.Errorf("got %q, want %q", got, tc.want)
+			}
+		})
+	}
+}

@@ -1,0 +1,512 @@
+package job
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/informers"
+	"k8s.io/client-go/kubernetes/fake"
+	k8stesting "k8s.io/client-go/testing"
+	"k8s.io/client-go/tools/record"
+	"k8s.io/klog/v2/ktesting"
+	clocktesting "k8s.io/utils/clock/testing"
+	"k8s.io/utils/ptr"
+
+	"jobkeeper.dev/jobkeeper/test/builder"
+)
+
+const ns = "ns"
+
+// harness is a controller on a fake clientset whose informer stores are
+// filled by hand, and a fake clock.
+type harness struct {
+	c      *Controller
+	client *fake.Clientset
+	clock  *clocktesting.FakeClock
+	events *record.FakeRecorder
+	ctx    context.Context
+	// factory holds the informers whose stores the test fills.
+	factory informers.SharedInformerFactory
+}
+
+func newHarness(t *testing.T, opts Options, job *batchv1.Job, pods ...*corev1.Pod) *harness {
+	t.Helper()
+	_, ctx := ktesting.NewTestContext(t)
+	objs := []runtime.Object{job}
+	for _, p := range pods {
+		objs = append(objs, p)
+	}
+	client := fake.NewClientset(objs...)
+	var seq atomic.Int32
+	client.PrependReactor("create", "pods", func(a k8stesting.Action) (bool, runtime.Object, error) {
+		pod := a.(k8stesting.CreateAction).GetObject().(*corev1.Pod)
+		if pod.Name == "" {
+			n := seq.Add(1)
+			pod.Name = fmt.Sprintf("%s%05d", pod.GenerateName, n)
+			pod.UID = types.UID(fmt.Sprintf("created-%d", n))
+		}
+		return false, nil, nil
+	})
+	clk := clocktesting.NewFakeClock(t0)
+	opts.Clock = clk
+	opts.SyncBatchPeriod = -1
+	factory := informers.NewSharedInformerFactory(client, 0)
+	c, err := NewController(ctx, factory.Core().V1().Pods(), factory.Batch().V1().Jobs(), client, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	events := record.NewFakeRecorder(1000)
+	c.recorder = events
+	c.pods.recorder = events
+	if err := factory.Batch().V1().Jobs().Informer().GetIndexer().Add(job); err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range pods {
+		if err := factory.Core().V1().Pods().Informer().GetIndexer().Add(p); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return &harness{c: c, client: client, clock: clk, events: events, ctx: ctx, factory: factory}
+}
+
+// sync runs one sync of the Job and returns the Job and pods as stored.
+func (h *harness) sync(t *testing.T, job *batchv1.Job) (*batchv1.Job, []corev1.Pod) {
+	t.Helper()
+	if err := h.c.syncJob(h.ctx, jobKey(job)); err != nil {
+		t.Fatalf("syncJob: %v", err)
+	}
+	got, err := h.client.BatchV1().Jobs(job.Namespace).Get(h.ctx, job.Name, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	pods, err := h.client.CoreV1().Pods(job.Namespace).List(h.ctx, metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sort.Slice(pods.Items, func(i, j int) bool { return pods.Items[i].Name < pods.Items[j].Name })
+	return got, pods.Items
+}
+
+// drainEvents returns the reasons of the recorded events, in order.
+func (h *harness) drainEvents() []string {
+	var out []string
+	for {
+		select {
+		case e := <-h.events.Events:
+			var typ, reason string
+			fmt.Sscanf(e, "%s %s", &typ, &reason)
+			out = append(out, reason)
+		default:
+			return out
+		}
+	}
+}
+
+// writes counts the mutating API calls by verb and resource.
+func (h *harness) writes() map[string]int {
+	out := map[string]int{}
+	for _, a := range h.client.Actions() {
+		switch a.GetVerb() {
+		case "create", "update", "patch", "delete":
+			key := a.GetVerb() + " " + a.GetResource().Resource
+			if a.GetSubresource() != "" {
+				key += "/" + a.GetSubresource()
+			}
+			out[key]++
+		}
+	}
+	return out
+}
+
+// statusCounts is the part of a Job status most tests compare.
+type statusCounts struct {
+	Active, Ready, Terminating, Succeeded, Failed int32
+	CompletedIndexes                           string
+	Uncounted                                  int
+	Conditions                                 []string
+	Started, Completed                         bool
+}
+
+func countsOf(job *batchv1.Job) statusCounts {
+	s := job.Status
+	out := statusCounts{
+		Active: s.Active, Ready: ptr.Deref(s.Ready, -1), Terminating: ptr.Deref(s.Terminating, -1),
+		Succeeded: s.Succeeded, Failed: s.Failed, CompletedIndexes: s.CompletedIndexes,
+		Started: s.StartTime != nil, Completed: s.CompletionTime != nil,
+	}
+	if u := s.UncountedTerminatedPods; u != nil {
+		out.Uncounted = len(u.Succeeded) + len(u.Failed)
+	}
+	for _, c := range s.Conditions {
+		out.Conditions = append(out.Conditions, fmt.Sprintf("%s=%s/%s", c.Type, c.Status, c.Reason))
+	}
+	return out
+}
+
+func finalizersLeft(pods []corev1.Pod) int {
+	n := 0
+	for i := range pods {
+		if hasTrackingFinalizer(&pods[i]) {
+			n++
+		}
+	}
+	return n
+}
+
+func TestSyncOutcomes(t *testing.T) {
+	const uid = "job-uid"
+	base := func() *builder.JobWrapper { return builder.MakeJob("j", ns).Selector(uid).ManagedBy(DefaultManagedBy) }
+	started := metav1.NewTime(t0.Add(-time.Minute))
+	running := batchv1.JobStatus{StartTime: &started, Active: 2, Ready: ptr.To[int32](0), Terminating: ptr.To[int32](0)}
+	pod := func(name string, job *batchv1.Job) *builder.PodWrapper {
+		return builder.MakePod(name, ns).UID(name).OwnedByJob(job).Finalizer(batchv1.JobTrackingFinalizer).NodeName("n")
+	}
+	finishedAt := metav1.NewTime(t0.Add(-time.Second))
+
+	cases := map[string]struct {
+		// setup
+		opts Options
+		job  *batchv1.Job
+		pods func(job *batchv1.Job) []*corev1.Pod
+		// want
+		want           statusCounts
+		wantPods       int
+		wantFinalizers int
+		wantWrites     map[string]int
+		wantEvents     []string
+	}{
+		"new job creates parallelism pods": {
+			job:            base().Parallelism(2).Completions(5).Obj(),
+			want:           statusCounts{Active: 2, Started: true},
+			wantPods:       2,
+			wantFinalizers: 2,
+			wantWrites:     map[string]int{"create pods": 2, "update jobs/status": 1},
+			wantEvents:     []string{"SuccessfulCreate", "SuccessfulCreate"},
+		},
+		"work queue job creates parallelism pods": {
+			job:            base().Parallelism(3).NoCompletions().Obj(),
+			want:           statusCounts{Active: 3, Started: true},
+			wantPods:       3,
+			wantFinalizers: 3,
+			wantWrites:     map[string]int{"create pods": 3, "update jobs/status": 1},
+			wantEvents:     []string{"SuccessfulCreate", "SuccessfulCreate", "SuccessfulCreate"},
+		},
+		"foreign managedBy untouched": {
+			job:        builder.MakeJob("j", ns).Selector(uid).ManagedBy("example.com/other").Obj(),
+			wantWrites: map[string]int{},
+		},
+		"unclaimed job untouched by default": {
+			job:        builder.MakeJob("j", ns).Selector(uid).Obj(),
+			wantWrites: map[string]int{},
+		},
+		"unclaimed job managed on request": {
+			opts:           Options{ManageUnclaimedJobs: true},
+			job:            builder.MakeJob("j", ns).Selector(uid).Obj(),
+			want:           statusCounts{Active: 1, Started: true},
+			wantPods:       1,
+			wantFinalizers: 1,
+			wantWrites:     map[string]int{"create pods": 1, "update jobs/status": 1},
+			wantEvents:     []string{"SuccessfulCreate"},
+		},
+		"succeeded pods complete the job": {
+			job: base().Parallelism(2).Completions(2).Status(running).Obj(),
+			pods: func(job *batchv1.Job) []*corev1.Pod {
+				return []*corev1.Pod{
+					pod("a", job).Terminated(0, finishedAt).Obj(),
+					pod("b", job).Terminated(0, finishedAt).Obj(),
+				}
+			},
+			want: statusCounts{Succeeded: 2, Started: true, Completed: true,
+				Conditions: []string{"SuccessCriteriaMet=True/CompletionsReached", "Complete=True/CompletionsReached"}},
+			wantPods:   2,
+			wantWrites: map[string]int{"update jobs/status": 2, "patch pods": 2},
+			wantEvents: []string{"Completed"},
+		},
+		"backoff limit exceeded fails the job": {
+			job: base().Parallelism(2).Completions(4).BackoffLimit(1).Status(running).Obj(),
+			pods: func(job *batchv1.Job) []*corev1.Pod {
+				return []*corev1.Pod{
+					pod("a", job).Terminated(1, finishedAt).Obj(),
+					pod("b", job).Terminated(1, finishedAt).Obj(),
+				}
+			},
+			want: statusCounts{Failed: 2, Started: true,
+				Conditions: []string{"FailureTarget=True/BackoffLimitExceeded", "Failed=True/BackoffLimitExceeded"}},
+			wantPods:   2,
+			wantWrites: map[string]int{"update jobs/status": 2, "patch pods": 2},
+			wantEvents: []string{"BackoffLimitExceeded"},
+		},
+		"failing job deletes active pods and waits for them": {
+			job: base().Parallelism(2).Completions(4).BackoffLimit(0).Status(running).Obj(),
+			pods: func(job *batchv1.Job) []*corev1.Pod {
+				return []*corev1.Pod{
+					pod("a", job).Terminated(1, finishedAt).Obj(),
+					pod("b", job).Phase(corev1.PodRunning).Ready().Obj(),
+				}
+			},
+			// b is deleted with its finalizer; as the Job is failing it is
+			// counted failed at once, and Failed waits until it stops
+			// terminating.
+			want: statusCounts{Failed: 2, Terminating: 1, Started: true,
+				Conditions: []string{"FailureTarget=True/BackoffLimitExceeded"}},
+			wantPods:   1,
+			wantWrites: map[string]int{"update jobs/status": 2, "patch pods": 2, "delete pods": 1},
+			wantEvents: []string{"SuccessfulDelete"},
+		},
+		"deadline exceeded fails the job": {
+			job: base().Parallelism(1).Completions(1).ActiveDeadlineSeconds(30).Status(running).Obj(),
+			pods: func(job *batchv1.Job) []*corev1.Pod {
+				return []*corev1.Pod{pod("a", job).Phase(corev1.PodRunning).Obj()}
+			},
+			want: statusCounts{Failed: 1, Terminating: 1, Started: true,
+				Conditions: []string{"FailureTarget=True/DeadlineExceeded"}},
+			wantPods:   0,
+			wantWrites: map[string]int{"update jobs/status": 2, "patch pods": 1, "delete pods": 1},
+			wantEvents: []string{"SuccessfulDelete"},
+		},
+		"created suspended": {
+			job:        base().Parallelism(2).Completions(2).Suspend(true).Obj(),
+			want:       statusCounts{Conditions: []string{"Suspended=True/JobSuspended"}},
+			wantWrites: map[string]int{"update jobs/status": 1},
+			wantEvents: []string{"Suspended"},
+		},
+		"suspending deletes active pods without counting them": {
+			job: base().Parallelism(2).Completions(4).Suspend(true).Status(batchv1.JobStatus{
+				StartTime: &started, Active: 2, Succeeded: 1, Ready: ptr.To[int32](1), Terminating: ptr.To[int32](0)}).Obj(),
+			pods: func(job *batchv1.Job) []*corev1.Pod {
+				return []*corev1.Pod{
+					pod("a", job).Phase(corev1.PodRunning).Ready().Obj(),
+					pod("b", job).Phase(corev1.PodPending).Obj(),
+				}
+			},
+			want:       statusCounts{Succeeded: 1, Terminating: 2, Conditions: []string{"Suspended=True/JobSuspended"}},
+			wantWrites: map[string]int{"update jobs/status": 1, "patch pods": 2, "delete pods": 2},
+			wantEvents: []string{"SuccessfulDelete", "SuccessfulDelete", "Suspended"},
+		},
+		"resuming creates pods and restarts the clock": {
+			job: base().Parallelism(2).Completions(4).Suspend(false).Status(batchv1.JobStatus{
+				Succeeded: 1, Ready: ptr.To[int32](0), Terminating: ptr.To[int32](0),
+				Conditions: []batchv1.JobCondition{*newCondition(batchv1.JobSuspended, corev1.ConditionTrue, reasonSuspended, msgSuspended, t0.Add(-time.Hour))}}).Obj(),
+			want:           statusCounts{Active: 2, Succeeded: 1, Started: true, Conditions: []string{"Suspended=False/JobResumed"}},
+			wantPods:       2,
+			wantFinalizers: 2,
+			wantWrites:     map[string]int{"create pods": 2, "update jobs/status": 1},
+			wantEvents:     []string{"SuccessfulCreate", "SuccessfulCreate", "Resumed"},
+		},
+		"lowered parallelism deletes pods without counting them": {
+			job: base().Parallelism(1).Completions(4).Status(running).Obj(),
+			pods: func(job *batchv1.Job) []*corev1.Pod {
+				return []*corev1.Pod{
+					pod("a", job).Phase(corev1.PodRunning).Ready().Obj(),
+					pod("b", job).Phase(corev1.PodPending).Obj(),
+				}
+			},
+			want:           statusCounts{Active: 1, Ready: 1, Terminating: 1, Started: true},
+			wantPods:       1,
+			wantFinalizers: 1,
+			wantWrites:     map[string]int{"update jobs/status": 1, "patch pods": 1, "delete pods": 1},
+			wantEvents:     []string{"SuccessfulDelete"},
+		},
+		"failed pod within backoff is not replaced": {
+			job: base().Parallelism(1).Completions(2).Status(batchv1.JobStatus{StartTime: &started, Active: 1, Ready: ptr.To[int32](0), Terminating: ptr.To[int32](0)}).Obj(),
+			pods: func(job *batchv1.Job) []*corev1.Pod {
+				return []*corev1.Pod{pod("a", job).Terminated(1, finishedAt).Obj()}
+			},
+			want:       statusCounts{Failed: 1, Started: true},
+			wantPods:   1,
+			wantWrites: map[string]int{"update jobs/status": 2, "patch pods": 1},
+		},
+		"uncounted pods are capped per sync": {
+			opts: Options{MaxUncountedPods: 2},
+			job:  base().Parallelism(5).Completions(5).Status(running).Obj(),
+			pods: func(job *batchv1.Job) []*corev1.Pod {
+				var out []*corev1.Pod
+				for _, n := range []string{"a", "b", "c", "d", "e"} {
+					out = append(out, pod(n, job).Terminated(0, finishedAt).Obj())
+				}
+				return out
+			},
+			want:           statusCounts{Succeeded: 2, Started: true, Conditions: []string{"SuccessCriteriaMet=True/CompletionsReached"}},
+			wantPods:       5,
+			wantFinalizers: 3,
+			wantWrites:     map[string]int{"update jobs/status": 2, "patch pods": 2},
+		},
+		"pod deleted by someone else counts as failed": {
+			job: base().Parallelism(1).Completions(1).Status(batchv1.JobStatus{StartTime: &started, Active: 1, Ready: ptr.To[int32](0), Terminating: ptr.To[int32](0)}).Obj(),
+			pods: func(job *batchv1.Job) []*corev1.Pod {
+				return []*corev1.Pod{pod("a", job).Phase(corev1.PodRunning).DeletionTimestamp(metav1.NewTime(t0)).Obj()}
+			},
+			want:       statusCounts{Failed: 1, Terminating: 1, Started: true},
+			wantPods:   1,
+			wantWrites: map[string]int{"update jobs/status": 2, "patch pods": 1},
+		},
+		"orphan matching pod is adopted with the finalizer": {
+			job: base().Parallelism(1).Completions(1).Status(batchv1.JobStatus{StartTime: &started, Active: 1, Ready: ptr.To[int32](0), Terminating: ptr.To[int32](0)}).Obj(),
+			pods: func(job *batchv1.Job) []*corev1.Pod {
+				return []*corev1.Pod{builder.MakePod("orphan", ns).UID("orphan").Label(batchv1.ControllerUidLabel, uid).Phase(corev1.PodRunning).Obj()}
+			},
+			want:           statusCounts{Active: 1, Started: true},
+			wantPods:       1,
+			wantFinalizers: 1,
+			wantWrites:     map[string]int{"patch pods": 1},
+		},
+		"owned pod no longer matching is released": {
+			job: base().Parallelism(1).Completions(1).Status(batchv1.JobStatus{StartTime: &started, Active: 1, Ready: ptr.To[int32](0), Terminating: ptr.To[int32](0)}).Obj(),
+			pods: func(job *batchv1.Job) []*corev1.Pod {
+				p := pod("stray", job).Phase(corev1.PodRunning).Obj()
+				p.Labels = map[string]string{"other": "x"}
+				return []*corev1.Pod{p}
+			},
+			want:           statusCounts{Active: 1, Started: true},
+			wantPods:       2,
+			wantFinalizers: 1,
+			wantWrites:     map[string]int{"patch pods": 1, "create pods": 1},
+			wantEvents: []string{"SuccessfulCreate"},
+		},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			var pods []*corev1.Pod
+			if tc.pods != nil {
+				pods = tc.pods(tc.job)
+			}
+			h := newHarness(t, tc.opts, tc.job, pods...)
+			h.client.ClearActions()
+			got, gotPods := h.sync(t, tc.job)
+			if diff := cmp.Diff(tc.want, countsOf(got), cmpopts.EquateEmpty()); diff != "" && len(tc.wantWrites) > 0 {
+				t.Errorf("status (-want +got):\n%s", diff)
+			}
+			if len(tc.wantWrites) == 0 {
+				if diff := cmp.Diff(tc.job.Status, got.Status); diff != "" {
+					t.Errorf("status of an unmanaged job changed (-want +got):\n%s", diff)
+				}
+			}
+			if len(gotPods) != tc.wantPods {
+				t.Errorf("got %d pods, want %d", len(gotPods), tc.wantPods)
+			}
+			if n := finalizersLeft(gotPods); n != tc.wantFinalizers {
+				t.Errorf("%d pods hold the finalizer, want %d", n, tc.wantFinalizers)
+			}
+			if diff := cmp.Diff(tc.wantWrites, h.writes(), cmpopts.EquateEmpty()); diff != "" {
+				t.Errorf("writes (-want +got):\n%s", diff)
+			}
+			if diff := cmp.Diff(tc.wantEvents, h.drainEvents(), cmpopts.EquateEmpty(), cmpopts.SortSlices(func(a, b string) bool { return a < b })); diff != "" {
+				t.Errorf("events (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+func TestSyncIndexedCreatesIndexedPods(t *testing.T) {
+	job := builder.MakeJob("idx", ns).Selector("u").ManagedBy(DefaultManagedBy).Indexed().Parallelism(3).Completions(5).
+		Status(batchv1.JobStatus{CompletedIndexes: "1", Succeeded: 1, Ready: ptr.To[int32](0), Terminating: ptr.To[int32](0)}).Obj()
+	h := newHarness(t, Options{}, job)
+	got, pods := h.sync(t, job)
+	if diff := cmp.Diff(statusCounts{Active: 3, Succeeded: 1, CompletedIndexes: "1", Started: true}, countsOf(got), cmpopts.EquateEmpty()); diff != "" {
+		t.Errorf("status (-want +got):\n%s", diff)
+	}
+	type podShape struct {
+		GenerateName, Hostname, IndexAnnotation, IndexLabel, EnvPath string
+		Finalizer                                                    bool
+	}
+	var shapes []podShape
+	for _, p := range pods {
+		env := p.Spec.Containers[0].Env
+		var path string
+		if len(env) == 1 && env[0].Name == "JOB_COMPLETION_INDEX" {
+			path = env[0].ValueFrom.FieldRef.FieldPath
+		}
+		shapes = append(shapes, podShape{
+			GenerateName: p.GenerateName, Hostname: p.Spec.Hostname,
+			IndexAnnotation: p.Annotations[batchv1.JobCompletionIndexAnnotation], IndexLabel: p.Labels[batchv1.JobCompletionIndexAnnotation],
+			EnvPath: path, Finalizer: hasTrackingFinalizer(&p),
+		})
+	}
+	sort.Slice(shapes, func(i, j int) bool { return shapes[i].IndexAnnotation < shapes[j].IndexAnnotation })
+	envPath := "metadata.labels['batch.kubernetes.io/job-completion-index']"
+	want := []podShape{
+		{"idx-0-", "idx-0", "0", "0", envPath, true},
+		{"idx-2-", "idx-2", "2", "2", envPath, true},
+		{"idx-3-", "idx-3", "3", "3", envPath, true},
+	}
+	if diff := cmp.Diff(want, shapes); diff != "" {
+		t.Errorf("pods (-want +got):\n%s", diff)
+	}
+}
+
+func TestSyncIndexedSucceededAndDuplicates(t *testing.T) {
+	started := metav1.NewTime(t0.Add(-time.Minute))
+	job := builder.MakeJob("idx", ns).Selector("u").ManagedBy(DefaultManagedBy).Indexed().Parallelism(2).Completions(4).
+		Status(batchv1.JobStatus{StartTime: &started, Active: 3, Ready: ptr.To[int32](0), Terminating: ptr.To[int32](0)}).Obj()
+	p := func(name, ix string) *builder.PodWrapper {
+		return builder.MakePod(name, ns).UID(name).OwnedByJob(job).Finalizer(batchv1.JobTrackingFinalizer).Index(ix).NodeName("n")
+	}
+	h := newHarness(t, Options{}, job,
+		p("a", "0").Terminated(0, metav1.NewTime(t0)).Obj(),
+		p("b", "2").Terminated(0, metav1.NewTime(t0)).Obj(),
+		p("c", "3").Terminated(0, metav1.NewTime(t0)).Obj(),
+		p("d", "1").Phase(corev1.PodRunning).Obj(),
+		p("e", "1").Phase(corev1.PodPending).Obj(),
+		p("f", "9").Phase(corev1.PodRunning).Obj(),
+	)
+	got, pods := h.sync(t, job)
+	// e duplicates index 1 and f is out of range: both deleted, not counted.
+	if diff := cmp.Diff(statusCounts{Active: 1, Terminating: 2, Succeeded: 3, CompletedIndexes: "0,2,3", Started: true}, countsOf(got), cmpopts.EquateEmpty()); diff != "" {
+		t.Errorf("status (-want +got):\n%s", diff)
+	}
+	if n := finalizersLeft(pods); n != 1 {
+		t.Errorf("%d pods hold the finalizer, want 1 (the running pod of index 1)", n)
+	}
+}
+
+func TestSyncBackoffDelaysRecreation(t *testing.T) {
+	started := metav1.NewTime(t0.Add(-time.Minute))
+	job := builder.MakeJob("j", ns).Selector("u").ManagedBy(DefaultManagedBy).Parallelism(1).Completions(1).
+		Status(batchv1.JobStatus{StartTime: &started, Active: 1, Ready: ptr.To[int32](0), Terminating: ptr.To[int32](0)}).Obj()
+	failedPod := builder.MakePod("a", ns).UID("a").OwnedByJob(job).Finalizer(batchv1.JobTrackingFinalizer).Terminated(1, metav1.NewTime(t0)).Obj()
+	h := newHarness(t, Options{PodFailureBackoff: 10 * time.Second}, job, failedPod)
+	got, pods := h.sync(t, job)
+	if got.Status.Failed != 1 || len(pods) != 1 {
+		t.Fatalf("after the failure: failed=%d pods=%d, want 1 and 1", got.Status.Failed, len(pods))
+	}
+	// The informers would now show the counted Job and the released pod.
+	released := failedPod.DeepCopy()
+	released.Finalizers = nil
+	if err := h.c.podIndexer.Update(released); err != nil {
+		t.Fatal(err)
+	}
+	if err := refreshJob(h, got); err != nil {
+		t.Fatal(err)
+	}
+	h.clock.Step(9 * time.Second)
+	h.client.ClearActions()
+	_, pods = h.sync(t, got)
+	if len(pods) != 1 {
+		t.Fatalf("within the backoff: %d pods, want 1 (no replacement)", len(pods))
+	}
+	h.clock.Step(2 * time.Second)
+	_, pods = h.sync(t, got)
+	if len(pods) != 2 {
+		t.Fatalf("after the backoff: %d pods, want 2 (one replacement)", len(pods))
+	}
+}
+
+// refreshJob puts the stored Job into the informer cache.
+func refreshJob(h *harness, job *batchv1.Job) error {
+	stored, err := h.client.BatchV1().Jobs(job.Namespace).Get(h.ctx, job.Name, metav1.GetOptions{})
+	if err != nil {
+		return err
+	}
+	return h.factory.Batch().V1().Jobs().Informer().GetIndexer().Update(stored)
+}
