@@ -65,14 +65,14 @@ func TestPendingIndexes(t *testing.T) {
 		completions int
 		want        []int
 	}{
-		"all pending":             {n: 3, completions: 5, want: []int{0, 1, 2}},
-		"none wanted":             {n: 0, completions: 5, want: nil},
-		"skips succeeded":         {succeeded: "0,2-3", n: 3, completions: 6, want: []int{1, 4, 5}},
-		"skips active":            {active: []*corev1.Pod{pod("0"), pod("1")}, n: 2, completions: 4, want: []int{2, 3}},
-		"bounded by completions":  {succeeded: "1", n: 10, completions: 3, want: []int{0, 2}},
-		"everything taken":        {succeeded: "0-1", active: []*corev1.Pod{pod("2")}, n: 2, completions: 3, want: []int{}},
-		"gaps between":            {succeeded: "1,5", active: []*corev1.Pod{pod("3")}, n: 4, completions: 7, want: []int{0, 2, 4, 6}},
-		"active out of range ok":  {active: []*corev1.Pod{pod("9")}, n: 2, completions: 2, want: []int{0, 1}},
+		"all pending":            {n: 3, completions: 5, want: []int{0, 1, 2}},
+		"none wanted":            {n: 0, completions: 5, want: nil},
+		"skips succeeded":        {succeeded: "0,2-3", n: 3, completions: 6, want: []int{1, 4, 5}},
+		"skips active":           {active: []*corev1.Pod{pod("0"), pod("1")}, n: 2, completions: 4, want: []int{2, 3}},
+		"bounded by completions": {succeeded: "1", n: 10, completions: 3, want: []int{0, 2}},
+		"everything taken":       {succeeded: "0-1", active: []*corev1.Pod{pod("2")}, n: 2, completions: 3, want: []int{}},
+		"gaps between":           {succeeded: "1,5", active: []*corev1.Pod{pod("3")}, n: 4, completions: 7, want: []int{0, 2, 4, 6}},
+		"active out of range ok": {active: []*corev1.Pod{pod("9")}, n: 2, completions: 2, want: []int{0, 1}},
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {

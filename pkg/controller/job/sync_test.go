@@ -132,10 +132,10 @@ func (h *harness) writes() map[string]int {
 // statusCounts is the part of a Job status most tests compare.
 type statusCounts struct {
 	Active, Ready, Terminating, Succeeded, Failed int32
-	CompletedIndexes                           string
-	Uncounted                                  int
-	Conditions                                 []string
-	Started, Completed                         bool
+	CompletedIndexes                              string
+	Uncounted                                     int
+	Conditions                                    []string
+	Started, Completed                            bool
 }
 
 func countsOf(job *batchv1.Job) statusCounts {
@@ -372,7 +372,7 @@ func TestSyncOutcomes(t *testing.T) {
 			wantPods:       2,
 			wantFinalizers: 1,
 			wantWrites:     map[string]int{"patch pods": 1, "create pods": 1},
-			wantEvents: []string{"SuccessfulCreate"},
+			wantEvents:     []string{"SuccessfulCreate"},
 		},
 	}
 	for name, tc := range cases {
