@@ -121,7 +121,10 @@ func (r conditionsRule) read(obj runtime.Object) (finishState, error) {
 	} else {
 		st.at, err = parseTime(match["lastTransitionTime"], "condition "+fmt.Sprint(match["type"])+" lastTransitionTime")
 	}
-	return st, err
+	if err != nil {
+		return finishState{}, err
+	}
+	return st, nil
 }
 
 func (r conditionsRule) topLevelFields() []string {
@@ -160,8 +163,10 @@ func (r phaseRule) read(obj runtime.Object) (finishState, error) {
 	default:
 		return st, nil
 	}
-	st.at, err = readTime(content, r.finishTime)
-	return st, err
+	if st.at, err = readTime(content, r.finishTime); err != nil {
+		return finishState{}, err
+	}
+	return st, nil
 }
 
 func (r phaseRule) topLevelFields() []string {

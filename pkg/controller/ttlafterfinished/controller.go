@@ -177,7 +177,9 @@ func New(ctx context.Context, opts Options, clients Clients, factory informers.S
 		c.broadcaster = record.NewBroadcaster(record.WithContext(ctx))
 		c.recorder = c.broadcaster.NewRecorder(scheme.Scheme, corev1.EventSource{Component: EventSource})
 	}
-	rl := func() workqueue.TypedRateLimiter[string] { return workqueue.DefaultTypedControllerRateLimiter[string]() }
+	rl := func() workqueue.TypedRateLimiter[string] {
+		return workqueue.DefaultTypedControllerRateLimiter[string]()
+	}
 	c.jobQueue = workqueue.NewTypedRateLimitingQueueWithConfig(rl(),
 		workqueue.TypedRateLimitingQueueConfig[string]{Name: "ttl_jobs_to_delete", Clock: c.clock})
 	c.objectQueue = workqueue.NewTypedRateLimitingQueueWithConfig(workqueue.DefaultTypedControllerRateLimiter[objectKey](),
