@@ -76,13 +76,12 @@ func (r *Runtime) Start(_ context.Context, spec runtime.Spec) (runtime.Handle, e
 		return nil, &runtime.StartError{Reason: "InvalidSimulation", Message: err.Error()}
 	}
 	now := r.clock.Now()
-	h := &handle{done: make(chan struct{}), result: runtime.Result{StartedAt: now}}
+	h := &handle{clock: r.clock, done: make(chan struct{}), result: runtime.Result{StartedAt: now}}
 	if in.Duration == 0 {
 		h.end(in.ExitCode, now)
 		return h, nil
 	}
 	h.timer = r.clock.NewTimer(in.Duration)
-	h.clock = r.clock
 	go func() {
 		select {
 		case <-h.timer.C():
@@ -146,9 +145,5 @@ func (h *handle) Stop(grace time.Duration) {
 	if h.timer != nil {
 		h.timer.Stop()
 	}
-	now := time.Now()
-	if h.clock != nil {
-		now = h.clock.Now()
-	}
-	h.end(code, now)
+	h.end(code, h.clock.Now())
 }

@@ -1,0 +1,269 @@
+package process
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"os/signal"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	"k8s.io/utils/clock"
+	testingclock "k8s.io/utils/clock/testing"
+
+	"jobkeeper.dev/jobkeeper/pkg/nodeagent/logfile"
+	"jobkeeper.dev/jobkeeper/pkg/nodeagent/runtime"
+)
+
+// childEnv selects what the test binary does when re-run as a container.
+const childEnv = "JOBKEEPER_TEST_CHILD"
+
+func TestMain(m *testing.M) {
+	if mode := os.Getenv(childEnv); mode != "" {
+		child(mode)
+		return
+	}
+	os.Exit(m.Run())
+}
+
+// child is the container process.
+func child(mode string) {
+	switch mode {
+	case "print":
+		wd, _ := os.Getwd()
+		fmt.Printf("index=%s\n", os.Getenv("JOB_COMPLETION_INDEX"))
+		fmt.Printf("wd=%s\n", wd)
+		fmt.Fprintln(os.Stderr, "to stderr")
+		os.Exit(3)
+	case "sleep":
+		fmt.Println("sleeping")
+		time.Sleep(time.Hour)
+	case "ignore-term":
+		signal.Ignore(syscall.SIGTERM)
+		fmt.Println("ignoring")
+		time.Sleep(time.Hour)
+	case "spawn":
+		cmd := exec.Command(os.Args[0])
+		cmd.Env = append(os.Environ(), childEnv+"=sleep")
+		if err := cmd.Start(); err != nil {
+			os.Exit(1)
+		}
+		fmt.Printf("grandchild=%d\n", cmd.Process.Pid)
+		os.Exit(0)
+	}
+	os.Exit(99)
+}
+
+func newRuntime(t *testing.T, clk clock.WithTicker) *Runtime {
+	t.Helper()
+	rt, err := New(context.Background(), Options{StateDir: filepath.Join(t.TempDir(), "state"), Clock: clk})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return rt
+}
+
+func childSpec(t *testing.T, mode string, env ...string) runtime.Spec {
+	dir := t.TempDir()
+	return runtime.Spec{
+		PodNamespace: "ns", PodName: "p", ContainerName: "c",
+		Command:    []string{os.Args[0]},
+		Env:        append([]string{childEnv + "=" + mode}, env...),
+		WorkingDir: dir,
+		LogPath:    filepath.Join(dir, "0.log"),
+	}
+}
+
+func readLog(t *testing.T, path string) string {
+	t.Helper()
+	var out bytes.Buffer
+	if err := logfile.Read(context.Background(), path, logfile.ReadOptions{TailLines: -1}, &out); err != nil {
+		t.Fatal(err)
+	}
+	return out.String()
+}
+
+func wait(t *testing.T, h runtime.Handle) runtime.Result {
+	t.Helper()
+	select {
+	case <-h.Done():
+		return h.Result()
+	case <-time.After(30 * time.Second):
+		t.Fatal("container did not end")
+		return runtime.Result{}
+	}
+}
+
+func TestExitCodeEnvWorkingDirAndLogs(t *testing.T) {
+	rt := newRuntime(t, nil)
+	spec := childSpec(t, "print", "JOB_COMPLETION_INDEX=2")
+	h, err := rt.Start(context.Background(), spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if h.PID() <= 0 {
+		t.Errorf("PID() = %d", h.PID())
+	}
+	res := wait(t, h)
+	if res.ExitCode != 3 || res.Reason != "Error" || res.Signal != 0 {
+		t.Errorf("result = %+v, want exit code 3, reason Error", res)
+	}
+	got := strings.Split(strings.TrimSpace(readLog(t, spec.LogPath)), "\n")
+	want := []string{"index=2", "wd=" + spec.WorkingDir, "to stderr"}
+	// stdout and stderr are copied concurrently: compare without order.
+	slices.Sort(got)
+	slices.Sort(want)
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("log lines (-want +got):\n%s", diff)
+	}
+}
+
+func TestStopSendsSIGTERMToTheGroup(t *testing.T) {
+	rt := newRuntime(t, nil)
+	spec := childSpec(t, "sleep")
+	h, err := rt.Start(context.Background(), spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitForLog(t, spec.LogPath, "sleeping")
+	h.Stop(time.Hour)
+	res := wait(t, h)
+	if res.ExitCode != 143 || res.Signal != int32(syscall.SIGTERM) {
+		t.Errorf("result = %+v, want exit code 143 by SIGTERM", res)
+	}
+}
+
+func TestStopKillsAfterGracePeriod(t *testing.T) {
+	clk := testingclock.NewFakeClock(time.Now())
+	rt := newRuntime(t, clk)
+	spec := childSpec(t, "ignore-term")
+	h, err := rt.Start(context.Background(), spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitForLog(t, spec.LogPath, "ignoring")
+	h.Stop(30 * time.Second)
+	select {
+	case <-h.Done():
+		t.Fatal("the container ignoring SIGTERM ended before the grace period")
+	case <-time.After(200 * time.Millisecond):
+	}
+	for !clk.HasWaiters() {
+		time.Sleep(time.Millisecond)
+	}
+	clk.Step(30 * time.Second)
+	res := wait(t, h)
+	if res.ExitCode != 137 || res.Signal != int32(syscall.SIGKILL) {
+		t.Errorf("result = %+v, want exit code 137 by SIGKILL", res)
+	}
+}
+
+func TestGroupKilledWhenMainProcessExits(t *testing.T) {
+	rt := newRuntime(t, nil)
+	spec := childSpec(t, "spawn")
+	h, err := rt.Start(context.Background(), spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res := wait(t, h); res.ExitCode != 0 || res.Reason != "Completed" {
+		t.Fatalf("result = %+v, want Completed", res)
+	}
+	line := strings.TrimSpace(readLog(t, spec.LogPath))
+	pid, err := strconv.Atoi(strings.TrimPrefix(line, "grandchild="))
+	if err != nil {
+		t.Fatalf("log %q: %v", line, err)
+	}
+	waitGone(t, pid)
+}
+
+func TestStartErrors(t *testing.T) {
+	rt := newRuntime(t, nil)
+	cases := map[string]struct {
+		command    []string
+		wantReason string
+	}{
+		"no command":     {command: nil, wantReason: ReasonNoCommand},
+		"not found":      {command: []string{"jobkeeper-no-such-binary"}, wantReason: ReasonStartError},
+		"not executable": {command: []string{"/etc/hostname"}, wantReason: ReasonStartError},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			spec := childSpec(t, "print")
+			spec.Command = tc.command
+			_, err := rt.Start(context.Background(), spec)
+			var se *runtime.StartError
+			if !errors.As(err, &se) || se.Reason != tc.wantReason {
+				t.Errorf("Start() error = %v, want StartError %s", err, tc.wantReason)
+			}
+		})
+	}
+}
+
+func TestNewKillsGroupsOfAPreviousRun(t *testing.T) {
+	state := filepath.Join(t.TempDir(), "state")
+	if err := os.MkdirAll(state, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(os.Args[0])
+	cmd.Env = []string{childEnv + "=sleep"}
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	waited := make(chan struct{})
+	go func() { _ = cmd.Wait(); close(waited) }()
+	if err := os.WriteFile(filepath.Join(state, strconv.Itoa(cmd.Process.Pid)), nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := New(context.Background(), Options{StateDir: state}); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-waited:
+	case <-time.After(30 * time.Second):
+		t.Fatal("the process of the previous run is still alive")
+	}
+	if entries, _ := os.ReadDir(state); len(entries) != 0 {
+		t.Errorf("state dir still lists %d groups", len(entries))
+	}
+}
+
+// waitForLog polls the log until it contains s (the child is a real process).
+func waitForLog(t *testing.T, path, s string) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for !strings.Contains(readLog(t, path), s) {
+		if time.Now().After(deadline) {
+			t.Fatalf("log never contained %q", s)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// waitGone polls until pid no longer exists (or is a zombie).
+func waitGone(t *testing.T, pid int) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		data, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+		if err != nil {
+			return
+		}
+		if f := strings.Fields(string(data)); len(f) > 2 && f[2] == "Z" {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("process %d is still alive", pid)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
