@@ -97,7 +97,7 @@ func newFixture(t *testing.T, now time.Time, live []runtime.Object, dynLive []ru
 	scheme := runtime.NewScheme()
 	_ = v1alpha1.AddToScheme(scheme)
 	f.dynamic = dynamicfake.NewSimpleDynamicClientWithCustomListKinds(scheme, map[schema.GroupVersionResource]string{
-		widgetGVR:                       "WidgetList",
+		widgetGVR:                      "WidgetList",
 		v1alpha1.CleanupPolicyResource: "CleanupPolicyList",
 	}, dynLive...)
 	f.client.PrependReactor("delete", "*", preconditionReactor(f.client.Tracker()))

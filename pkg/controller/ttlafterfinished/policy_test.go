@@ -195,7 +195,9 @@ func TestCompletionRules(t *testing.T) {
 	conds := conditionsRule{succeeded: []string{"Done"}, failed: []string{"Broken"}}
 	condsWithTime := conditionsRule{succeeded: []string{"Done"}, finishTime: []string{"status", "finishedAt"}}
 	phase := phaseRule{field: []string{"status", "phase"}, succeeded: []string{"Succeeded"}, failed: []string{"Failed", "Error"}, finishTime: []string{"status", "endTime"}}
-	w := func() *builder.CustomObjectWrapper { return builder.MakeCustomObject("example.com/v1", "Widget", "w", "ns") }
+	w := func() *builder.CustomObjectWrapper {
+		return builder.MakeCustomObject("example.com/v1", "Widget", "w", "ns")
+	}
 	cases := map[string]struct {
 		rule    completionRule
 		obj     runtime.Object

@@ -1,0 +1,116 @@
+package ttlafterfinished
+
+import (
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	k8stesting "k8s.io/client-go/testing"
+
+	"jobkeeper.dev/jobkeeper/pkg/apis/jobkeeper/v1alpha1"
+	"jobkeeper.dev/jobkeeper/test/builder"
+)
+
+func TestSyncPolicyStatus(t *testing.T) {
+	at := metav1.NewTime(t0)
+	cases := map[string]struct {
+		policy      *v1alpha1.CleanupPolicy
+		pending     int64
+		wantStatus  v1alpha1.CleanupPolicyStatus
+		wantRequeue time.Duration
+		wantIndexed bool
+	}{
+		"ready, counts matches and deletions": {
+			policy:  builder.MakeCleanupPolicy("jobs").TTLAfterSuccess(1).Selector("team", "a").Obj(),
+			pending: 3,
+			wantStatus: v1alpha1.CleanupPolicyStatus{
+				ObservedGeneration: 1,
+				Conditions: []metav1.Condition{{Type: v1alpha1.PolicyReady, Status: metav1.ConditionTrue, Reason: v1alpha1.ReasonReady,
+					ObservedGeneration: 1, LastTransitionTime: at}},
+				MatchedObjects:   2,
+				DeletedObjects:   3,
+				LastDeletionTime: &at,
+			},
+			wantRequeue: PolicyResyncPeriod,
+			wantIndexed: true,
+		},
+		"unknown kind": {
+			policy: builder.MakeCleanupPolicy("gadgets").Target("example.com/v1", "Gadget").Conditions([]string{"Done"}, nil).TTLAfterSuccess(1).Obj(),
+			wantStatus: v1alpha1.CleanupPolicyStatus{
+				ObservedGeneration: 1,
+				Conditions: []metav1.Condition{{Type: v1alpha1.PolicyReady, Status: metav1.ConditionFalse, Reason: v1alpha1.ReasonUnknownKind,
+					ObservedGeneration: 1, LastTransitionTime: at}},
+			},
+			wantRequeue: UnreadyPolicyRetryPeriod,
+		},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			u := unstructuredPolicy(t, tc.policy)
+			f := newFixture(t, t0, nil, []runtime.Object{u})
+			f.cache(t,
+				job("1", "1").Label("team", "a").Obj(),
+				func() runtime.Object { j := job("2", "1").Label("team", "a").Obj(); j.Name = "j2"; return j }(),
+				func() runtime.Object { j := job("3", "1").Label("team", "b").Obj(); j.Name = "j3"; return j }(),
+			)
+			if err := f.c.policyInformer.GetStore().Add(u); err != nil {
+				t.Fatal(err)
+			}
+			if tc.pending > 0 {
+				f.c.stats[tc.policy.Name] = &policyStats{deleted: tc.pending, last: t0}
+			}
+			if err := f.c.syncPolicy(f.ctx, tc.policy.Name); err != nil {
+				t.Fatalf("syncPolicy: %v", err)
+			}
+			var got *v1alpha1.CleanupPolicy
+			for _, a := range f.dynamic.Actions() {
+				if ua, ok := a.(k8stesting.UpdateActionImpl); ok && ua.GetSubresource() == "status" {
+					got = &v1alpha1.CleanupPolicy{}
+					if err := runtime.DefaultUnstructuredConverter.FromUnstructured(ua.GetObject().(*unstructured.Unstructured).Object, got); err != nil {
+						t.Fatal(err)
+					}
+				}
+			}
+			if got == nil {
+				t.Fatal("no status update")
+			}
+			// Messages carry the mapper's error text; the reason is the contract.
+			if diff := cmp.Diff(tc.wantStatus, got.Status, cmpopts.IgnoreFields(metav1.Condition{}, "Message")); diff != "" {
+				t.Errorf("status (-want +got):\n%s", diff)
+			}
+			if got := f.policyQ.after[tc.policy.Name]; got != tc.wantRequeue {
+				t.Errorf("requeued after %v, want %v", got, tc.wantRequeue)
+			}
+			if got := f.c.hasPolicies(jobGVK); got != tc.wantIndexed {
+				t.Errorf("Job policies indexed %v, want %v", got, tc.wantIndexed)
+			}
+			if tc.wantIndexed && f.c.jobQueue.Len() != 3 {
+				t.Errorf("%d Jobs enqueued after the policy appeared, want 3", f.c.jobQueue.Len())
+			}
+
+			// Removing the policy drops it from the index.
+			if err := f.c.policyInformer.GetStore().Delete(u); err != nil {
+				t.Fatal(err)
+			}
+			if err := f.c.syncPolicy(f.ctx, tc.policy.Name); err != nil {
+				t.Fatal(err)
+			}
+			if f.c.hasPolicies(jobGVK) {
+				t.Error("policy still indexed after deletion")
+			}
+		})
+	}
+}
+
+func unstructuredPolicy(t *testing.T, p *v1alpha1.CleanupPolicy) *unstructured.Unstructured {
+	t.Helper()
+	content, err := runtime.DefaultUnstructuredConverter.ToUnstructured(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &unstructured.Unstructured{Object: content}
+}
