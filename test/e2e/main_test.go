@@ -1,0 +1,37 @@
+// Package e2e tests the built jobkeeper binary as users run it: TestMain
+// builds it once, and each test starts it as a child process, talks to it
+// with client-go, signals it and checks its exit.
+package e2e
+
+import (
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"testing"
+)
+
+// binary is the path of the jobkeeper binary built by TestMain.
+var binary string
+
+func TestMain(m *testing.M) {
+	dir, err := os.MkdirTemp("", "jobkeeper-e2e-bin-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	binary = filepath.Join(dir, "jobkeeper")
+	if env := os.Getenv("JOBKEEPER_BINARY"); env != "" {
+		binary = env
+	} else {
+		cmd := exec.Command("go", "build", "-o", binary, "jobkeeper.dev/jobkeeper/cmd/jobkeeper")
+		cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
+		if err := cmd.Run(); err != nil {
+			fmt.Fprintf(os.Stderr, "building jobkeeper: %v\n", err)
+			os.Exit(1)
+		}
+	}
+	code := m.Run()
+	os.RemoveAll(dir)
+	os.Exit(code)
+}
