@@ -18,9 +18,9 @@ import (
 )
 
 // testOptions are the controller options of most tests: upstream's, with a
-// short batch period so tests run fast.
+// short batch period and pod failure backoff so tests run fast.
 func testOptions() jobcontroller.Options {
-	return jobcontroller.Options{SyncBatchPeriod: 10 * time.Millisecond}
+	return jobcontroller.Options{SyncBatchPeriod: 10 * time.Millisecond, PodFailureBackoff: 20 * time.Millisecond}
 }
 
 // controllerRun is one running controller instance with its own informers.
