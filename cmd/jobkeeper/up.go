@@ -31,9 +31,6 @@ type upOptions struct {
 // component to stop after ctx is cancelled.
 type upComponent func(ctx context.Context, cp *controlplane.ControlPlane) (wait func(), err error)
 
-// upComponents are started in order once the control plane is ready.
-var upComponents []upComponent
-
 // shutdownTimeout bounds the whole shutdown after a signal.
 const shutdownTimeout = 10 * time.Second
 
@@ -43,6 +40,7 @@ func newUpCommand() *cobra.Command {
 	opts.MetricsBindAddress = "127.0.0.1:0"
 	opts.HealthProbeBindAddress = "127.0.0.1:0"
 	up := &upOptions{port: controlplane.DefaultPort}
+	node := &nodeAgentFlags{}
 	if home, err := os.UserHomeDir(); err == nil {
 		up.dataDir = filepath.Join(home, ".jobkeeper")
 	}
@@ -54,7 +52,10 @@ controllers, and write an admin kubeconfig. Objects are kept in --data-dir acros
 Stop with Ctrl-C (SIGINT) or SIGTERM.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			return runUp(cmd.OutOrStdout(), up, opts)
+			if err := node.validate(); err != nil {
+				return err
+			}
+			return runUp(cmd.OutOrStdout(), up, opts, []upComponent{installCRDs, node.component()})
 		},
 	}
 	fs := cmd.Flags()
@@ -62,6 +63,7 @@ Stop with Ctrl-C (SIGINT) or SIGTERM.`,
 	fs.IntVar(&up.port, "port", up.port, "Secure port of the kube-apiserver on 127.0.0.1 (0 picks a free port).")
 	fs.StringVar(&up.kubeconfigOut, "kubeconfig-out", "", "Where to write the admin kubeconfig (default <data-dir>/kubeconfig).")
 	addControllerFlags(fs, opts)
+	node.addFlags(fs)
 	return cmd
 }
 
@@ -89,7 +91,9 @@ func (u *upOptions) validate(opts *manager.Options) error {
 	return nil
 }
 
-func runUp(out io.Writer, up *upOptions, opts *manager.Options) error {
+// runUp starts the control plane, then components in order, then the
+// controllers, and stops them all on a signal.
+func runUp(out io.Writer, up *upOptions, opts *manager.Options, components []upComponent) error {
 	if err := up.validate(opts); err != nil {
 		return err
 	}
@@ -134,7 +138,7 @@ func runUp(out io.Writer, up *upOptions, opts *manager.Options) error {
 	compCtx, cancelComponents := context.WithCancel(ctx)
 	defer cancelComponents()
 	var waits []func()
-	for _, start := range upComponents {
+	for _, start := range components {
 		wait, err := start(compCtx, cp)
 		if err != nil {
 			cancelComponents()

@@ -1,0 +1,97 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"path/filepath"
+
+	"github.com/spf13/pflag"
+	apiextensionsclientset "k8s.io/apiextensions-apiserver/pkg/client/clientset/clientset"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"k8s.io/klog/v2"
+
+	"jobkeeper.dev/jobkeeper/deploy/crds"
+	"jobkeeper.dev/jobkeeper/pkg/controlplane"
+	"jobkeeper.dev/jobkeeper/pkg/nodeagent"
+	"jobkeeper.dev/jobkeeper/pkg/nodeagent/runtime/process"
+	"jobkeeper.dev/jobkeeper/pkg/nodeagent/runtime/simulated"
+)
+
+// installCRDs installs jobkeeper's CustomResourceDefinitions (CleanupPolicy)
+// before the controllers start watching them.
+func installCRDs(ctx context.Context, cp *controlplane.ControlPlane) (func(), error) {
+	client, err := apiextensionsclientset.NewForConfig(cp.AdminConfig())
+	if err != nil {
+		return nil, err
+	}
+	if err := crds.Install(ctx, client); err != nil {
+		return nil, fmt.Errorf("installing CRDs: %w", err)
+	}
+	return func() {}, nil
+}
+
+// nodeAgentFlags are the node agent's flags in `jobkeeper up`.
+type nodeAgentFlags struct {
+	// enabled runs the node agent at all.
+	enabled bool
+	// opts are the agent's options; certificate and data paths are filled in
+	// from the control plane.
+	opts nodeagent.Options
+}
+
+func (f *nodeAgentFlags) addFlags(fs *pflag.FlagSet) {
+	fs.BoolVar(&f.enabled, "node-agent", true, "Run the local node agent, which runs pods on this machine.")
+	fs.StringVar(&f.opts.NodeName, "node-name", "", "Name of the local Node (default: the host name).")
+	fs.IntVar(&f.opts.MaxPods, "max-pods", nodeagent.DefaultMaxPods, "Pod capacity of the local Node.")
+	fs.StringVar(&f.opts.Runtime, "runtime", nodeagent.DefaultRuntime, "How pods run: \"process\" (container commands as host processes) or \"simulated\" (outcome and duration from pod annotations).")
+	fs.IntVar(&f.opts.KubeletPort, "kubelet-port", 0, "Port of the node agent's kubelet API (logs) on 127.0.0.1; 0 picks a free port.")
+}
+
+// validate checks the node agent flags before anything starts.
+func (f *nodeAgentFlags) validate() error {
+	if f.opts.MaxPods < 1 {
+		return fmt.Errorf("--max-pods must be at least 1")
+	}
+	if f.opts.Runtime != process.Name && f.opts.Runtime != simulated.Name {
+		return fmt.Errorf("--runtime %q is not one of %q, %q", f.opts.Runtime, process.Name, simulated.Name)
+	}
+	if f.opts.KubeletPort < 0 || f.opts.KubeletPort > 65535 {
+		return fmt.Errorf("--kubelet-port %d is out of range 0-65535", f.opts.KubeletPort)
+	}
+	return nil
+}
+
+// component returns the upComponent that starts the node agent.
+func (f *nodeAgentFlags) component() upComponent {
+	return func(ctx context.Context, cp *controlplane.ControlPlane) (func(), error) {
+		if !f.enabled {
+			return func() {}, nil
+		}
+		opts := f.opts
+		pki := cp.PKI()
+		opts.DataDir = filepath.Join(cp.DataDir(), "node")
+		opts.ServingCertFile = pki.NodeServingCert()
+		opts.ServingKeyFile = pki.NodeServingKey()
+		opts.ClientCAFile = pki.CACert()
+		opts.AllowedClientCommonNames = []string{controlplane.KubeletClientCommonName}
+		cfg := rest.CopyConfig(cp.AdminConfig())
+		cfg.UserAgent = "jobkeeper-node-agent"
+		client, err := kubernetes.NewForConfig(cfg)
+		if err != nil {
+			return nil, err
+		}
+		agent, err := nodeagent.New(client, opts)
+		if err != nil {
+			return nil, fmt.Errorf("node agent: %w", err)
+		}
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			if err := agent.Run(ctx); err != nil && ctx.Err() == nil {
+				klog.FromContext(ctx).Error(err, "Node agent stopped")
+			}
+		}()
+		return func() { <-done }, nil
+	}
+}
