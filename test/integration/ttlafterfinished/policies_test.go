@@ -1,0 +1,301 @@
+package ttlafterfinished
+
+import (
+	"context"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	apiextensionsclientset "k8s.io/apiextensions-apiserver/pkg/client/clientset/clientset"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	apimeta "k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/util/wait"
+
+	"jobkeeper.dev/jobkeeper/pkg/apis/jobkeeper/v1alpha1"
+	"jobkeeper.dev/jobkeeper/pkg/controller/ttlafterfinished"
+	"jobkeeper.dev/jobkeeper/test/builder"
+	"jobkeeper.dev/jobkeeper/test/integration/framework"
+)
+
+// Test kinds: Widgets report their outcome with conditions, Gizmos with a
+// phase field and a finish timestamp.
+var (
+	widgetGVR = schema.GroupVersionResource{Group: "ttl.example.com", Version: "v1", Resource: "widgets"}
+	gizmoGVR  = schema.GroupVersionResource{Group: "ttl.example.com", Version: "v1", Resource: "gizmos"}
+)
+
+var testCRDsOnce sync.Once
+
+// installTestCRDs creates the Widget and Gizmo CRDs once per package.
+func installTestCRDs(t *testing.T) {
+	t.Helper()
+	var err error
+	testCRDsOnce.Do(func() {
+		ext := apiextensionsclientset.NewForConfigOrDie(framework.Config())
+		for _, k := range []struct{ plural, kind string }{{"widgets", "Widget"}, {"gizmos", "Gizmo"}} {
+			crd := &apiextensionsv1.CustomResourceDefinition{
+				ObjectMeta: metav1.ObjectMeta{Name: k.plural + ".ttl.example.com"},
+				Spec: apiextensionsv1.CustomResourceDefinitionSpec{
+					Group: "ttl.example.com",
+					Scope: apiextensionsv1.NamespaceScoped,
+					Names: apiextensionsv1.CustomResourceDefinitionNames{Plural: k.plural, Kind: k.kind, ListKind: k.kind + "List", Singular: strings.ToLower(k.kind)},
+					Versions: []apiextensionsv1.CustomResourceDefinitionVersion{{
+						Name: "v1", Served: true, Storage: true,
+						Schema: &apiextensionsv1.CustomResourceValidation{OpenAPIV3Schema: &apiextensionsv1.JSONSchemaProps{
+							Type: "object", XPreserveUnknownFields: ptrTo(true),
+						}},
+					}},
+				},
+			}
+			if _, err = ext.ApiextensionsV1().CustomResourceDefinitions().Create(context.Background(), crd, metav1.CreateOptions{FieldManager: fieldManager}); err != nil && !apierrors.IsAlreadyExists(err) {
+				return
+			}
+			err = wait.PollUntilContextTimeout(context.Background(), framework.Interval, framework.Timeout, true, func(ctx context.Context) (bool, error) {
+				got, err := ext.ApiextensionsV1().CustomResourceDefinitions().Get(ctx, crd.Name, metav1.GetOptions{})
+				if err != nil {
+					return false, err
+				}
+				for _, c := range got.Status.Conditions {
+					if c.Type == apiextensionsv1.Established && c.Status == apiextensionsv1.ConditionTrue {
+						return true, nil
+					}
+				}
+				return false, nil
+			})
+			if err != nil {
+				return
+			}
+		}
+	})
+	if err != nil {
+		t.Fatalf("installing test CRDs: %v", err)
+	}
+}
+
+func ptrTo[T any](v T) *T { return &v }
+
+// createObject creates a custom object in the test namespace.
+func (e *env) createObject(t *testing.T, gvr schema.GroupVersionResource, u *unstructured.Unstructured) *unstructured.Unstructured {
+	t.Helper()
+	u.SetNamespace(e.ns)
+	got, err := e.dyn.Resource(gvr).Namespace(e.ns).Create(e.ctx, u, metav1.CreateOptions{FieldManager: fieldManager})
+	if err != nil {
+		t.Fatalf("creating %s %s: %v", gvr.Resource, u.GetName(), err)
+	}
+	return got
+}
+
+// objectExists reports whether the custom object exists.
+func (e *env) objectExists(ctx context.Context, gvr schema.GroupVersionResource, name string) (bool, error) {
+	_, err := e.dyn.Resource(gvr).Namespace(e.ns).Get(ctx, name, metav1.GetOptions{})
+	if apierrors.IsNotFound(err) {
+		return false, nil
+	}
+	return err == nil, err
+}
+
+// waitPolicy waits until the policy's status satisfies ok.
+func (e *env) waitPolicy(t *testing.T, name, what string, ok func(*v1alpha1.CleanupPolicy) bool) {
+	t.Helper()
+	framework.WaitFor(t, "CleanupPolicy "+name+" "+what, func(ctx context.Context) (bool, error) {
+		p, err := e.getPolicy(ctx, name)
+		return err == nil && ok(p), err
+	})
+}
+
+func readyIs(p *v1alpha1.CleanupPolicy, status metav1.ConditionStatus, reason string) bool {
+	c := apimeta.FindStatusCondition(p.Status.Conditions, v1alpha1.PolicyReady)
+	return c != nil && c.Status == status && c.Reason == reason && c.ObservedGeneration == p.Generation
+}
+
+// hasEvent reports whether an event with reason exists for the named object.
+func (e *env) hasEvent(ctx context.Context, name, reason string) (bool, error) {
+	evs, err := e.client.CoreV1().Events(e.ns).List(ctx, metav1.ListOptions{FieldSelector: "involvedObject.name=" + name})
+	if err != nil {
+		return false, err
+	}
+	for _, ev := range evs.Items {
+		if ev.Reason == reason {
+			return true, nil
+		}
+	}
+	return false, nil
+}
+
+func TestPodTTL(t *testing.T) {
+	e := setup(t)
+	job := e.createJob(t, builder.MakeJob("j", e.ns).Obj())
+	plain := builder.MakePod("plain", e.ns).Obj()
+	jobPod := builder.MakePod("job-pod", e.ns).Annotation(v1alpha1.TTLAnnotation, "0").OwnedByJob(job).Obj()
+	annotated := builder.MakePod("annotated", e.ns).Annotation(v1alpha1.TTLAnnotation, "1").Obj()
+	var created []*corev1.Pod
+	for _, p := range []*corev1.Pod{plain, jobPod, annotated} {
+		got, err := e.client.CoreV1().Pods(e.ns).Create(e.ctx, p, metav1.CreateOptions{FieldManager: fieldManager})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := framework.SetPodPhase(e.ctx, e.client, got, corev1.PodSucceeded); err != nil {
+			t.Fatal(err)
+		}
+		created = append(created, got)
+	}
+	finished := time.Now().Truncate(time.Second)
+	framework.WaitFor(t, "annotated pod deleted", func(ctx context.Context) (bool, error) {
+		return e.podGone(ctx, annotated.Name, created[2].UID)
+	})
+	if d := time.Since(finished); d < time.Second {
+		t.Errorf("pod deleted %v after it finished, want at least 1s", d)
+	}
+	e.sentinel(t)
+	for _, p := range created[:2] {
+		if gone, err := e.podGone(e.ctx, p.Name, p.UID); err != nil || gone {
+			t.Errorf("pod %s was deleted (err %v)", p.Name, err)
+		}
+	}
+}
+
+func TestCustomResourcePolicies(t *testing.T) {
+	e := setup(t)
+	installTestCRDs(t)
+	long := int32(3600)
+	e.createPolicy(t, builder.MakeCleanupPolicy(e.ns+"-widgets").Target("ttl.example.com/v1", "Widget").
+		Selector("test", e.ns).Conditions([]string{"Done"}, []string{"Broken"}).TTLAfterSuccess(1).TTLAfterFailure(long).Obj())
+	e.createPolicy(t, builder.MakeCleanupPolicy(e.ns+"-gizmos").Target("ttl.example.com/v1", "Gizmo").
+		Selector("test", e.ns).Phase("status.phase", []string{"Succeeded"}, []string{"Failed", "Error"}).
+		FinishTime("status.endTime").TTLAfterSuccess(long).TTLAfterFailure(1).Obj())
+
+	now := metav1.Now()
+	w := func(name string) *builder.CustomObjectWrapper {
+		return builder.MakeCustomObject("ttl.example.com/v1", "Widget", name, e.ns).Label("test", e.ns)
+	}
+	g := func(name string) *builder.CustomObjectWrapper {
+		return builder.MakeCustomObject("ttl.example.com/v1", "Gizmo", name, e.ns).Label("test", e.ns)
+	}
+	e.createObject(t, widgetGVR, w("done").Condition("Done", "True", now).Obj())
+	e.createObject(t, widgetGVR, w("broken").Condition("Broken", "True", now).Obj())
+	e.createObject(t, widgetGVR, w("running").Condition("Done", "False", now).Obj())
+	e.createObject(t, gizmoGVR, g("succeeded").Field("status.phase", "Succeeded").TimeField("status.endTime", now).Obj())
+	e.createObject(t, gizmoGVR, g("error").Field("status.phase", "Error").TimeField("status.endTime", now).Obj())
+	e.createObject(t, gizmoGVR, g("running").Field("status.phase", "Running").Obj())
+
+	framework.WaitFor(t, "succeeded Widget and failed Gizmo deleted", func(ctx context.Context) (bool, error) {
+		a, err1 := e.objectExists(ctx, widgetGVR, "done")
+		b, err2 := e.objectExists(ctx, gizmoGVR, "error")
+		if err1 != nil || err2 != nil {
+			return false, err1
+		}
+		return !a && !b, nil
+	})
+	e.waitPolicy(t, e.ns+"-widgets", "counts its deletion", func(p *v1alpha1.CleanupPolicy) bool {
+		return readyIs(p, metav1.ConditionTrue, v1alpha1.ReasonReady) && p.Status.DeletedObjects == 1 && p.Status.MatchedObjects == 2
+	})
+	e.waitPolicy(t, e.ns+"-gizmos", "counts its deletion", func(p *v1alpha1.CleanupPolicy) bool {
+		return readyIs(p, metav1.ConditionTrue, v1alpha1.ReasonReady) && p.Status.DeletedObjects == 1 && p.Status.MatchedObjects == 2
+	})
+	for _, o := range []struct {
+		gvr  schema.GroupVersionResource
+		name string
+	}{{widgetGVR, "broken"}, {widgetGVR, "running"}, {gizmoGVR, "succeeded"}, {gizmoGVR, "running"}} {
+		if ok, err := e.objectExists(e.ctx, o.gvr, o.name); err != nil || !ok {
+			t.Errorf("%s %s was deleted (err %v)", o.gvr.Resource, o.name, err)
+		}
+	}
+	framework.WaitFor(t, "TTLExpired event", func(ctx context.Context) (bool, error) {
+		return e.hasEvent(ctx, "done", ttlafterfinished.ReasonDeleted)
+	})
+}
+
+func TestPolicyPrecedence(t *testing.T) {
+	e := setup(t)
+	e.createPolicy(t, builder.MakeCleanupPolicy(e.ns+"-short").Selector("test", e.ns).TTLAfterSuccess(0).Obj())
+	e.createPolicy(t, builder.MakeCleanupPolicy(e.ns+"-long").Selector("test", e.ns).Selector("keep", "long").TTLAfterSuccess(3600).Obj())
+	e.waitPolicy(t, e.ns+"-long", "ready", func(p *v1alpha1.CleanupPolicy) bool { return readyIs(p, metav1.ConditionTrue, v1alpha1.ReasonReady) })
+
+	both := e.createJob(t, builder.MakeJob("both", e.ns).Label("test", e.ns).Label("keep", "long").Obj())
+	shortOnly := e.createJob(t, builder.MakeJob("short-only", e.ns).Label("test", e.ns).Obj())
+	own := e.createJob(t, builder.MakeJob("own", e.ns).Label("test", e.ns).Label("keep", "long").TTLSecondsAfterFinished(0).Obj())
+	for _, j := range []*batchv1.Job{both, shortOnly, own} {
+		e.finishJob(t, j, batchv1.JobComplete, time.Now())
+	}
+	e.waitJobGone(t, shortOnly) // only the short policy matches
+	e.waitJobGone(t, own)       // its own TTL wins over the long policy
+	e.sentinel(t)
+	if !e.jobExists(t, both) {
+		t.Error("Job matched by both policies was deleted: the longest TTL must win")
+	}
+}
+
+func TestInvalidPolicies(t *testing.T) {
+	e := setup(t)
+	installTestCRDs(t)
+	// Rejected by the apiserver, with a message naming the field.
+	rejected := map[string]struct {
+		policy *v1alpha1.CleanupPolicy
+		field  string
+	}{
+		"no TTL":            {builder.MakeCleanupPolicy(e.ns + "-a").Obj(), "spec.ttlSecondsAfterSuccess"},
+		"negative TTL":      {builder.MakeCleanupPolicy(e.ns + "-b").TTLAfterSuccess(-1).Obj(), "spec.ttlSecondsAfterSuccess"},
+		"bad apiVersion":    {builder.MakeCleanupPolicy(e.ns+"-c").Target("Batch/V1!", "Job").TTLAfterSuccess(1).Obj(), "spec.target.apiVersion"},
+		"bad kind":          {builder.MakeCleanupPolicy(e.ns+"-d").Target("batch/v1", "job").TTLAfterSuccess(1).Obj(), "spec.target.kind"},
+		"no completion":     {builder.MakeCleanupPolicy(e.ns+"-e").Target("ttl.example.com/v1", "Widget").TTLAfterSuccess(1).Obj(), "spec.completion"},
+		"phase, no time":    {builder.MakeCleanupPolicy(e.ns+"-f").Target("ttl.example.com/v1", "Gizmo").Phase("status.phase", []string{"Done"}, nil).TTLAfterSuccess(1).Obj(), "spec.completion.finishTime"},
+		"both rules":        {builder.MakeCleanupPolicy(e.ns+"-g").Target("ttl.example.com/v1", "Gizmo").Phase("status.phase", []string{"Done"}, nil).Conditions([]string{"Done"}, nil).FinishTime("status.t").TTLAfterSuccess(1).Obj(), "spec.completion"},
+		"bad field path":    {builder.MakeCleanupPolicy(e.ns+"-h").Target("ttl.example.com/v1", "Gizmo").Phase("status[0]", []string{"Done"}, nil).FinishTime("status.t").TTLAfterSuccess(1).Obj(), "spec.completion.phase.field"},
+		"bad propagation":   {builder.MakeCleanupPolicy(e.ns + "-i").TTLAfterSuccess(1).Propagation("Sideways").Obj(), "spec.propagationPolicy"},
+		"forbidden kind":    {builder.MakeCleanupPolicy(e.ns+"-j").Target("v1", "Namespace").Conditions([]string{"Done"}, nil).TTLAfterSuccess(1).Obj(), "spec.target.kind"},
+		"jobPods, not Pods": {builder.MakeCleanupPolicy(e.ns + "-k").TTLAfterSuccess(1).IncludeJobPods().Obj(), "spec.includeJobPods"},
+	}
+	for name, tc := range rejected {
+		t.Run(name, func(t *testing.T) {
+			u := builder.CleanupPolicyWrapper{CleanupPolicy: *tc.policy}
+			_, err := e.dyn.Resource(v1alpha1.CleanupPolicyResource).Create(e.ctx, u.Unstructured(), metav1.CreateOptions{FieldManager: fieldManager})
+			if err == nil {
+				_ = e.dyn.Resource(v1alpha1.CleanupPolicyResource).Delete(e.ctx, tc.policy.Name, metav1.DeleteOptions{})
+				t.Fatal("policy accepted")
+			}
+			if !apierrors.IsInvalid(err) || !strings.Contains(err.Error(), tc.field) {
+				t.Errorf("error %q does not name %s", err, tc.field)
+			}
+		})
+	}
+
+	// Accepted, but only the controller can tell they are unusable.
+	e.createPolicy(t, builder.MakeCleanupPolicy(e.ns+"-unknown").Target("ttl.example.com/v1", "Nonexistent").
+		Conditions([]string{"Done"}, nil).TTLAfterSuccess(1).Obj())
+	e.createPolicy(t, builder.MakeCleanupPolicy(e.ns+"-cluster").Target("v1", "PersistentVolume").
+		Phase("status.phase", []string{"Released"}, nil).FinishTime("status.lastPhaseTransitionTime").TTLAfterSuccess(1).Obj())
+	e.waitPolicy(t, e.ns+"-unknown", "UnknownKind", func(p *v1alpha1.CleanupPolicy) bool {
+		return readyIs(p, metav1.ConditionFalse, v1alpha1.ReasonUnknownKind)
+	})
+	e.waitPolicy(t, e.ns+"-cluster", "NotNamespaced", func(p *v1alpha1.CleanupPolicy) bool {
+		return readyIs(p, metav1.ConditionFalse, v1alpha1.ReasonNotNamespaced)
+	})
+	// Everything else keeps working.
+	e.sentinel(t)
+}
+
+func TestDryRun(t *testing.T) {
+	e := setup(t)
+	name := e.ns + "-dry"
+	e.createPolicy(t, builder.MakeCleanupPolicy(name).Selector("test", e.ns).TTLAfterSuccess(0).TTLAfterFailure(0).DryRun().Obj())
+	e.waitPolicy(t, name, "ready", func(p *v1alpha1.CleanupPolicy) bool { return readyIs(p, metav1.ConditionTrue, v1alpha1.ReasonReady) })
+	job := e.createJob(t, builder.MakeJob("j", e.ns).Label("test", e.ns).Obj())
+	e.finishJob(t, job, batchv1.JobFailed, time.Now())
+	framework.WaitFor(t, "WouldDelete event", func(ctx context.Context) (bool, error) {
+		return e.hasEvent(ctx, job.Name, ttlafterfinished.ReasonWouldDelete)
+	})
+	e.waitPolicy(t, name, "counts the dry-run deletion", func(p *v1alpha1.CleanupPolicy) bool {
+		return p.Status.DeletedObjects == 1 && p.Status.MatchedObjects == 1
+	})
+	e.sentinel(t)
+	if !e.jobExists(t, job) {
+		t.Error("dry-run policy deleted the Job")
+	}
+}
