@@ -1,0 +1,157 @@
+package main
+
+import (
+	"bytes"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/spf13/pflag"
+
+	"jobkeeper.dev/jobkeeper/pkg/manager"
+)
+
+// TestControllerFlags checks the flag names of DESIGN.md section 4, which
+// users' manifests rely on, and that they reach the options.
+func TestControllerFlags(t *testing.T) {
+	cmd := newControllerCommand()
+	args := []string{
+		"--kubeconfig=/tmp/kc", "--kube-api-qps=7", "--kube-api-burst=9", "--controllers=job",
+		"--managed-by=example.com/x", "--manage-unclaimed-jobs", "--concurrent-job-syncs=3",
+		"--concurrent-ttl-syncs=4", "--pod-failure-backoff=2s", "--max-pod-failure-backoff=1m",
+		"--sync-batch-period=250ms", "--max-uncounted-pods=10", "--max-pod-create-delete-per-sync=11",
+		"--metrics-bind-address=127.0.0.1:0", "--health-probe-bind-address=0", "--leader-elect=false",
+	}
+	if err := cmd.ParseFlags(args); err != nil {
+		t.Fatal(err)
+	}
+	fs := cmd.Flags()
+	want := map[string]string{
+		"kube-api-qps": "7", "kube-api-burst": "9", "controllers": "[job]", "managed-by": "example.com/x",
+		"manage-unclaimed-jobs": "true", "concurrent-job-syncs": "3", "concurrent-ttl-syncs": "4",
+		"pod-failure-backoff": "2s", "max-pod-failure-backoff": "1m0s", "sync-batch-period": "250ms",
+		"max-uncounted-pods": "10", "max-pod-create-delete-per-sync": "11",
+		"metrics-bind-address": "127.0.0.1:0", "health-probe-bind-address": "0", "leader-elect": "false",
+	}
+	for name, v := range want {
+		f := fs.Lookup(name)
+		if f == nil {
+			t.Errorf("flag --%s missing", name)
+			continue
+		}
+		if f.Value.String() != v {
+			t.Errorf("--%s = %s, want %s", name, f.Value.String(), v)
+		}
+	}
+}
+
+func TestUpDefaults(t *testing.T) {
+	cmd := newUpCommand()
+	fs := cmd.Flags()
+	for name, want := range map[string]string{
+		"port": "6443", "manage-unclaimed-jobs": "true", "leader-elect": "false", "runtime": "process",
+		"max-pods": "110", "kubeconfig-out": "",
+	} {
+		if got := fs.Lookup(name).Value.String(); got != want {
+			t.Errorf("up --%s default = %q, want %q", name, got, want)
+		}
+	}
+	if d := fs.Lookup("data-dir").Value.String(); !strings.HasSuffix(d, ".jobkeeper") {
+		t.Errorf("up --data-dir default = %q, want ~/.jobkeeper", d)
+	}
+}
+
+func TestUpValidate(t *testing.T) {
+	cases := map[string]struct {
+		up      upOptions
+		node    nodeAgentFlags
+		mutate  func(*manager.Options)
+		wantErr string
+	}{
+		"valid":              {up: upOptions{dataDir: "d", port: 6443}},
+		"default kubeconfig": {up: upOptions{dataDir: "d"}},
+		"no data dir":        {up: upOptions{}, wantErr: "--data-dir"},
+		"negative port":      {up: upOptions{dataDir: "d", port: -1}, wantErr: "--port"},
+		"port too large":     {up: upOptions{dataDir: "d", port: 65536}, wantErr: "--port"},
+		"bad controller opt": {up: upOptions{dataDir: "d"}, mutate: func(o *manager.Options) { o.SyncBatchPeriod = -time.Second }, wantErr: "--sync-batch-period"},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			o := manager.NewOptions()
+			if tc.mutate != nil {
+				tc.mutate(o)
+			}
+			up := tc.up
+			err := up.validate(o)
+			if tc.wantErr == "" {
+				if err != nil {
+					t.Fatalf("unexpected error: %v", err)
+				}
+				if !filepath.IsAbs(up.dataDir) || up.kubeconfigOut != filepath.Join(up.dataDir, "kubeconfig") {
+					t.Errorf("paths not completed: %+v", up)
+				}
+				return
+			}
+			if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
+				t.Errorf("err = %v, want one naming %q", err, tc.wantErr)
+			}
+		})
+	}
+}
+
+func TestNodeAgentFlagsValidate(t *testing.T) {
+	cases := map[string]struct {
+		args    []string
+		wantErr string
+	}{
+		"defaults":          {},
+		"simulated":         {args: []string{"--runtime=simulated"}},
+		"unknown runtime":   {args: []string{"--runtime=docker"}, wantErr: "--runtime"},
+		"zero max pods":     {args: []string{"--max-pods=0"}, wantErr: "--max-pods"},
+		"kubelet port high": {args: []string{"--kubelet-port=70000"}, wantErr: "--kubelet-port"},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			f := &nodeAgentFlags{}
+			fs := pflag.NewFlagSet("up", pflag.ContinueOnError)
+			f.addFlags(fs)
+			if err := fs.Parse(tc.args); err != nil {
+				t.Fatal(err)
+			}
+			err := f.validate()
+			if tc.wantErr == "" {
+				if err != nil {
+					t.Errorf("unexpected error: %v", err)
+				}
+				return
+			}
+			if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
+				t.Errorf("err = %v, want one naming %q", err, tc.wantErr)
+			}
+		})
+	}
+}
+
+func TestVersionCommand(t *testing.T) {
+	var out bytes.Buffer
+	root := newRootCommand()
+	root.SetOut(&out)
+	root.SetArgs([]string{"version"})
+	if err := root.Execute(); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.HasPrefix(out.String(), "jobkeeper ") {
+		t.Errorf("version output %q", out.String())
+	}
+}
+
+func TestRejectsArguments(t *testing.T) {
+	root := newRootCommand()
+	root.SetArgs([]string{"controller", "extra"})
+	root.SetOut(&bytes.Buffer{})
+	root.SetErr(&bytes.Buffer{})
+	if err := root.Execute(); err == nil {
+		t.Errorf("controller with a positional argument: want an error")
+	}
+}
