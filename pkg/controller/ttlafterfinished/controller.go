@@ -100,6 +100,8 @@ type Controller struct {
 	metrics *metrics
 	// mapper resolves policy target kinds to resources.
 	mapper meta.RESTMapper
+	// schemas reads target schemas to check policy field paths.
+	schemas schemaLookup
 	// fieldManager is set on every write.
 	fieldManager string
 	// globalDryRun makes every deletion a report.
@@ -170,6 +172,7 @@ func New(ctx context.Context, opts Options, clients Clients, factory informers.S
 	if c.metrics, err = newMetrics(reg); err != nil {
 		return nil, fmt.Errorf("registering metrics: %w", err)
 	}
+	c.schemas = c.crdSchema
 	if c.mapper == nil {
 		c.mapper = restmapper.NewDeferredDiscoveryRESTMapper(memory.NewMemCacheClient(clients.Client.Discovery()))
 	}

@@ -146,6 +146,20 @@ func compilePolicy(pol *v1alpha1.CleanupPolicy, mapper meta.RESTMapper) *compile
 	return p
 }
 
+// checkFieldPaths marks the policy not ready when one of its rule's field
+// paths does not exist in the target's schema (nil schema: not checked).
+func (p *compiledPolicy) checkFieldPaths(s map[string]interface{}) *compiledPolicy {
+	if !p.ready || s == nil {
+		return p
+	}
+	for _, path := range fieldPaths(p.rule) {
+		if !pathInSchema(s, path) {
+			return p.notReady(v1alpha1.ReasonFieldPathNotFound, "spec.completion: field %s does not exist in the schema of %s", strings.Join(path, "."), p.gvr.GroupResource())
+		}
+	}
+	return p
+}
+
 // resolveKind maps a kind to its resource, resetting a caching mapper once
 // when the kind is unknown (it may have been installed since).
 func resolveKind(mapper meta.RESTMapper, gvk schema.GroupVersionKind) (*meta.RESTMapping, error) {

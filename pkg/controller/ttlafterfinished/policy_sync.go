@@ -98,9 +98,20 @@ func (c *Controller) syncPolicy(ctx context.Context, name string) error {
 		return fmt.Errorf("decoding CleanupPolicy %s: %w", name, err)
 	}
 	cp := compilePolicy(pol, c.mapper)
+	c.mu.RLock()
+	old := c.policies[name]
+	c.mu.RUnlock()
+	if old == nil || old.uid != cp.uid || old.generation != cp.generation || !old.ready {
+		// The schema is read only when the policy is new, changed or was not
+		// usable, not on every resync.
+		s, err := c.schemas(ctx, cp.gvr)
+		if err != nil {
+			return fmt.Errorf("reading the schema of %s: %w", cp.gvr.GroupResource(), err)
+		}
+		cp.checkFieldPaths(s)
+	}
 
 	c.mu.Lock()
-	old := c.policies[name]
 	changed := old == nil || old.uid != cp.uid || old.generation != cp.generation || old.ready != cp.ready
 	c.policies[name] = cp
 	c.rebuildIndex()

@@ -255,3 +255,67 @@ func TestCompletionRules(t *testing.T) {
 		})
 	}
 }
+
+func TestCheckFieldPaths(t *testing.T) {
+	strict := map[string]interface{}{
+		"type": "object",
+		"properties": map[string]interface{}{
+			"status": map[string]interface{}{
+				"type": "object",
+				"properties": map[string]interface{}{
+					"phase":      map[string]interface{}{"type": "string"},
+					"endTime":    map[string]interface{}{"type": "string"},
+					"conditions": map[string]interface{}{"type": "array"},
+					"extra":      map[string]interface{}{"type": "object", "x-kubernetes-preserve-unknown-fields": true},
+					"byName":     map[string]interface{}{"type": "object", "additionalProperties": map[string]interface{}{"type": "string"}},
+				},
+			},
+		},
+	}
+	widget := func() *builder.CleanupPolicyWrapper {
+		return builder.MakeCleanupPolicy("p").Target("example.com/v1", "Widget").TTLAfterSuccess(1)
+	}
+	cases := map[string]struct {
+		policy     *v1alpha1.CleanupPolicy
+		schema     map[string]interface{}
+		wantReason string
+	}{
+		"phase and time resolve": {
+			policy:     widget().Phase("status.phase", []string{"Done"}, nil).FinishTime("status.endTime").Obj(),
+			schema:     strict,
+			wantReason: v1alpha1.ReasonReady,
+		},
+		"phase does not resolve": {
+			policy:     widget().Phase("status.state", []string{"Done"}, nil).FinishTime("status.endTime").Obj(),
+			schema:     strict,
+			wantReason: v1alpha1.ReasonFieldPathNotFound,
+		},
+		"finish time does not resolve": {
+			policy:     widget().Conditions([]string{"Done"}, nil).FinishTime("status.doneAt").Obj(),
+			schema:     strict,
+			wantReason: v1alpha1.ReasonFieldPathNotFound,
+		},
+		"below preserve-unknown-fields": {
+			policy:     widget().Phase("status.extra.deep.phase", []string{"Done"}, nil).FinishTime("status.byName.x").Obj(),
+			schema:     strict,
+			wantReason: v1alpha1.ReasonReady,
+		},
+		"no conditions in schema": {
+			policy:     widget().Conditions([]string{"Done"}, nil).Obj(),
+			schema:     map[string]interface{}{"type": "object", "properties": map[string]interface{}{"status": map[string]interface{}{"type": "object"}}},
+			wantReason: v1alpha1.ReasonFieldPathNotFound,
+		},
+		"unknown schema is not checked": {
+			policy:     widget().Phase("anything.at.all", []string{"Done"}, nil).FinishTime("status.x").Obj(),
+			wantReason: v1alpha1.ReasonReady,
+		},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			got := compilePolicy(tc.policy, testMapper()).checkFieldPaths(tc.schema)
+			if got.reason != tc.wantReason {
+				t.Errorf("reason %q (%s), want %q", got.reason, got.message, tc.wantReason)
+			}
+		})
+	}
+}

@@ -39,7 +39,20 @@ func installTestCRDs(t *testing.T) {
 	var err error
 	testCRDsOnce.Do(func() {
 		ext := apiextensionsclientset.NewForConfigOrDie(framework.Config())
-		for _, k := range []struct{ plural, kind string }{{"widgets", "Widget"}, {"gizmos", "Gizmo"}} {
+		// Sprockets have a strict schema (status.phase and status.endTime
+		// only), so the controller can check policy field paths.
+		strict := &apiextensionsv1.JSONSchemaProps{Type: "object", Properties: map[string]apiextensionsv1.JSONSchemaProps{
+			"spec": {Type: "object"},
+			"status": {Type: "object", Properties: map[string]apiextensionsv1.JSONSchemaProps{
+				"phase":   {Type: "string"},
+				"endTime": {Type: "string", Format: "date-time"},
+			}},
+		}}
+		loose := &apiextensionsv1.JSONSchemaProps{Type: "object", XPreserveUnknownFields: ptrTo(true)}
+		for _, k := range []struct {
+			plural, kind string
+			schema       *apiextensionsv1.JSONSchemaProps
+		}{{"widgets", "Widget", loose}, {"gizmos", "Gizmo", loose}, {"sprockets", "Sprocket", strict}} {
 			crd := &apiextensionsv1.CustomResourceDefinition{
 				ObjectMeta: metav1.ObjectMeta{Name: k.plural + ".ttl.example.com"},
 				Spec: apiextensionsv1.CustomResourceDefinitionSpec{
@@ -48,9 +61,7 @@ func installTestCRDs(t *testing.T) {
 					Names: apiextensionsv1.CustomResourceDefinitionNames{Plural: k.plural, Kind: k.kind, ListKind: k.kind + "List", Singular: strings.ToLower(k.kind)},
 					Versions: []apiextensionsv1.CustomResourceDefinitionVersion{{
 						Name: "v1", Served: true, Storage: true,
-						Schema: &apiextensionsv1.CustomResourceValidation{OpenAPIV3Schema: &apiextensionsv1.JSONSchemaProps{
-							Type: "object", XPreserveUnknownFields: ptrTo(true),
-						}},
+						Schema: &apiextensionsv1.CustomResourceValidation{OpenAPIV3Schema: k.schema},
 					}},
 				},
 			}
@@ -271,6 +282,16 @@ func TestInvalidPolicies(t *testing.T) {
 		Conditions([]string{"Done"}, nil).TTLAfterSuccess(1).Obj())
 	e.createPolicy(t, builder.MakeCleanupPolicy(e.ns+"-cluster").Target("v1", "PersistentVolume").
 		Phase("status.phase", []string{"Released"}, nil).FinishTime("status.lastPhaseTransitionTime").TTLAfterSuccess(1).Obj())
+	e.createPolicy(t, builder.MakeCleanupPolicy(e.ns+"-badpath").Target("ttl.example.com/v1", "Sprocket").
+		Phase("status.state", []string{"Done"}, nil).FinishTime("status.endTime").TTLAfterSuccess(1).Obj())
+	e.createPolicy(t, builder.MakeCleanupPolicy(e.ns+"-goodpath").Target("ttl.example.com/v1", "Sprocket").
+		Phase("status.phase", []string{"Done"}, nil).FinishTime("status.endTime").TTLAfterSuccess(1).Obj())
+	e.waitPolicy(t, e.ns+"-badpath", "FieldPathNotFound", func(p *v1alpha1.CleanupPolicy) bool {
+		return readyIs(p, metav1.ConditionFalse, v1alpha1.ReasonFieldPathNotFound)
+	})
+	e.waitPolicy(t, e.ns+"-goodpath", "Ready", func(p *v1alpha1.CleanupPolicy) bool {
+		return readyIs(p, metav1.ConditionTrue, v1alpha1.ReasonReady)
+	})
 	e.waitPolicy(t, e.ns+"-unknown", "UnknownKind", func(p *v1alpha1.CleanupPolicy) bool {
 		return readyIs(p, metav1.ConditionFalse, v1alpha1.ReasonUnknownKind)
 	})
