@@ -194,6 +194,9 @@ func (a *Agent) stopWorkers() {
 
 // onPod reacts to a pod bound to this node being added or changed.
 func (a *Agent) onPod(pod *corev1.Pod) {
+	if pod.Spec.NodeName != a.opts.NodeName {
+		return
+	}
 	terminalInAPI := pod.Status.Phase == corev1.PodSucceeded || pod.Status.Phase == corev1.PodFailed
 	if pod.DeletionTimestamp != nil {
 		a.status.requestDelete(pod)

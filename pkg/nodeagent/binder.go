@@ -187,6 +187,9 @@ func (b *binder) usage() (requests, int, error) {
 	count := 0
 	seen := map[types.UID]bool{}
 	for _, p := range pods {
+		if p.Spec.NodeName != b.a.opts.NodeName {
+			continue
+		}
 		seen[p.UID] = true
 		if p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed {
 			continue

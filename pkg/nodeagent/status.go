@@ -50,6 +50,8 @@ type containerView struct {
 	restartCount int32
 	// last is the last finished attempt, nil if none.
 	last *runtime.Result
+	// prev is the attempt before last, nil if none.
+	prev *runtime.Result
 	// final is true when the container will not run again.
 	final bool
 	// waitReason and waitMessage describe why a container is not running.
@@ -159,6 +161,9 @@ func containerStatus(c containerView, terminal bool) corev1.ContainerStatus {
 		}
 	case c.last != nil && (c.final || terminal):
 		s.State.Terminated = terminatedState(c.last, c.containerID)
+		if c.prev != nil {
+			s.LastTerminationState.Terminated = terminatedState(c.prev, "")
+		}
 	case c.last != nil:
 		reason := c.waitReason
 		if reason == "" {

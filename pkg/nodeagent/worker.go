@@ -37,6 +37,8 @@ type container struct {
 	containerID string
 	// last is the last finished attempt.
 	last *runtime.Result
+	// prev is the attempt that finished before last.
+	prev *runtime.Result
 	// final is true when the container will not run again.
 	final bool
 	// notBefore is when a restarting container may start.
@@ -58,6 +60,7 @@ func (c *container) view() containerView {
 		containerID:  c.containerID,
 		restartCount: restarts,
 		last:         c.last,
+		prev:         c.prev,
 		final:        c.final,
 		waitReason:   c.waitReason,
 		waitMessage:  c.waitMessage,
@@ -332,7 +335,7 @@ func (w *worker) collectExits() bool {
 		}
 		res := c.handle.Result()
 		c.handle, c.stopping, progress = nil, false, true
-		c.last = &res
+		c.prev, c.last = c.last, &res
 		w.setLogState(c)
 		if w.stopping || !shouldRestart(pod.Spec.RestartPolicy, c.isInit, res.ExitCode) {
 			c.final = true
