@@ -36,6 +36,11 @@ type testAgent struct {
 
 // startAgent runs an agent with the simulated runtime over the given objects.
 func startAgent(t *testing.T, maxPods int, objs ...kruntime.Object) *testAgent {
+	return startAgentWith(t, Options{MaxPods: maxPods, Runtime: simulated.Name}, objs...)
+}
+
+// startAgentWith runs an agent with opts (node name, data dir and clock are set here).
+func startAgentWith(t *testing.T, opts Options, objs ...kruntime.Object) *testAgent {
 	t.Helper()
 	_, ctx := ktesting.NewTestContext(t)
 	ctx, cancel := context.WithCancel(ctx)
@@ -58,7 +63,11 @@ func startAgent(t *testing.T, maxPods int, objs ...kruntime.Object) *testAgent {
 		return true, nil, client.Tracker().Update(corev1.SchemeGroupVersion.WithResource("pods"), pod, b.Namespace)
 	})
 	clk := testingclock.NewFakeClock(t0)
-	a, err := New(client, Options{NodeName: testNode, MaxPods: maxPods, Runtime: simulated.Name, DataDir: t.TempDir(), Clock: clk})
+	opts.NodeName, opts.Clock = testNode, clk
+	if opts.DataDir == "" {
+		opts.DataDir = t.TempDir()
+	}
+	a, err := New(client, opts)
 	if err != nil {
 		t.Fatal(err)
 	}
