@@ -30,6 +30,13 @@ func (c *Controller) addPod(logger klog.Logger, obj any) {
 		if job == nil || !c.manages(job) {
 			return
 		}
+		if isFinished(job) {
+			// E.g. finished by someone else while this controller was down.
+			if hasTrackingFinalizer(pod) {
+				c.enqueueOrphanPod(pod)
+			}
+			return
+		}
 		c.expectations.observe(jobKey(job), 1, 0)
 		c.enqueueBatched(logger, job)
 		return
@@ -69,6 +76,12 @@ func (c *Controller) updatePod(logger klog.Logger, old, cur any) {
 	if curRef != nil {
 		job := c.resolveControllerRef(curPod.Namespace, curRef)
 		if job == nil || !c.manages(job) {
+			return
+		}
+		if isFinished(job) {
+			if !finalizerGone {
+				c.enqueueOrphanPod(curPod)
+			}
 			return
 		}
 		if finalizerGone {
