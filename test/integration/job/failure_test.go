@@ -109,4 +109,3 @@ func findCond(job *batchv1.Job, t batchv1.JobConditionType) bool {
 	}
 	return false
 }
-
