@@ -73,6 +73,10 @@ type Clients struct {
 	Client kubernetes.Interface
 	// Dynamic reads CleanupPolicies and custom resources.
 	Dynamic dynamic.Interface
+	// Events, if set, writes events instead of Client. Give it its own rate
+	// limiter so that events, which are written asynchronously, never take
+	// QPS budget from deletions.
+	Events kubernetes.Interface
 }
 
 // objectKey identifies an object of any namespaced resource.
@@ -94,6 +98,8 @@ type Controller struct {
 	recorder record.EventRecorder
 	// broadcaster is the event broadcaster New created, if any.
 	broadcaster record.EventBroadcaster
+	// events is the client the broadcaster writes through.
+	events kubernetes.Interface
 	// clock is the injected clock.
 	clock clock.WithTicker
 	// metrics are the Prometheus collectors.
@@ -177,6 +183,10 @@ func New(ctx context.Context, opts Options, clients Clients, factory informers.S
 		c.mapper = restmapper.NewDeferredDiscoveryRESTMapper(memory.NewMemCacheClient(clients.Client.Discovery()))
 	}
 	if c.recorder == nil {
+		c.events = clients.Events
+		if c.events == nil {
+			c.events = clients.Client
+		}
 		c.broadcaster = record.NewBroadcaster(record.WithContext(ctx))
 		c.recorder = c.broadcaster.NewRecorder(scheme.Scheme, corev1.EventSource{Component: EventSource})
 	}
@@ -235,7 +245,7 @@ func (c *Controller) Run(ctx context.Context, workers int) {
 
 	if c.broadcaster != nil {
 		c.broadcaster.StartStructuredLogging(3)
-		c.broadcaster.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: c.client.CoreV1().Events("")})
+		c.broadcaster.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: c.events.CoreV1().Events("")})
 		defer c.broadcaster.Shutdown()
 	}
 	var wg sync.WaitGroup
