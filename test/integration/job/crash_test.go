@@ -1,0 +1,171 @@
+package job
+
+import (
+	"context"
+	"math/rand"
+	"os"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+
+	jobcontroller "jobkeeper.dev/jobkeeper/pkg/controller/job"
+	"jobkeeper.dev/jobkeeper/test/builder"
+	"jobkeeper.dev/jobkeeper/test/integration/framework"
+)
+
+// TestCrashSafety kills the controller (context cancelled, then a fresh
+// instance with fresh informers) about ten times at random moments during a
+// Job of 1,000 completions at parallelism 100, while the test completes
+// and fails pods. At the end succeeded must equal completions, failed must
+// equal the pods the test failed, and no pod may hold the finalizer.
+// JOBKEEPER_CRASH_SEED fixes the random seed.
+func TestCrashSafety(t *testing.T) {
+	const (
+		completions = 1000
+		parallelism = 100
+		maxFailures = 120
+		restarts    = 10
+	)
+	seed := time.Now().UnixNano()
+	if s := os.Getenv("JOBKEEPER_CRASH_SEED"); s != "" {
+		seed, _ = strconv.ParseInt(s, 10, 64)
+	}
+	t.Logf("seed %d (set JOBKEEPER_CRASH_SEED to replay)", seed)
+	rng := rand.New(rand.NewSource(seed))
+
+	ns := framework.CreateNamespace(t)
+	c := framework.Client(t)
+	opts := testOptions()
+	job := createJob(t, c, builder.MakeJob("crash", ns).ManagedBy(jobcontroller.DefaultManagedBy).
+		Parallelism(parallelism).Completions(completions).BackoffLimit(10*maxFailures).Obj())
+
+	var mu sync.Mutex
+	run := startController(t, opts)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+
+	// The kubelet: finishes pending pods, each exactly once.
+	var succeeded, failed atomic.Int32
+	kubeletDone := make(chan struct{})
+	go func() {
+		defer close(kubeletDone)
+		handled := map[types.UID]bool{}
+		krng := rand.New(rand.NewSource(seed + 1))
+		for ctx.Err() == nil {
+			pods, err := framework.JobPods(ctx, c, job)
+			if err != nil {
+				continue
+			}
+			var todo []corev1.Pod
+			for _, p := range pods {
+				if !handled[p.UID] && p.DeletionTimestamp == nil && p.Status.Phase == corev1.PodPending {
+					todo = append(todo, p)
+				}
+			}
+			var wg sync.WaitGroup
+			sem := make(chan struct{}, 16)
+			var hmu sync.Mutex
+			for i := range todo {
+				fail := failed.Load() < maxFailures && krng.Intn(10) == 0
+				if !fail && succeeded.Load() >= completions {
+					continue
+				}
+				phase := corev1.PodSucceeded
+				if fail {
+					phase = corev1.PodFailed
+					failed.Add(1)
+				} else {
+					succeeded.Add(1)
+				}
+				p := &todo[i]
+				sem <- struct{}{}
+				wg.Go(func() {
+					defer func() { <-sem }()
+					if err := framework.SetPodPhase(ctx, c, p, phase); err != nil {
+						// Not applied: undo the count, retry on the next pass.
+						if phase == corev1.PodFailed {
+							failed.Add(-1)
+						} else {
+							succeeded.Add(-1)
+						}
+						return
+					}
+					hmu.Lock()
+					handled[p.UID] = true
+					hmu.Unlock()
+				})
+			}
+			wg.Wait()
+			time.Sleep(20 * time.Millisecond)
+		}
+	}()
+
+	// The chaos: restart the controller at random moments.
+	chaosDone := make(chan struct{})
+	var restarted int
+	go func() {
+		defer close(chaosDone)
+		for restarted < restarts {
+			select {
+			case <-ctx.Done():
+				return
+			case <-time.After(time.Duration(100+rng.Intn(600)) * time.Millisecond):
+			}
+			mu.Lock()
+			run.stop()
+			run = startController(t, opts)
+			restarted++
+			mu.Unlock()
+		}
+	}()
+
+	waitLong(t, 4*time.Minute, "job complete", func(ctx context.Context) (bool, error) {
+		j, err := c.BatchV1().Jobs(ns).Get(ctx, job.Name, metav1.GetOptions{})
+		if err != nil {
+			return false, err
+		}
+		return findCond(j, batchv1.JobComplete) || findCond(j, batchv1.JobFailed), nil
+	})
+	cancel()
+	<-kubeletDone
+	<-chaosDone
+	got := getJob(t, c, job)
+	t.Logf("restarts %d; test succeeded %d and failed %d pods; status succeeded %d failed %d",
+		restarted, succeeded.Load(), failed.Load(), got.Status.Succeeded, got.Status.Failed)
+	checkConditions(t, got, "SuccessCriteriaMet=True/CompletionsReached", "Complete=True/CompletionsReached")
+	if got.Status.Succeeded != completions {
+		t.Errorf("succeeded %d, want %d", got.Status.Succeeded, completions)
+	}
+	if got.Status.Failed != failed.Load() {
+		t.Errorf("failed %d, want %d (pods failed by the test)", got.Status.Failed, failed.Load())
+	}
+	if restarted < restarts {
+		t.Errorf("only %d restarts happened before the Job finished", restarted)
+	}
+	waitNoFinalizerInNamespace(t, c, ns)
+}
+
+// waitLong polls cond every framework.Interval until it holds, failing the
+// test after timeout.
+func waitLong(t testing.TB, timeout time.Duration, what string, cond func(ctx context.Context) (bool, error)) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	for {
+		if ok, err := cond(ctx); err == nil && ok {
+			return
+		}
+		select {
+		case <-ctx.Done():
+			t.Fatalf("timed out after %v waiting for %s", timeout, what)
+		case <-time.After(framework.Interval):
+		}
+	}
+}
