@@ -26,7 +26,12 @@ import (
 // sharedNode is the node that binds every default-scheduler pod of the package.
 const sharedNode = "it-node"
 
-var startShared sync.Once
+var (
+	// startShared starts the shared node once.
+	startShared sync.Once
+	// sharedDataDir is the shared node's data directory.
+	sharedDataDir string
+)
 
 // startAgent runs an agent until the test ends and waits for its Node.
 func startAgent(t *testing.T, name, dataDir string) (stop func()) {
@@ -65,6 +70,7 @@ func startSharedAgent(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
+		sharedDataDir = dir
 		pki := framework.ControlPlane().PKI()
 		a, err := nodeagent.New(framework.Client(t), nodeagent.Options{
 			NodeName: sharedNode, MaxPods: 50, Runtime: process.Name, DataDir: dir,
@@ -238,7 +244,7 @@ func TestGracefulDeletionSendsSIGTERM(t *testing.T) {
 	framework.WaitFor(t, "the process to be gone", func(context.Context) (bool, error) { return processGone(pid), nil })
 }
 
-func TestSleepingPodKilledAfterGracePeriod(t *testing.T) {
+func TestDeletedPodProcessIsGone(t *testing.T) {
 	startSharedAgent(t)
 	ns := framework.CreateNamespace(t)
 	c := framework.Client(t)
