@@ -3,6 +3,7 @@ package job
 import (
 	"context"
 	"testing"
+	"time"
 
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -115,4 +116,27 @@ func TestSuspendIndexedKeepsCompletedIndexes(t *testing.T) {
 	if got = getJob(t, c, got); got.Status.CompletedIndexes != "0-2" || got.Status.Failed != 0 {
 		t.Errorf("completedIndexes %q failed %d, want \"0-2\" and 0", got.Status.CompletedIndexes, got.Status.Failed)
 	}
+}
+
+// TestSuspendStopsDeadline: the active deadline never fires while the Job
+// is suspended and counts again from the resume.
+func TestSuspendStopsDeadline(t *testing.T) {
+	ns := framework.CreateNamespace(t)
+	c := framework.Client(t)
+	startController(t, testOptions())
+	job := createJob(t, c, builder.MakeJob("dl", ns).ManagedBy(jobcontroller.DefaultManagedBy).ActiveDeadlineSeconds(2).Suspend(true).Obj())
+	framework.WaitForJobCondition(t, c, job, batchv1.JobSuspended)
+	time.Sleep(3 * time.Second)
+	if got := getJob(t, c, job); findCond(got, batchv1.JobFailureTarget) || findCond(got, batchv1.JobFailed) {
+		t.Fatalf("deadline fired while suspended: %v", conditionSummary(got))
+	}
+	resumed := time.Now()
+	updateJob(t, c, job, func(j *batchv1.Job) { j.Spec.Suspend = ptrTo(false) })
+	framework.WaitForJobPodsStatus(t, c, job, framework.PodsStatus{Active: 1})
+	got := framework.WaitForJobCondition(t, c, job, batchv1.JobFailed)
+	checkConditions(t, got, "Suspended=False/JobResumed", "FailureTarget=True/DeadlineExceeded", "Failed=True/DeadlineExceeded")
+	if d := time.Since(resumed); d < time.Second || d > 8*time.Second {
+		t.Errorf("failed %v after resume, want about 2s", d)
+	}
+	framework.WaitForJobPodsStatus(t, c, job, framework.PodsStatus{Failed: 1})
 }
