@@ -60,10 +60,14 @@ type Agent struct {
 	// listener is the log endpoint's listener, nil when not serving.
 	listener net.Listener
 
-	// mu guards workers and runCtx.
+	// mu guards workers, runCtx, activePods and activeRequests.
 	mu sync.Mutex
 	// workers are the pod workers by pod UID.
 	workers map[types.UID]*worker
+	// activePods counts the workers that have not finished.
+	activePods int
+	// activeRequests sums the requests of those workers' pods.
+	activeRequests requests
 	// runCtx is Run's context; workers derive theirs from it.
 	runCtx context.Context
 }
@@ -203,20 +207,52 @@ func (a *Agent) onPod(pod *corev1.Pod) {
 	}
 	a.mu.Lock()
 	w, ok := a.workers[pod.UID]
+	created := false
 	if !ok && !terminalInAPI && a.runCtx != nil {
 		w = newWorker(a, pod)
 		ctx, cancel := context.WithCancel(a.runCtx)
 		w.cancel = cancel
 		a.workers[pod.UID] = w
+		a.activePods++
+		a.activeRequests = a.activeRequests.add(w.requests)
+		created = true
 		go w.run(ctx)
 	}
 	a.mu.Unlock()
+	if created {
+		a.binder.seen(pod.UID)
+	}
 	if ok {
 		w.update(pod)
 	}
 	if terminalInAPI {
 		a.binder.enqueue()
 	}
+}
+
+// workerFinished frees the node capacity of a worker whose pod is terminal.
+func (a *Agent) workerFinished(w *worker) {
+	a.mu.Lock()
+	a.releaseLocked(w)
+	a.mu.Unlock()
+	a.binder.enqueue()
+}
+
+// releaseLocked takes a worker out of the active usage once; mu is held.
+func (a *Agent) releaseLocked(w *worker) {
+	if w.released {
+		return
+	}
+	w.released = true
+	a.activePods--
+	a.activeRequests = a.activeRequests.add(requests{cpuMilli: -w.requests.cpuMilli, memory: -w.requests.memory})
+}
+
+// activeUsage returns the pods running here and what they request.
+func (a *Agent) activeUsage() (requests, int) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.activeRequests, a.activePods
 }
 
 // onPodDeleted forgets a pod that left the API: a force-deleted pod's
@@ -235,6 +271,9 @@ func (a *Agent) onPodDeleted(obj any) {
 	a.mu.Lock()
 	w := a.workers[pod.UID]
 	delete(a.workers, pod.UID)
+	if w != nil {
+		a.releaseLocked(w)
+	}
 	a.mu.Unlock()
 	a.status.forget(pod.UID)
 	a.binder.enqueue()

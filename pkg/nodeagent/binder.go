@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"sort"
 	"sync"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -44,7 +45,7 @@ type binder struct {
 	// mu guards assumed and unschedulable.
 	mu sync.Mutex
 	// assumed are pods bound but not yet seen on the node.
-	assumed map[types.UID]requests
+	assumed map[types.UID]assumedPod
 	// unschedulable are pods already marked as never fitting.
 	unschedulable map[types.UID]bool
 }
@@ -62,7 +63,7 @@ func newBinder(a *Agent) (*binder, error) {
 		})),
 		queue: workqueue.NewTypedRateLimitingQueueWithConfig(workqueue.DefaultTypedControllerRateLimiter[string](),
 			workqueue.TypedRateLimitingQueueConfig[string]{Name: "nodeagent_binder"}),
-		assumed:       map[types.UID]requests{},
+		assumed:       map[types.UID]assumedPod{},
 		unschedulable: map[types.UID]bool{},
 	}
 	inf := b.factory.Core().V1().Pods()
@@ -177,33 +178,38 @@ func (b *binder) sync(ctx context.Context) error {
 	return nil
 }
 
-// usage sums what the pods on the node (and those just bound) use.
+// AssumeTimeout is how long a bound pod counts against the node before
+// its worker exists; after that the binder stops counting it (the pod was
+// deleted before the agent saw it).
+var AssumeTimeout = 30 * time.Second
+
+// assumedPod is a pod bound by the binder and not yet seen by the agent.
+type assumedPod struct {
+	// requests is what the pod asks.
+	requests requests
+	// boundAt is when it was bound.
+	boundAt time.Time
+}
+
+// seen stops counting an assumed pod: its worker now does.
+func (b *binder) seen(uid types.UID) {
+	b.mu.Lock()
+	delete(b.assumed, uid)
+	b.mu.Unlock()
+}
+
+// usage sums what the running pods and those just bound use.
 func (b *binder) usage() (requests, int, error) {
-	pods, err := b.a.podLister.List(everything)
-	if err != nil {
-		return requests{}, 0, err
-	}
-	var used requests
-	count := 0
-	seen := map[types.UID]bool{}
-	for _, p := range pods {
-		if p.Spec.NodeName != b.a.opts.NodeName {
-			continue
-		}
-		seen[p.UID] = true
-		if p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed {
-			continue
-		}
-		used, count = used.add(podRequests(p)), count+1
-	}
+	used, count := b.a.activeUsage()
+	now := b.a.clock.Now()
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	for uid, r := range b.assumed {
-		if seen[uid] {
+	for uid, p := range b.assumed {
+		if now.Sub(p.boundAt) > AssumeTimeout {
 			delete(b.assumed, uid)
 			continue
 		}
-		used, count = used.add(r), count+1
+		used, count = used.add(p.requests), count+1
 	}
 	return used, count, nil
 }
@@ -214,16 +220,19 @@ func (b *binder) bind(ctx context.Context, pod *corev1.Pod) error {
 		ObjectMeta: metav1.ObjectMeta{Namespace: pod.Namespace, Name: pod.Name, UID: pod.UID},
 		Target:     corev1.ObjectReference{Kind: "Node", Name: b.a.opts.NodeName},
 	}
+	// Count the pod before binding: its worker may start (and stop counting
+	// it here) before Bind returns.
+	b.mu.Lock()
+	b.assumed[pod.UID] = assumedPod{requests: podRequests(pod), boundAt: b.a.clock.Now()}
+	b.mu.Unlock()
 	err := b.a.client.CoreV1().Pods(pod.Namespace).Bind(ctx, binding, metav1.CreateOptions{FieldManager: FieldManager})
-	if apierrors.IsNotFound(err) || apierrors.IsConflict(err) {
-		return nil
-	}
 	if err != nil {
+		b.seen(pod.UID)
+		if apierrors.IsNotFound(err) || apierrors.IsConflict(err) {
+			return nil
+		}
 		return fmt.Errorf("binding pod %s: %w", klog.KObj(pod), err)
 	}
-	b.mu.Lock()
-	b.assumed[pod.UID] = podRequests(pod)
-	b.mu.Unlock()
 	b.a.event(pod, corev1.EventTypeNormal, "Scheduled", fmt.Sprintf("Successfully assigned %s/%s to %s", pod.Namespace, pod.Name, b.a.opts.NodeName))
 	return nil
 }

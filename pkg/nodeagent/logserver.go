@@ -59,6 +59,7 @@ func (a *Agent) newLogServer() (*http.Server, net.Listener, error) {
 		Handler:           a.logHandler(),
 		TLSConfig:         tlsConfig,
 		ReadHeaderTimeout: 10 * time.Second,
+		ErrorLog:          klog.NewStandardLogger("WARNING"),
 	}
 	return srv, tls.NewListener(ln, tlsConfig), nil
 }

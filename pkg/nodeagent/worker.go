@@ -119,6 +119,12 @@ type worker struct {
 	reason, message string
 	// lastStatus is the last status handed to the status manager.
 	lastStatus *corev1.PodStatus
+
+	// requests is what the pod asks of the node (fixed at creation).
+	requests requests
+	// released is true once the pod no longer counts against the node's
+	// capacity (guarded by the agent's mu).
+	released bool
 }
 
 // newWorker creates the worker of pod, restoring state from the pod's
@@ -134,6 +140,7 @@ func newWorker(a *Agent, pod *corev1.Pod) *worker {
 		wake:     make(chan struct{}, 1),
 		done:     make(chan struct{}),
 		finished: make(chan struct{}),
+		requests: podRequests(pod),
 	}
 	now := a.clock.Now()
 	w.startTime = now
@@ -245,6 +252,7 @@ func (w *worker) run(ctx context.Context) {
 		if terminal {
 			logger.V(2).Info("Pod finished", "pod", klog.KObj(pod), "phase", status.Phase)
 			close(w.finished)
+			w.agent.workerFinished(w)
 			return
 		}
 		var timer <-chan time.Time
