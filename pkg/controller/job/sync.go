@@ -122,9 +122,13 @@ func (c *Controller) syncJob(ctx context.Context, key string) (rErr error) {
 	if job.Status.UncountedTerminatedPods == nil {
 		job.Status.UncountedTerminatedPods = &batchv1.UncountedTerminatedPods{}
 	}
-	// Read expectations before listing pods: a pod created after this point
-	// only defers the decision to the next sync.
+	// Read expectations before listing pods. A pod created after this point
+	// only defers the decision to the next sync. A finalizer removal observed
+	// after this point is still in expectedRmFinalizers, so a pod listed
+	// before its update reached the cache is not counted a second time;
+	// one observed before it is already finalizer-free in the list.
 	satisfied := c.expectations.satisfied(key)
+	expectedRmFinalizers := c.finalizers.expected(key)
 	pods, err := c.podsForJob(ctx, job)
 	if err != nil {
 		return err
@@ -138,7 +142,7 @@ func (c *Controller) syncJob(ctx context.Context, key string) (rErr error) {
 		terminating:          countPods(pods, isTerminating),
 		uncountedSucceeded:   sets.New(job.Status.UncountedTerminatedPods.Succeeded...),
 		uncountedFailed:      sets.New(job.Status.UncountedTerminatedPods.Failed...),
-		expectedRmFinalizers: c.finalizers.expected(key),
+		expectedRmFinalizers: expectedRmFinalizers,
 	}
 	sc.ready = countPods(sc.active, isReady)
 	active := int32(len(sc.active))

@@ -510,3 +510,26 @@ func refreshJob(h *harness, job *batchv1.Job) error {
 	}
 	return h.factory.Batch().V1().Jobs().Informer().GetIndexer().Update(stored)
 }
+
+// TestSyncStalePodCacheDoesNotRecount: a pod whose finalizer removal is in
+// flight (the cache still shows the finalizer) was already counted; a sync
+// must neither count it again nor write anything.
+func TestSyncStalePodCacheDoesNotRecount(t *testing.T) {
+	started := metav1.NewTime(t0.Add(-time.Minute))
+	job := builder.MakeJob("j", ns).Selector("u").ManagedBy(DefaultManagedBy).Parallelism(2).Completions(3).
+		Status(batchv1.JobStatus{StartTime: &started, Active: 1, Succeeded: 1, Ready: ptr.To[int32](0), Terminating: ptr.To[int32](0),
+			UncountedTerminatedPods: &batchv1.UncountedTerminatedPods{}}).Obj()
+	p := func(name string) *builder.PodWrapper {
+		return builder.MakePod(name, ns).UID(name).OwnedByJob(job).Finalizer(batchv1.JobTrackingFinalizer).NodeName("n")
+	}
+	h := newHarness(t, Options{}, job, p("done").Terminated(0, metav1.NewTime(t0)).Obj(), p("running").Phase(corev1.PodRunning).Obj(), p("new").Phase(corev1.PodPending).Obj())
+	h.c.finalizers.expect(jobKey(job), []types.UID{"done"})
+	h.client.ClearActions()
+	got, _ := h.sync(t, job)
+	if diff := cmp.Diff(statusCounts{Active: 2, Succeeded: 1, Started: true}, countsOf(got), cmpopts.EquateEmpty()); diff != "" {
+		t.Errorf("status (-want +got):\n%s", diff)
+	}
+	if diff := cmp.Diff(map[string]int{"update jobs/status": 1}, h.writes()); diff != "" {
+		t.Errorf("writes (-want +got):\n%s", diff)
+	}
+}
