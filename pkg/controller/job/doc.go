@@ -37,4 +37,5 @@
 // podFailurePolicy, backoffLimitPerIndex and successPolicy are not
 // implemented yet (policies.go); Jobs that use them are left untouched with
 // a warning event rather than run with different semantics.
+// podReplacementPolicy (TerminatingOrFailed and Failed) is supported.
 package job

@@ -6,14 +6,17 @@ import (
 
 // This file is the seam for the Job features a later issue adds:
 // podFailurePolicy (pod_failure_policy.go), backoffLimitPerIndex
-// (backoff_limit_per_index.go), successPolicy (success_policy.go) and
-// podReplacementPolicy=Failed. Until then:
-//   - a Job using podFailurePolicy, backoffLimitPerIndex or successPolicy is
-//     not synced at all: running it with those fields ignored would produce
-//     statuses upstream never would (e.g. a FailJob rule not firing). One
-//     Warning event UnsupportedJobSpec is recorded per Job.
-//   - podReplacementPolicy=Failed is honoured only as far as counting goes
-//     (see onlyReplaceFailedPods); replacement waits are upstream's default.
+// (backoff_limit_per_index.go) and successPolicy (success_policy.go); each
+// gets its fields in syncContext and its decision function called from
+// syncJob (failure and success decisions) and trackStatus (counting). Until
+// then a Job using any of them is not synced at all: running it with those
+// fields ignored would produce statuses upstream never would (e.g. a FailJob
+// rule not firing, an index retried past its limit). One Warning event
+// UnsupportedJobSpec is recorded per Job, and its pods are left alone.
+//
+// podReplacementPolicy is supported: with Failed, a pod being deleted is
+// not counted as failed until it reaches phase Failed, and neither it nor
+// its index is replaced before then (onlyReplaceFailedPods).
 
 // ReasonUnsupportedJobSpec is the Warning event recorded for a Job that uses
 // a field this controller does not implement yet.
