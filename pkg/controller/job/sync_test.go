@@ -351,6 +351,41 @@ func TestSyncOutcomes(t *testing.T) {
 			wantPods:   1,
 			wantWrites: map[string]int{"update jobs/status": 2, "patch pods": 1},
 		},
+		"unsupported podFailurePolicy skipped with a warning": {
+			job: func() *batchv1.Job {
+				j := base().Obj()
+				j.Spec.PodFailurePolicy = &batchv1.PodFailurePolicy{Rules: []batchv1.PodFailurePolicyRule{{
+					Action:      batchv1.PodFailurePolicyActionFailJob,
+					OnExitCodes: &batchv1.PodFailurePolicyOnExitCodesRequirement{Operator: batchv1.PodFailurePolicyOnExitCodesOpIn, Values: []int32{42}},
+				}}}
+				return j
+			}(),
+			wantWrites: map[string]int{},
+			wantEvents: []string{ReasonUnsupportedJobSpec},
+		},
+		"replacement policy Failed waits for terminating pods": {
+			job: base().Parallelism(1).Completions(1).PodReplacementPolicy(batchv1.Failed).
+				Status(batchv1.JobStatus{StartTime: &started, Active: 1, Ready: ptr.To[int32](0), Terminating: ptr.To[int32](0)}).Obj(),
+			pods: func(job *batchv1.Job) []*corev1.Pod {
+				return []*corev1.Pod{pod("a", job).Phase(corev1.PodRunning).DeletionTimestamp(metav1.NewTime(t0)).Obj()}
+			},
+			want:           statusCounts{Terminating: 1, Started: true},
+			wantPods:       1,
+			wantFinalizers: 1,
+			wantWrites:     map[string]int{"update jobs/status": 1},
+		},
+		"replacement policy TerminatingOrFailed replaces terminating pods": {
+			job: base().Parallelism(1).Completions(1).
+				Status(batchv1.JobStatus{StartTime: &started, Active: 1, Ready: ptr.To[int32](0), Terminating: ptr.To[int32](0)}).Obj(),
+			pods: func(job *batchv1.Job) []*corev1.Pod {
+				return []*corev1.Pod{pod("a", job).Phase(corev1.PodRunning).DeletionTimestamp(metav1.NewTime(t0.Add(-time.Minute))).Obj()}
+			},
+			want:           statusCounts{Active: 1, Terminating: 1, Failed: 1, Started: true},
+			wantPods:       2,
+			wantFinalizers: 1,
+			wantWrites:     map[string]int{"update jobs/status": 2, "patch pods": 1, "create pods": 1},
+			wantEvents:     []string{"SuccessfulCreate"},
+		},
 		"orphan matching pod is adopted with the finalizer": {
 			job: base().Parallelism(1).Completions(1).Status(batchv1.JobStatus{StartTime: &started, Active: 1, Ready: ptr.To[int32](0), Terminating: ptr.To[int32](0)}).Obj(),
 			pods: func(job *batchv1.Job) []*corev1.Pod {
