@@ -164,7 +164,10 @@ func (c *Controller) updateJob(logger klog.Logger, old, cur any) {
 		return
 	}
 	if isFinished(curJob) {
-		c.enqueueSelectorOrphans(logger, curJob)
+		if _, ours := c.finishedJobs.Load(curJob.UID); !ours {
+			// Finished by someone else: nobody is removing the finalizers.
+			c.enqueueSelectorOrphans(logger, curJob)
+		}
 		return
 	}
 	if curJob.Generation == oldJob.Generation {

@@ -230,7 +230,7 @@ func TestSyncOutcomes(t *testing.T) {
 			want: statusCounts{Succeeded: 2, Started: true, Completed: true,
 				Conditions: []string{"SuccessCriteriaMet=True/CompletionsReached", "Complete=True/CompletionsReached"}},
 			wantPods:   2,
-			wantWrites: map[string]int{"update jobs/status": 2, "patch pods": 2},
+			wantWrites: map[string]int{"update jobs/status": 1, "patch pods": 2},
 			wantEvents: []string{"Completed"},
 		},
 		"backoff limit exceeded fails the job": {
@@ -244,7 +244,7 @@ func TestSyncOutcomes(t *testing.T) {
 			want: statusCounts{Failed: 2, Started: true,
 				Conditions: []string{"FailureTarget=True/BackoffLimitExceeded", "Failed=True/BackoffLimitExceeded"}},
 			wantPods:   2,
-			wantWrites: map[string]int{"update jobs/status": 2, "patch pods": 2},
+			wantWrites: map[string]int{"update jobs/status": 1, "patch pods": 2},
 			wantEvents: []string{"BackoffLimitExceeded"},
 		},
 		"failing job deletes active pods and waits for them": {

@@ -33,6 +33,9 @@ import (
 // At most MaxUncountedPods pods are taken per sync; the status and pod
 // updates wake the Job again for the rest. needsFlush says whether the
 // caller already changed the status.
+//
+// When the Job finishes in this sync (see finishNow), steps 1, 3 and 4 are
+// one write and step 2 follows it.
 func (c *Controller) trackStatus(ctx context.Context, sc *syncContext, needsFlush bool) error {
 	logger := klog.FromContext(ctx)
 	job := sc.job
@@ -115,6 +118,10 @@ func (c *Controller) trackStatus(ctx context.Context, sc *syncContext, needsFlus
 			}
 			sc.finishedCondition = terminalFor(fc, now)
 		}
+	}
+
+	if !capped && sc.finishedCondition != nil && sc.terminating == 0 {
+		return c.finishNow(ctx, sc, toRelease, before)
 	}
 
 	var err error
@@ -292,4 +299,39 @@ func (c *Controller) recordPodsFinished(job *batchv1.Job, before batchv1.JobStat
 	if failed := job.Status.Failed - before.Failed; failed > 0 {
 		c.metrics.PodsFinished.WithLabelValues(mode, metrics.Failed).Add(float64(failed))
 	}
+}
+
+// finishNow finishes a Job whose every finished pod is accounted in this
+// sync and that has no pod left running or terminating: the counters, the
+// interim and the terminal condition go out in one status write, and only
+// then are the finalizers removed. This is exact under crashes because a
+// finished Job is never counted again: if the write fails nothing was
+// counted; if it succeeds, the pods' finalizers are only cleanup, which the
+// orphan queue completes after a crash or a failed patch. It saves one
+// status write per finishing Job compared with upstream.
+func (c *Controller) finishNow(ctx context.Context, sc *syncContext, toRelease []*corev1.Pod, before batchv1.JobStatus) error {
+	logger := klog.FromContext(ctx)
+	job := sc.job
+	countReleased(&job.Status, sets.New[types.UID]())
+	if !c.markFinished(logger, sc) {
+		return fmt.Errorf("job %s: terminal condition refused with nothing uncounted", sc.key)
+	}
+	// Mark before the write so the update event does not also queue the
+	// finalizer cleanup that follows here.
+	c.finishedJobs.Store(job.UID, struct{}{})
+	written, err := c.updateStatus(ctx, job)
+	if err != nil {
+		c.finishedJobs.Delete(job.UID)
+		return fmt.Errorf("writing finished status: %w", err)
+	}
+	c.recordFinished(written, sc.finishedCondition)
+	c.recordPodsFinished(written, before)
+	if len(toRelease) == 0 {
+		return nil
+	}
+	if _, err := c.releaseFinalizers(ctx, sc.key, toRelease); err != nil {
+		logger.Error(err, "Removing finalizers of a finished job's pods; the orphan queue retries", "job", klog.KObj(job))
+		c.enqueueSelectorOrphans(logger, written)
+	}
+	return nil
 }
