@@ -153,8 +153,8 @@ func (a *Agent) serveContainerLogs(w http.ResponseWriter, r *http.Request) {
 	if running {
 		cur := attempt
 		opts.Running = func() bool {
-			a, r := a.logAttempt(pod, cname)
-			return r && a == cur
+			att, running := a.logAttempt(pod, cname)
+			return running && att == cur
 		}
 	}
 	w.Header().Set("Content-Type", "text/plain")

@@ -46,7 +46,7 @@ type Options struct {
 	AllowedClientCommonNames []string
 	// LogMaxSize is the size at which a container log is rotated; 0 means 10 MiB.
 	LogMaxSize int64
-	// StatusWorkers is the number of concurrent status writers; default 8.
+	// StatusWorkers is the number of concurrent status writers; default 16.
 	StatusWorkers int
 	// Clock is the clock; default the real one.
 	Clock clock.WithTicker
@@ -83,7 +83,7 @@ func (o *Options) complete() error {
 		return errors.New("ClientCAFile is required to serve logs")
 	}
 	if o.StatusWorkers <= 0 {
-		o.StatusWorkers = 8
+		o.StatusWorkers = 16
 	}
 	if o.Clock == nil {
 		o.Clock = clock.RealClock{}

@@ -141,8 +141,14 @@ func (m *statusManager) sync(ctx context.Context, uid types.UID) error {
 
 	if status != nil {
 		if err := m.patchStatus(ctx, ns, name, uid, status); err != nil {
-			if apierrors.IsNotFound(err) || apierrors.IsConflict(err) || apierrors.IsInvalid(err) {
+			if apierrors.IsNotFound(err) || apierrors.IsConflict(err) {
 				// The pod is gone or was replaced by another with the same name.
+				return nil
+			}
+			if apierrors.IsInvalid(err) {
+				// A UID mismatch (the pod was replaced) or a status the
+				// apiserver refuses: retrying the same write cannot help.
+				klog.FromContext(ctx).Info("Pod status write refused", "pod", klog.KRef(ns, name), "err", err)
 				return nil
 			}
 			m.mu.Lock()

@@ -1,8 +1,10 @@
 package nodeagent
 
 import (
+	"bufio"
 	"context"
 	"fmt"
+	"io"
 	"os"
 	"strconv"
 	"strings"
@@ -244,6 +246,38 @@ func TestGracefulDeletionSendsSIGTERM(t *testing.T) {
 	framework.WaitFor(t, "the process to be gone", func(context.Context) (bool, error) { return processGone(pid), nil })
 }
 
+func TestFollowLogsEndsWhenTheContainerStops(t *testing.T) {
+	startSharedAgent(t)
+	ns := framework.CreateNamespace(t)
+	c := framework.Client(t)
+	if _, err := c.CoreV1().Pods(ns).Create(context.Background(), childPod("follow", ns, "sleep-until-term").Obj(), metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	waitPod(t, c, ns, "follow", "running", phase(corev1.PodRunning))
+	ctx, cancel := context.WithTimeout(context.Background(), framework.Timeout)
+	defer cancel()
+	stream, err := c.CoreV1().Pods(ns).GetLogs("follow", &corev1.PodLogOptions{Follow: true}).Stream(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = stream.Close() }()
+	r := bufio.NewReader(stream)
+	line, err := r.ReadString('\n')
+	if err != nil || line != "waiting for SIGTERM\n" {
+		t.Fatalf("first followed line = %q, %v", line, err)
+	}
+	if err := c.CoreV1().Pods(ns).Delete(context.Background(), "follow", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	rest, err := io.ReadAll(r)
+	if err != nil {
+		t.Fatalf("follow did not end cleanly: %v", err)
+	}
+	if string(rest) != "got SIGTERM\n" {
+		t.Errorf("rest of the followed log = %q, want %q", rest, "got SIGTERM\n")
+	}
+}
+
 func TestDeletedPodProcessIsGone(t *testing.T) {
 	startSharedAgent(t)
 	ns := framework.CreateNamespace(t)
@@ -283,6 +317,10 @@ func TestAgentRestartHandlesLostContainers(t *testing.T) {
 	for _, name := range []string{"never", "onfailure"} {
 		p := waitPod(t, c, ns, name, "running", phase(corev1.PodRunning))
 		pids = append(pids, pidOf(t, p.Status.ContainerStatuses[0]))
+		framework.WaitFor(t, name+" to print", func(ctx context.Context) (bool, error) {
+			b, err := c.CoreV1().Pods(ns).GetLogs(name, &corev1.PodLogOptions{}).DoRaw(ctx)
+			return string(b) == "sleeping\n", err
+		})
 	}
 	stop()
 	for _, pid := range pids {
@@ -303,6 +341,10 @@ func TestAgentRestartHandlesLostContainers(t *testing.T) {
 	})
 	if last := got.Status.ContainerStatuses[0].LastTerminationState.Terminated; last == nil || last.Reason != nodeagent.ReasonContainerStatusUnknown {
 		t.Errorf("onfailure: last state = %+v", got.Status.ContainerStatuses[0].LastTerminationState)
+	}
+	// The lost attempt's log is the previous container's log.
+	if logs := logsOf(t, c, ns, "onfailure", &corev1.PodLogOptions{Previous: true}); logs != "sleeping\n" {
+		t.Errorf("previous logs = %q, want %q", logs, "sleeping\n")
 	}
 	// Clean up: the restarted process must not outlive the test.
 	if err := c.CoreV1().Pods(ns).Delete(context.Background(), "onfailure", metav1.DeleteOptions{GracePeriodSeconds: new(int64)}); err != nil {

@@ -4,6 +4,8 @@ package nodeagentscale
 
 import (
 	"context"
+	"net/http"
+	_ "net/http/pprof"
 	"os"
 	"strconv"
 	"testing"
@@ -41,6 +43,9 @@ func TestSimulatedBigJob(t *testing.T) {
 		t.Skip("scale test")
 	}
 	n := completions(t)
+	if addr := os.Getenv("JOBKEEPER_SCALE_PPROF"); addr != "" {
+		go func() { _ = http.ListenAndServe(addr, nil) }()
+	}
 	_, ctx := ktesting.NewTestContext(t)
 	ctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	defer cancel()
