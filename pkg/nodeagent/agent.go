@@ -96,6 +96,9 @@ func New(client kubernetes.Interface, opts Options) (*Agent, error) {
 		lo.FieldSelector = fields.OneTermEqualSelector("spec.nodeName", opts.NodeName).String()
 	}))
 	podInformer := a.podFactory.Core().V1().Pods()
+	if err := podInformer.Informer().SetTransform(stripManagedFields); err != nil {
+		return nil, err
+	}
 	a.podLister = podInformer.Lister()
 	a.podsSynced = podInformer.Informer().HasSynced
 	if _, err := podInformer.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
@@ -115,6 +118,15 @@ func New(client kubernetes.Interface, opts Options) (*Agent, error) {
 		a.recorder = a.broadcaster.NewRecorder(scheme.Scheme, corev1.EventSource{Component: "kubelet", Host: opts.NodeName})
 	}
 	return a, nil
+}
+
+// stripManagedFields drops managedFields from cached objects: the agent
+// never reads them, and they are a large part of a pod's size.
+func stripManagedFields(obj any) (any, error) {
+	if acc, ok := obj.(metav1.ObjectMetaAccessor); ok {
+		acc.GetObjectMeta().SetManagedFields(nil)
+	}
+	return obj, nil
 }
 
 // NodeName returns the node's name.

@@ -67,6 +67,9 @@ func newBinder(a *Agent) (*binder, error) {
 		unschedulable: map[types.UID]bool{},
 	}
 	inf := b.factory.Core().V1().Pods()
+	if err := inf.Informer().SetTransform(stripManagedFields); err != nil {
+		return nil, err
+	}
 	b.lister = inf.Lister()
 	b.synced = inf.Informer().HasSynced
 	if _, err := inf.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{

@@ -252,6 +252,8 @@ func (w *worker) run(ctx context.Context) {
 		if terminal {
 			logger.V(2).Info("Pod finished", "pod", klog.KObj(pod), "phase", status.Phase)
 			close(w.finished)
+			// Only the log state is needed from now on.
+			w.lastStatus = nil
 			w.agent.workerFinished(w)
 			return
 		}
