@@ -247,7 +247,7 @@ func TestUpRunsJobsOnTheLocalNode(t *testing.T) {
 
 // TestUpSimulatedRuntimeBigJob runs a big Job on the simulated runtime. It
 // runs only with JOBKEEPER_E2E_SIMULATED_COMPLETIONS set (the issue's check
-// is 10000), and reports the time.
+// is 10000), and reports the time. JOBKEEPER_E2E_UP_ARGS adds flags to `up`.
 func TestUpSimulatedRuntimeBigJob(t *testing.T) {
 	v := os.Getenv("JOBKEEPER_E2E_SIMULATED_COMPLETIONS")
 	if v == "" {
@@ -257,7 +257,11 @@ func TestUpSimulatedRuntimeBigJob(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	up, c, _ := startUp(t, t.TempDir(), "--runtime", "simulated", "--max-pods", "1000")
+	args := []string{"--runtime", "simulated", "--max-pods", "1000"}
+	// For example "--kube-api-qps=1000 --kube-api-burst=2000" to measure the
+	// node agent rather than the controllers' default client rate limit.
+	args = append(args, strings.Fields(os.Getenv("JOBKEEPER_E2E_UP_ARGS"))...)
+	up, c, _ := startUp(t, t.TempDir(), args...)
 	defer up.stop(t)
 	start := time.Now()
 	job := builder.MakeJob("big", "default").Completions(int32(n)).Parallelism(500).Obj()
