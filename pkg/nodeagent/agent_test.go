@@ -241,6 +241,9 @@ func TestInitContainersRunInOrder(t *testing.T) {
 	if got.Status.InitContainerStatuses[0].State.Running == nil || got.Status.InitContainerStatuses[1].State.Waiting == nil {
 		t.Errorf("init states = %+v, want init1 running, init2 waiting", got.Status.InitContainerStatuses)
 	}
+	if w := got.Status.ContainerStatuses[0].State.Waiting; w == nil || w.Reason != ReasonPodInitializing {
+		t.Errorf("main state = %+v, want waiting %s", got.Status.ContainerStatuses[0].State, ReasonPodInitializing)
+	}
 	if got.Status.Phase != corev1.PodPending {
 		t.Errorf("phase = %s, want Pending", got.Status.Phase)
 	}

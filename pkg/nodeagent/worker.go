@@ -277,11 +277,21 @@ func (w *worker) run(ctx context.Context) {
 // view snapshots the containers for the status.
 func (w *worker) view() podView {
 	v := podView{startTime: w.startTime, terminal: w.stopping && w.noneRunning(), reason: w.reason, message: w.message}
+	initialized := true
 	for _, c := range w.inits {
-		v.inits = append(v.inits, c.view())
+		cv := c.view()
+		if !initialized && !cv.running && cv.last == nil && cv.waitReason == "" {
+			cv.waitReason = ReasonPodInitializing
+		}
+		initialized = initialized && cv.initSucceeded()
+		v.inits = append(v.inits, cv)
 	}
 	for _, c := range w.containers {
-		v.containers = append(v.containers, c.view())
+		cv := c.view()
+		if !initialized && !cv.running && cv.last == nil && cv.waitReason == "" {
+			cv.waitReason = ReasonPodInitializing
+		}
+		v.containers = append(v.containers, cv)
 	}
 	return v
 }
