@@ -214,7 +214,9 @@ func (a *Agent) onPod(pod *corev1.Pod) {
 		return
 	}
 	terminalInAPI := pod.Status.Phase == corev1.PodSucceeded || pod.Status.Phase == corev1.PodFailed
-	if pod.DeletionTimestamp != nil {
+	if pod.DeletionTimestamp != nil && (pod.DeletionGracePeriodSeconds == nil || *pod.DeletionGracePeriodSeconds > 0) {
+		// A zero grace period means the deletion is already final (only
+		// finalizers may hold the pod): there is nothing to confirm.
 		a.status.requestDelete(pod)
 	}
 	a.mu.Lock()
