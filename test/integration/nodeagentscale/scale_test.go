@@ -14,7 +14,6 @@ import (
 	batchv1 "k8s.io/api/batch/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
-	"k8s.io/klog/v2/ktesting"
 
 	"jobkeeper.dev/jobkeeper/pkg/manager"
 	"jobkeeper.dev/jobkeeper/pkg/nodeagent"
@@ -46,8 +45,8 @@ func TestSimulatedBigJob(t *testing.T) {
 	if addr := os.Getenv("JOBKEEPER_SCALE_PPROF"); addr != "" {
 		go func() { _ = http.ListenAndServe(addr, nil) }()
 	}
-	_, ctx := ktesting.NewTestContext(t)
-	ctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	// Logs go to klog (the framework's log file), not to the test's output.
+	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 
 	client, err := kubernetes.NewForConfig(framework.Config())
