@@ -25,8 +25,15 @@ import (
 // Job of 1,000 completions at parallelism 100, while the test completes
 // and fails pods. At the end succeeded must equal completions, failed must
 // equal the pods the test failed, and no pod may hold the finalizer.
-// JOBKEEPER_CRASH_SEED fixes the random seed.
+// JOBKEEPER_CRASH_SEED fixes the random seed. It runs for both completion
+// modes.
 func TestCrashSafety(t *testing.T) {
+	for _, mode := range []batchv1.CompletionMode{batchv1.NonIndexedCompletion, batchv1.IndexedCompletion} {
+		t.Run(string(mode), func(t *testing.T) { testCrashSafety(t, mode) })
+	}
+}
+
+func testCrashSafety(t *testing.T, mode batchv1.CompletionMode) {
 	const (
 		completions = 1000
 		parallelism = 100
@@ -43,8 +50,12 @@ func TestCrashSafety(t *testing.T) {
 	ns := framework.CreateNamespace(t)
 	c := framework.Client(t)
 	opts := testOptions()
-	job := createJob(t, c, builder.MakeJob("crash", ns).ManagedBy(jobcontroller.DefaultManagedBy).
-		Parallelism(parallelism).Completions(completions).BackoffLimit(10*maxFailures).Obj())
+	jw := builder.MakeJob("crash", ns).ManagedBy(jobcontroller.DefaultManagedBy).
+		Parallelism(parallelism).Completions(completions).BackoffLimit(10 * maxFailures)
+	if mode == batchv1.IndexedCompletion {
+		jw.Indexed()
+	}
+	job := createJob(t, c, jw.Obj())
 
 	var mu sync.Mutex
 	run := startController(t, opts)
@@ -57,6 +68,9 @@ func TestCrashSafety(t *testing.T) {
 	go func() {
 		defer close(kubeletDone)
 		handled := map[types.UID]bool{}
+		// For Indexed Jobs, each index succeeds once; a duplicate pod of a
+		// finished index is left for the controller to delete.
+		doneIndexes := map[string]bool{}
 		krng := rand.New(rand.NewSource(seed + 1))
 		for ctx.Err() == nil {
 			pods, err := framework.JobPods(ctx, c, job)
@@ -73,6 +87,10 @@ func TestCrashSafety(t *testing.T) {
 			sem := make(chan struct{}, 16)
 			var hmu sync.Mutex
 			for i := range todo {
+				ix, indexed := todo[i].Annotations[batchv1.JobCompletionIndexAnnotation]
+				if indexed && doneIndexes[ix] {
+					continue
+				}
 				fail := failed.Load() < maxFailures && krng.Intn(10) == 0
 				if !fail && succeeded.Load() >= completions {
 					continue
@@ -99,6 +117,9 @@ func TestCrashSafety(t *testing.T) {
 					}
 					hmu.Lock()
 					handled[p.UID] = true
+					if indexed && phase == corev1.PodSucceeded {
+						doneIndexes[ix] = true
+					}
 					hmu.Unlock()
 				})
 			}
@@ -142,6 +163,9 @@ func TestCrashSafety(t *testing.T) {
 	checkConditions(t, got, "SuccessCriteriaMet=True/CompletionsReached", "Complete=True/CompletionsReached")
 	if got.Status.Succeeded != completions {
 		t.Errorf("succeeded %d, want %d", got.Status.Succeeded, completions)
+	}
+	if mode == batchv1.IndexedCompletion && got.Status.CompletedIndexes != "0-999" {
+		t.Errorf("completedIndexes %q, want \"0-999\"", got.Status.CompletedIndexes)
 	}
 	if got.Status.Failed != failed.Load() {
 		t.Errorf("failed %d, want %d (pods failed by the test)", got.Status.Failed, failed.Load())
