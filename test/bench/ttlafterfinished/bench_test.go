@@ -1,0 +1,232 @@
+package ttlafterfinished
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"os"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/informers"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/klog/v2"
+	upstream "k8s.io/kubernetes/pkg/controller/ttlafterfinished"
+	"k8s.io/utils/ptr"
+
+	"jobkeeper.dev/jobkeeper/pkg/controller/ttlafterfinished"
+	"jobkeeper.dev/jobkeeper/test/builder"
+	"jobkeeper.dev/jobkeeper/test/integration/framework"
+)
+
+func TestMain(m *testing.M) { framework.Main(m) }
+
+// Client budget of both controllers: kube-controller-manager's measured setup.
+const (
+	qps     = 100
+	burst   = 200
+	workers = 5
+)
+
+// counter counts requests by "VERB resource" at the transport.
+type counter struct {
+	mu     sync.Mutex
+	counts map[string]int
+}
+
+func (c *counter) wrap(rt http.RoundTripper) http.RoundTripper {
+	return roundTripFunc(func(req *http.Request) (*http.Response, error) {
+		verb := req.Method
+		if req.URL.Query().Get("watch") == "true" {
+			verb = "WATCH"
+		}
+		c.mu.Lock()
+		c.counts[verb+" "+resourceOf(req.URL.Path)]++
+		c.mu.Unlock()
+		return rt.RoundTrip(req)
+	})
+}
+
+type roundTripFunc func(*http.Request) (*http.Response, error)
+
+func (f roundTripFunc) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }
+
+// resourceOf extracts the resource from an API path.
+func resourceOf(path string) string {
+	parts := strings.Split(strings.Trim(path, "/"), "/")
+	for i, p := range parts {
+		if p == "namespaces" && i+2 < len(parts) {
+			return parts[i+2]
+		}
+	}
+	if len(parts) > 0 {
+		return parts[len(parts)-1]
+	}
+	return path
+}
+
+func (c *counter) snapshot() map[string]int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	out := map[string]int{}
+	for k, v := range c.counts {
+		out[k] = v
+	}
+	return out
+}
+
+func (c *counter) String() string {
+	s := c.snapshot()
+	keys := make([]string, 0, len(s))
+	for k := range s {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	var b strings.Builder
+	for _, k := range keys {
+		fmt.Fprintf(&b, "%s=%d ", k, s[k])
+	}
+	return b.String()
+}
+
+func numJobs() int {
+	if n, err := strconv.Atoi(os.Getenv("JOBKEEPER_BENCH_JOBS")); err == nil && n > 0 {
+		return n
+	}
+	return 5000
+}
+
+// createExpiredJobs creates n Jobs with TTL 0 that finished a minute ago.
+func createExpiredJobs(b *testing.B, ns string, n int) {
+	cfg := framework.Config()
+	cfg.QPS, cfg.Burst = 3000, 3000
+	c := kubernetes.NewForConfigOrDie(cfg)
+	ctx := context.Background()
+	at := metav1.NewTime(time.Now().Add(-time.Minute).Truncate(time.Second))
+	start := metav1.NewTime(at.Add(-time.Second))
+	var wg sync.WaitGroup
+	errs := make(chan error, n)
+	next := make(chan int)
+	for w := 0; w < 32; w++ {
+		wg.Go(func() {
+			for i := range next {
+				j, err := c.BatchV1().Jobs(ns).Create(ctx, builder.MakeJob(fmt.Sprintf("j-%05d", i), ns).TTLSecondsAfterFinished(0).Obj(), metav1.CreateOptions{})
+				if err != nil {
+					errs <- err
+					continue
+				}
+				j.Status = batchv1.JobStatus{
+					StartTime: &start, CompletionTime: &at, Succeeded: 1,
+					Ready: ptr.To[int32](0), Terminating: ptr.To[int32](0),
+					Conditions: []batchv1.JobCondition{
+						{Type: batchv1.JobSuccessCriteriaMet, Status: corev1.ConditionTrue, Reason: batchv1.JobReasonCompletionsReached, LastProbeTime: at, LastTransitionTime: at},
+						{Type: batchv1.JobComplete, Status: corev1.ConditionTrue, Reason: batchv1.JobReasonCompletionsReached, LastProbeTime: at, LastTransitionTime: at},
+					},
+				}
+				if _, err := c.BatchV1().Jobs(ns).UpdateStatus(ctx, j, metav1.UpdateOptions{}); err != nil {
+					errs <- err
+				}
+			}
+		})
+	}
+	for i := 0; i < n; i++ {
+		next <- i
+	}
+	close(next)
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		b.Fatalf("creating expired Jobs: %v", err)
+	}
+}
+
+// waitEmpty watches the namespace (uncounted) and returns when it holds no Job.
+func waitEmpty(b *testing.B, ns string) {
+	c := kubernetes.NewForConfigOrDie(framework.Config())
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Minute)
+	f := informers.NewSharedInformerFactoryWithOptions(c, 0, informers.WithNamespace(ns))
+	inf := f.Batch().V1().Jobs().Informer()
+	f.Start(ctx.Done())
+	defer func() {
+		cancel()
+		f.Shutdown()
+	}()
+	if !cache.WaitForCacheSync(ctx.Done(), inf.HasSynced) {
+		b.Fatal("cache sync")
+	}
+	for len(inf.GetStore().ListKeys()) > 0 {
+		select {
+		case <-ctx.Done():
+			b.Fatalf("Jobs left: %d", len(inf.GetStore().ListKeys()))
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+}
+
+// run cleans n expired Jobs with one controller and reports the wall time
+// and the requests per Job.
+func run(b *testing.B, name string, start func(ctx context.Context, cfg *rest.Config)) {
+	n := numJobs()
+	for i := 0; i < b.N; i++ {
+		b.StopTimer()
+		ns := framework.CreateNamespace(b)
+		createExpiredJobs(b, ns, n)
+		cnt := &counter{counts: map[string]int{}}
+		cfg := framework.Config()
+		cfg.QPS, cfg.Burst = qps, burst
+		cfg.Wrap(cnt.wrap)
+		ctx, cancel := context.WithCancel(klog.NewContext(context.Background(), klog.Background()))
+		b.StartTimer()
+		t0 := time.Now()
+		start(ctx, cfg)
+		waitEmpty(b, ns)
+		wall := time.Since(t0)
+		b.StopTimer()
+		cancel()
+		s := cnt.snapshot()
+		writes := s["DELETE jobs"] + s["GET jobs"]
+		b.ReportMetric(wall.Seconds(), "s/clean")
+		b.ReportMetric(float64(writes)/float64(n), "job-req/Job")
+		b.ReportMetric(float64(s["POST events"]+s["PATCH events"])/float64(n), "event-req/Job")
+		b.Logf("%s: %d Jobs cleaned in %v; requests: %s", name, n, wall.Round(time.Millisecond), cnt)
+	}
+}
+
+func BenchmarkCleanExpiredJobs(b *testing.B) {
+	b.Run("jobkeeper", func(b *testing.B) {
+		run(b, "jobkeeper", func(ctx context.Context, cfg *rest.Config) {
+			client := kubernetes.NewForConfigOrDie(cfg)
+			// Events go through their own limiter, as pkg/manager wires it.
+			evCfg := rest.CopyConfig(cfg)
+			events := kubernetes.NewForConfigOrDie(evCfg)
+			factory := informers.NewSharedInformerFactory(client, 0)
+			c, err := ttlafterfinished.New(ctx, ttlafterfinished.Options{}, ttlafterfinished.Clients{
+				Client: client, Dynamic: dynamic.NewForConfigOrDie(cfg), Events: events,
+			}, factory)
+			if err != nil {
+				b.Fatal(err)
+			}
+			factory.Start(ctx.Done())
+			go c.Run(ctx, workers)
+		})
+	})
+	b.Run("upstream", func(b *testing.B) {
+		run(b, "upstream", func(ctx context.Context, cfg *rest.Config) {
+			client := kubernetes.NewForConfigOrDie(cfg)
+			factory := informers.NewSharedInformerFactory(client, 0)
+			c := upstream.New(ctx, factory.Batch().V1().Jobs(), client)
+			factory.Start(ctx.Done())
+			go c.Run(ctx, workers)
+		})
+	})
+}

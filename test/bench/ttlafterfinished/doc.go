@@ -1,0 +1,10 @@
+// Package ttlafterfinished benchmarks jobkeeper's TTL-after-finished
+// controller against upstream's k8s.io/kubernetes/pkg/controller/ttlafterfinished
+// on one in-process control plane: each cleans N Jobs that are already
+// expired (TTL 0, finished), at the same client QPS and burst, with requests
+// counted at the client transport.
+//
+//	go test ./test/bench/ttlafterfinished/ -run '^$' -bench . -benchtime 1x -timeout 30m
+//
+// JOBKEEPER_BENCH_JOBS sets N (default 5000).
+package ttlafterfinished
