@@ -255,13 +255,13 @@ func TestSyncOutcomes(t *testing.T) {
 					pod("b", job).Phase(corev1.PodRunning).Ready().Obj(),
 				}
 			},
-			// b is deleted with its finalizer; as the Job is failing it is
-			// counted failed at once, and Failed waits until it stops
-			// terminating.
-			want: statusCounts{Failed: 2, Terminating: 1, Started: true,
+			// b is deleted with its finalizer; as the Job is failing it goes
+			// to uncountedTerminatedPods at once (moved to the counter by the
+			// next sync), and Failed waits until it stops terminating.
+			want: statusCounts{Uncounted: 2, Terminating: 1, Started: true,
 				Conditions: []string{"FailureTarget=True/BackoffLimitExceeded"}},
 			wantPods:   1,
-			wantWrites: map[string]int{"update jobs/status": 2, "patch pods": 2, "delete pods": 1},
+			wantWrites: map[string]int{"update jobs/status": 1, "patch pods": 2, "delete pods": 1},
 			wantEvents: []string{"SuccessfulDelete"},
 		},
 		"deadline exceeded fails the job": {
@@ -269,10 +269,10 @@ func TestSyncOutcomes(t *testing.T) {
 			pods: func(job *batchv1.Job) []*corev1.Pod {
 				return []*corev1.Pod{pod("a", job).Phase(corev1.PodRunning).Obj()}
 			},
-			want: statusCounts{Failed: 1, Terminating: 1, Started: true,
+			want: statusCounts{Uncounted: 1, Terminating: 1, Started: true,
 				Conditions: []string{"FailureTarget=True/DeadlineExceeded"}},
 			wantPods:   0,
-			wantWrites: map[string]int{"update jobs/status": 2, "patch pods": 1, "delete pods": 1},
+			wantWrites: map[string]int{"update jobs/status": 1, "patch pods": 1, "delete pods": 1},
 			wantEvents: []string{"SuccessfulDelete"},
 		},
 		"created suspended": {
@@ -323,9 +323,9 @@ func TestSyncOutcomes(t *testing.T) {
 			pods: func(job *batchv1.Job) []*corev1.Pod {
 				return []*corev1.Pod{pod("a", job).Terminated(1, finishedAt).Obj()}
 			},
-			want:       statusCounts{Failed: 1, Started: true},
+			want:       statusCounts{Uncounted: 1, Started: true},
 			wantPods:   1,
-			wantWrites: map[string]int{"update jobs/status": 2, "patch pods": 1},
+			wantWrites: map[string]int{"update jobs/status": 1, "patch pods": 1},
 		},
 		"uncounted pods are capped per sync": {
 			opts: Options{MaxUncountedPods: 2},
@@ -337,19 +337,19 @@ func TestSyncOutcomes(t *testing.T) {
 				}
 				return out
 			},
-			want:           statusCounts{Succeeded: 2, Started: true, Conditions: []string{"SuccessCriteriaMet=True/CompletionsReached"}},
+			want:           statusCounts{Uncounted: 2, Started: true, Conditions: []string{"SuccessCriteriaMet=True/CompletionsReached"}},
 			wantPods:       5,
 			wantFinalizers: 3,
-			wantWrites:     map[string]int{"update jobs/status": 2, "patch pods": 2},
+			wantWrites:     map[string]int{"update jobs/status": 1, "patch pods": 2},
 		},
 		"pod deleted by someone else counts as failed": {
 			job: base().Parallelism(1).Completions(1).Status(batchv1.JobStatus{StartTime: &started, Active: 1, Ready: ptr.To[int32](0), Terminating: ptr.To[int32](0)}).Obj(),
 			pods: func(job *batchv1.Job) []*corev1.Pod {
 				return []*corev1.Pod{pod("a", job).Phase(corev1.PodRunning).DeletionTimestamp(metav1.NewTime(t0)).Obj()}
 			},
-			want:       statusCounts{Failed: 1, Terminating: 1, Started: true},
+			want:       statusCounts{Uncounted: 1, Terminating: 1, Started: true},
 			wantPods:   1,
-			wantWrites: map[string]int{"update jobs/status": 2, "patch pods": 1},
+			wantWrites: map[string]int{"update jobs/status": 1, "patch pods": 1},
 		},
 		"unsupported podFailurePolicy skipped with a warning": {
 			job: func() *batchv1.Job {
@@ -380,10 +380,10 @@ func TestSyncOutcomes(t *testing.T) {
 			pods: func(job *batchv1.Job) []*corev1.Pod {
 				return []*corev1.Pod{pod("a", job).Phase(corev1.PodRunning).DeletionTimestamp(metav1.NewTime(t0.Add(-time.Minute))).Obj()}
 			},
-			want:           statusCounts{Active: 1, Terminating: 1, Failed: 1, Started: true},
+			want:           statusCounts{Active: 1, Terminating: 1, Uncounted: 1, Started: true},
 			wantPods:       2,
 			wantFinalizers: 1,
-			wantWrites:     map[string]int{"update jobs/status": 2, "patch pods": 1, "create pods": 1},
+			wantWrites:     map[string]int{"update jobs/status": 1, "patch pods": 1, "create pods": 1},
 			wantEvents:     []string{"SuccessfulCreate"},
 		},
 		"orphan matching pod is adopted with the finalizer": {
@@ -512,8 +512,8 @@ func TestSyncBackoffDelaysRecreation(t *testing.T) {
 	failedPod := builder.MakePod("a", ns).UID("a").OwnedByJob(job).Finalizer(batchv1.JobTrackingFinalizer).Terminated(1, metav1.NewTime(t0)).Obj()
 	h := newHarness(t, Options{PodFailureBackoff: 10 * time.Second}, job, failedPod)
 	got, pods := h.sync(t, job)
-	if got.Status.Failed != 1 || len(pods) != 1 {
-		t.Fatalf("after the failure: failed=%d pods=%d, want 1 and 1", got.Status.Failed, len(pods))
+	if n := len(got.Status.UncountedTerminatedPods.Failed); n != 1 || len(pods) != 1 {
+		t.Fatalf("after the failure: uncounted failed=%d pods=%d, want 1 and 1", n, len(pods))
 	}
 	// The informers would now show the counted Job and the released pod.
 	released := failedPod.DeepCopy()
@@ -526,9 +526,15 @@ func TestSyncBackoffDelaysRecreation(t *testing.T) {
 	}
 	h.clock.Step(9 * time.Second)
 	h.client.ClearActions()
-	_, pods = h.sync(t, got)
+	got, pods = h.sync(t, got)
 	if len(pods) != 1 {
 		t.Fatalf("within the backoff: %d pods, want 1 (no replacement)", len(pods))
+	}
+	if got.Status.Failed != 1 || len(got.Status.UncountedTerminatedPods.Failed) != 0 {
+		t.Fatalf("second sync: failed=%d uncounted=%v, want the pod counted", got.Status.Failed, got.Status.UncountedTerminatedPods)
+	}
+	if err := refreshJob(h, got); err != nil {
+		t.Fatal(err)
 	}
 	h.clock.Step(2 * time.Second)
 	_, pods = h.sync(t, got)

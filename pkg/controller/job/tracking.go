@@ -25,7 +25,8 @@ import (
 //     one status write;
 //  2. their finalizers are removed;
 //  3. UIDs whose pods no longer hold the finalizer (or are gone) move from
-//     uncountedTerminatedPods into the counters;
+//     uncountedTerminatedPods into the counters, in the first write of the
+//     next sync (step 1 of that sync) unless the Job finishes now;
 //  4. when the Job is heading to a terminal condition and nothing is
 //     uncounted or terminating, Complete/Failed and completionTime are set;
 //     one more status write.
@@ -160,10 +161,16 @@ func (c *Controller) trackStatus(ctx context.Context, sc *syncContext, needsFlus
 	}
 
 	finished := !capped && c.markFinished(logger, sc)
-	if finished {
-		needsFlush = true
-	}
-	if !needsFlush {
+	if !finished {
+		if needsFlush {
+			// Moving the released pods into the counters can wait for the
+			// next sync, which their finalizer-removal updates trigger anyway
+			// and which counts them together with whatever finishes next.
+			// This halves the status writes of big Jobs and stays exact: a
+			// UID leaves uncountedTerminatedPods only in the write that adds
+			// it to a counter.
+			c.enqueueBatched(logger, job)
+		}
 		return nil
 	}
 	written, err := c.updateStatus(ctx, job)
