@@ -169,7 +169,8 @@ func benchCompare(b *testing.B, jobs int, completions, parallelism int32) {
 
 // runBench runs jobs Jobs of the given size with impl's controller and
 // returns the controller's requests (by kind) made from the first Job's
-// creation until the last one completed, and that wall time.
+// creation until no pod holds the finalizer, and the wall time until the
+// last Job completed.
 func runBench(b *testing.B, impl string, jobs int, completions, parallelism int32) (map[string]int, time.Duration) {
 	b.Helper()
 	ns := framework.CreateNamespace(b)
@@ -230,6 +231,11 @@ func runBench(b *testing.B, impl string, jobs int, completions, parallelism int3
 		return len(list.Items) == jobs, nil
 	})
 	wall := time.Since(start)
+	// Count the finalizer cleanup too, whenever it happens.
+	waitLong(b, 5*time.Minute, "no finalizer left", func(ctx context.Context) (bool, error) {
+		n, err := podsWithFinalizer(ctx, admin, ns)
+		return err == nil && n == 0, err
+	})
 	after := counter.snapshot()
 	list, err := admin.BatchV1().Jobs(ns).List(context.Background(), metav1.ListOptions{})
 	if err != nil {
