@@ -20,6 +20,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/tools/record"
 	"k8s.io/klog/v2"
 	upstream "k8s.io/kubernetes/pkg/controller/ttlafterfinished"
 	"k8s.io/utils/ptr"
@@ -33,10 +34,18 @@ func TestMain(m *testing.M) { framework.Main(m) }
 
 // Client budget of both controllers: kube-controller-manager's measured setup.
 const (
-	qps     = 100
-	burst   = 200
-	workers = 5
+	qps   = 100
+	burst = 200
 )
+
+// workers is the number of sync workers of both controllers (default 5, as
+// --concurrent-ttl-syncs); JOBKEEPER_BENCH_WORKERS overrides it.
+var workers = func() int {
+	if n, err := strconv.Atoi(os.Getenv("JOBKEEPER_BENCH_WORKERS")); err == nil && n > 0 {
+		return n
+	}
+	return 5
+}()
 
 // counter counts requests by "VERB resource" at the transport.
 type counter struct {
@@ -210,7 +219,11 @@ func BenchmarkCleanExpiredJobs(b *testing.B) {
 			evCfg := rest.CopyConfig(cfg)
 			events := kubernetes.NewForConfigOrDie(evCfg)
 			factory := informers.NewSharedInformerFactory(client, 0)
-			c, err := ttlafterfinished.New(ctx, ttlafterfinished.Options{}, ttlafterfinished.Clients{
+			opts := ttlafterfinished.Options{}
+			if os.Getenv("JOBKEEPER_BENCH_NO_EVENTS") != "" {
+				opts.Recorder = &record.FakeRecorder{} // drops events
+			}
+			c, err := ttlafterfinished.New(ctx, opts, ttlafterfinished.Clients{
 				Client: client, Dynamic: dynamic.NewForConfigOrDie(cfg), Events: events,
 			}, factory)
 			if err != nil {

@@ -6,5 +6,7 @@
 //
 //	go test ./test/bench/ttlafterfinished/ -run '^$' -bench . -benchtime 1x -timeout 30m
 //
-// JOBKEEPER_BENCH_JOBS sets N (default 5000).
+// JOBKEEPER_BENCH_JOBS sets N (default 5000); JOBKEEPER_BENCH_NO_EVENTS=1
+// drops jobkeeper's events, to measure their cost; JOBKEEPER_BENCH_WORKERS sets
+// both controllers' workers (default 5).
 package ttlafterfinished
