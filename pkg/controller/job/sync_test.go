@@ -574,3 +574,30 @@ func TestSyncStalePodCacheDoesNotRecount(t *testing.T) {
 		t.Errorf("writes (-want +got):\n%s", diff)
 	}
 }
+
+// TestSyncFinishWithFailedReleaseQueuesCleanup: the Job is finished in one
+// write; a finalizer patch that then fails leaves the cleanup to the orphan
+// queue.
+func TestSyncFinishWithFailedReleaseQueuesCleanup(t *testing.T) {
+	started := metav1.NewTime(t0.Add(-time.Minute))
+	job := builder.MakeJob("j", ns).Selector("u").ManagedBy(DefaultManagedBy).Parallelism(1).Completions(1).
+		Status(batchv1.JobStatus{StartTime: &started, Active: 1, Ready: ptr.To[int32](0), Terminating: ptr.To[int32](0)}).Obj()
+	pod := builder.MakePod("a", ns).UID("a").OwnedByJob(job).Finalizer(batchv1.JobTrackingFinalizer).Terminated(0, metav1.NewTime(t0)).Obj()
+	h := newHarness(t, Options{}, job, pod)
+	h.client.PrependReactor("patch", "pods", func(k8stesting.Action) (bool, runtime.Object, error) {
+		return true, nil, fmt.Errorf("injected patch failure")
+	})
+	got, pods := h.sync(t, job)
+	if diff := cmp.Diff(statusCounts{Succeeded: 1, Started: true, Completed: true,
+		Conditions: []string{"SuccessCriteriaMet=True/CompletionsReached", "Complete=True/CompletionsReached"}}, countsOf(got), cmpopts.EquateEmpty()); diff != "" {
+		t.Errorf("status (-want +got):\n%s", diff)
+	}
+	if n := finalizersLeft(pods); n != 1 {
+		t.Errorf("%d pods hold the finalizer, want 1 (the patch failed)", n)
+	}
+	_, orphans := queued(h.c)
+	want := []orphanKey{{namespace: ns, selector: batchv1.ControllerUidLabel + "=u"}}
+	if diff := cmp.Diff(want, orphans, cmp.AllowUnexported(orphanKey{})); diff != "" {
+		t.Errorf("orphan queue (-want +got):\n%s", diff)
+	}
+}
