@@ -264,6 +264,19 @@ func TestSyncOutcomes(t *testing.T) {
 			wantWrites: map[string]int{"update jobs/status": 1, "patch pods": 2, "delete pods": 1},
 			wantEvents: []string{"SuccessfulDelete"},
 		},
+		"container restarts reach backoffLimit with OnFailure": {
+			job: base().Parallelism(1).Completions(1).BackoffLimit(2).RestartPolicy(corev1.RestartPolicyOnFailure).
+				Status(batchv1.JobStatus{StartTime: &started, Active: 1, Ready: ptr.To[int32](0), Terminating: ptr.To[int32](0)}).Obj(),
+			pods: func(job *batchv1.Job) []*corev1.Pod {
+				p := pod("a", job).Phase(corev1.PodRunning).Obj()
+				p.Status.ContainerStatuses = []corev1.ContainerStatus{{Name: "main", RestartCount: 2}}
+				return []*corev1.Pod{p}
+			},
+			want: statusCounts{Uncounted: 1, Terminating: 1, Started: true,
+				Conditions: []string{"FailureTarget=True/BackoffLimitExceeded"}},
+			wantWrites: map[string]int{"update jobs/status": 1, "patch pods": 1, "delete pods": 1},
+			wantEvents: []string{"SuccessfulDelete"},
+		},
 		"deadline exceeded fails the job": {
 			job: base().Parallelism(1).Completions(1).ActiveDeadlineSeconds(30).Status(running).Obj(),
 			pods: func(job *batchv1.Job) []*corev1.Pod {
