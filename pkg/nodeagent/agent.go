@@ -232,6 +232,13 @@ func (a *Agent) onPod(pod *corev1.Pod) {
 		created = true
 		go w.run(ctx)
 	}
+	if ok && terminalInAPI && isClosed(w.finished) {
+		// The API has the final status: the worker has nothing left to do,
+		// and the log endpoint reads the last attempt from the status.
+		delete(a.workers, pod.UID)
+		a.status.forgetIfIdle(pod.UID)
+		ok = false
+	}
 	a.mu.Unlock()
 	if created {
 		a.binder.seen(pod.UID)
@@ -241,6 +248,16 @@ func (a *Agent) onPod(pod *corev1.Pod) {
 	}
 	if terminalInAPI {
 		a.binder.enqueue()
+	}
+}
+
+// isClosed reports whether ch is closed.
+func isClosed(ch <-chan struct{}) bool {
+	select {
+	case <-ch:
+		return true
+	default:
+		return false
 	}
 }
 

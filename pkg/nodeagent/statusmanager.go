@@ -88,6 +88,15 @@ func (m *statusManager) requestDelete(pod *corev1.Pod) {
 	m.queue.Add(pod.UID)
 }
 
+// forgetIfIdle drops the entry of a pod with nothing left to write or delete.
+func (m *statusManager) forgetIfIdle(uid types.UID) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if e, ok := m.entries[uid]; ok && e.status == nil && !e.deleteWhenDone {
+		delete(m.entries, uid)
+	}
+}
+
 // forget drops a pod that left the API.
 func (m *statusManager) forget(uid types.UID) {
 	m.mu.Lock()
