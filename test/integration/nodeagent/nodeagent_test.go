@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
@@ -68,10 +69,8 @@ func startAgent(t *testing.T, name, dataDir string) (stop func()) {
 // the test binary exits.
 func startSharedAgent(t *testing.T) {
 	startShared.Do(func() {
-		dir, err := os.MkdirTemp("", "jobkeeper-it-node-")
-		if err != nil {
-			t.Fatal(err)
-		}
+		// Under the control plane's data dir, which the framework removes.
+		dir := filepath.Join(framework.ControlPlane().DataDir(), "it-node")
 		sharedDataDir = dir
 		pki := framework.ControlPlane().PKI()
 		a, err := nodeagent.New(framework.Client(t), nodeagent.Options{
