@@ -71,6 +71,7 @@ func testCrashSafety(t *testing.T, mode batchv1.CompletionMode) {
 		// For Indexed Jobs, each index succeeds once; a duplicate pod of a
 		// finished index is left for the controller to delete.
 		doneIndexes := map[string]bool{}
+		var hmu sync.Mutex // guards handled and doneIndexes
 		krng := rand.New(rand.NewSource(seed + 1))
 		for ctx.Err() == nil {
 			pods, err := framework.JobPods(ctx, c, job)
@@ -85,14 +86,20 @@ func testCrashSafety(t *testing.T, mode batchv1.CompletionMode) {
 			}
 			var wg sync.WaitGroup
 			sem := make(chan struct{}, 16)
-			var hmu sync.Mutex
 			for i := range todo {
 				ix, indexed := todo[i].Annotations[batchv1.JobCompletionIndexAnnotation]
-				if indexed && doneIndexes[ix] {
-					continue
-				}
 				fail := failed.Load() < maxFailures && krng.Intn(10) == 0
 				if !fail && succeeded.Load() >= completions {
+					continue
+				}
+				hmu.Lock()
+				taken := indexed && doneIndexes[ix]
+				if indexed && !fail && !taken {
+					// Reserve the index now so a duplicate in this pass is skipped.
+					doneIndexes[ix] = true
+				}
+				hmu.Unlock()
+				if taken {
 					continue
 				}
 				phase := corev1.PodSucceeded
@@ -112,14 +119,16 @@ func testCrashSafety(t *testing.T, mode batchv1.CompletionMode) {
 							failed.Add(-1)
 						} else {
 							succeeded.Add(-1)
+							if indexed {
+								hmu.Lock()
+								delete(doneIndexes, ix)
+								hmu.Unlock()
+							}
 						}
 						return
 					}
 					hmu.Lock()
 					handled[p.UID] = true
-					if indexed && phase == corev1.PodSucceeded {
-						doneIndexes[ix] = true
-					}
 					hmu.Unlock()
 				})
 			}
