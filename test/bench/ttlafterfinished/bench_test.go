@@ -51,6 +51,8 @@ var workers = func() int {
 type counter struct {
 	mu     sync.Mutex
 	counts map[string]int
+	// lastDelete is when the latest DELETE response arrived.
+	lastDelete time.Time
 }
 
 func (c *counter) wrap(rt http.RoundTripper) http.RoundTripper {
@@ -62,7 +64,13 @@ func (c *counter) wrap(rt http.RoundTripper) http.RoundTripper {
 		c.mu.Lock()
 		c.counts[verb+" "+resourceOf(req.URL.Path)]++
 		c.mu.Unlock()
-		return rt.RoundTrip(req)
+		resp, err := rt.RoundTrip(req)
+		if verb == http.MethodDelete {
+			c.mu.Lock()
+			c.lastDelete = time.Now()
+			c.mu.Unlock()
+		}
+		return resp, err
 	})
 }
 
@@ -203,11 +211,16 @@ func run(b *testing.B, name string, start func(ctx context.Context, cfg *rest.Co
 		b.StopTimer()
 		cancel()
 		s := cnt.snapshot()
+		cnt.mu.Lock()
+		deletesDone := cnt.lastDelete.Sub(t0)
+		cnt.mu.Unlock()
+		b.ReportMetric(deletesDone.Seconds(), "s/deletes")
 		writes := s["DELETE jobs"] + s["GET jobs"]
 		b.ReportMetric(wall.Seconds(), "s/clean")
 		b.ReportMetric(float64(writes)/float64(n), "job-req/Job")
 		b.ReportMetric(float64(s["POST events"]+s["PATCH events"])/float64(n), "event-req/Job")
-		b.Logf("%s: %d Jobs cleaned in %v; requests: %s", name, n, wall.Round(time.Millisecond), cnt)
+		b.Logf("%s: %d Jobs: last DELETE answered after %v, all gone after %v; requests: %s", name, n,
+			deletesDone.Round(time.Millisecond), wall.Round(time.Millisecond), cnt)
 	}
 }
 
