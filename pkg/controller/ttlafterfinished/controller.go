@@ -220,6 +220,11 @@ func New(ctx context.Context, opts Options, clients Clients, factory informers.S
 	}); err != nil {
 		return nil, err
 	}
+	if _, err := nsInformer.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
+		UpdateFunc: c.onNamespaceUpdate,
+	}); err != nil {
+		return nil, err
+	}
 	c.cachesSynced = []cache.InformerSynced{
 		jobInformer.Informer().HasSynced, podInformer.Informer().HasSynced, nsInformer.Informer().HasSynced,
 	}

@@ -5,6 +5,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/klog/v2"
@@ -61,6 +62,28 @@ func (c *Controller) onDynamic(gvr schema.GroupVersionResource) cache.ResourceEv
 		AddFunc:    add,
 		UpdateFunc: func(_, obj interface{}) { add(obj) },
 		DeleteFunc: c.onDelete,
+	}
+}
+
+// onNamespaceUpdate re-enqueues a namespace's objects when its labels
+// changed and a policy selects namespaces by label, since that may change
+// which policy applies to them.
+func (c *Controller) onNamespaceUpdate(oldObj, newObj interface{}) {
+	o, ok1 := oldObj.(*corev1.Namespace)
+	n, ok2 := newObj.(*corev1.Namespace)
+	if !ok1 || !ok2 || labels.Equals(o.Labels, n.Labels) {
+		return
+	}
+	c.mu.RLock()
+	var affected []*compiledPolicy
+	for _, p := range c.policies {
+		if p.ready && p.hasNamespaceSelector {
+			affected = append(affected, p)
+		}
+	}
+	c.mu.RUnlock()
+	for _, p := range affected {
+		c.enqueueTargetObjects(p, n.Name)
 	}
 }
 

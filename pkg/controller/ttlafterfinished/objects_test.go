@@ -292,3 +292,27 @@ func TestTrimmer(t *testing.T) {
 		t.Errorf("trimmed (-want +got):\n%s", diff)
 	}
 }
+
+func TestNamespaceLabelChange(t *testing.T) {
+	at := metav1.NewTime(t0)
+	f := newFixture(t, t0, nil, nil)
+	j1 := job("1", "1").Condition(batchv1.JobComplete, "", at).Obj()
+	j2 := job("2", "1").Condition(batchv1.JobComplete, "", at).Obj()
+	j2.Namespace = "other"
+	f.cache(t, j1, j2)
+	f.addPolicies(builder.MakeCleanupPolicy("ci").TTLAfterSuccess(0).NamespaceSelector("env", "ci").Obj())
+	old := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "ns"}}
+	cur := old.DeepCopy()
+	f.c.onNamespaceUpdate(old, cur)
+	if n := f.c.jobQueue.Len(); n != 0 {
+		t.Fatalf("%d Jobs enqueued without a label change", n)
+	}
+	cur.Labels = map[string]string{"env": "ci"}
+	f.c.onNamespaceUpdate(old, cur)
+	if n := f.c.jobQueue.Len(); n != 1 {
+		t.Fatalf("%d Jobs enqueued after the namespace's labels changed, want 1 (its own)", n)
+	}
+	if key, _ := f.c.jobQueue.Get(); key != "ns/j" {
+		t.Errorf("enqueued %q, want ns/j", key)
+	}
+}

@@ -89,7 +89,7 @@ func (c *Controller) syncPolicy(ctx context.Context, name string) error {
 		c.mu.Unlock()
 		if old != nil && old.ready {
 			// Objects that policy selected may now fall to another one.
-			c.enqueueTargetObjects(old)
+			c.enqueueTargetObjects(old, "")
 		}
 		return nil
 	}
@@ -120,10 +120,10 @@ func (c *Controller) syncPolicy(ctx context.Context, name string) error {
 	if changed {
 		logger.V(2).Info("CleanupPolicy compiled", "policy", name, "ready", cp.ready, "reason", cp.reason, "message", cp.message)
 		if cp.ready && !started[cp.gvr] {
-			c.enqueueTargetObjects(cp)
+			c.enqueueTargetObjects(cp, "")
 		}
 		if old != nil && old.ready && (!cp.ready || old.gvr != cp.gvr) {
-			c.enqueueTargetObjects(old)
+			c.enqueueTargetObjects(old, "")
 		}
 	}
 
@@ -179,10 +179,14 @@ func (c *Controller) targetObjects(p *compiledPolicy) []runtime.Object {
 	return out
 }
 
-// enqueueTargetObjects enqueues every cached object of a policy's target.
-func (c *Controller) enqueueTargetObjects(p *compiledPolicy) {
+// enqueueTargetObjects enqueues the cached objects of a policy's target, in
+// namespace ns or, when ns is empty, in every namespace.
+func (c *Controller) enqueueTargetObjects(p *compiledPolicy, ns string) {
 	for _, obj := range c.targetObjects(p) {
 		m := accessor(obj)
+		if ns != "" && m.GetNamespace() != ns {
+			continue
+		}
 		if p.gvr == jobResource {
 			c.enqueueJob(m.GetNamespace(), m.GetName())
 			continue
