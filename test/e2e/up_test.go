@@ -21,7 +21,10 @@ import (
 	"jobkeeper.dev/jobkeeper/test/builder"
 )
 
-var kubeconfigLine = regexp.MustCompile(`^Kubeconfig written to (\S+)$`)
+var (
+	kubeconfigLine = regexp.MustCompile(`^Kubeconfig written to (\S+)$`)
+	exportLine     = regexp.MustCompile(`^\s*export KUBECONFIG=(\S+)$`)
+)
 
 // startUp runs `jobkeeper up` on dataDir and returns the process and a client
 // built from the kubeconfig it printed.
@@ -30,9 +33,10 @@ func startUp(t *testing.T, dataDir string, extra ...string) (*process, kubernete
 	args := append([]string{"up", "--data-dir", dataDir, "--port", "0"}, extra...)
 	p := start(t, args...)
 	kc := p.waitForLine(t, kubeconfigLine, startTimeout)[1]
-	out := p.output()
-	if !strings.Contains(out, "export KUBECONFIG="+kc) {
-		t.Errorf("up did not print the export line for %s:\n%s", kc, out)
+	// The export line follows the kubeconfig line; wait for it rather than
+	// reading the output at once (the lines arrive one by one).
+	if got := p.waitForLine(t, exportLine, 10*time.Second)[1]; got != kc {
+		t.Errorf("up printed export KUBECONFIG=%s, want %s", got, kc)
 	}
 	cfg, err := clientcmd.BuildConfigFromFlags("", kc)
 	if err != nil {
