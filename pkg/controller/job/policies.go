@@ -29,8 +29,6 @@ func unsupportedFeature(job *batchv1.Job) string {
 		return "spec.podFailurePolicy"
 	case job.Spec.BackoffLimitPerIndex != nil:
 		return "spec.backoffLimitPerIndex"
-	case job.Spec.SuccessPolicy != nil:
-		return "spec.successPolicy"
 	}
 	return ""
 }

@@ -174,6 +174,12 @@ func (c *Controller) syncJob(ctx context.Context, key string) (rErr error) {
 	if isIndexed(job) {
 		sc.prevSucceededIndexes, sc.succeededIndexes = succeededIndexes(job, pods)
 		sc.succeeded = int32(sc.succeededIndexes.count())
+		// Success policy comes last: any failure decided above wins.
+		if sc.finishedCondition == nil {
+			if msg, ok := matchSuccessPolicy(job.Spec.SuccessPolicy, *job.Spec.Completions, sc.succeededIndexes); ok {
+				sc.finishedCondition = newCondition(batchv1.JobSuccessCriteriaMet, corev1.ConditionTrue, batchv1.JobReasonSuccessPolicy, msg, now)
+			}
+		}
 	}
 
 	var manageErr error
