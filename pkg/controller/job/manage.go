@@ -7,6 +7,7 @@ import (
 	"slices"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -72,7 +73,8 @@ func (c *Controller) manageJob(ctx context.Context, sc *syncContext) (int32, str
 	if diff <= 0 {
 		return active, metrics.ActionTracking, nil
 	}
-	if left := remainingBackoff(sc.newBackoff, c.clock.Now(), c.opts.PodFailureBackoff, c.opts.MaxPodFailureBackoff); left > 0 {
+	// With backoffLimitPerIndex each index has its own backoff (below).
+	if left := remainingBackoff(sc.newBackoff, c.clock.Now(), c.opts.PodFailureBackoff, c.opts.MaxPodFailureBackoff); left > 0 && !hasBackoffLimitPerIndex(job) {
 		logger.V(4).Info("Delaying pod creation after failures", "job", klog.KObj(job), "after", left)
 		c.enqueue(logger, job, max(left, c.opts.SyncBatchPeriod))
 		return active, metrics.ActionPodsCreated, nil
@@ -84,7 +86,20 @@ func (c *Controller) manageJob(ctx context.Context, sc *syncContext) (int32, str
 		if onlyReplaceFailedPods(job) {
 			occupied = append(slices.Clone(sc.active), filterPods(sc.pods, isTerminating)...)
 		}
-		indexes = pendingIndexes(sc.succeededIndexes, occupied, int(diff), int(*job.Spec.Completions))
+		finished := sc.succeededIndexes
+		if sc.failedIndexes != nil {
+			finished = finished.union(*sc.failedIndexes)
+		}
+		indexes = pendingIndexes(finished, occupied, int(diff), int(*job.Spec.Completions))
+		if hasBackoffLimitPerIndex(job) {
+			var left time.Duration
+			indexes, left = indexesPastBackoff(indexes, sc.awaitingReplacement, c.clock.Now(), c.opts.PodFailureBackoff, c.opts.MaxPodFailureBackoff)
+			if left > 0 {
+				logger.V(4).Info("Delaying pod creation after index failures", "job", klog.KObj(job), "after", left)
+				c.enqueue(logger, job, max(left, c.opts.SyncBatchPeriod))
+				return active, metrics.ActionPodsCreated, nil
+			}
+		}
 		diff = int32(len(indexes))
 		if diff == 0 {
 			return active, metrics.ActionTracking, nil
@@ -123,6 +138,9 @@ func (c *Controller) createPods(ctx context.Context, sc *syncContext, n int, ind
 				indexes = indexes[1:]
 				t = tmpl.DeepCopy()
 				setIndex(t, job.Name, ix)
+				if hasBackoffLimitPerIndex(job) {
+					setIndexFailureAnnotations(t, job, sc.awaitingReplacement[ix])
+				}
 				genName = indexedGenerateName(job.Name, ix)
 			}
 			wg.Go(func() {

@@ -27,8 +27,6 @@ func unsupportedFeature(job *batchv1.Job) string {
 	switch {
 	case job.Spec.PodFailurePolicy != nil:
 		return "spec.podFailurePolicy"
-	case job.Spec.BackoffLimitPerIndex != nil:
-		return "spec.backoffLimitPerIndex"
 	}
 	return ""
 }

@@ -56,6 +56,12 @@ type syncContext struct {
 	finishedCondition *batchv1.JobCondition
 	// newBackoff is the backoff record including this sync's finished pods.
 	newBackoff backoffRecord
+	// failedIndexes is, with backoffLimitPerIndex, status.failedIndexes plus
+	// the indexes failed by unaccounted pods; nil without it.
+	failedIndexes *indexSet
+	// awaitingReplacement is, with backoffLimitPerIndex, the failed pod per
+	// index that keeps its finalizer until the index has a replacement.
+	awaitingReplacement map[int]*corev1.Pod
 }
 
 // syncJob brings one Job towards its spec. Steps: skip Jobs that are not
@@ -174,6 +180,14 @@ func (c *Controller) syncJob(ctx context.Context, key string) (rErr error) {
 	if isIndexed(job) {
 		sc.prevSucceededIndexes, sc.succeededIndexes = succeededIndexes(job, pods)
 		sc.succeeded = int32(sc.succeededIndexes.count())
+		if hasBackoffLimitPerIndex(job) {
+			failed := failedIndexes(job, pods)
+			sc.failedIndexes = &failed
+			if sc.finishedCondition == nil {
+				sc.finishedCondition = failedIndexesCondition(job, failed, sc.succeededIndexes, now)
+			}
+			sc.awaitingReplacement = podsAwaitingReplacement(sc, failed)
+		}
 		// Success policy comes last: any failure decided above wins.
 		if sc.finishedCondition == nil {
 			if msg, ok := matchSuccessPolicy(job.Spec.SuccessPolicy, *job.Spec.Completions, sc.succeededIndexes); ok {

@@ -13,6 +13,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/sets"
 	"k8s.io/klog/v2"
+	"k8s.io/utils/ptr"
 
 	"jobkeeper.dev/jobkeeper/pkg/controller/job/metrics"
 )
@@ -72,6 +73,11 @@ func (c *Controller) trackStatus(ctx context.Context, sc *syncContext, needsFlus
 		if !(job.DeletionTimestamp != nil || sc.finishedCondition != nil || p.Status.Phase == corev1.PodSucceeded || failed) {
 			continue
 		}
+		if job.DeletionTimestamp == nil && sc.finishedCondition == nil && awaitsReplacement(sc, p) {
+			// Its failure counts travel to the replacement pod first.
+			logger.V(4).Info("Keeping the finalizer of a failed pod until its index has a replacement", "pod", klog.KObj(p))
+			continue
+		}
 		toRelease = append(toRelease, p)
 		switch {
 		case p.Status.Phase == corev1.PodSucceeded && !sc.uncountedFailed.Has(p.UID):
@@ -103,6 +109,14 @@ func (c *Controller) trackStatus(ctx context.Context, sc *syncContext, needsFlus
 			needsFlush = true
 		}
 		job.Status.Succeeded = int32(sc.succeededIndexes.count())
+		var failedStr *string
+		if sc.failedIndexes != nil {
+			failedStr = ptr.To(sc.failedIndexes.String())
+		}
+		if !ptr.Equal(failedStr, job.Status.FailedIndexes) {
+			job.Status.FailedIndexes = failedStr
+			needsFlush = true
+		}
 	}
 
 	// The interim condition must be stored before any finalizer is removed.
@@ -292,11 +306,18 @@ func (c *Controller) recordPodsFinished(job *batchv1.Job, before batchv1.JobStat
 	mode := completionModeLabel(job)
 	var succeeded int
 	if isIndexed(job) {
+		limit := int(*job.Spec.Completions)
 		if job.Status.CompletedIndexes != before.CompletedIndexes {
-			limit := int(*job.Spec.Completions)
 			succeeded = parseIndexSet(job.Status.CompletedIndexes, limit).count() - parseIndexSet(before.CompletedIndexes, limit).count()
 		}
-		c.metrics.FinishedIndexes.WithLabelValues(metrics.Succeeded, "global").Add(float64(max(succeeded, 0)))
+		limitLabel := metrics.BackoffLimitGlobal
+		if hasBackoffLimitPerIndex(job) {
+			limitLabel = metrics.BackoffLimitPerIndex
+			if failed := failedIndexCount(job.Status.FailedIndexes, limit) - failedIndexCount(before.FailedIndexes, limit); failed > 0 {
+				c.metrics.FinishedIndexes.WithLabelValues(metrics.Failed, limitLabel).Add(float64(failed))
+			}
+		}
+		c.metrics.FinishedIndexes.WithLabelValues(metrics.Succeeded, limitLabel).Add(float64(max(succeeded, 0)))
 	} else {
 		succeeded = int(job.Status.Succeeded - before.Succeeded)
 	}

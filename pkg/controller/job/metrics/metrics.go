@@ -33,6 +33,14 @@ const (
 	Failed = "failed"
 )
 
+// Values of the "backoffLimit" label of FinishedIndexes.
+const (
+	// BackoffLimitPerIndex labels indexes of Jobs with backoffLimitPerIndex.
+	BackoffLimitPerIndex = "perIndex"
+	// BackoffLimitGlobal labels indexes of Jobs with only the global backoffLimit.
+	BackoffLimitGlobal = "global"
+)
+
 // Values of the "event" label of TerminatedPodsTrackingFinalizer.
 const (
 	// Add counts a terminated pod that started holding the finalizer.
