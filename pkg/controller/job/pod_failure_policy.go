@@ -19,8 +19,9 @@ import (
 //     the Job becomes Failed with the same reason and message once no pod is
 //     terminating or uncounted;
 //   - Ignore: the pod is neither counted in status.failed nor against
-//     backoffLimit (nor in the backoff delay); its finalizer is removed and
-//     it is replaced;
+//     backoffLimit; its finalizer is removed and it is replaced (after the
+//     usual failure backoff delay, which upstream also applies to ignored
+//     failures);
 //   - Count, or no matching rule: an ordinary failure;
 //   - FailIndex: an ordinary failure for backoffLimit, and the pod's index
 //     is marked failed (backoff_limit_per_index.go).
@@ -132,4 +133,63 @@ func matchingPodCondition(status *corev1.PodStatus, patterns []batchv1.PodFailur
 		}
 	}
 	return nil
+}
+
+// failJobMessage returns the message of the first pod counted as failed
+// that matches a FailJob rule, or nil. Like upstream, every pod of the Job
+// is looked at, accounted or not: a FailJob match is decided in the sync
+// that first sees it, and the FailureTarget condition keeps it afterwards.
+func failJobMessage(job *batchv1.Job, pods []*corev1.Pod) *string {
+	if job.Spec.PodFailurePolicy == nil {
+		return nil
+	}
+	for _, p := range pods {
+		if !isFailed(p, job) {
+			continue
+		}
+		if msg, _, _ := matchPodFailurePolicy(job.Spec.PodFailurePolicy, p); msg != nil {
+			return msg
+		}
+	}
+	return nil
+}
+
+// countedFailures returns how many of the failed pods count against
+// backoffLimit: all but those matching an Ignore rule.
+func countedFailures(policy *batchv1.PodFailurePolicy, failed []*corev1.Pod) int32 {
+	var n int32
+	for _, p := range failed {
+		if _, count, _ := matchPodFailurePolicy(policy, p); count {
+			n++
+		}
+	}
+	return n
+}
+
+// recordPodFailurePolicyActions adds this sync's failures handled by a
+// podFailurePolicy rule to pod_failures_handled_by_failure_policy_total and
+// forgets them, so that a second call records nothing.
+func (c *Controller) recordPodFailurePolicyActions(sc *syncContext) {
+	for action, n := range sc.podFailurePolicyActions {
+		c.metrics.PodFailuresHandledByFailurePolicy.WithLabelValues(string(action)).Add(float64(n))
+	}
+	sc.podFailurePolicyActions = nil
+}
+
+// countFailureOf reports whether a pod trackStatus accounts as failed goes
+// to status.failed, recording the matched rule's action for the metric:
+// false only for a pod matching an Ignore rule.
+func countFailureOf(sc *syncContext, pod *corev1.Pod) bool {
+	policy := sc.job.Spec.PodFailurePolicy
+	if policy == nil {
+		return true
+	}
+	_, count, action := matchPodFailurePolicy(policy, pod)
+	if action != nil {
+		if sc.podFailurePolicyActions == nil {
+			sc.podFailurePolicyActions = map[batchv1.PodFailurePolicyAction]int{}
+		}
+		sc.podFailurePolicyActions[*action]++
+	}
+	return count
 }

@@ -14,9 +14,17 @@ import (
 // rule not firing, an index retried past its limit). One Warning event
 // UnsupportedJobSpec is recorded per Job, and its pods are left alone.
 //
+// podFailurePolicy is supported (pod_failure_policy.go): syncJob turns a
+// FailJob match into the FailureTarget condition, and trackStatus leaves
+// pods matching Ignore out of status.failed.
+//
 // podReplacementPolicy is supported: with Failed, a pod being deleted is
 // not counted as failed until it reaches phase Failed, and neither it nor
-// its index is replaced before then (onlyReplaceFailedPods).
+// its index is replaced before then (onlyReplaceFailedPods). A Job with a
+// podFailurePolicy always behaves so, whatever podReplacementPolicy says:
+// the apiserver defaults podReplacementPolicy to Failed for such Jobs and
+// rejects any other value, and the controller does not rely on that
+// (upstream does the same).
 
 // ReasonUnsupportedJobSpec is the Warning event recorded for a Job that uses
 // a field this controller does not implement yet.
@@ -25,14 +33,17 @@ const ReasonUnsupportedJobSpec = "UnsupportedJobSpec"
 // unsupportedFeature names the first unimplemented feature the Job uses, or "".
 func unsupportedFeature(job *batchv1.Job) string {
 	switch {
-	case job.Spec.PodFailurePolicy != nil:
-		return "spec.podFailurePolicy"
 	}
 	return ""
 }
 
 // onlyReplaceFailedPods reports whether pods being deleted are not counted
-// as failed until they reach phase Failed (podReplacementPolicy Failed).
+// as failed until they reach phase Failed, and are not replaced before:
+// podReplacementPolicy Failed, or any Job with a podFailurePolicy (whose
+// rules can only be matched against a pod's final state).
 func onlyReplaceFailedPods(job *batchv1.Job) bool {
-	return job.Spec.PodReplacementPolicy != nil && *job.Spec.PodReplacementPolicy == batchv1.Failed
+	if job.Spec.PodReplacementPolicy != nil && *job.Spec.PodReplacementPolicy == batchv1.Failed {
+		return true
+	}
+	return job.Spec.PodFailurePolicy != nil
 }

@@ -62,6 +62,9 @@ type syncContext struct {
 	// awaitingReplacement is, with backoffLimitPerIndex, the failed pod per
 	// index that keeps its finalizer until the index has a replacement.
 	awaitingReplacement map[int]*corev1.Pod
+	// podFailurePolicyActions counts, by action, the failures accounted in
+	// this sync that matched a podFailurePolicy rule, for the metric.
+	podFailurePolicyActions map[batchv1.PodFailurePolicyAction]int
 }
 
 // syncJob brings one Job towards its spec. Steps: skip Jobs that are not
@@ -154,7 +157,8 @@ func (c *Controller) syncJob(ctx context.Context, key string) (rErr error) {
 	active := int32(len(sc.active))
 	newSucceeded, newFailed := newlyFinishedPods(sc)
 	sc.succeeded = job.Status.Succeeded + int32(len(newSucceeded)+sc.uncountedSucceeded.Len())
-	sc.failed = job.Status.Failed + int32(len(newFailed)+sc.uncountedFailed.Len())
+	// Failures matching an Ignore rule never reach status.failed.
+	sc.failed = job.Status.Failed + countedFailures(job.Spec.PodFailurePolicy, newFailed) + int32(sc.uncountedFailed.Len())
 	if job.Status.StartTime == nil && !isSuspended(job) {
 		t := metav1.NewTime(now)
 		job.Status.StartTime = &t
@@ -167,6 +171,10 @@ func (c *Controller) syncJob(ctx context.Context, key string) (rErr error) {
 		sc.finishedCondition = cond.DeepCopy()
 	} else if cond := findCondition(job.Status.Conditions, batchv1.JobFailureTarget); cond != nil && cond.Status == corev1.ConditionTrue {
 		sc.finishedCondition = terminalFor(cond, now)
+	} else if msg := failJobMessage(job, pods); msg != nil {
+		// The interim condition records the rule's message before any
+		// finalizer is removed (trackStatus).
+		sc.finishedCondition = newCondition(batchv1.JobFailureTarget, corev1.ConditionTrue, batchv1.JobReasonPodFailurePolicy, *msg, now)
 	} else if sc.failed > *job.Spec.BackoffLimit || restartsExceedBackoffLimit(job, pods) {
 		sc.finishedCondition = newCondition(batchv1.JobFailureTarget, corev1.ConditionTrue, batchv1.JobReasonBackoffLimitExceeded, msgBackoffLimitExceeded, now)
 	} else if left, ok := deadlineRemaining(job, now); ok {

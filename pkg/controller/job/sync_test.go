@@ -364,18 +364,6 @@ func TestSyncOutcomes(t *testing.T) {
 			wantPods:   1,
 			wantWrites: map[string]int{"update jobs/status": 1, "patch pods": 1},
 		},
-		"unsupported podFailurePolicy skipped with a warning": {
-			job: func() *batchv1.Job {
-				j := base().Obj()
-				j.Spec.PodFailurePolicy = &batchv1.PodFailurePolicy{Rules: []batchv1.PodFailurePolicyRule{{
-					Action:      batchv1.PodFailurePolicyActionFailJob,
-					OnExitCodes: &batchv1.PodFailurePolicyOnExitCodesRequirement{Operator: batchv1.PodFailurePolicyOnExitCodesOpIn, Values: []int32{42}},
-				}}}
-				return j
-			}(),
-			wantWrites: map[string]int{},
-			wantEvents: []string{ReasonUnsupportedJobSpec},
-		},
 		"replacement policy Failed waits for terminating pods": {
 			job: base().Parallelism(1).Completions(1).PodReplacementPolicy(batchv1.Failed).
 				Status(batchv1.JobStatus{StartTime: &started, Active: 1, Ready: ptr.To[int32](0), Terminating: ptr.To[int32](0)}).Obj(),

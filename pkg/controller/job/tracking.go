@@ -93,8 +93,10 @@ func (c *Controller) trackStatus(ctx context.Context, sc *syncContext, needsFlus
 		case failed || failing:
 			// Once the Job is failing, every unfinished pod counts as failed.
 			if !sc.uncountedFailed.Has(p.UID) && (!indexed || validIndex(p, *job.Spec.Completions)) {
-				uncounted.Failed = append(uncounted.Failed, p.UID)
-				needsFlush = true
+				if countFailureOf(sc, p) {
+					uncounted.Failed = append(uncounted.Failed, p.UID)
+					needsFlush = true
+				}
 			}
 		}
 		if len(newIndexes)+len(uncounted.Succeeded)+len(uncounted.Failed) >= c.opts.MaxUncountedPods {
@@ -150,6 +152,7 @@ func (c *Controller) trackStatus(ctx context.Context, sc *syncContext, needsFlus
 		before = job.Status
 		needsFlush = false
 	}
+	c.recordPodFailurePolicyActions(sc)
 
 	var rmErr error
 	if len(toRelease) > 0 {
@@ -354,6 +357,7 @@ func (c *Controller) finishNow(ctx context.Context, sc *syncContext, toRelease [
 	}
 	c.recordFinished(written, sc.finishedCondition)
 	c.recordPodsFinished(written, before)
+	c.recordPodFailurePolicyActions(sc)
 	if len(toRelease) == 0 {
 		return nil
 	}

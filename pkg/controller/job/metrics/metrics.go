@@ -49,6 +49,19 @@ const (
 	Delete = "delete"
 )
 
+// Values of the "action" label of PodFailuresHandledByFailurePolicy: the
+// podFailurePolicy rule actions.
+const (
+	// PodFailurePolicyFailJob counts failures that matched a FailJob rule.
+	PodFailurePolicyFailJob = "FailJob"
+	// PodFailurePolicyFailIndex counts failures that matched a FailIndex rule.
+	PodFailurePolicyFailIndex = "FailIndex"
+	// PodFailurePolicyIgnore counts failures that matched an Ignore rule.
+	PodFailurePolicyIgnore = "Ignore"
+	// PodFailurePolicyCount counts failures that matched a Count rule.
+	PodFailurePolicyCount = "Count"
+)
+
 // Values of the "reason" label of PodsCreation.
 const (
 	// PodCreateNew is a pod created for a Job with no failures or terminations yet.
@@ -77,6 +90,8 @@ type Metrics struct {
 	FinishedIndexes *prometheus.CounterVec
 	// PodsCreation counts pod creations, by reason and status.
 	PodsCreation *prometheus.CounterVec
+	// PodFailuresHandledByFailurePolicy counts failed pods that matched a podFailurePolicy rule, by action.
+	PodFailuresHandledByFailurePolicy *prometheus.CounterVec
 }
 
 // New builds the collectors and registers them on reg. If reg already holds
@@ -117,6 +132,10 @@ func New(reg prometheus.Registerer) (*Metrics, error) {
 			Subsystem: Subsystem, Name: "job_pods_creation_total",
 			Help: "The number of Pods created by the Job controller labelled with a reason for the Pod creation. Possible values of the \"reason\" label are: \"new\", \"recreate_terminating_or_failed\", \"recreate_failed\". Possible values of the \"status\" label are: \"succeeded\", \"failed\".",
 		}, []string{"reason", "status"}),
+		PodFailuresHandledByFailurePolicy: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Subsystem: Subsystem, Name: "pod_failures_handled_by_failure_policy_total",
+			Help: "The number of failed Pods handled by failure policy with respect to the failure policy action applied based on the matched rule. Possible values of the action label correspond to the possible values for the failure policy rule action, which are: \"FailJob\", \"Ignore\" and \"Count\".",
+		}, []string{"action"}),
 	}
 	var err error
 	m.SyncDuration, err = register(reg, m.SyncDuration)
@@ -124,7 +143,8 @@ func New(reg prometheus.Registerer) (*Metrics, error) {
 		return nil, err
 	}
 	counters := []**prometheus.CounterVec{&m.Syncs, &m.JobsFinished, &m.JobsByExternalController,
-		&m.PodsFinished, &m.TerminatedPodsTrackingFinalizer, &m.FinishedIndexes, &m.PodsCreation}
+		&m.PodsFinished, &m.TerminatedPodsTrackingFinalizer, &m.FinishedIndexes, &m.PodsCreation,
+		&m.PodFailuresHandledByFailurePolicy}
 	for _, c := range counters {
 		if *c, err = register(reg, *c); err != nil {
 			return nil, err

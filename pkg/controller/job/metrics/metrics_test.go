@@ -28,6 +28,7 @@ func TestNamesAndReuse(t *testing.T) {
 	m.TerminatedPodsTrackingFinalizer.WithLabelValues(Add).Inc()
 	m.FinishedIndexes.WithLabelValues(Succeeded, "global").Inc()
 	m.PodsCreation.WithLabelValues(PodCreateNew, Succeeded).Inc()
+	m.PodFailuresHandledByFailurePolicy.WithLabelValues(PodFailurePolicyIgnore).Inc()
 
 	families, err := reg.Gather()
 	if err != nil {
@@ -51,6 +52,7 @@ func TestNamesAndReuse(t *testing.T) {
 		"job_controller_job_syncs_total",
 		"job_controller_jobs_by_external_controller_total",
 		"job_controller_jobs_finished_total",
+		"job_controller_pod_failures_handled_by_failure_policy_total",
 		"job_controller_terminated_pods_tracking_finalizer_total",
 	}
 	if diff := cmp.Diff(want, names); diff != "" {
