@@ -7,6 +7,8 @@ import (
 
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/sets"
 )
 
 // backoffLimitPerIndex (KEP-3850) for Indexed Jobs: each index has its own
@@ -80,8 +82,12 @@ func isIndexFailed(job *batchv1.Job, pod *corev1.Pod) bool {
 }
 
 // failedIndexes returns status.failedIndexes plus the indexes that pods
-// not yet accounted (still holding the tracking finalizer) make failed.
-func failedIndexes(job *batchv1.Job, pods []*corev1.Pod) indexSet {
+// not yet accounted make failed: pods still holding the tracking finalizer
+// whose removal is not in flight (inFlight). A pod whose removal is in
+// flight was accounted by the status write that preceded it; reading it
+// again, after the cache showed its deletion but not yet the removal, could
+// fail the index of a pod the Job itself deleted.
+func failedIndexes(job *batchv1.Job, pods []*corev1.Pod, inFlight sets.Set[types.UID]) indexSet {
 	completions := *job.Spec.Completions
 	var prev indexSet
 	if job.Status.FailedIndexes != nil {
@@ -89,7 +95,7 @@ func failedIndexes(job *batchv1.Job, pods []*corev1.Pod) indexSet {
 	}
 	var fresh []int
 	for _, p := range pods {
-		if hasTrackingFinalizer(p) && validIndex(p, completions) && isIndexFailed(job, p) {
+		if hasTrackingFinalizer(p) && !inFlight.Has(p.UID) && validIndex(p, completions) && isIndexFailed(job, p) {
 			fresh = append(fresh, podIndex(p))
 		}
 	}

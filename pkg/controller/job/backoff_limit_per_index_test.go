@@ -156,6 +156,7 @@ func TestFailedIndexesAndCondition(t *testing.T) {
 		job       *batchv1.Job
 		pods      func(job *batchv1.Job) []*corev1.Pod
 		succeeded string
+		inFlight  []string
 		// want
 		wantFailed string
 		wantReason string
@@ -184,6 +185,17 @@ func TestFailedIndexesAndCondition(t *testing.T) {
 				return []*corev1.Pod{p}
 			},
 			wantFailed: "3",
+		},
+		"pods whose finalizer removal is in flight are not read again": {
+			job: base().Obj(),
+			pods: func(job *batchv1.Job) []*corev1.Pod {
+				return []*corev1.Pod{
+					indexPod("a", "1", job, "1", "").Phase(corev1.PodRunning).DeletionTimestamp(finished).Obj(),
+					indexPod("b", "2", job, "1", "").Phase(corev1.PodRunning).DeletionTimestamp(finished).Obj(),
+				}
+			},
+			inFlight:   []string{"a"},
+			wantFailed: "2",
 		},
 		"index out of range ignored": {
 			job: base().Obj(),
@@ -230,7 +242,11 @@ func TestFailedIndexesAndCondition(t *testing.T) {
 			if tc.pods != nil {
 				pods = tc.pods(tc.job)
 			}
-			failed := failedIndexes(tc.job, pods)
+			inFlight := sets.New[types.UID]()
+			for _, n := range tc.inFlight {
+				inFlight.Insert(types.UID(n))
+			}
+			failed := failedIndexes(tc.job, pods, inFlight)
 			if got := failed.String(); got != tc.wantFailed {
 				t.Errorf("failedIndexes = %q, want %q", got, tc.wantFailed)
 			}

@@ -189,7 +189,7 @@ func (c *Controller) syncJob(ctx context.Context, key string) (rErr error) {
 		sc.prevSucceededIndexes, sc.succeededIndexes = succeededIndexes(job, pods)
 		sc.succeeded = int32(sc.succeededIndexes.count())
 		if hasBackoffLimitPerIndex(job) {
-			failed := failedIndexes(job, pods)
+			failed := failedIndexes(job, pods, expectedRmFinalizers)
 			sc.failedIndexes = &failed
 			if sc.finishedCondition == nil {
 				sc.finishedCondition = failedIndexesCondition(job, failed, sc.succeededIndexes, now)
