@@ -83,8 +83,6 @@ type Controller struct {
 	// finishedJobs holds UIDs of Jobs this controller marked finished whose
 	// update the informer has not delivered yet.
 	finishedJobs sync.Map
-	// warnedUnsupported holds UIDs of Jobs already warned about as unsupported.
-	warnedUnsupported sync.Map
 
 	// broadcaster sends recorded events to the apiserver.
 	broadcaster record.EventBroadcaster

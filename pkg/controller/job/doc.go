@@ -34,8 +34,7 @@
 // Orphaned pods (Job deleted, finished, or no controller) lose their
 // finalizer through a separate queue (orphan.go).
 //
-// podFailurePolicy, backoffLimitPerIndex and successPolicy are not
-// implemented yet (policies.go); Jobs that use them are left untouched with
-// a warning event rather than run with different semantics.
-// podReplacementPolicy (TerminatingOrFailed and Failed) is supported.
+// Every batch/v1 JobSpec policy upstream honours is supported (policies.go):
+// podFailurePolicy, backoffLimitPerIndex with maxFailedIndexes,
+// successPolicy, and podReplacementPolicy (TerminatingOrFailed and Failed).
 package job

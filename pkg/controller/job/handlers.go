@@ -202,7 +202,6 @@ func (c *Controller) deleteJob(logger klog.Logger, obj any) {
 	}
 	c.enqueue(logger, job, 0)
 	c.finishedJobs.Delete(job.UID)
-	c.warnedUnsupported.Delete(job.UID)
 	c.backoff.remove(jobKey(job))
 	c.enqueueSelectorOrphans(logger, job)
 }

@@ -68,7 +68,7 @@ type syncContext struct {
 }
 
 // syncJob brings one Job towards its spec. Steps: skip Jobs that are not
-// managed, finished, or unsupported; list and claim pods; count outcomes;
+// managed or finished; list and claim pods; count outcomes;
 // decide failure (backoffLimit, deadline) or create/delete pods; decide
 // success; then track finished pods and write the status (tracking.go).
 // Never called concurrently for the same key.
@@ -104,12 +104,6 @@ func (c *Controller) syncJob(ctx context.Context, key string) (rErr error) {
 	}
 	if _, ok := c.finishedJobs.Load(shared.UID); ok {
 		logger.V(2).Info("Skipping job marked finished until the informer catches up", "job", klog.KObj(shared))
-		return nil
-	}
-	if feature := unsupportedFeature(shared); feature != "" {
-		if _, warned := c.warnedUnsupported.LoadOrStore(shared.UID, struct{}{}); !warned {
-			c.recorder.Eventf(shared, corev1.EventTypeWarning, ReasonUnsupportedJobSpec, "Skipped Job sync because %s is not supported by %s yet", feature, c.opts.ManagedBy)
-		}
 		return nil
 	}
 	if m := shared.Spec.CompletionMode; m != nil && *m != batchv1.NonIndexedCompletion && *m != batchv1.IndexedCompletion {
