@@ -560,6 +560,40 @@ func TestSyncBackoffLimitPerIndex(t *testing.T) {
 			wantWrites:    map[string]int{"update jobs/status": 1, "patch pods": 3, "delete pods": 2},
 			wantFailedIdx: 1,
 		},
+		"FailIndex rule fails the index on its first failure": {
+			job: base().BackoffLimitPerIndex(3).Parallelism(2).Completions(2).Status(running(2)).PodFailurePolicy(
+				builder.ExitCodeRule(batchv1.PodFailurePolicyActionFailIndex, "", batchv1.PodFailurePolicyOnExitCodesOpIn, 42)).Obj(),
+			pods: func(job *batchv1.Job) []*corev1.Pod {
+				return []*corev1.Pod{
+					indexPod("a", "0", job, "0", "").Terminated(42, longAgo).Obj(),
+					indexPod("b", "1", job, "0", "").Phase(corev1.PodRunning).Obj(),
+				}
+			},
+			want: perIndexStatus{statusCounts{Active: 1, Uncounted: 1, Started: true}, "0"},
+			wantPods: []podSummary{
+				{Name: "a", Index: "0", FailureCount: "0"},
+				{Name: "b", Index: "1", FailureCount: "0", Finalizer: true},
+			},
+			wantWrites:    map[string]int{"update jobs/status": 1, "patch pods": 1},
+			wantFailedIdx: 1,
+		},
+		"ignored failure: replacement carries it apart, nothing counted": {
+			job: base().Parallelism(2).Completions(2).Status(running(2)).PodFailurePolicy(
+				builder.ExitCodeRule(batchv1.PodFailurePolicyActionIgnore, "", batchv1.PodFailurePolicyOnExitCodesOpIn, 3)).Obj(),
+			pods: func(job *batchv1.Job) []*corev1.Pod {
+				return []*corev1.Pod{
+					indexPod("a", "0", job, "1", "").Terminated(3, longAgo).Obj(),
+					indexPod("b", "1", job, "0", "").Phase(corev1.PodRunning).Obj(),
+				}
+			},
+			want: perIndexStatus{statusCounts{Active: 2, Started: true}, ""},
+			wantPods: []podSummary{
+				{Name: "a", Index: "0", FailureCount: "1", Finalizer: true},
+				{Name: "b", Index: "1", FailureCount: "0", Finalizer: true},
+				{Name: "j-0-00001", Index: "0", FailureCount: "1", IgnoredCount: "1", Finalizer: true},
+			},
+			wantWrites: map[string]int{"create pods": 1, "update jobs/status": 1},
+		},
 		"global backoffLimit still applies": {
 			job: base().BackoffLimit(1).Parallelism(3).Completions(3).Status(running(3)).Obj(),
 			pods: func(job *batchv1.Job) []*corev1.Pod {
