@@ -71,3 +71,11 @@ func terminatedStatus(name string, exitCode int32) corev1.ContainerStatus {
 		State: corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{ExitCode: exitCode, Reason: reason}},
 	}
 }
+
+// Container appends a container running image "busybox" with cmd to the
+// pod template.
+func (w *JobWrapper) Container(name string, cmd ...string) *JobWrapper {
+	spec := &w.Job.Spec.Template.Spec
+	spec.Containers = append(spec.Containers, corev1.Container{Name: name, Image: "busybox", Command: cmd})
+	return w
+}

@@ -2,6 +2,7 @@ package job
 
 import (
 	"context"
+	"net/http"
 	"sync"
 	"testing"
 	"time"
@@ -43,8 +44,18 @@ func (r *controllerRun) stop() {
 // and stops it when the test ends.
 func startController(t testing.TB, opts jobcontroller.Options) *controllerRun {
 	t.Helper()
+	return startControllerWithTransport(t, opts, nil)
+}
+
+// startControllerWithTransport is startController with the client's
+// transport wrapped by wrap (if not nil), e.g. to make some requests fail.
+func startControllerWithTransport(t testing.TB, opts jobcontroller.Options, wrap func(http.RoundTripper) http.RoundTripper) *controllerRun {
+	t.Helper()
 	cfg := framework.Config()
 	cfg.QPS, cfg.Burst = 500, 1000
+	if wrap != nil {
+		cfg.Wrap(wrap)
+	}
 	client, err := kubernetes.NewForConfig(cfg)
 	if err != nil {
 		t.Fatal(err)
