@@ -178,7 +178,9 @@ func (c *Controller) createPods(ctx context.Context, sc *syncContext, n int, ind
 func (c *Controller) recordCreations(sc *syncContext, succeeded, failed int32) {
 	reason := metrics.PodCreateNew
 	switch {
-	case onlyReplaceFailedPods(sc.job) && sc.failed > 0:
+	case sc.job.Spec.PodReplacementPolicy != nil && *sc.job.Spec.PodReplacementPolicy == batchv1.Failed && sc.failed > 0:
+		// Upstream reads the field here, not the policy implied by a
+		// podFailurePolicy; the apiserver sets the field for such Jobs.
 		reason = metrics.PodRecreateFailed
 	case sc.failed > 0 || sc.terminating > 0:
 		reason = metrics.PodRecreateTerminatingOrFailed
