@@ -594,6 +594,25 @@ func TestSyncBackoffLimitPerIndex(t *testing.T) {
 			},
 			wantWrites: map[string]int{"create pods": 1, "update jobs/status": 1},
 		},
+		"ignored failure released once replaced, still not counted": {
+			job: base().Parallelism(2).Completions(2).Status(running(2)).PodFailurePolicy(
+				builder.ExitCodeRule(batchv1.PodFailurePolicyActionIgnore, "", batchv1.PodFailurePolicyOnExitCodesOpIn, 3)).Obj(),
+			pods: func(job *batchv1.Job) []*corev1.Pod {
+				return []*corev1.Pod{
+					indexPod("a", "0", job, "0", "").Terminated(3, longAgo).Obj(),
+					indexPod("a2", "0", job, "0", "1").Phase(corev1.PodRunning).Obj(),
+					indexPod("b", "1", job, "0", "").Phase(corev1.PodRunning).Obj(),
+				}
+			},
+			want: perIndexStatus{statusCounts{Active: 2, Started: true}, ""},
+			wantPods: []podSummary{
+				{Name: "a", Index: "0", FailureCount: "0"},
+				{Name: "a2", Index: "0", FailureCount: "0", IgnoredCount: "1", Finalizer: true},
+				{Name: "b", Index: "1", FailureCount: "0", Finalizer: true},
+			},
+			// The status write only sets failedIndexes to "".
+			wantWrites: map[string]int{"update jobs/status": 1, "patch pods": 1},
+		},
 		"global backoffLimit still applies": {
 			job: base().BackoffLimit(1).Parallelism(3).Completions(3).Status(running(3)).Obj(),
 			pods: func(job *batchv1.Job) []*corev1.Pod {

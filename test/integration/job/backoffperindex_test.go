@@ -2,10 +2,12 @@ package job
 
 import (
 	"context"
+	"slices"
 	"testing"
 
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 
 	jobcontroller "jobkeeper.dev/jobkeeper/pkg/controller/job"
@@ -96,4 +98,80 @@ func TestBackoffLimitPerIndexMaxFailedIndexes(t *testing.T) {
 	if n := len(activePods(t, c, job)); n != 0 {
 		t.Errorf("%d active pods left, want 0", n)
 	}
+}
+
+// failIndexPod moves the active pod of index ix to phase Failed with its
+// container terminated with exitCode, as a kubelet would.
+func failIndexPod(t testing.TB, c kubernetes.Interface, job *batchv1.Job, ix int, exitCode int32) {
+	t.Helper()
+	p := indexPod(t, c, job, ix)
+	now := metav1.Now()
+	p.Status.Phase = corev1.PodFailed
+	p.Status.ContainerStatuses = []corev1.ContainerStatus{{
+		Name: p.Spec.Containers[0].Name, Image: p.Spec.Containers[0].Image,
+		State: corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{ExitCode: exitCode, Reason: "Error", StartedAt: now, FinishedAt: now}},
+	}}
+	if _, err := c.CoreV1().Pods(p.Namespace).UpdateStatus(context.Background(), p, metav1.UpdateOptions{FieldManager: framework.FieldManager}); err != nil {
+		t.Fatalf("failing pod %s with exit code %d: %v", p.Name, exitCode, err)
+	}
+}
+
+// TestBackoffLimitPerIndexPodFailurePolicy: with a per-index limit of 2,
+// an exit code under an Ignore rule is replaced without counting (the
+// replacement carries it as ignored), and one under a FailIndex rule fails
+// its index at once; the other index completes, so the Job ends Failed
+// with FailedIndexes.
+func TestBackoffLimitPerIndexPodFailurePolicy(t *testing.T) {
+	ns := framework.CreateNamespace(t)
+	c := framework.Client(t)
+	startController(t, testOptions())
+	job := createJob(t, c, builder.MakeJob("bpi-pfp", ns).ManagedBy(jobcontroller.DefaultManagedBy).Indexed().
+		Parallelism(2).Completions(2).BackoffLimitPerIndex(2).PodFailurePolicy(
+		builder.ExitCodeRule(batchv1.PodFailurePolicyActionIgnore, "", batchv1.PodFailurePolicyOnExitCodesOpIn, 3),
+		builder.ExitCodeRule(batchv1.PodFailurePolicyActionFailIndex, "", batchv1.PodFailurePolicyOnExitCodesOpIn, 42),
+	).Obj())
+	waitForIndexedStatus(t, c, job, indexedStatus{Active: 2, Started: true})
+	framework.WaitForActivePods(t, c, job, 2)
+
+	failIndexPod(t, c, job, 0, 3)
+	// The ignored failure is replaced and never counted.
+	framework.WaitFor(t, "a replacement for index 0 carrying the ignored failure", func(ctx context.Context) (bool, error) {
+		for _, p := range activePods(t, c, job) {
+			if p.Annotations[batchv1.JobCompletionIndexAnnotation] == "0" {
+				return p.Annotations[batchv1.JobIndexFailureCountAnnotation] == "0" &&
+					p.Annotations[batchv1.JobIndexIgnoredFailureCountAnnotation] == "1", nil
+			}
+		}
+		return false, nil
+	})
+	waitForIndexedStatus(t, c, job, indexedStatus{Active: 2, Started: true})
+	waitForNoFinalizerOnFailedPods(t, c, job)
+
+	failIndexPod(t, c, job, 0, 42)
+	waitForIndexedStatus(t, c, job, indexedStatus{Active: 1, Failed: 1, FailedIndexes: "0", Started: true})
+	framework.SetIndexPodPhase(context.Background(), t, c, job, 1, corev1.PodSucceeded)
+	waitForIndexedStatus(t, c, job, indexedStatus{Succeeded: 1, Failed: 1, CompletedIndexes: "1", FailedIndexes: "0",
+		Conditions: []string{
+			"FailureTarget=True/FailedIndexes: Job has failed indexes",
+			"Failed=True/FailedIndexes: Job has failed indexes",
+		}, Started: true})
+	waitNoFinalizerInNamespace(t, c, ns)
+}
+
+// waitForNoFinalizerOnFailedPods waits until no failed pod of the Job holds
+// the tracking finalizer.
+func waitForNoFinalizerOnFailedPods(t testing.TB, c kubernetes.Interface, job *batchv1.Job) {
+	t.Helper()
+	framework.WaitFor(t, "failed pods of "+job.Name+" to lose the tracking finalizer", func(ctx context.Context) (bool, error) {
+		pods, err := framework.JobPods(ctx, c, job)
+		if err != nil {
+			return false, err
+		}
+		for _, p := range pods {
+			if p.Status.Phase == corev1.PodFailed && slices.Contains(p.Finalizers, batchv1.JobTrackingFinalizer) {
+				return false, nil
+			}
+		}
+		return true, nil
+	})
 }
