@@ -47,8 +47,9 @@ func TestHALeaderKilledMidJob(t *testing.T) {
 	opts := manager.NewOptions() // the chart keeps the default lease timings
 
 	replicas := []*process{startChartReplica(t, args, kubeconfig), startChartReplica(t, args, kubeconfig)}
+	health := map[*process]string{}
 	for _, r := range replicas {
-		r.waitForOutput(t, healthAddr, 30*time.Second)
+		health[r] = r.waitForOutput(t, healthAddr, 30*time.Second)[1]
 	}
 	leases := c.CoordinationV1().Leases(chartNamespace)
 	var lease *coordinationv1.Lease
@@ -69,6 +70,12 @@ func TestHALeaderKilledMidJob(t *testing.T) {
 		return false, nil
 	})
 	oldHolder := ptrString(lease.Spec.HolderIdentity)
+	// Both replicas are ready: the standby is healthy and able to take over,
+	// which is what the Deployment's readiness probe and the PDB rely on.
+	for _, r := range replicas {
+		waitHTTP(t, "http://"+health[r]+"/readyz", "ok")
+		waitHTTP(t, "http://"+health[r]+"/healthz", "ok")
+	}
 
 	job := builder.MakeJob("big", ns).ManagedBy(manager.DefaultManagedBy).Parallelism(100).Completions(haCompletions).Obj()
 	job, err := c.BatchV1().Jobs(ns).Create(context.Background(), job, metav1.CreateOptions{})
