@@ -120,8 +120,9 @@ func TestHALeaderKilledMidJob(t *testing.T) {
 		return false, nil
 	})
 	acquired := newLease.Spec.AcquireTime.Time
-	if m := becameLeader.FindStringSubmatch(standby.output()); m == nil || m[1] != ptrString(newLease.Spec.HolderIdentity) {
-		t.Errorf("the new holder %q is not the standby replica", ptrString(newLease.Spec.HolderIdentity))
+	// The Lease is written before the new leader logs that it won it.
+	if id := standby.waitForOutput(t, becameLeader, 30*time.Second)[1]; id != ptrString(newLease.Spec.HolderIdentity) {
+		t.Errorf("the new holder %q is not the standby replica (%q)", ptrString(newLease.Spec.HolderIdentity), id)
 	}
 	var progressed time.Time
 	waitFor(t, haJobTimeout, "the new leader to make progress", func(ctx context.Context) (bool, error) {
