@@ -6,12 +6,15 @@
 # Usage:
 #   deploy/generate.sh            regenerate (run after changing the chart or a CRD)
 #   deploy/generate.sh --verify   lint the chart and fail if the committed files are stale (CI)
-# helm comes from the Go module proxy (built once into a cache directory, not
-# added to go.mod); set HELM=/path/to/helm to use another one.
+# helm (and, for --verify, kustomize) come from the Go module proxy, built once
+# into a cache directory, not added to go.mod; set HELM=/path/to/helm or
+# KUSTOMIZE=/path/to/kustomize to use other ones.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 HELM_VERSION=v3.22.0
+# v5.8.1: later releases need a newer Go than go.mod's.
+KUSTOMIZE_VERSION=v5.8.1
 RELEASE=jobkeeper
 NAMESPACE=jobkeeper
 CHART=deploy/helm/jobkeeper
@@ -19,15 +22,19 @@ CHART=deploy/helm/jobkeeper
 # the one the embedded control plane runs.
 KUBE_VERSION=1.36.3
 
-helm=${HELM:-}
-if [ -z "$helm" ]; then
-  tools=${JOBKEEPER_TOOLS_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/jobkeeper-tools}/helm-$HELM_VERSION
-  if [ ! -x "$tools/helm" ]; then
-    echo "building helm $HELM_VERSION into $tools" >&2
-    GOBIN=$tools GOFLAGS= go install "helm.sh/helm/v3/cmd/helm@$HELM_VERSION"
+tools_dir=${JOBKEEPER_TOOLS_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/jobkeeper-tools}
+
+# tool NAME PACKAGE VERSION prints the path of NAME, building it first if needed.
+tool() {
+  local dir=$tools_dir/$1-$3
+  if [ ! -x "$dir/$1" ]; then
+    echo "building $1 $3 into $dir" >&2
+    GOBIN=$dir GOFLAGS= go install "$2@$3" >&2
   fi
-  helm=$tools/helm
-fi
+  echo "$dir/$1"
+}
+
+helm=${HELM:-$(tool helm helm.sh/helm/v3/cmd/helm "$HELM_VERSION")}
 
 # render writes the generated files under $1 (the repository root or a scratch copy).
 render() {
@@ -72,7 +79,10 @@ if [ "${1:-}" = "--verify" ]; then
     echo "generated deploy files are stale: run deploy/generate.sh and commit the result" >&2
     exit 1
   fi
-  echo "chart lint passed; generated deploy files are up to date"
+  # The kustomize base builds, as `kubectl apply -k` will build it.
+  kustomize=${KUSTOMIZE:-$(tool kustomize sigs.k8s.io/kustomize/kustomize/v5 "$KUSTOMIZE_VERSION")}
+  "$kustomize" build deploy/manifests >/dev/null
+  echo "chart lint passed; generated deploy files are up to date; the kustomize base builds"
   exit 0
 fi
 
