@@ -17,6 +17,11 @@ import (
 
 func newControllerCommand() *cobra.Command {
 	opts := manager.NewOptions()
+	// In a pod, the Lease lives next to the Deployment unless a flag says
+	// otherwise (the chart sets POD_NAMESPACE from the downward API).
+	if ns := os.Getenv("POD_NAMESPACE"); ns != "" {
+		opts.LeaderElectionNamespace = ns
+	}
 	var kubeconfig string
 	cmd := &cobra.Command{
 		Use:   "controller",

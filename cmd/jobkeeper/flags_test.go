@@ -46,6 +46,34 @@ func TestControllerFlags(t *testing.T) {
 	}
 }
 
+// TestControllerLeaderElectionNamespace checks where the Lease lives: in
+// $POD_NAMESPACE when it is set (a pod), else kube-system, and always where
+// --leader-elect-resource-namespace says when given.
+func TestControllerLeaderElectionNamespace(t *testing.T) {
+	cases := map[string]struct {
+		podNamespace string
+		args         []string
+		want         string
+	}{
+		"outside a pod":      {want: "kube-system"},
+		"in a pod":           {podNamespace: "jobkeeper", want: "jobkeeper"},
+		"flag wins":          {podNamespace: "jobkeeper", args: []string{"--leader-elect-resource-namespace=ops"}, want: "ops"},
+		"flag outside a pod": {args: []string{"--leader-elect-resource-namespace=ops"}, want: "ops"},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			t.Setenv("POD_NAMESPACE", tc.podNamespace)
+			cmd := newControllerCommand()
+			if err := cmd.ParseFlags(tc.args); err != nil {
+				t.Fatal(err)
+			}
+			if got := cmd.Flags().Lookup("leader-elect-resource-namespace").Value.String(); got != tc.want {
+				t.Errorf("lease namespace = %q, want %q", got, tc.want)
+			}
+		})
+	}
+}
+
 func TestUpDefaults(t *testing.T) {
 	cmd := newUpCommand()
 	fs := cmd.Flags()

@@ -39,7 +39,10 @@ type Manager struct {
 	config *rest.Config
 	// clock is handed to the controllers.
 	clock clock.WithTicker
-	// ready flips to true once every controller has started.
+	// ready is true once every controller has started or, with leader
+	// election, while this replica stands by as a candidate for the Lease: a
+	// standby replica is healthy and ready to take over, and reporting it
+	// unready would stall rollouts and block every voluntary disruption.
 	ready atomic.Bool
 	// metricsAddr and healthAddr are the bound addresses, once serving.
 	metricsAddr, healthAddr atomic.Pointer[string]
@@ -139,6 +142,11 @@ func (m *Manager) runWithLeaderElection(ctx context.Context) error {
 				logger.Info("Became leader, starting controllers", "identity", id)
 				runErr = m.runControllers(ctx)
 			},
+			OnNewLeader: func(identity string) {
+				if identity != id {
+					logger.Info("Standing by, another replica holds the lease", "leader", identity)
+				}
+			},
 			OnStoppedLeading: func() {
 				if ctx.Err() == nil {
 					lost = true
@@ -150,7 +158,9 @@ func (m *Manager) runWithLeaderElection(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("leader election: %w", err)
 	}
+	m.ready.Store(true)
 	le.Run(leCtx)
+	m.ready.Store(false)
 	if lost {
 		return errors.New("leader election lost")
 	}

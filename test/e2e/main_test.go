@@ -32,6 +32,7 @@ func TestMain(m *testing.M) {
 		}
 	}
 	code := m.Run()
+	stopInProcessControlPlane(code != 0)
 	os.RemoveAll(dir)
 	os.Exit(code)
 }
