@@ -41,6 +41,8 @@ type Manager struct {
 	clock clock.WithTicker
 	// ready flips to true once every controller has started.
 	ready atomic.Bool
+	// synced flips to true once the shared informers have synced.
+	synced atomic.Bool
 	// metricsAddr and healthAddr are the bound addresses, once serving.
 	metricsAddr, healthAddr atomic.Pointer[string]
 }
@@ -62,6 +64,10 @@ func (m *Manager) MetricsAddr() string { return deref(m.metricsAddr.Load()) }
 
 // HealthAddr returns the address /healthz and /readyz are served on, once they are.
 func (m *Manager) HealthAddr() string { return deref(m.healthAddr.Load()) }
+
+// Synced reports whether the shared informers of the running controllers
+// have completed their initial list (the benchmarks time start-up with it).
+func (m *Manager) Synced() bool { return m.synced.Load() }
 
 // Run serves the HTTP endpoints, then (after winning leader election when it
 // is enabled) starts the controllers, and blocks until ctx is done and every
@@ -209,10 +215,19 @@ func (m *Manager) runControllers(ctx context.Context) error {
 		}()
 	}
 	m.ready.Store(true)
+	go func() {
+		for _, ok := range cc.InformerFactory.WaitForCacheSync(ctx.Done()) {
+			if !ok {
+				return
+			}
+		}
+		m.synced.Store(true)
+	}()
 	<-ctx.Done()
 	wg.Wait()
 	cc.InformerFactory.Shutdown()
 	m.ready.Store(false)
+	m.synced.Store(false)
 	return nil
 }
 
