@@ -366,8 +366,8 @@ func workloadTables(rep report, w workload, b string) string {
 // renderTables renders every workload's tables (stdout and the page).
 func renderTables(rep report) string {
 	var b strings.Builder
-	for i, w := range rep.Workloads {
-		fmt.Fprintf(&b, "### %d. %s (`%s`)\n\n", i+1, w.Title, w.Name)
+	for _, w := range rep.Workloads {
+		fmt.Fprintf(&b, "### %d. %s (`%s`)\n\n", w.number(), w.Title, w.Name)
 		for _, budget := range rep.Budgets {
 			b.WriteString(workloadTables(rep, w, budget))
 			b.WriteString("\n")

@@ -18,6 +18,7 @@ import (
 
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
+	apiextensionsclientset "k8s.io/apiextensions-apiserver/pkg/client/clientset/clientset"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
@@ -30,6 +31,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"jobkeeper.dev/jobkeeper/bench/harness"
+	"jobkeeper.dev/jobkeeper/deploy/crds"
 	"jobkeeper.dev/jobkeeper/pkg/controlplane"
 	"jobkeeper.dev/jobkeeper/test/builder"
 )
@@ -84,6 +86,15 @@ func runSuite(cfg *suiteConfig) error {
 			os.RemoveAll(dir)
 		}
 	}()
+	// jobkeeper's CleanupPolicy CRD, as `jobkeeper up` and deploy/ install it:
+	// without it the TTL controller would retry listing a missing resource.
+	ext, err := apiextensionsclientset.NewForConfig(cp.AdminConfig())
+	if err != nil {
+		return err
+	}
+	if err := crds.Install(ctx, ext); err != nil {
+		return fmt.Errorf("installing jobkeeper's CRDs: %w", err)
+	}
 	e := &env{cfg: cfg, self: self, dir: dir}
 	if e.proxy, err = harness.NewProxy(cp.AdminConfig()); err != nil {
 		return err
@@ -105,9 +116,9 @@ func runSuite(cfg *suiteConfig) error {
 	}
 
 	var results []runResult
-	for _, w := range cfg.workloads {
+	for i, w := range cfg.workloads {
 		fmt.Fprintf(os.Stderr, "bench: %s: %s\n", w.Name, w.Title)
-		rs, err := e.runWorkload(ctx, w)
+		rs, err := e.runWorkload(ctx, w, i == len(cfg.workloads)-1)
 		results = append(results, rs...)
 		if err != nil {
 			fmt.Fprintf(os.Stderr, "bench: %s: %v\n", w.Name, err)
@@ -121,8 +132,9 @@ func runSuite(cfg *suiteConfig) error {
 }
 
 // runWorkload runs w for every budget and repeat, alternating the two
-// implementations.
-func (e *env) runWorkload(ctx context.Context, w workload) ([]runResult, error) {
+// implementations. The last workload's shared objects are left to the
+// control plane's removal.
+func (e *env) runWorkload(ctx context.Context, w workload, last bool) ([]runResult, error) {
 	var memNS string
 	if w.Kind == kindMemory {
 		// The objects are only read: create them once for every run.
@@ -139,7 +151,9 @@ func (e *env) runWorkload(ctx context.Context, w workload) ([]runResult, error) 
 		}
 		fmt.Fprintf(os.Stderr, "bench: %s: created %d Jobs and %d pods in %v\n", w.Name, w.Jobs, w.Pods, time.Since(t).Round(time.Second))
 		memNS = ns
-		defer e.cleanup(ctx, ns)
+		if !last {
+			defer e.cleanup(ctx, ns)
+		}
 	}
 	var out []runResult
 	var errs []error

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"k8s.io/client-go/rest"
+	"k8s.io/klog/v2"
 )
 
 // RequestKind names an API request by verb and resource, as
@@ -31,9 +32,10 @@ func RequestKind(r *http.Request) string {
 	default:
 		return "get discovery"
 	}
-	// namespaces/<ns>/<resource>/... is a namespaced resource; namespaces and
-	// namespaces/<ns> alone are the namespaces resource itself.
-	if len(rest) >= 3 && rest[0] == "namespaces" {
+	// namespaces/<ns>/<resource>/... is a namespaced resource; namespaces,
+	// namespaces/<ns> and its subresources (status, finalize) are the
+	// namespaces resource itself.
+	if len(rest) >= 3 && rest[0] == "namespaces" && !(len(rest) == 3 && (rest[2] == "status" || rest[2] == "finalize")) {
 		rest = rest[2:]
 	}
 	resource := rest[0]
@@ -204,6 +206,13 @@ func NewProxy(config *rest.Config) (*Proxy, error) {
 		}),
 		// Watches stream: pass every event through as it arrives.
 		FlushInterval: -1,
+		ErrorHandler: func(w http.ResponseWriter, r *http.Request, err error) {
+			// A client that went away (a watch closed on shutdown) is normal.
+			if r.Context().Err() == nil {
+				klog.FromContext(r.Context()).Error(err, "Proxying to the apiserver failed", "method", r.Method, "path", r.URL.Path)
+			}
+			w.WriteHeader(http.StatusBadGateway)
+		},
 	}
 	return p, nil
 }
