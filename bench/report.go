@@ -70,6 +70,8 @@ type meta struct {
 	Repeats    int       `json:"repeats"`
 	Workers    int       `json:"workers"`
 	Scale      float64   `json:"scale"`
+	// Interrupted is set when the run was stopped before its end.
+	Interrupted bool `json:"interrupted,omitempty"`
 }
 
 func collectMeta(cfg *suiteConfig) meta {
@@ -399,6 +401,9 @@ func renderPage(rep report, reading, jsonName string) string {
 	b.WriteString("\n## This run\n\n")
 	fmt.Fprintf(&b, "- Command: `%s` (%d repeat(s), %d workers per controller, scale %g)\n", m.Command, m.Repeats, m.Workers, m.Scale)
 	fmt.Fprintf(&b, "- Date: %s to %s\n", m.Started.Format(time.RFC3339), m.Finished.Format(time.RFC3339))
+	if m.Interrupted {
+		b.WriteString("- **Interrupted** before the end: workloads or runs are missing\n")
+	}
 	fmt.Fprintf(&b, "- Commit: %s; %s; upstream controllers of k8s.io/kubernetes v1.36.3\n", m.Commit, m.GoVersion)
 	fmt.Fprintf(&b, "- Machine: %s\n", m.Machine)
 	fmt.Fprintf(&b, "- Load average (1 min): %.2f at the start, %.2f at the end; each run's is in the tables\n", m.LoadBefore, m.LoadAfter)

@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"os"
 	"os/exec"
+	"os/signal"
 	"path/filepath"
 	"strconv"
 	"sync"
@@ -75,7 +76,9 @@ func runSuite(cfg *suiteConfig) error {
 	fmt.Fprintf(os.Stderr, "bench: control plane data and logs in %s\n", dir)
 	meta := collectMeta(cfg)
 
-	ctx := klog.NewContext(context.Background(), klog.Background())
+	// Ctrl-C stops the runs; the results so far are still written.
+	ctx, stop := signal.NotifyContext(klog.NewContext(context.Background(), klog.Background()), os.Interrupt, syscall.SIGTERM)
+	defer stop()
 	cp, err := controlplane.Start(ctx, controlplane.Config{DataDir: dir, KubeconfigOut: filepath.Join(dir, "admin.kubeconfig")})
 	if err != nil {
 		return fmt.Errorf("starting the control plane (logs: %s): %w", logPath, err)
@@ -117,12 +120,19 @@ func runSuite(cfg *suiteConfig) error {
 
 	var results []runResult
 	for i, w := range cfg.workloads {
+		if ctx.Err() != nil {
+			meta.Interrupted = true
+			break
+		}
 		fmt.Fprintf(os.Stderr, "bench: %s: %s\n", w.Name, w.Title)
 		rs, err := e.runWorkload(ctx, w, i == len(cfg.workloads)-1)
 		results = append(results, rs...)
 		if err != nil {
 			fmt.Fprintf(os.Stderr, "bench: %s: %v\n", w.Name, err)
 		}
+	}
+	if ctx.Err() != nil {
+		meta.Interrupted = true
 	}
 	meta.LoadAfter = loadAverage()
 	meta.Finished = time.Now().UTC()
@@ -164,6 +174,9 @@ func (e *env) runWorkload(ctx context.Context, w workload, last bool) ([]runResu
 				order = []string{implementations[1], implementations[0]}
 			}
 			for _, impl := range order {
+				if ctx.Err() != nil {
+					return out, errors.Join(append(errs, ctx.Err())...)
+				}
 				r := runResult{Workload: w.Name, Impl: impl, Budget: b.String(), Repeat: rep + 1, Units: w.units(), LoadBefore: loadAverage()}
 				var err error
 				switch w.Kind {
@@ -594,6 +607,8 @@ func (e *env) startChild(ctx context.Context, impl string, w workload, b budget,
 		"-qps", strconv.FormatFloat(b.QPS, 'g', -1, 64), "-burst", strconv.Itoa(b.Burst),
 		"-workers", strconv.Itoa(e.cfg.workers), "-controllers", w.controllers())
 	cmd.Stderr = logFile
+	// The controller must not outlive the benchmark if it is interrupted.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	stdout, err := cmd.StdoutPipe()
 	if err != nil {
 		logFile.Close()

@@ -6,6 +6,7 @@ import (
 	"sync"
 	"sync/atomic"
 
+	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
@@ -32,7 +33,8 @@ type UpstreamControllers struct {
 // UpstreamTTLAfterFinished) against the apiserver of config, wired as
 // kube-controller-manager wires them: one shared informer factory on a client
 // of its own, and one client per controller, each with config's QPS and
-// burst (client-go gives every client its own rate limiter), and workers
+// burst (client-go gives every client its own rate limiter), managedFields
+// dropped from the cached objects, and workers
 // sync workers per controller (--concurrent-job-syncs,
 // --concurrent-ttl-after-finished-syncs). They run until ctx is done.
 func StartUpstream(ctx context.Context, config *rest.Config, controllers []string, workers int) (*UpstreamControllers, error) {
@@ -47,7 +49,7 @@ func StartUpstream(ctx context.Context, config *rest.Config, controllers []strin
 	if err != nil {
 		return nil, err
 	}
-	u := &UpstreamControllers{factory: informers.NewSharedInformerFactory(shared, 0)}
+	u := &UpstreamControllers{factory: informers.NewSharedInformerFactoryWithOptions(shared, 0, informers.WithTransform(dropManagedFields))}
 	var runs []func(context.Context)
 	for _, name := range controllers {
 		switch name {
@@ -87,6 +89,15 @@ func StartUpstream(ctx context.Context, config *rest.Config, controllers []strin
 		u.synced.Store(true)
 	}()
 	return u, nil
+}
+
+// dropManagedFields is the informer transform of kube-controller-manager's
+// shared informers: no controller reads managedFields, so they are not kept.
+func dropManagedFields(obj any) (any, error) {
+	if m, err := meta.Accessor(obj); err == nil && m.GetManagedFields() != nil {
+		m.SetManagedFields(nil)
+	}
+	return obj, nil
 }
 
 // Synced reports whether the shared informers have completed their initial list.
