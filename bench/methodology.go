@@ -39,7 +39,7 @@ const methodology = "Run it yourself (about three hours for the default suite at
 	"1. `nonindexed`, 2. `indexed`, 3. `small`, 6. `long` (Job controllers only): the child starts and syncs,\n" +
 	"   then the Jobs are created; wall time runs from the first creation request to the last Job seen\n" +
 	"   `Complete`; the run ends when no pod holds the `batch.kubernetes.io/job-tracking` finalizer, so the\n" +
-	"   finalizer removals are counted. For many Jobs, p50/p99 of each Job's creation to `Complete`.\n" +
+	"   finalizer removals are counted (and timed: \"wall to no tracking finalizer left\"). For many Jobs, p50/p99 of each Job's creation to `Complete`.\n" +
 	"4. `ttl` (TTL-after-finished controllers only): the finished Jobs (TTL 0, completed a minute earlier) exist\n" +
 	"   before the child starts; wall time runs from the child's start to no Job left in the namespace (the\n" +
 	"   garbage collector finishes upstream's foreground deletions).\n" +

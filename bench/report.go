@@ -32,6 +32,11 @@ type runResult struct {
 	// P50Seconds and P99Seconds are Job creation to Complete.
 	P50Seconds float64 `json:"p50Seconds,omitempty"`
 	P99Seconds float64 `json:"p99Seconds,omitempty"`
+	// FinalizersAtComplete is how many pods the benchmark's (slightly
+	// lagging) cache still saw with the tracking finalizer when the last Job
+	// was seen Complete; FinalizersDoneSeconds is when none was left.
+	FinalizersAtComplete  int     `json:"finalizersAtComplete,omitempty"`
+	FinalizersDoneSeconds float64 `json:"finalizersDoneSeconds,omitempty"`
 	// Requests are the controller's requests by kind.
 	Requests map[string]int `json:"requests"`
 	// CPUSeconds is the controller process's user+system time.
@@ -159,6 +164,8 @@ const (
 	figStartup     = "start-up to informers synced (s)"
 	figP50         = "Job create to Complete p50 (s)"
 	figP99         = "Job create to Complete p99 (s)"
+	figFinalizers  = "wall to no tracking finalizer left (s)"
+	figLeftover    = "pods with the finalizer when the last Job completed"
 	figRequests    = "API requests"
 	figPerUnit     = "requests per "
 	figCPU         = "CPU (s)"
@@ -179,7 +186,7 @@ func figures(w workload) []string {
 	per := figPerUnit + w.unitName()
 	switch w.Kind {
 	case kindJobs:
-		f := []string{figWall, per, figRequests, figCPU, figRSS, figHeap, figSteadyHeap}
+		f := []string{figWall, figFinalizers, figLeftover, per, figRequests, figCPU, figRSS, figHeap, figSteadyHeap}
 		if w.Jobs > 1 {
 			f = append(f, figP50, figP99)
 		}
@@ -199,6 +206,8 @@ func runFigures(w workload, r runResult) map[string]float64 {
 		figStartup:                r.StartupSeconds,
 		figP50:                    r.P50Seconds,
 		figP99:                    r.P99Seconds,
+		figFinalizers:             r.FinalizersDoneSeconds,
+		figLeftover:               float64(r.FinalizersAtComplete),
 		figRequests:               total,
 		figPerUnit + w.unitName(): total / float64(max(w.units(), 1)),
 		figCPU:                    r.CPUSeconds,

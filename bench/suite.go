@@ -288,9 +288,11 @@ func (e *env) runJobs(ctx context.Context, w workload, impl string, b budget, r 
 	r.WallSeconds = last.Sub(start).Seconds()
 	r.P50Seconds = harness.Percentile(ttc, 50)
 	r.P99Seconds = harness.Percentile(ttc, 99)
+	r.FinalizersAtComplete = podsWithFinalizer(pods)
 	if err := waitFor(ctx, 10*time.Minute, func() bool { return podsWithFinalizer(pods) == 0 }); err != nil {
 		return fmt.Errorf("%d pods still hold the tracking finalizer: %w", podsWithFinalizer(pods), err)
 	}
+	r.FinalizersDoneSeconds = time.Since(start).Seconds()
 	time.Sleep(trailingWrites)
 	if err := c.stop(r); err != nil {
 		return err
