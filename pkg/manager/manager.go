@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/uuid"
 	"k8s.io/client-go/dynamic"
@@ -44,6 +45,8 @@ type Manager struct {
 	// standby replica is healthy and ready to take over, and reporting it
 	// unready would stall rollouts and block every voluntary disruption.
 	ready atomic.Bool
+	// synced flips to true once the shared informers have synced.
+	synced atomic.Bool
 	// metricsAddr and healthAddr are the bound addresses, once serving.
 	metricsAddr, healthAddr atomic.Pointer[string]
 }
@@ -65,6 +68,10 @@ func (m *Manager) MetricsAddr() string { return deref(m.metricsAddr.Load()) }
 
 // HealthAddr returns the address /healthz and /readyz are served on, once they are.
 func (m *Manager) HealthAddr() string { return deref(m.healthAddr.Load()) }
+
+// Synced reports whether the shared informers of the running controllers
+// have completed their initial list (the benchmarks time start-up with it).
+func (m *Manager) Synced() bool { return m.synced.Load() }
 
 // Run serves the HTTP endpoints, then (after winning leader election when it
 // is enabled) starts the controllers, and blocks until ctx is done and every
@@ -189,7 +196,7 @@ func (m *Manager) runControllers(ctx context.Context) error {
 		Client:          client,
 		Dynamic:         dyn,
 		Metadata:        meta,
-		InformerFactory: informers.NewSharedInformerFactory(client, 0),
+		InformerFactory: informers.NewSharedInformerFactoryWithOptions(client, 0, informers.WithTransform(dropManagedFields)),
 		Registerer:      metrics.Registry,
 		Clock:           m.clock,
 	}
@@ -219,11 +226,30 @@ func (m *Manager) runControllers(ctx context.Context) error {
 		}()
 	}
 	m.ready.Store(true)
+	go func() {
+		for _, ok := range cc.InformerFactory.WaitForCacheSync(ctx.Done()) {
+			if !ok {
+				return
+			}
+		}
+		m.synced.Store(true)
+	}()
 	<-ctx.Done()
 	wg.Wait()
 	cc.InformerFactory.Shutdown()
 	m.ready.Store(false)
+	m.synced.Store(false)
 	return nil
+}
+
+// dropManagedFields is the shared informers' transform: no controller reads
+// managedFields, and they are often the largest part of a cached pod or Job,
+// so they are not kept (kube-controller-manager does the same).
+func dropManagedFields(obj any) (any, error) {
+	if m, err := meta.Accessor(obj); err == nil && m.GetManagedFields() != nil {
+		m.SetManagedFields(nil)
+	}
+	return obj, nil
 }
 
 // serve listens on addr and serves handler until ctx is done.

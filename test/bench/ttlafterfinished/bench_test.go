@@ -3,11 +3,8 @@ package ttlafterfinished
 import (
 	"context"
 	"fmt"
-	"net/http"
 	"os"
-	"sort"
 	"strconv"
-	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -22,9 +19,9 @@ import (
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/record"
 	"k8s.io/klog/v2"
-	upstream "k8s.io/kubernetes/pkg/controller/ttlafterfinished"
 	"k8s.io/utils/ptr"
 
+	"jobkeeper.dev/jobkeeper/bench/harness"
 	"jobkeeper.dev/jobkeeper/pkg/controller/ttlafterfinished"
 	"jobkeeper.dev/jobkeeper/test/builder"
 	"jobkeeper.dev/jobkeeper/test/integration/framework"
@@ -46,75 +43,6 @@ var workers = func() int {
 	}
 	return 5
 }()
-
-// counter counts requests by "VERB resource" at the transport.
-type counter struct {
-	mu     sync.Mutex
-	counts map[string]int
-	// lastDelete is when the latest DELETE response arrived.
-	lastDelete time.Time
-}
-
-func (c *counter) wrap(rt http.RoundTripper) http.RoundTripper {
-	return roundTripFunc(func(req *http.Request) (*http.Response, error) {
-		verb := req.Method
-		if req.URL.Query().Get("watch") == "true" {
-			verb = "WATCH"
-		}
-		c.mu.Lock()
-		c.counts[verb+" "+resourceOf(req.URL.Path)]++
-		c.mu.Unlock()
-		resp, err := rt.RoundTrip(req)
-		if verb == http.MethodDelete {
-			c.mu.Lock()
-			c.lastDelete = time.Now()
-			c.mu.Unlock()
-		}
-		return resp, err
-	})
-}
-
-type roundTripFunc func(*http.Request) (*http.Response, error)
-
-func (f roundTripFunc) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }
-
-// resourceOf extracts the resource from an API path.
-func resourceOf(path string) string {
-	parts := strings.Split(strings.Trim(path, "/"), "/")
-	for i, p := range parts {
-		if p == "namespaces" && i+2 < len(parts) {
-			return parts[i+2]
-		}
-	}
-	if len(parts) > 0 {
-		return parts[len(parts)-1]
-	}
-	return path
-}
-
-func (c *counter) snapshot() map[string]int {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	out := map[string]int{}
-	for k, v := range c.counts {
-		out[k] = v
-	}
-	return out
-}
-
-func (c *counter) String() string {
-	s := c.snapshot()
-	keys := make([]string, 0, len(s))
-	for k := range s {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	var b strings.Builder
-	for _, k := range keys {
-		fmt.Fprintf(&b, "%s=%d ", k, s[k])
-	}
-	return b.String()
-}
 
 func numJobs() int {
 	if n, err := strconv.Atoi(os.Getenv("JOBKEEPER_BENCH_JOBS")); err == nil && n > 0 {
@@ -198,10 +126,10 @@ func run(b *testing.B, name string, start func(ctx context.Context, cfg *rest.Co
 		b.StopTimer()
 		ns := framework.CreateNamespace(b)
 		createExpiredJobs(b, ns, n)
-		cnt := &counter{counts: map[string]int{}}
+		cnt := harness.NewCounter()
 		cfg := framework.Config()
 		cfg.QPS, cfg.Burst = qps, burst
-		cfg.Wrap(cnt.wrap)
+		cfg.Wrap(cnt.Wrap)
 		ctx, cancel := context.WithCancel(klog.NewContext(context.Background(), klog.Background()))
 		b.StartTimer()
 		t0 := time.Now()
@@ -210,17 +138,15 @@ func run(b *testing.B, name string, start func(ctx context.Context, cfg *rest.Co
 		wall := time.Since(t0)
 		b.StopTimer()
 		cancel()
-		s := cnt.snapshot()
-		cnt.mu.Lock()
-		deletesDone := cnt.lastDelete.Sub(t0)
-		cnt.mu.Unlock()
+		s := cnt.Snapshot()
+		deletesDone := cnt.LastAnswered("delete jobs").Sub(t0)
 		b.ReportMetric(deletesDone.Seconds(), "s/deletes")
-		writes := s["DELETE jobs"] + s["GET jobs"]
+		writes := s["delete jobs"] + s["get jobs"]
 		b.ReportMetric(wall.Seconds(), "s/clean")
 		b.ReportMetric(float64(writes)/float64(n), "job-req/Job")
-		b.ReportMetric(float64(s["POST events"]+s["PATCH events"])/float64(n), "event-req/Job")
+		b.ReportMetric(float64(s["create events"]+s["patch events"])/float64(n), "event-req/Job")
 		b.Logf("%s: %d Jobs: last DELETE answered after %v, all gone after %v; requests: %s", name, n,
-			deletesDone.Round(time.Millisecond), wall.Round(time.Millisecond), cnt)
+			deletesDone.Round(time.Millisecond), wall.Round(time.Millisecond), harness.Format(s))
 	}
 }
 
@@ -248,11 +174,9 @@ func BenchmarkCleanExpiredJobs(b *testing.B) {
 	})
 	b.Run("upstream", func(b *testing.B) {
 		run(b, "upstream", func(ctx context.Context, cfg *rest.Config) {
-			client := kubernetes.NewForConfigOrDie(cfg)
-			factory := informers.NewSharedInformerFactory(client, 0)
-			c := upstream.New(ctx, factory.Batch().V1().Jobs(), client)
-			factory.Start(ctx.Done())
-			go c.Run(ctx, workers)
+			if _, err := harness.StartUpstream(ctx, cfg, []string{harness.UpstreamTTLAfterFinished}, workers); err != nil {
+				b.Fatal(err)
+			}
 		})
 	})
 }

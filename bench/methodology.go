@@ -1,0 +1,50 @@
+package main
+
+// methodology is the fixed part of the results page: how to run and what
+// the figures mean.
+const methodology = "Run it yourself (about three hours for the default suite at both budgets on two cores; the\n" +
+	"tables say what this run was):\n\n" +
+	"```sh\n" +
+	"go run ./bench -suite default                 # workloads 1-5, QPS/burst 50/100 and 500/1000, 3 repeats\n" +
+	"go run ./bench -suite long                    # also one Job of 100,000 completions\n" +
+	"go run ./bench -workloads ttl,small -repeats 1 -qps 500/1000 -scale 0.1 -out /tmp/b.md   # a quick look\n" +
+	"```\n\n" +
+	"Flags: `-suite default|long`, `-workloads` (comma list of `nonindexed,indexed,small,ttl,memory,long`),\n" +
+	"`-repeats` (default 3), `-qps` (QPS/burst budgets, default `50/100,500/1000`), `-workers` (default 5),\n" +
+	"`-scale` (multiplies the sizes, for quick runs), `-out` (this page), `-json` (raw results, default next\n" +
+	"to `-out`), `-keep` (keep the control plane's directory and every controller's log).\n\n" +
+	"How it measures:\n\n" +
+	"- One embedded control plane (`pkg/controlplane`: etcd, kube-apiserver v1.36.3, garbage collector) for the\n" +
+	"  whole run, with jobkeeper's CleanupPolicy CRD installed as `jobkeeper up` does. No node agent: the benchmark plays the kubelet itself and writes every pod `Succeeded` the\n" +
+	"  moment it appears (`bench/harness.InstantKubelet`), so the controllers are the bottleneck, not pods.\n" +
+	"- Each controller under test runs in a **child process** (the bench binary re-executed in its hidden\n" +
+	"  `controller` mode): CPU is the child's user+system time and peak RSS its `Maxrss`, both from the\n" +
+	"  kernel's rusage, so they are the controller's alone. The child samples `runtime/metrics` every 50 ms\n" +
+	"  for the peak heap in use and, on SIGTERM, reads the live heap after a forced GC (\"live heap at the\n" +
+	"  end\") before stopping.\n" +
+	"- jobkeeper runs through `pkg/manager`, exactly as `jobkeeper controller` runs it (shared informers,\n" +
+	"  events on, `--manage-unclaimed-jobs` so that plain Jobs are managed, HTTP endpoints off). Upstream runs\n" +
+	"  `k8s.io/kubernetes/pkg/controller/job` and `.../ttlafterfinished` wired as kube-controller-manager wires\n" +
+	"  them: one shared informer factory with its own client and one client per controller\n" +
+	"  (`bench/harness.StartUpstream`). Both get the same QPS/burst per client and the same workers.\n" +
+	"- The child's kubeconfig points at a **counting reverse proxy** in the parent, which forwards to the\n" +
+	"  apiserver: every request of the controller (list, watch, discovery, events included) is counted by\n" +
+	"  verb and resource the same way for both. The set-up and the instant kubelet use a direct, uncounted\n" +
+	"  client.\n" +
+	"- Each run uses a fresh namespace that is emptied afterwards (informers are cluster-wide, so leftovers\n" +
+	"  would be listed by later runs). Within a repeat the two implementations alternate, jobkeeper first in\n" +
+	"  odd repeats and upstream first in even ones. Tables show the median of the repeats; the ratio is\n" +
+	"  jobkeeper/upstream (below 1: jobkeeper uses less or is faster).\n\n" +
+	"Workloads and end states:\n\n" +
+	"1. `nonindexed`, 2. `indexed`, 3. `small`, 6. `long` (Job controllers only): the child starts and syncs,\n" +
+	"   then the Jobs are created; wall time runs from the first creation request to the last Job seen\n" +
+	"   `Complete`; the run ends when no pod holds the `batch.kubernetes.io/job-tracking` finalizer, so the\n" +
+	"   finalizer removals are counted (and timed: \"wall to no tracking finalizer left\"). For many Jobs, p50/p99 of each Job's creation to `Complete`.\n" +
+	"4. `ttl` (TTL-after-finished controllers only): the finished Jobs (TTL 0, completed a minute earlier) exist\n" +
+	"   before the child starts; wall time runs from the child's start to no Job left in the namespace (the\n" +
+	"   garbage collector finishes upstream's foreground deletions).\n" +
+	"5. `memory` (both controllers, as `jobkeeper controller` runs by default): 10,000 finished Jobs and\n" +
+	"   100,000 pods (created through the API with each Job's labels and controller reference, left `Pending`:\n" +
+	"   nothing runs them) exist before the child starts; start-up is from the child's start to its informers\n" +
+	"   synced; the child then runs 10 s more before the steady heap is read. The objects are created once and\n" +
+	"   shared by every run of the workload.\n"

@@ -1,0 +1,700 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"os/signal"
+	"path/filepath"
+	"strconv"
+	"sync"
+	"syscall"
+	"time"
+
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	apiextensionsclientset "k8s.io/apiextensions-apiserver/pkg/client/clientset/clientset"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/informers"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/tools/clientcmd"
+	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
+	"k8s.io/klog/v2"
+	"k8s.io/utils/ptr"
+
+	"jobkeeper.dev/jobkeeper/bench/harness"
+	"jobkeeper.dev/jobkeeper/deploy/crds"
+	"jobkeeper.dev/jobkeeper/pkg/controlplane"
+	"jobkeeper.dev/jobkeeper/test/builder"
+)
+
+// implementations are the two sides, in the order of even repeats.
+var implementations = []string{"jobkeeper", "upstream"}
+
+// env is what every run shares: the control plane, the counting proxy and
+// the uncounted admin client.
+type env struct {
+	cfg *suiteConfig
+	// self is this binary, re-executed as the controller.
+	self string
+	// dir holds the control plane's data and the logs.
+	dir string
+	// proxy counts the child's requests; kubeconfig points at it.
+	proxy      *harness.Proxy
+	kubeconfig string
+	// admin is the direct, uncounted client of set-up and kubelet.
+	admin kubernetes.Interface
+	// seq numbers namespaces and child logs.
+	seq int
+}
+
+// runSuite runs every workload and writes the results.
+func runSuite(cfg *suiteConfig) error {
+	self, err := os.Executable()
+	if err != nil {
+		return fmt.Errorf("finding this binary: %w", err)
+	}
+	dir, err := os.MkdirTemp("", "jobkeeper-bench-")
+	if err != nil {
+		return err
+	}
+	logPath := filepath.Join(dir, "logs", "bench.log")
+	logFile, err := controlplane.RedirectKlog(logPath)
+	if err != nil {
+		return err
+	}
+	defer logFile.Close()
+	fmt.Fprintf(os.Stderr, "bench: control plane data and logs in %s\n", dir)
+	meta := collectMeta(cfg)
+
+	// Ctrl-C stops the runs; the results so far are still written.
+	ctx, stop := signal.NotifyContext(klog.NewContext(context.Background(), klog.Background()), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	cp, err := controlplane.Start(ctx, controlplane.Config{DataDir: dir, KubeconfigOut: filepath.Join(dir, "admin.kubeconfig")})
+	if err != nil {
+		return fmt.Errorf("starting the control plane (logs: %s): %w", logPath, err)
+	}
+	defer func() {
+		cp.Stop()
+		if !cfg.keep {
+			os.RemoveAll(dir)
+		}
+	}()
+	// jobkeeper's CleanupPolicy CRD, as `jobkeeper up` and deploy/ install it:
+	// without it the TTL controller would retry listing a missing resource.
+	ext, err := apiextensionsclientset.NewForConfig(cp.AdminConfig())
+	if err != nil {
+		return err
+	}
+	if err := crds.Install(ctx, ext); err != nil {
+		return fmt.Errorf("installing jobkeeper's CRDs: %w", err)
+	}
+	e := &env{cfg: cfg, self: self, dir: dir}
+	if e.proxy, err = harness.NewProxy(cp.AdminConfig()); err != nil {
+		return err
+	}
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return err
+	}
+	srv := &http.Server{Handler: e.proxy, ReadHeaderTimeout: 10 * time.Second}
+	go srv.Serve(l)
+	defer srv.Close()
+	if e.kubeconfig, err = writeProxyKubeconfig(dir, "http://"+l.Addr().String()); err != nil {
+		return err
+	}
+	adminCfg := cp.AdminConfig()
+	adminCfg.QPS, adminCfg.Burst = 5000, 5000
+	if e.admin, err = kubernetes.NewForConfig(adminCfg); err != nil {
+		return err
+	}
+
+	var results []runResult
+	for i, w := range cfg.workloads {
+		if ctx.Err() != nil {
+			meta.Interrupted = true
+			break
+		}
+		fmt.Fprintf(os.Stderr, "bench: %s: %s\n", w.Name, w.Title)
+		rs, err := e.runWorkload(ctx, w, i == len(cfg.workloads)-1)
+		results = append(results, rs...)
+		if err != nil {
+			fmt.Fprintf(os.Stderr, "bench: %s: %v\n", w.Name, err)
+		}
+	}
+	if ctx.Err() != nil {
+		meta.Interrupted = true
+	}
+	meta.LoadAfter = loadAverage()
+	meta.Finished = time.Now().UTC()
+	rep := buildReport(meta, cfg, results)
+	fmt.Println(renderTables(rep))
+	return writeOutputs(cfg, rep)
+}
+
+// runWorkload runs w for every budget and repeat, alternating the two
+// implementations. The last workload's shared objects are left to the
+// control plane's removal.
+func (e *env) runWorkload(ctx context.Context, w workload, last bool) ([]runResult, error) {
+	var memNS string
+	if w.Kind == kindMemory {
+		// The objects are only read: create them once for every run.
+		ns, err := e.namespace(ctx, w)
+		if err != nil {
+			return nil, err
+		}
+		t := time.Now()
+		if err := createFinishedJobs(ctx, e.admin, ns, w.Jobs, nil); err != nil {
+			return nil, err
+		}
+		if err := createPods(ctx, e.admin, ns, w.Jobs, w.Pods); err != nil {
+			return nil, err
+		}
+		fmt.Fprintf(os.Stderr, "bench: %s: created %d Jobs and %d pods in %v\n", w.Name, w.Jobs, w.Pods, time.Since(t).Round(time.Second))
+		memNS = ns
+		if !last {
+			defer e.cleanup(ctx, ns)
+		}
+	}
+	var out []runResult
+	var errs []error
+	for _, b := range e.cfg.budgets {
+		for rep := range e.cfg.repeats {
+			order := implementations
+			if rep%2 == 1 {
+				order = []string{implementations[1], implementations[0]}
+			}
+			for _, impl := range order {
+				if ctx.Err() != nil {
+					return out, errors.Join(append(errs, ctx.Err())...)
+				}
+				r := runResult{Workload: w.Name, Impl: impl, Budget: b.String(), Repeat: rep + 1, Units: w.units(), LoadBefore: loadAverage()}
+				var err error
+				switch w.Kind {
+				case kindJobs:
+					err = e.runJobs(ctx, w, impl, b, &r)
+				case kindTTL:
+					err = e.runTTL(ctx, w, impl, b, &r)
+				case kindMemory:
+					err = e.runMemory(ctx, w, impl, b, memNS, &r)
+				}
+				if err != nil {
+					r.Error = err.Error()
+					errs = append(errs, fmt.Errorf("%s at %s, repeat %d: %w", impl, b, rep+1, err))
+				}
+				fmt.Fprintf(os.Stderr, "bench: %s %s %s #%d: %s\n", w.Name, impl, b, rep+1, r.summary())
+				out = append(out, r)
+			}
+		}
+	}
+	return out, errors.Join(errs...)
+}
+
+// namespace creates a fresh namespace for a run.
+func (e *env) namespace(ctx context.Context, w workload) (string, error) {
+	e.seq++
+	name := fmt.Sprintf("bench-%s-%d", w.Name, e.seq)
+	_, err := e.admin.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name}}, metav1.CreateOptions{})
+	if err != nil {
+		return "", fmt.Errorf("creating namespace %s: %w", name, err)
+	}
+	return name, nil
+}
+
+// cleanup deletes the Jobs and pods of ns, so that later runs' informers do
+// not list them, and waits until they are gone.
+func (e *env) cleanup(ctx context.Context, ns string) {
+	logger := klog.FromContext(ctx)
+	bg := metav1.DeletePropagationBackground
+	if err := e.admin.BatchV1().Jobs(ns).DeleteCollection(ctx, metav1.DeleteOptions{PropagationPolicy: &bg}, metav1.ListOptions{}); err != nil {
+		logger.Error(err, "Deleting Jobs", "namespace", ns)
+	}
+	if err := e.admin.CoreV1().Pods(ns).DeleteCollection(ctx, metav1.DeleteOptions{GracePeriodSeconds: ptr.To[int64](0)}, metav1.ListOptions{}); err != nil {
+		logger.Error(err, "Deleting pods", "namespace", ns)
+	}
+	err := wait.PollUntilContextTimeout(ctx, time.Second, 15*time.Minute, true, func(ctx context.Context) (bool, error) {
+		pods, err := e.admin.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{})
+		if err != nil {
+			return false, nil
+		}
+		for _, p := range pods.Items {
+			// A run that failed can leave tracking finalizers behind.
+			if len(p.Finalizers) > 0 {
+				patch := []byte(`{"metadata":{"finalizers":null}}`)
+				_, _ = e.admin.CoreV1().Pods(ns).Patch(ctx, p.Name, types.MergePatchType, patch, metav1.PatchOptions{})
+			}
+		}
+		jobs, err := e.admin.BatchV1().Jobs(ns).List(ctx, metav1.ListOptions{Limit: 1})
+		return err == nil && len(pods.Items) == 0 && len(jobs.Items) == 0, nil
+	})
+	if err != nil {
+		logger.Error(err, "Namespace not emptied", "namespace", ns)
+	}
+	_ = e.admin.CoreV1().Namespaces().Delete(ctx, ns, metav1.DeleteOptions{})
+}
+
+// runJobs creates w's Jobs while impl's Job controller runs and measures
+// until every Job is Complete and no pod holds the tracking finalizer.
+func (e *env) runJobs(ctx context.Context, w workload, impl string, b budget, r *runResult) error {
+	ns, err := e.namespace(ctx, w)
+	if err != nil {
+		return err
+	}
+	defer e.cleanup(ctx, ns)
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	pods, err := harness.InstantKubelet(ctx, e.admin, ns, 16)
+	if err != nil {
+		return err
+	}
+	tracker, err := trackJobs(ctx, e.admin, ns)
+	if err != nil {
+		return err
+	}
+	counter := harness.NewCounter()
+	c, err := e.startChild(ctx, impl, w, b, counter)
+	if err != nil {
+		return err
+	}
+	defer c.kill()
+	if err := c.waitSynced(5 * time.Minute); err != nil {
+		return err
+	}
+	r.StartupSeconds = c.syncedAfter.Seconds()
+
+	template := builder.MakeJob("bench", ns).Completions(int32(w.Completions)).Parallelism(int32(w.Parallelism)).Obj()
+	if w.Indexed {
+		template = builder.MakeJob("bench", ns).Completions(int32(w.Completions)).Parallelism(int32(w.Parallelism)).Indexed().Obj()
+	}
+	start := time.Now()
+	created, err := createJobs(ctx, e.admin, template, w.Jobs)
+	if err != nil {
+		return err
+	}
+	timeout := 30*time.Minute + time.Duration(w.units())*50*time.Millisecond
+	if err := waitFor(ctx, timeout, func() bool { return tracker.complete() == w.Jobs }); err != nil {
+		return fmt.Errorf("%d of %d Jobs complete: %w", tracker.complete(), w.Jobs, err)
+	}
+	last, ttc := tracker.times(created)
+	r.WallSeconds = last.Sub(start).Seconds()
+	r.P50Seconds = harness.Percentile(ttc, 50)
+	r.P99Seconds = harness.Percentile(ttc, 99)
+	r.FinalizersAtComplete = podsWithFinalizer(pods)
+	if err := waitFor(ctx, 10*time.Minute, func() bool { return podsWithFinalizer(pods) == 0 }); err != nil {
+		return fmt.Errorf("%d pods still hold the tracking finalizer: %w", podsWithFinalizer(pods), err)
+	}
+	r.FinalizersDoneSeconds = time.Since(start).Seconds()
+	time.Sleep(trailingWrites)
+	if err := c.stop(r); err != nil {
+		return err
+	}
+	r.Requests = counter.Snapshot()
+	for _, j := range tracker.jobs() {
+		if j.Status.Succeeded != int32(w.Completions) {
+			return fmt.Errorf("Job %s: succeeded %d, want %d", j.Name, j.Status.Succeeded, w.Completions)
+		}
+	}
+	return nil
+}
+
+// runTTL creates w's finished Jobs with TTL 0, then starts impl's
+// TTL-after-finished controller and measures until the namespace holds no Job.
+func (e *env) runTTL(ctx context.Context, w workload, impl string, b budget, r *runResult) error {
+	ns, err := e.namespace(ctx, w)
+	if err != nil {
+		return err
+	}
+	defer e.cleanup(ctx, ns)
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	if err := createFinishedJobs(ctx, e.admin, ns, w.Jobs, ptr.To[int32](0)); err != nil {
+		return err
+	}
+	tracker, err := trackJobs(ctx, e.admin, ns)
+	if err != nil {
+		return err
+	}
+	counter := harness.NewCounter()
+	c, err := e.startChild(ctx, impl, w, b, counter)
+	if err != nil {
+		return err
+	}
+	defer c.kill()
+	if err := waitFor(ctx, 30*time.Minute, func() bool { return len(tracker.jobs()) == 0 }); err != nil {
+		return fmt.Errorf("%d Jobs left: %w", len(tracker.jobs()), err)
+	}
+	r.WallSeconds = time.Since(c.started).Seconds()
+	r.StartupSeconds = c.syncedAfter.Seconds()
+	time.Sleep(trailingWrites)
+	if err := c.stop(r); err != nil {
+		return err
+	}
+	r.Requests = counter.Snapshot()
+	return nil
+}
+
+// trailingWrites is how long a controller keeps running after the end
+// state, so that its asynchronous writes (events) are counted too.
+const trailingWrites = 2 * time.Second
+
+// memorySettle is how long the controllers run after their informers synced
+// before the steady heap is read.
+const memorySettle = 10 * time.Second
+
+// runMemory starts impl's controllers with w's objects present, waits until
+// their informers synced, lets them settle, and stops them.
+func (e *env) runMemory(ctx context.Context, w workload, impl string, b budget, ns string, r *runResult) error {
+	counter := harness.NewCounter()
+	c, err := e.startChild(ctx, impl, w, b, counter)
+	if err != nil {
+		return err
+	}
+	defer c.kill()
+	if err := c.waitSynced(15 * time.Minute); err != nil {
+		return err
+	}
+	r.StartupSeconds = c.syncedAfter.Seconds()
+	r.WallSeconds = r.StartupSeconds
+	time.Sleep(memorySettle)
+	if err := c.stop(r); err != nil {
+		return err
+	}
+	r.Requests = counter.Snapshot()
+	return nil
+}
+
+// waitFor polls cond every 50ms.
+func waitFor(ctx context.Context, timeout time.Duration, cond func() bool) error {
+	return wait.PollUntilContextTimeout(ctx, 50*time.Millisecond, timeout, true, func(context.Context) (bool, error) { return cond(), nil })
+}
+
+func podsWithFinalizer(pods cache.SharedIndexInformer) int {
+	n := 0
+	for _, obj := range pods.GetStore().List() {
+		for _, f := range obj.(*corev1.Pod).Finalizers {
+			if f == batchv1.JobTrackingFinalizer {
+				n++
+				break
+			}
+		}
+	}
+	return n
+}
+
+// jobTracker watches the Jobs of a namespace (uncounted) and records when
+// each was first seen Complete.
+type jobTracker struct {
+	informer cache.SharedIndexInformer
+	mu       sync.Mutex
+	done     map[string]time.Time
+}
+
+func trackJobs(ctx context.Context, c kubernetes.Interface, ns string) (*jobTracker, error) {
+	factory := informers.NewSharedInformerFactoryWithOptions(c, 0, informers.WithNamespace(ns))
+	t := &jobTracker{informer: factory.Batch().V1().Jobs().Informer(), done: map[string]time.Time{}}
+	see := func(obj any) {
+		j, ok := obj.(*batchv1.Job)
+		if !ok {
+			return
+		}
+		for _, cond := range j.Status.Conditions {
+			if cond.Type == batchv1.JobComplete && cond.Status == corev1.ConditionTrue {
+				t.mu.Lock()
+				if _, seen := t.done[j.Name]; !seen {
+					t.done[j.Name] = time.Now()
+				}
+				t.mu.Unlock()
+			}
+		}
+	}
+	if _, err := t.informer.AddEventHandler(cache.ResourceEventHandlerFuncs{AddFunc: see, UpdateFunc: func(_, obj any) { see(obj) }}); err != nil {
+		return nil, err
+	}
+	factory.Start(ctx.Done())
+	go func() { <-ctx.Done(); factory.Shutdown() }()
+	if !cache.WaitForCacheSync(ctx.Done(), t.informer.HasSynced) {
+		return nil, fmt.Errorf("Jobs of %s: cache did not sync", ns)
+	}
+	return t, nil
+}
+
+func (t *jobTracker) complete() int {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return len(t.done)
+}
+
+// times returns the last completion and each Job's time from its creation
+// request to its completion, in seconds.
+func (t *jobTracker) times(created map[string]time.Time) (time.Time, []float64) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	var last time.Time
+	var ttc []float64
+	for name, at := range t.done {
+		if at.After(last) {
+			last = at
+		}
+		if c, ok := created[name]; ok {
+			ttc = append(ttc, at.Sub(c).Seconds())
+		}
+	}
+	return last, ttc
+}
+
+func (t *jobTracker) jobs() []*batchv1.Job {
+	var out []*batchv1.Job
+	for _, obj := range t.informer.GetStore().List() {
+		out = append(out, obj.(*batchv1.Job))
+	}
+	return out
+}
+
+// parallelDo runs fn(i) for i in [0,n) on 32 goroutines and returns the
+// first error.
+func parallelDo(ctx context.Context, n int, fn func(ctx context.Context, i int) error) error {
+	next := make(chan int)
+	var wg sync.WaitGroup
+	var once sync.Once
+	var first error
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	for range 32 {
+		wg.Go(func() {
+			for i := range next {
+				if err := fn(ctx, i); err != nil {
+					once.Do(func() { first = err; cancel() })
+				}
+			}
+		})
+	}
+feed:
+	for i := range n {
+		select {
+		case next <- i:
+		case <-ctx.Done():
+			break feed
+		}
+	}
+	close(next)
+	wg.Wait()
+	return first
+}
+
+// createJobs creates n copies of template named bench-<i> and returns when
+// each creation request was sent.
+func createJobs(ctx context.Context, c kubernetes.Interface, template *batchv1.Job, n int) (map[string]time.Time, error) {
+	var mu sync.Mutex
+	created := map[string]time.Time{}
+	err := parallelDo(ctx, n, func(ctx context.Context, i int) error {
+		j := template.DeepCopy()
+		j.Name = fmt.Sprintf("bench-%05d", i)
+		at := time.Now()
+		if _, err := c.BatchV1().Jobs(j.Namespace).Create(ctx, j, metav1.CreateOptions{}); err != nil {
+			return fmt.Errorf("creating Job %s: %w", j.Name, err)
+		}
+		mu.Lock()
+		created[j.Name] = at
+		mu.Unlock()
+		return nil
+	})
+	return created, err
+}
+
+// createFinishedJobs creates n Jobs named j-<i> that completed a minute ago,
+// with the given TTL.
+func createFinishedJobs(ctx context.Context, c kubernetes.Interface, ns string, n int, ttl *int32) error {
+	at := metav1.NewTime(time.Now().Add(-time.Minute).Truncate(time.Second))
+	start := metav1.NewTime(at.Add(-time.Second))
+	return parallelDo(ctx, n, func(ctx context.Context, i int) error {
+		job := builder.MakeJob(fmt.Sprintf("j-%05d", i), ns).Obj()
+		job.Spec.TTLSecondsAfterFinished = ttl
+		j, err := c.BatchV1().Jobs(ns).Create(ctx, job, metav1.CreateOptions{})
+		if err != nil {
+			return fmt.Errorf("creating Job %s: %w", job.Name, err)
+		}
+		j.Status = batchv1.JobStatus{
+			StartTime: &start, CompletionTime: &at, Succeeded: 1,
+			Ready: ptr.To[int32](0), Terminating: ptr.To[int32](0),
+			Conditions: []batchv1.JobCondition{
+				{Type: batchv1.JobSuccessCriteriaMet, Status: corev1.ConditionTrue, Reason: batchv1.JobReasonCompletionsReached, LastProbeTime: at, LastTransitionTime: at},
+				{Type: batchv1.JobComplete, Status: corev1.ConditionTrue, Reason: batchv1.JobReasonCompletionsReached, LastProbeTime: at, LastTransitionTime: at},
+			},
+		}
+		if _, err := c.BatchV1().Jobs(ns).UpdateStatus(ctx, j, metav1.UpdateOptions{}); err != nil {
+			return fmt.Errorf("finishing Job %s: %w", job.Name, err)
+		}
+		return nil
+	})
+}
+
+// createPods creates n pods spread over the jobs Jobs j-<i> of ns (labels and
+// controller reference of a Job's pod, no tracking finalizer). The API
+// creates them Pending; nothing runs them.
+func createPods(ctx context.Context, c kubernetes.Interface, ns string, jobs, n int) error {
+	list, err := c.BatchV1().Jobs(ns).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return fmt.Errorf("listing Jobs of %s: %w", ns, err)
+	}
+	if len(list.Items) == 0 {
+		return fmt.Errorf("no Jobs in %s", ns)
+	}
+	return parallelDo(ctx, n, func(ctx context.Context, i int) error {
+		j := &list.Items[i%len(list.Items)]
+		p := &corev1.Pod{
+			ObjectMeta: metav1.ObjectMeta{
+				Name:            j.Name + "-" + strconv.Itoa(i),
+				Namespace:       ns,
+				Labels:          j.Spec.Template.Labels,
+				OwnerReferences: []metav1.OwnerReference{*metav1.NewControllerRef(j, batchv1.SchemeGroupVersion.WithKind("Job"))},
+			},
+			Spec: *j.Spec.Template.Spec.DeepCopy(),
+		}
+		if _, err := c.CoreV1().Pods(ns).Create(ctx, p, metav1.CreateOptions{}); err != nil {
+			return fmt.Errorf("creating pod %s: %w", p.Name, err)
+		}
+		return nil
+	})
+}
+
+// writeProxyKubeconfig writes a kubeconfig for the counting proxy.
+func writeProxyKubeconfig(dir, url string) (string, error) {
+	kc := clientcmdapi.NewConfig()
+	kc.Clusters["bench"] = &clientcmdapi.Cluster{Server: url}
+	kc.AuthInfos["bench"] = &clientcmdapi.AuthInfo{}
+	kc.Contexts["bench"] = &clientcmdapi.Context{Cluster: "bench", AuthInfo: "bench"}
+	kc.CurrentContext = "bench"
+	path := filepath.Join(dir, "proxy.kubeconfig")
+	if err := clientcmd.WriteToFile(*kc, path); err != nil {
+		return "", fmt.Errorf("writing %s: %w", path, err)
+	}
+	return path, nil
+}
+
+// child is a running controller process.
+type child struct {
+	cmd     *exec.Cmd
+	started time.Time
+	// synced is closed when the child reported its informers synced.
+	synced      chan struct{}
+	syncedAfter time.Duration
+	// final receives the child's last report.
+	final chan childReport
+	// exited is closed when the process has been waited for.
+	exited  chan struct{}
+	waitErr error
+	counter *harness.Counter
+	proxy   *harness.Proxy
+}
+
+// startChild starts impl's controllers for w in a child process counted
+// into counter.
+func (e *env) startChild(ctx context.Context, impl string, w workload, b budget, counter *harness.Counter) (*child, error) {
+	e.seq++
+	logPath := filepath.Join(e.dir, "logs", fmt.Sprintf("%03d-%s-%s.log", e.seq, w.Name, impl))
+	logFile, err := os.Create(logPath)
+	if err != nil {
+		return nil, err
+	}
+	cmd := exec.Command(e.self, "controller", "-impl", impl, "-kubeconfig", e.kubeconfig,
+		"-qps", strconv.FormatFloat(b.QPS, 'g', -1, 64), "-burst", strconv.Itoa(b.Burst),
+		"-workers", strconv.Itoa(e.cfg.workers), "-controllers", w.controllers())
+	cmd.Stderr = logFile
+	// The controller must not outlive the benchmark if it is interrupted.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		logFile.Close()
+		return nil, err
+	}
+	c := &child{cmd: cmd, synced: make(chan struct{}), final: make(chan childReport, 1), exited: make(chan struct{}), counter: counter, proxy: e.proxy}
+	e.proxy.Count(counter)
+	c.started = time.Now()
+	if err := cmd.Start(); err != nil {
+		e.proxy.Count(nil)
+		logFile.Close()
+		return nil, fmt.Errorf("starting the %s controller: %w", impl, err)
+	}
+	go func() {
+		sc := bufio.NewScanner(stdout)
+		for sc.Scan() {
+			var rep childReport
+			if err := json.Unmarshal(sc.Bytes(), &rep); err != nil {
+				continue
+			}
+			switch {
+			case rep.Synced:
+				c.syncedAfter = time.Since(c.started)
+				close(c.synced)
+			case rep.Final:
+				c.final <- rep
+			}
+		}
+		c.waitErr = cmd.Wait()
+		logFile.Close()
+		close(c.exited)
+	}()
+	return c, nil
+}
+
+// waitSynced waits until the child's informers have synced.
+func (c *child) waitSynced(timeout time.Duration) error {
+	select {
+	case <-c.synced:
+		return nil
+	case <-c.exited:
+		return fmt.Errorf("controller exited before its informers synced: %v (see %s)", c.waitErr, c.cmd.Stderr.(*os.File).Name())
+	case <-time.After(timeout):
+		return fmt.Errorf("informers not synced after %v", timeout)
+	}
+}
+
+// stop sends SIGTERM, waits for the child's report and exit, stops counting
+// and fills r's process figures.
+func (c *child) stop(r *runResult) error {
+	defer c.proxy.Count(nil)
+	if err := c.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		return fmt.Errorf("stopping the controller: %w", err)
+	}
+	select {
+	case <-c.exited:
+	case <-time.After(2 * time.Minute):
+		c.kill()
+		return errors.New("controller did not exit within 2 minutes of SIGTERM")
+	}
+	c.proxy.Count(nil)
+	select {
+	case rep := <-c.final:
+		r.PeakHeapMiB = mib(rep.PeakHeapInUse)
+		r.PeakLiveHeapMiB = mib(rep.PeakHeapLive)
+		r.SteadyHeapMiB = mib(rep.HeapLiveAtStop)
+		r.MaxRSSMiB = float64(rep.VmHWMKiB) / 1024
+	default:
+		return fmt.Errorf("controller exited without its report: %v", c.waitErr)
+	}
+	st := c.cmd.ProcessState
+	r.CPUSeconds = (st.UserTime() + st.SystemTime()).Seconds()
+	return nil
+}
+
+// kill ends the child if it is still running.
+func (c *child) kill() {
+	select {
+	case <-c.exited:
+	default:
+		_ = c.cmd.Process.Kill()
+		<-c.exited
+	}
+	c.proxy.Count(nil)
+}
+
+func mib(b uint64) float64 { return float64(b) / (1 << 20) }

@@ -1,0 +1,163 @@
+package main
+
+import (
+	"fmt"
+	"math"
+)
+
+// workloadKind says how a workload runs and what it measures.
+type workloadKind string
+
+const (
+	// kindJobs creates Jobs while the Job controller runs and waits until
+	// every Job is Complete and no pod holds the tracking finalizer.
+	kindJobs workloadKind = "jobs"
+	// kindTTL creates finished Jobs with TTL 0, then starts the
+	// TTL-after-finished controller and waits until every Job is gone.
+	kindTTL workloadKind = "ttl"
+	// kindMemory creates finished Jobs and pods, then starts both
+	// controllers and measures start-up and the steady heap.
+	kindMemory workloadKind = "memory"
+)
+
+// workload is one benchmark scenario.
+type workload struct {
+	// Name is the -workloads name.
+	Name string `json:"name"`
+	// Title describes it on the results page.
+	Title string `json:"title"`
+	// Kind says how it runs.
+	Kind workloadKind `json:"kind"`
+	// Jobs is the number of Jobs.
+	Jobs int `json:"jobs"`
+	// Completions and Parallelism size each Job (kindJobs).
+	Completions int `json:"completions,omitempty"`
+	Parallelism int `json:"parallelism,omitempty"`
+	// Indexed makes the Jobs Indexed.
+	Indexed bool `json:"indexed,omitempty"`
+	// Pods is the number of pods present (kindMemory).
+	Pods int `json:"pods,omitempty"`
+}
+
+// workloads are every workload, numbered as in issue 7 (the suites run
+// memory last: its 100,000 pods are not worth deleting at the end).
+var workloads = []workload{
+	{Name: "nonindexed", Title: "One NonIndexed Job, 10,000 completions, parallelism 500", Kind: kindJobs, Jobs: 1, Completions: 10000, Parallelism: 500},
+	{Name: "indexed", Title: "One Indexed Job, 10,000 completions, parallelism 500", Kind: kindJobs, Jobs: 1, Completions: 10000, Parallelism: 500, Indexed: true},
+	{Name: "small", Title: "1,000 Jobs of 5 completions (parallelism 5)", Kind: kindJobs, Jobs: 1000, Completions: 5, Parallelism: 5},
+	{Name: "ttl", Title: "5,000 finished Jobs with TTL 0 to clean up (TTL controllers only)", Kind: kindTTL, Jobs: 5000},
+	{Name: "memory", Title: "Start-up with 10,000 finished Jobs and 100,000 pods present (both controllers)", Kind: kindMemory, Jobs: 10000, Pods: 100000},
+	{Name: "long", Title: "One NonIndexed Job, 100,000 completions, parallelism 500", Kind: kindJobs, Jobs: 1, Completions: 100000, Parallelism: 500},
+}
+
+// suiteWorkloads returns the workload names of a suite, nil if unknown.
+func suiteWorkloads(suite string) []string {
+	switch suite {
+	case "default":
+		return []string{"nonindexed", "indexed", "small", "ttl", "memory"}
+	case "long":
+		return []string{"nonindexed", "indexed", "small", "ttl", "long", "memory"}
+	}
+	return nil
+}
+
+func allWorkloadNames() []string {
+	var out []string
+	for _, w := range workloads {
+		out = append(out, w.Name)
+	}
+	return out
+}
+
+// number is the workload's number on the results page.
+func (w workload) number() int {
+	for i, x := range workloads {
+		if x.Name == w.Name {
+			return i + 1
+		}
+	}
+	return 0
+}
+
+func findWorkload(name string) (workload, bool) {
+	for _, w := range workloads {
+		if w.Name == name {
+			return w, true
+		}
+	}
+	return workload{}, false
+}
+
+// scaled multiplies the sizes by f (at least 1 of each; parallelism is
+// capped by the completions), and says so in the title.
+func (w workload) scaled(f float64) workload {
+	if f == 1 {
+		return w
+	}
+	n := func(v int) int {
+		if v == 0 {
+			return 0
+		}
+		return max(1, int(math.Round(float64(v)*f)))
+	}
+	// A Job's size only scales when there is one Job; many small Jobs scale
+	// by their number.
+	if w.Jobs == 1 {
+		w.Completions = n(w.Completions)
+	} else {
+		w.Jobs = n(w.Jobs)
+	}
+	w.Pods = n(w.Pods)
+	w.Parallelism = min(w.Parallelism, w.Completions)
+	w.Title = fmt.Sprintf("%s [scaled x%g: %s]", w.Title, f, w.size())
+	return w
+}
+
+// size describes the actual sizes.
+func (w workload) size() string {
+	switch w.Kind {
+	case kindJobs:
+		return fmt.Sprintf("%d Job(s) x %d completions, parallelism %d", w.Jobs, w.Completions, w.Parallelism)
+	case kindTTL:
+		return fmt.Sprintf("%d Jobs", w.Jobs)
+	default:
+		return fmt.Sprintf("%d Jobs, %d pods", w.Jobs, w.Pods)
+	}
+}
+
+// units is what the per-unit request figure divides by: completed pods,
+// deleted Jobs, or pods present.
+func (w workload) units() int {
+	switch w.Kind {
+	case kindJobs:
+		return w.Jobs * w.Completions
+	case kindTTL:
+		return w.Jobs
+	default:
+		return w.Pods
+	}
+}
+
+// unitName names units().
+func (w workload) unitName() string {
+	switch w.Kind {
+	case kindJobs:
+		return "completed pod"
+	case kindTTL:
+		return "deleted Job"
+	default:
+		return "pod present"
+	}
+}
+
+// controllers are the controllers the workload runs.
+func (w workload) controllers() string {
+	switch w.Kind {
+	case kindJobs:
+		return "job"
+	case kindTTL:
+		return "ttl-after-finished"
+	default:
+		return "job,ttl-after-finished"
+	}
+}
