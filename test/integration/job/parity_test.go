@@ -41,9 +41,9 @@ type parityOutcome struct {
 
 // startUpstreamController runs kube-controller-manager's Job controller
 // with its own client and informers until the test ends.
-func startUpstreamController(t *testing.T) {
+func startUpstreamController(t *testing.T, backoff time.Duration) {
 	t.Helper()
-	upstreamjob.DefaultJobPodFailureBackOff = 20 * time.Millisecond
+	upstreamjob.DefaultJobPodFailureBackOff = backoff
 	client, err := kubernetes.NewForConfig(framework.Config())
 	if err != nil {
 		t.Fatal(err)
@@ -65,6 +65,12 @@ func startUpstreamController(t *testing.T) {
 // (one after the other, each in its own namespace) and reports any
 // difference in the outcomes.
 func runParity(t *testing.T, mk func(ns string) *builder.JobWrapper, scenario func(t *testing.T, c kubernetes.Interface, job *batchv1.Job)) {
+	runParityWithBackoff(t, testOptions().PodFailureBackoff, mk, scenario)
+}
+
+// runParityWithBackoff is runParity with both controllers' pod failure
+// backoff set to backoff.
+func runParityWithBackoff(t *testing.T, backoff time.Duration, mk func(ns string) *builder.JobWrapper, scenario func(t *testing.T, c kubernetes.Interface, job *batchv1.Job)) {
 	c := framework.Client(t)
 	outcomes := map[string]parityOutcome{}
 	for _, impl := range []string{"jobkeeper", "upstream"} {
@@ -72,10 +78,12 @@ func runParity(t *testing.T, mk func(ns string) *builder.JobWrapper, scenario fu
 			ns := framework.CreateNamespace(t)
 			w := mk(ns)
 			if impl == "jobkeeper" {
-				startController(t, testOptions())
+				opts := testOptions()
+				opts.PodFailureBackoff = backoff
+				startController(t, opts)
 				w = w.ManagedBy(jobcontroller.DefaultManagedBy)
 			} else {
-				startUpstreamController(t)
+				startUpstreamController(t, backoff)
 			}
 			job := createJob(t, c, w.Obj())
 			scenario(t, c, job)
@@ -406,5 +414,25 @@ func waitPodCount(t *testing.T, c kubernetes.Interface, job *batchv1.Job, n int)
 			}
 		}
 		return len(pods) == n && active == 2, nil
+	})
+}
+
+// TestParitySuccessPolicyWithFailedPodInBackoff: success criteria met while
+// a failed pod waits out its index's backoff with its finalizer.
+func TestParitySuccessPolicyWithFailedPodInBackoff(t *testing.T) {
+	runParityWithBackoff(t, time.Hour, func(ns string) *builder.JobWrapper {
+		return builder.MakeJob("spb", ns).Indexed().Parallelism(3).Completions(3).BackoffLimitPerIndex(2).SuccessPolicy(
+			batchv1.SuccessPolicyRule{SucceededIndexes: ptrTo("0")})
+	}, func(t *testing.T, c kubernetes.Interface, job *batchv1.Job) {
+		ctx := context.Background()
+		for ix := range 3 {
+			waitIndexPods(t, c, job, ix, 1)
+		}
+		failIndexPod(t, c, job, 1, 1)
+		framework.WaitFor(t, "the failed pod of index 1 to be seen", func(ctx context.Context) (bool, error) {
+			j, err := c.BatchV1().Jobs(job.Namespace).Get(ctx, job.Name, metav1.GetOptions{})
+			return err == nil && j.Status.Active == 2, err
+		})
+		framework.SetIndexPodPhase(ctx, t, c, job, 0, corev1.PodSucceeded)
 	})
 }
