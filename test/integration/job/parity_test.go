@@ -436,3 +436,15 @@ func TestParitySuccessPolicyWithFailedPodInBackoff(t *testing.T) {
 		framework.SetIndexPodPhase(ctx, t, c, job, 0, corev1.PodSucceeded)
 	})
 }
+
+// TestParityDeadlineWithFailedPodInBackoff: activeDeadlineSeconds passes
+// while a failed pod waits out its index's backoff with its finalizer.
+func TestParityDeadlineWithFailedPodInBackoff(t *testing.T) {
+	runParityWithBackoff(t, time.Hour, func(ns string) *builder.JobWrapper {
+		return builder.MakeJob("dl", ns).Indexed().Parallelism(2).Completions(2).BackoffLimitPerIndex(2).ActiveDeadlineSeconds(3)
+	}, func(t *testing.T, c kubernetes.Interface, job *batchv1.Job) {
+		waitIndexPods(t, c, job, 0, 1)
+		waitIndexPods(t, c, job, 1, 1)
+		failIndexPod(t, c, job, 1, 1)
+	})
+}
