@@ -9,6 +9,7 @@ import (
 	"os/signal"
 	"runtime"
 	"runtime/metrics"
+	"runtime/pprof"
 	"strings"
 	"syscall"
 	"time"
@@ -52,6 +53,7 @@ func runController(args []string) error {
 	burst := fs.Int("burst", 100, "client burst")
 	workers := fs.Int("workers", 5, "sync workers per controller")
 	controllers := fs.String("controllers", "job,ttl-after-finished", "controllers to run")
+	cpuprofile := fs.String("cpuprofile", "", "write a CPU profile of the whole run to this file")
 	klogFlags := flag.NewFlagSet("klog", flag.ExitOnError)
 	klog.InitFlags(klogFlags)
 	fs.Func("v", "klog verbosity", func(s string) error { return klogFlags.Set("v", s) })
@@ -63,8 +65,23 @@ func runController(args []string) error {
 		return fmt.Errorf("loading %s: %w", *kubeconfig, err)
 	}
 	config.QPS, config.Burst = float32(*qps), *burst
+	// Both sides speak protobuf to the built-in APIs: kube-controller-manager
+	// by default (--kube-api-content-type), jobkeeper by default too.
+	config.ContentType = manager.ContentTypeProtobuf
+	config.AcceptContentTypes = manager.ContentTypeProtobuf + "," + manager.ContentTypeJSON
 	names := strings.Split(*controllers, ",")
 
+	if *cpuprofile != "" {
+		f, err := os.Create(*cpuprofile)
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		if err := pprof.StartCPUProfile(f); err != nil {
+			return fmt.Errorf("starting the CPU profile: %w", err)
+		}
+		defer pprof.StopCPUProfile()
+	}
 	sampler := startHeapSampler()
 	ctx, cancel := context.WithCancel(klog.NewContext(context.Background(), klog.Background()))
 	defer cancel()

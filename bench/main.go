@@ -63,6 +63,8 @@ type suiteConfig struct {
 	out, jsonPath string
 	// keep keeps the control plane's directory and the logs.
 	keep bool
+	// profiles, if set, is where each controller child writes its CPU profile.
+	profiles string
 }
 
 // budget is a client rate limit.
@@ -99,10 +101,11 @@ func parseFlags(args []string) (*suiteConfig, error) {
 	out := fs.String("out", "docs/benchmarks.md", "results page to write (empty: none)")
 	jsonPath := fs.String("json", "", "raw results to write (default: -out with .json)")
 	keep := fs.Bool("keep", false, "keep the control plane's data directory and the logs")
+	profiles := fs.String("cpuprofile-dir", "", "write each controller child's CPU profile to this directory (for go tool pprof)")
 	if err := fs.Parse(args); err != nil {
 		return nil, err
 	}
-	cfg := &suiteConfig{args: args, repeats: *repeats, workers: *workers, scale: *scale, out: *out, jsonPath: *jsonPath, keep: *keep}
+	cfg := &suiteConfig{args: args, repeats: *repeats, workers: *workers, scale: *scale, out: *out, jsonPath: *jsonPath, keep: *keep, profiles: *profiles}
 	if cfg.repeats < 1 || cfg.workers < 1 || cfg.scale <= 0 {
 		return nil, fmt.Errorf("-repeats and -workers must be at least 1, -scale above 0")
 	}

@@ -18,15 +18,16 @@ const methodology = "Run it yourself (about three hours for the default suite at
 	"  whole run, with jobkeeper's CleanupPolicy CRD installed as `jobkeeper up` does. No node agent: the benchmark plays the kubelet itself and writes every pod `Succeeded` the\n" +
 	"  moment it appears (`bench/harness.InstantKubelet`), so the controllers are the bottleneck, not pods.\n" +
 	"- Each controller under test runs in a **child process** (the bench binary re-executed in its hidden\n" +
-	"  `controller` mode): CPU is the child's user+system time and peak RSS its `Maxrss`, both from the\n" +
-	"  kernel's rusage, so they are the controller's alone. The child samples `runtime/metrics` every 50 ms\n" +
+	"  `controller` mode): CPU is the child's user+system time (the kernel's rusage) and peak RSS its\n" +
+	"  `VmHWM` (/proc), so they are the controller's alone. The child samples `runtime/metrics` every 50 ms\n" +
 	"  for the peak heap in use and, on SIGTERM, reads the live heap after a forced GC (\"live heap at the\n" +
 	"  end\") before stopping.\n" +
 	"- jobkeeper runs through `pkg/manager`, exactly as `jobkeeper controller` runs it (shared informers,\n" +
 	"  events on, `--manage-unclaimed-jobs` so that plain Jobs are managed, HTTP endpoints off). Upstream runs\n" +
 	"  `k8s.io/kubernetes/pkg/controller/job` and `.../ttlafterfinished` wired as kube-controller-manager wires\n" +
 	"  them: one shared informer factory with its own client and one client per controller\n" +
-	"  (`bench/harness.StartUpstream`). Both get the same QPS/burst per client and the same workers.\n" +
+	"  (`bench/harness.StartUpstream`). Both get the same QPS/burst per client and the same workers,\n" +
+	"  and both speak protobuf to the built-in APIs (kube-controller-manager's default `--kube-api-content-type`).\n" +
 	"- The child's kubeconfig points at a **counting reverse proxy** in the parent, which forwards to the\n" +
 	"  apiserver: every request of the controller (list, watch, discovery, events included) is counted by\n" +
 	"  verb and resource the same way for both. The set-up and the instant kubelet use a direct, uncounted\n" +

@@ -7,6 +7,7 @@ import (
 	"math"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"runtime"
 	"sort"
 	"strings"
@@ -436,6 +437,9 @@ func writeOutputs(cfg *suiteConfig, rep report) error {
 		if err != nil {
 			return err
 		}
+		if err := os.MkdirAll(filepath.Dir(cfg.jsonPath), 0o755); err != nil {
+			return err
+		}
 		if err := os.WriteFile(cfg.jsonPath, append(data, '\n'), 0o644); err != nil {
 			return fmt.Errorf("writing %s: %w", cfg.jsonPath, err)
 		}
@@ -447,6 +451,9 @@ func writeOutputs(cfg *suiteConfig, rep report) error {
 	reading := defaultReading
 	if old, err := os.ReadFile(cfg.out); err == nil {
 		reading = extractReading(string(old))
+	}
+	if err := os.MkdirAll(filepath.Dir(cfg.out), 0o755); err != nil {
+		return err
 	}
 	if err := os.WriteFile(cfg.out, []byte(renderPage(rep, reading, jsonName)), 0o644); err != nil {
 		return fmt.Errorf("writing %s: %w", cfg.out, err)

@@ -13,6 +13,7 @@ import (
 	"os/signal"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -608,6 +609,13 @@ func (e *env) startChild(ctx context.Context, impl string, w workload, b budget,
 	cmd := exec.Command(e.self, "controller", "-impl", impl, "-kubeconfig", e.kubeconfig,
 		"-qps", strconv.FormatFloat(b.QPS, 'g', -1, 64), "-burst", strconv.Itoa(b.Burst),
 		"-workers", strconv.Itoa(e.cfg.workers), "-controllers", w.controllers())
+	if e.cfg.profiles != "" {
+		if err := os.MkdirAll(e.cfg.profiles, 0o755); err != nil {
+			logFile.Close()
+			return nil, err
+		}
+		cmd.Args = append(cmd.Args, "-cpuprofile", filepath.Join(e.cfg.profiles, fmt.Sprintf("%03d-%s-%s-%s.pprof", e.seq, w.Name, impl, strings.ReplaceAll(b.String(), "/", "-"))))
+	}
 	cmd.Stderr = logFile
 	// The controller must not outlive the benchmark if it is interrupted.
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}

@@ -13,6 +13,7 @@ import (
 func addControllerFlags(fs *pflag.FlagSet, o *manager.Options) {
 	fs.Float32Var(&o.KubeAPIQPS, "kube-api-qps", o.KubeAPIQPS, "QPS to use while talking with the kube-apiserver.")
 	fs.IntVar(&o.KubeAPIBurst, "kube-api-burst", o.KubeAPIBurst, "Burst to use while talking with the kube-apiserver.")
+	fs.StringVar(&o.KubeAPIContentType, "kube-api-content-type", o.KubeAPIContentType, "Content type of requests sent to the kube-apiserver for built-in APIs ("+manager.ContentTypeProtobuf+" or "+manager.ContentTypeJSON+").")
 	fs.StringSliceVar(&o.Controllers, "controllers", o.Controllers, "Comma-separated controllers to run: "+strings.Join([]string{manager.JobController, manager.TTLAfterFinishedController}, ", ")+".")
 	fs.StringVar(&o.ManagedBy, "managed-by", o.ManagedBy, "spec.managedBy value of the Jobs this controller manages.")
 	fs.BoolVar(&o.ManageUnclaimedJobs, "manage-unclaimed-jobs", o.ManageUnclaimedJobs, "Also manage Jobs with no spec.managedBy or with kubernetes.io/job-controller (only where kube-controller-manager's Job controller does not run).")

@@ -18,6 +18,7 @@ func TestControllerFlags(t *testing.T) {
 	cmd := newControllerCommand()
 	args := []string{
 		"--kubeconfig=/tmp/kc", "--kube-api-qps=7", "--kube-api-burst=9", "--controllers=job",
+		"--kube-api-content-type=application/json",
 		"--managed-by=example.com/x", "--manage-unclaimed-jobs", "--concurrent-job-syncs=3",
 		"--concurrent-ttl-syncs=4", "--pod-failure-backoff=2s", "--max-pod-failure-backoff=1m",
 		"--sync-batch-period=250ms", "--max-uncounted-pods=10", "--max-pod-create-delete-per-sync=11",
@@ -28,7 +29,8 @@ func TestControllerFlags(t *testing.T) {
 	}
 	fs := cmd.Flags()
 	want := map[string]string{
-		"kube-api-qps": "7", "kube-api-burst": "9", "controllers": "[job]", "managed-by": "example.com/x",
+		"kube-api-qps": "7", "kube-api-burst": "9", "controllers": "[job]",
+		"kube-api-content-type": "application/json", "managed-by": "example.com/x",
 		"manage-unclaimed-jobs": "true", "concurrent-job-syncs": "3", "concurrent-ttl-syncs": "4",
 		"pod-failure-backoff": "2s", "max-pod-failure-backoff": "1m0s", "sync-batch-period": "250ms",
 		"max-uncounted-pods": "10", "max-pod-create-delete-per-sync": "11",

@@ -59,6 +59,12 @@ func New(config *rest.Config, opts *Options) (*Manager, error) {
 	c := rest.CopyConfig(config)
 	c.QPS = opts.KubeAPIQPS
 	c.Burst = opts.KubeAPIBurst
+	// The dynamic and metadata clients built from c choose their own
+	// encodings (custom resources have no protobuf form).
+	c.ContentType = opts.KubeAPIContentType
+	if opts.KubeAPIContentType == ContentTypeProtobuf {
+		c.AcceptContentTypes = ContentTypeProtobuf + "," + ContentTypeJSON
+	}
 	c.UserAgent = UserAgent
 	return &Manager{opts: opts, config: c, clock: clock.RealClock{}}, nil
 }

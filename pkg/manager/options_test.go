@@ -15,6 +15,8 @@ func TestOptionsValidate(t *testing.T) {
 		"no controllers is valid":  {mutate: func(o *Options) { o.Controllers = nil }},
 		"zero qps":                 {mutate: func(o *Options) { o.KubeAPIQPS = 0 }, wantErr: "--kube-api-qps"},
 		"zero burst":               {mutate: func(o *Options) { o.KubeAPIBurst = 0 }, wantErr: "--kube-api-burst"},
+		"unknown content type":     {mutate: func(o *Options) { o.KubeAPIContentType = "application/yaml" }, wantErr: "--kube-api-content-type"},
+		"json content type":        {mutate: func(o *Options) { o.KubeAPIContentType = ContentTypeJSON }},
 		"unknown controller":       {mutate: func(o *Options) { o.Controllers = []string{"job", "cronjob"} }, wantErr: `unknown controller "cronjob"`},
 		"empty managed-by":         {mutate: func(o *Options) { o.ManagedBy = "" }, wantErr: "--managed-by"},
 		"no job workers":           {mutate: func(o *Options) { o.ConcurrentJobSyncs = 0 }, wantErr: "--concurrent-job-syncs"},
@@ -51,7 +53,8 @@ func TestNewOptionsDefaults(t *testing.T) {
 	if o.KubeAPIQPS != 50 || o.KubeAPIBurst != 100 || o.ConcurrentJobSyncs != 5 || o.ConcurrentTTLSyncs != 5 ||
 		o.PodFailureBackoff != 10*time.Second || o.MaxPodFailureBackoff != 10*time.Minute ||
 		o.SyncBatchPeriod != time.Second || o.MaxUncountedPods != 500 || o.MaxPodCreateDeletePerSync != 500 ||
-		o.ManagedBy != DefaultManagedBy || o.ManageUnclaimedJobs || o.LeaderElect {
+		o.ManagedBy != DefaultManagedBy || o.ManageUnclaimedJobs || o.LeaderElect ||
+		o.KubeAPIContentType != ContentTypeProtobuf {
 		t.Errorf("defaults differ from DESIGN.md section 4: %+v", o)
 	}
 	if !o.Enabled(JobController) || !o.Enabled(TTLAfterFinishedController) {
