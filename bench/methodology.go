@@ -28,7 +28,8 @@ const methodology = "Run it yourself (about three hours for the default suite at
 	"  them: one shared informer factory with its own client and one client per controller\n" +
 	"  (`bench/harness.StartUpstream`). Both get the same QPS/burst per client and the same workers,\n" +
 	"  and both speak protobuf to the built-in APIs (kube-controller-manager's default `--kube-api-content-type`).\n" +
-	"- The child's kubeconfig points at a **counting reverse proxy** in the parent, which forwards to the\n" +
+	"- The child's kubeconfig points at a **counting reverse proxy** in the parent (TLS, so HTTP/2 with one\n" +
+	"  multiplexed connection, as against a real apiserver), which forwards to the\n" +
 	"  apiserver: every request of the controller (list, watch, discovery, events included) is counted by\n" +
 	"  verb and resource the same way for both. The set-up and the instant kubelet use a direct, uncounted\n" +
 	"  client.\n" +

@@ -3,6 +3,7 @@ package main
 import (
 	"bufio"
 	"context"
+	"crypto/tls"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -29,6 +30,7 @@ import (
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
+	certutil "k8s.io/client-go/util/cert"
 	"k8s.io/klog/v2"
 	"k8s.io/utils/ptr"
 
@@ -107,10 +109,22 @@ func runSuite(cfg *suiteConfig) error {
 	if err != nil {
 		return err
 	}
-	srv := &http.Server{Handler: e.proxy, ReadHeaderTimeout: 10 * time.Second}
-	go srv.Serve(l)
+	// The proxy serves TLS so that the controllers speak HTTP/2 to it, one
+	// multiplexed connection as with a real apiserver; over plain HTTP/1.1
+	// every concurrent request would dial a connection of its own.
+	certPEM, keyPEM, err := certutil.GenerateSelfSignedCertKey("127.0.0.1", []net.IP{net.IPv4(127, 0, 0, 1)}, nil)
+	if err != nil {
+		return fmt.Errorf("generating the proxy's certificate: %w", err)
+	}
+	cert, err := tls.X509KeyPair(certPEM, keyPEM)
+	if err != nil {
+		return fmt.Errorf("loading the proxy's certificate: %w", err)
+	}
+	srv := &http.Server{Handler: e.proxy, ReadHeaderTimeout: 10 * time.Second,
+		TLSConfig: &tls.Config{Certificates: []tls.Certificate{cert}, NextProtos: []string{"h2", "http/1.1"}, MinVersion: tls.VersionTLS12}}
+	go srv.ServeTLS(l, "", "")
 	defer srv.Close()
-	if e.kubeconfig, err = writeProxyKubeconfig(dir, "http://"+l.Addr().String()); err != nil {
+	if e.kubeconfig, err = writeProxyKubeconfig(dir, "https://"+l.Addr().String(), certPEM); err != nil {
 		return err
 	}
 	adminCfg := cp.AdminConfig()
@@ -568,9 +582,10 @@ func createPods(ctx context.Context, c kubernetes.Interface, ns string, jobs, n 
 }
 
 // writeProxyKubeconfig writes a kubeconfig for the counting proxy.
-func writeProxyKubeconfig(dir, url string) (string, error) {
+// caPEM is the certificate bundle the proxy's serving certificate chains to.
+func writeProxyKubeconfig(dir, url string, caPEM []byte) (string, error) {
 	kc := clientcmdapi.NewConfig()
-	kc.Clusters["bench"] = &clientcmdapi.Cluster{Server: url}
+	kc.Clusters["bench"] = &clientcmdapi.Cluster{Server: url, CertificateAuthorityData: caPEM}
 	kc.AuthInfos["bench"] = &clientcmdapi.AuthInfo{}
 	kc.Contexts["bench"] = &clientcmdapi.Context{Cluster: "bench", AuthInfo: "bench"}
 	kc.CurrentContext = "bench"
