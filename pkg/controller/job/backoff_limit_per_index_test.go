@@ -636,9 +636,7 @@ func TestSyncBackoffLimitPerIndex(t *testing.T) {
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
 			pods := tc.pods(tc.job)
-			h := newHarness(t, Options{}, tc.job, pods...)
-			h.client.ClearActions()
-			got, gotPods := h.sync(t, tc.job)
+			h, got, gotPods := syncFresh(t, Options{}, tc.job, pods...)
 			if diff := cmp.Diff(tc.want, perIndexStatusOf(got), cmpopts.EquateEmpty()); diff != "" {
 				t.Errorf("status (-want +got):\n%s", diff)
 			}

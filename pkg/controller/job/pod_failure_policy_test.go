@@ -467,27 +467,14 @@ func TestSyncPodFailurePolicy(t *testing.T) {
 			if tc.pods != nil {
 				pods = tc.pods(tc.job)
 			}
-			h := newHarness(t, Options{}, tc.job, pods...)
-			h.client.ClearActions()
-			got, gotPods := h.sync(t, tc.job)
+			h, got, gotPods := syncFresh(t, Options{}, tc.job, pods...)
 			if diff := cmp.Diff(tc.want, countsOf(got), cmpopts.EquateEmpty()); diff != "" {
 				t.Errorf("status (-want +got):\n%s", diff)
 			}
 			if diff := cmp.Diff(tc.wantMessages, conditionMessages(got), cmpopts.EquateEmpty()); diff != "" {
 				t.Errorf("condition messages (-want +got):\n%s", diff)
 			}
-			if len(gotPods) != tc.wantPods {
-				t.Errorf("got %d pods, want %d", len(gotPods), tc.wantPods)
-			}
-			if n := finalizersLeft(gotPods); n != tc.wantFinalizers {
-				t.Errorf("%d pods hold the finalizer, want %d", n, tc.wantFinalizers)
-			}
-			if diff := cmp.Diff(tc.wantWrites, h.writes(), cmpopts.EquateEmpty()); diff != "" {
-				t.Errorf("writes (-want +got):\n%s", diff)
-			}
-			if diff := cmp.Diff(tc.wantEvents, h.drainEvents(), cmpopts.EquateEmpty(), cmpopts.SortSlices(func(a, b string) bool { return a < b })); diff != "" {
-				t.Errorf("events (-want +got):\n%s", diff)
-			}
+			h.checkSyncEffects(t, gotPods, tc.wantPods, tc.wantFinalizers, tc.wantWrites, tc.wantEvents)
 			if diff := cmp.Diff(tc.wantActions, policyActions(t, h), cmpopts.EquateEmpty()); diff != "" {
 				t.Errorf("pod_failures_handled_by_failure_policy_total (-want +got):\n%s", diff)
 			}

@@ -238,9 +238,7 @@ func TestSyncSuccessPolicy(t *testing.T) {
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
 			pods := tc.pods(tc.job)
-			h := newHarness(t, Options{}, tc.job, pods...)
-			h.client.ClearActions()
-			got, gotPods := h.sync(t, tc.job)
+			h, got, gotPods := syncFresh(t, Options{}, tc.job, pods...)
 			if diff := cmp.Diff(tc.want, countsOf(got), cmpopts.EquateEmpty()); diff != "" {
 				t.Errorf("status (-want +got):\n%s", diff)
 			}
@@ -250,18 +248,7 @@ func TestSyncSuccessPolicy(t *testing.T) {
 			if got.Status.FailedIndexes != nil {
 				t.Errorf("failedIndexes = %q, want nil without backoffLimitPerIndex", *got.Status.FailedIndexes)
 			}
-			if len(gotPods) != tc.wantPods {
-				t.Errorf("got %d pods, want %d", len(gotPods), tc.wantPods)
-			}
-			if n := finalizersLeft(gotPods); n != tc.wantFinalizers {
-				t.Errorf("%d pods hold the finalizer, want %d", n, tc.wantFinalizers)
-			}
-			if diff := cmp.Diff(tc.wantWrites, h.writes(), cmpopts.EquateEmpty()); diff != "" {
-				t.Errorf("writes (-want +got):\n%s", diff)
-			}
-			if diff := cmp.Diff(tc.wantEvents, h.drainEvents(), cmpopts.EquateEmpty(), cmpopts.SortSlices(func(a, b string) bool { return a < b })); diff != "" {
-				t.Errorf("events (-want +got):\n%s", diff)
-			}
+			h.checkSyncEffects(t, gotPods, tc.wantPods, tc.wantFinalizers, tc.wantWrites, tc.wantEvents)
 		})
 	}
 }

@@ -98,6 +98,35 @@ func (h *harness) sync(t *testing.T, job *batchv1.Job) (*batchv1.Job, []corev1.P
 	return got, pods.Items
 }
 
+// syncFresh builds a harness holding job and pods, clears the actions the
+// setup recorded, and runs one sync of the Job.
+func syncFresh(t *testing.T, opts Options, job *batchv1.Job, pods ...*corev1.Pod) (*harness, *batchv1.Job, []corev1.Pod) {
+	t.Helper()
+	h := newHarness(t, opts, job, pods...)
+	h.client.ClearActions()
+	got, gotPods := h.sync(t, job)
+	return h, got, gotPods
+}
+
+// checkSyncEffects compares what a sync left behind besides the Job status:
+// the number of pods, how many still hold the tracking finalizer, the API
+// writes and the event reasons (in any order).
+func (h *harness) checkSyncEffects(t *testing.T, gotPods []corev1.Pod, wantPods, wantFinalizers int, wantWrites map[string]int, wantEvents []string) {
+	t.Helper()
+	if len(gotPods) != wantPods {
+		t.Errorf("got %d pods, want %d", len(gotPods), wantPods)
+	}
+	if n := finalizersLeft(gotPods); n != wantFinalizers {
+		t.Errorf("%d pods hold the finalizer, want %d", n, wantFinalizers)
+	}
+	if diff := cmp.Diff(wantWrites, h.writes(), cmpopts.EquateEmpty()); diff != "" {
+		t.Errorf("writes (-want +got):\n%s", diff)
+	}
+	if diff := cmp.Diff(wantEvents, h.drainEvents(), cmpopts.EquateEmpty(), cmpopts.SortSlices(func(a, b string) bool { return a < b })); diff != "" {
+		t.Errorf("events (-want +got):\n%s", diff)
+	}
+}
+
 // drainEvents returns the reasons of the recorded events, in order.
 func (h *harness) drainEvents() []string {
 	var out []string
@@ -417,9 +446,7 @@ func TestSyncOutcomes(t *testing.T) {
 			if tc.pods != nil {
 				pods = tc.pods(tc.job)
 			}
-			h := newHarness(t, tc.opts, tc.job, pods...)
-			h.client.ClearActions()
-			got, gotPods := h.sync(t, tc.job)
+			h, got, gotPods := syncFresh(t, tc.opts, tc.job, pods...)
 			if diff := cmp.Diff(tc.want, countsOf(got), cmpopts.EquateEmpty()); diff != "" && len(tc.wantWrites) > 0 {
 				t.Errorf("status (-want +got):\n%s", diff)
 			}
@@ -428,18 +455,7 @@ func TestSyncOutcomes(t *testing.T) {
 					t.Errorf("status of an unmanaged job changed (-want +got):\n%s", diff)
 				}
 			}
-			if len(gotPods) != tc.wantPods {
-				t.Errorf("got %d pods, want %d", len(gotPods), tc.wantPods)
-			}
-			if n := finalizersLeft(gotPods); n != tc.wantFinalizers {
-				t.Errorf("%d pods hold the finalizer, want %d", n, tc.wantFinalizers)
-			}
-			if diff := cmp.Diff(tc.wantWrites, h.writes(), cmpopts.EquateEmpty()); diff != "" {
-				t.Errorf("writes (-want +got):\n%s", diff)
-			}
-			if diff := cmp.Diff(tc.wantEvents, h.drainEvents(), cmpopts.EquateEmpty(), cmpopts.SortSlices(func(a, b string) bool { return a < b })); diff != "" {
-				t.Errorf("events (-want +got):\n%s", diff)
-			}
+			h.checkSyncEffects(t, gotPods, tc.wantPods, tc.wantFinalizers, tc.wantWrites, tc.wantEvents)
 		})
 	}
 }
