@@ -275,8 +275,7 @@ func (e *env) runJobs(ctx context.Context, w workload, impl string, b budget, r 
 	if err != nil {
 		return err
 	}
-	counter := harness.NewCounter()
-	c, err := e.startChild(ctx, impl, w, b, counter)
+	c, err := e.startChild(ctx, impl, w, b)
 	if err != nil {
 		return err
 	}
@@ -286,10 +285,11 @@ func (e *env) runJobs(ctx context.Context, w workload, impl string, b budget, r 
 	}
 	r.StartupSeconds = c.syncedAfter.Seconds()
 
-	template := builder.MakeJob("bench", ns).Completions(int32(w.Completions)).Parallelism(int32(w.Parallelism)).Obj()
+	tw := builder.MakeJob("bench", ns).Completions(int32(w.Completions)).Parallelism(int32(w.Parallelism))
 	if w.Indexed {
-		template = builder.MakeJob("bench", ns).Completions(int32(w.Completions)).Parallelism(int32(w.Parallelism)).Indexed().Obj()
+		tw = tw.Indexed()
 	}
+	template := tw.Obj()
 	start := time.Now()
 	created, err := createJobs(ctx, e.admin, template, w.Jobs)
 	if err != nil {
@@ -312,7 +312,6 @@ func (e *env) runJobs(ctx context.Context, w workload, impl string, b budget, r 
 	if err := c.stop(r); err != nil {
 		return err
 	}
-	r.Requests = counter.Snapshot()
 	for _, j := range tracker.jobs() {
 		if j.Status.Succeeded != int32(w.Completions) {
 			return fmt.Errorf("Job %s: succeeded %d, want %d", j.Name, j.Status.Succeeded, w.Completions)
@@ -338,8 +337,7 @@ func (e *env) runTTL(ctx context.Context, w workload, impl string, b budget, r *
 	if err != nil {
 		return err
 	}
-	counter := harness.NewCounter()
-	c, err := e.startChild(ctx, impl, w, b, counter)
+	c, err := e.startChild(ctx, impl, w, b)
 	if err != nil {
 		return err
 	}
@@ -353,7 +351,6 @@ func (e *env) runTTL(ctx context.Context, w workload, impl string, b budget, r *
 	if err := c.stop(r); err != nil {
 		return err
 	}
-	r.Requests = counter.Snapshot()
 	return nil
 }
 
@@ -368,8 +365,7 @@ const memorySettle = 10 * time.Second
 // runMemory starts impl's controllers with w's objects present, waits until
 // their informers synced, lets them settle, and stops them.
 func (e *env) runMemory(ctx context.Context, w workload, impl string, b budget, ns string, r *runResult) error {
-	counter := harness.NewCounter()
-	c, err := e.startChild(ctx, impl, w, b, counter)
+	c, err := e.startChild(ctx, impl, w, b)
 	if err != nil {
 		return err
 	}
@@ -383,7 +379,6 @@ func (e *env) runMemory(ctx context.Context, w workload, impl string, b budget, 
 	if err := c.stop(r); err != nil {
 		return err
 	}
-	r.Requests = counter.Snapshot()
 	return nil
 }
 
@@ -612,9 +607,9 @@ type child struct {
 	proxy   *harness.Proxy
 }
 
-// startChild starts impl's controllers for w in a child process counted
-// into counter.
-func (e *env) startChild(ctx context.Context, impl string, w workload, b budget, counter *harness.Counter) (*child, error) {
+// startChild starts impl's controllers for w in a child process whose API
+// requests are counted into a fresh counter.
+func (e *env) startChild(ctx context.Context, impl string, w workload, b budget) (*child, error) {
 	e.seq++
 	logPath := filepath.Join(e.dir, "logs", fmt.Sprintf("%03d-%s-%s.log", e.seq, w.Name, impl))
 	logFile, err := os.Create(logPath)
@@ -639,8 +634,8 @@ func (e *env) startChild(ctx context.Context, impl string, w workload, b budget,
 		logFile.Close()
 		return nil, err
 	}
-	c := &child{cmd: cmd, synced: make(chan struct{}), final: make(chan childReport, 1), exited: make(chan struct{}), counter: counter, proxy: e.proxy}
-	e.proxy.Count(counter)
+	c := &child{cmd: cmd, synced: make(chan struct{}), final: make(chan childReport, 1), exited: make(chan struct{}), counter: harness.NewCounter(), proxy: e.proxy}
+	e.proxy.Count(c.counter)
 	c.started = time.Now()
 	if err := cmd.Start(); err != nil {
 		e.proxy.Count(nil)
@@ -682,7 +677,7 @@ func (c *child) waitSynced(timeout time.Duration) error {
 }
 
 // stop sends SIGTERM, waits for the child's report and exit, stops counting
-// and fills r's process figures.
+// and fills r's process figures and request counts.
 func (c *child) stop(r *runResult) error {
 	defer c.proxy.Count(nil)
 	if err := c.cmd.Process.Signal(syscall.SIGTERM); err != nil {
@@ -706,6 +701,7 @@ func (c *child) stop(r *runResult) error {
 	}
 	st := c.cmd.ProcessState
 	r.CPUSeconds = (st.UserTime() + st.SystemTime()).Seconds()
+	r.Requests = c.counter.Snapshot()
 	return nil
 }
 
