@@ -82,7 +82,7 @@ func TestHALeaderKilledMidJob(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, haJobTimeout, "the Job to be in the middle of its run", func(ctx context.Context) (bool, error) {
+	framework.WaitForWithin(t, haJobTimeout, "the Job to be in the middle of its run", func(ctx context.Context) (bool, error) {
 		j, err := c.BatchV1().Jobs(ns).Get(ctx, job.Name, metav1.GetOptions{})
 		return err == nil && j.Status.Succeeded >= haKillAfter, err
 	})
@@ -108,7 +108,7 @@ func TestHALeaderKilledMidJob(t *testing.T) {
 	}
 	lastRenew := l.Spec.RenewTime.Time
 	var newLease *coordinationv1.Lease
-	waitFor(t, 2*opts.LeaseDuration+opts.RenewDeadline, "the standby to take the Lease", func(ctx context.Context) (bool, error) {
+	framework.WaitForWithin(t, 2*opts.LeaseDuration+opts.RenewDeadline, "the standby to take the Lease", func(ctx context.Context) (bool, error) {
 		l, err := leases.Get(ctx, chartLease, metav1.GetOptions{})
 		if err != nil {
 			return false, err
@@ -125,7 +125,7 @@ func TestHALeaderKilledMidJob(t *testing.T) {
 		t.Errorf("the new holder %q is not the standby replica (%q)", ptrString(newLease.Spec.HolderIdentity), id)
 	}
 	var progressed time.Time
-	waitFor(t, haJobTimeout, "the new leader to make progress", func(ctx context.Context) (bool, error) {
+	framework.WaitForWithin(t, haJobTimeout, "the new leader to make progress", func(ctx context.Context) (bool, error) {
 		j, err := c.BatchV1().Jobs(ns).Get(ctx, job.Name, metav1.GetOptions{})
 		if err == nil && j.Status.Succeeded > succeededAtKill {
 			progressed = time.Now()
@@ -157,7 +157,7 @@ func TestHALeaderKilledMidJob(t *testing.T) {
 		(len(final.Status.UncountedTerminatedPods.Succeeded) > 0 || len(final.Status.UncountedTerminatedPods.Failed) > 0) {
 		t.Errorf("uncountedTerminatedPods left: %+v", final.Status.UncountedTerminatedPods)
 	}
-	waitFor(t, framework.Timeout, "no pod of the Job to hold the tracking finalizer", func(ctx context.Context) (bool, error) {
+	framework.WaitForWithin(t, framework.Timeout, "no pod of the Job to hold the tracking finalizer", func(ctx context.Context) (bool, error) {
 		pods, err := framework.JobPods(ctx, c, final)
 		if err != nil {
 			return false, err
@@ -174,27 +174,6 @@ func TestHALeaderKilledMidJob(t *testing.T) {
 	for _, r := range replicas {
 		if bad := forbiddenLines(r.output()); len(bad) > 0 {
 			t.Errorf("a replica logged authorization failures:\n%s", joinLines(bad))
-		}
-	}
-}
-
-// waitFor polls cond every framework.Interval until it returns true, and
-// fails the test after timeout.
-func waitFor(t *testing.T, timeout time.Duration, what string, cond func(ctx context.Context) (bool, error)) {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), timeout)
-	defer cancel()
-	var last error
-	for {
-		ok, err := cond(ctx)
-		if err == nil && ok {
-			return
-		}
-		last = err
-		select {
-		case <-ctx.Done():
-			t.Fatalf("timed out after %s waiting for %s (last error: %v)", timeout, what, last)
-		case <-time.After(framework.Interval):
 		}
 	}
 }

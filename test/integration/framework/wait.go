@@ -19,8 +19,15 @@ import (
 // stop the wait (the apiserver may be briefly busy).
 func WaitFor(t testing.TB, what string, cond func(ctx context.Context) (bool, error)) {
 	t.Helper()
+	WaitForWithin(t, Timeout, what, cond)
+}
+
+// WaitForWithin is WaitFor with a timeout of its own, for waits whose length
+// is set by what they wait for (a large Job, a Lease duration).
+func WaitForWithin(t testing.TB, timeout time.Duration, what string, cond func(ctx context.Context) (bool, error)) {
+	t.Helper()
 	start := time.Now()
-	ctx, cancel := context.WithTimeout(context.Background(), Timeout)
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
 	var last error
 	for {
