@@ -532,14 +532,7 @@ func createFinishedJobs(ctx context.Context, c kubernetes.Interface, ns string, 
 		if err != nil {
 			return fmt.Errorf("creating Job %s: %w", job.Name, err)
 		}
-		j.Status = batchv1.JobStatus{
-			StartTime: &start, CompletionTime: &at, Succeeded: 1,
-			Ready: ptr.To[int32](0), Terminating: ptr.To[int32](0),
-			Conditions: []batchv1.JobCondition{
-				{Type: batchv1.JobSuccessCriteriaMet, Status: corev1.ConditionTrue, Reason: batchv1.JobReasonCompletionsReached, LastProbeTime: at, LastTransitionTime: at},
-				{Type: batchv1.JobComplete, Status: corev1.ConditionTrue, Reason: batchv1.JobReasonCompletionsReached, LastProbeTime: at, LastTransitionTime: at},
-			},
-		}
+		j.Status = builder.SucceededStatus(start, at)
 		if _, err := c.BatchV1().Jobs(ns).UpdateStatus(ctx, j, metav1.UpdateOptions{}); err != nil {
 			return fmt.Errorf("finishing Job %s: %w", job.Name, err)
 		}

@@ -152,6 +152,21 @@ func (w *JobWrapper) Condition(t batchv1.JobConditionType, reason string, at met
 	return w
 }
 
+// SucceededStatus is the status of a one-pod Job that started at start and
+// whose pod succeeded at at, as the Job controller leaves it: both counters
+// of pods in flight zero, SuccessCriteriaMet and Complete with reason
+// CompletionsReached.
+func SucceededStatus(start, at metav1.Time) batchv1.JobStatus {
+	return batchv1.JobStatus{
+		StartTime: &start, CompletionTime: &at, Succeeded: 1,
+		Ready: ptr.To[int32](0), Terminating: ptr.To[int32](0),
+		Conditions: []batchv1.JobCondition{
+			{Type: batchv1.JobSuccessCriteriaMet, Status: corev1.ConditionTrue, Reason: batchv1.JobReasonCompletionsReached, LastProbeTime: at, LastTransitionTime: at},
+			{Type: batchv1.JobComplete, Status: corev1.ConditionTrue, Reason: batchv1.JobReasonCompletionsReached, LastProbeTime: at, LastTransitionTime: at},
+		},
+	}
+}
+
 // Status replaces the whole status.
 func (w *JobWrapper) Status(s batchv1.JobStatus) *JobWrapper {
 	w.Job.Status = s

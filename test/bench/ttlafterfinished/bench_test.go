@@ -9,8 +9,6 @@ import (
 	"testing"
 	"time"
 
-	batchv1 "k8s.io/api/batch/v1"
-	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/informers"
@@ -19,7 +17,6 @@ import (
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/record"
 	"k8s.io/klog/v2"
-	"k8s.io/utils/ptr"
 
 	"jobkeeper.dev/jobkeeper/bench/harness"
 	"jobkeeper.dev/jobkeeper/pkg/controller/ttlafterfinished"
@@ -70,14 +67,7 @@ func createExpiredJobs(b *testing.B, ns string, n int) {
 					errs <- err
 					continue
 				}
-				j.Status = batchv1.JobStatus{
-					StartTime: &start, CompletionTime: &at, Succeeded: 1,
-					Ready: ptr.To[int32](0), Terminating: ptr.To[int32](0),
-					Conditions: []batchv1.JobCondition{
-						{Type: batchv1.JobSuccessCriteriaMet, Status: corev1.ConditionTrue, Reason: batchv1.JobReasonCompletionsReached, LastProbeTime: at, LastTransitionTime: at},
-						{Type: batchv1.JobComplete, Status: corev1.ConditionTrue, Reason: batchv1.JobReasonCompletionsReached, LastProbeTime: at, LastTransitionTime: at},
-					},
-				}
+				j.Status = builder.SucceededStatus(start, at)
 				if _, err := c.BatchV1().Jobs(ns).UpdateStatus(ctx, j, metav1.UpdateOptions{}); err != nil {
 					errs <- err
 				}
