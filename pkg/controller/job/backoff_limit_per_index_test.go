@@ -488,13 +488,13 @@ func TestSyncBackoffLimitPerIndex(t *testing.T) {
 					indexPod("b", "1", job, "0", "").Phase(corev1.PodRunning).Obj(),
 				}
 			},
-			want: perIndexStatus{statusCounts{Active: 2, Uncounted: 1, Started: true}, ""},
+			want: perIndexStatus{statusCounts{Active: 2, Failed: 1, Started: true}, ""},
 			wantPods: []podSummary{
 				{Name: "a", Index: "0", FailureCount: "0"},
 				{Name: "a2", Index: "0", FailureCount: "1", Finalizer: true},
 				{Name: "b", Index: "1", FailureCount: "0", Finalizer: true},
 			},
-			wantWrites: map[string]int{"update jobs/status": 1, "patch pods": 1},
+			wantWrites: map[string]int{"update jobs/status": 2, "patch pods": 1},
 		},
 		"index backoff delays the replacement": {
 			job: base().Parallelism(2).Completions(2).Status(running(2)).Obj(),
@@ -519,13 +519,13 @@ func TestSyncBackoffLimitPerIndex(t *testing.T) {
 					indexPod("b", "1", job, "0", "").Phase(corev1.PodRunning).Obj(),
 				}
 			},
-			want: perIndexStatus{statusCounts{Active: 2, Uncounted: 1, Started: true}, "0"},
+			want: perIndexStatus{statusCounts{Active: 2, Failed: 1, Started: true}, "0"},
 			wantPods: []podSummary{
 				{Name: "a", Index: "0", FailureCount: "1"},
 				{Name: "b", Index: "1", FailureCount: "0", Finalizer: true},
 				{Name: "j-2-00001", Index: "2", FailureCount: "0", Finalizer: true},
 			},
-			wantWrites:    map[string]int{"create pods": 1, "update jobs/status": 1, "patch pods": 1},
+			wantWrites:    map[string]int{"create pods": 1, "update jobs/status": 2, "patch pods": 1},
 			wantFailedIdx: 1,
 		},
 		"every index finished with one failed: FailedIndexes": {
@@ -555,9 +555,9 @@ func TestSyncBackoffLimitPerIndex(t *testing.T) {
 					indexPod("c", "2", job, "0", "").Phase(corev1.PodPending).Obj(),
 				}
 			},
-			want: perIndexStatus{statusCounts{Terminating: 2, Uncounted: 3, Started: true,
+			want: perIndexStatus{statusCounts{Terminating: 2, Failed: 3, Started: true,
 				Conditions: []string{"FailureTarget=True/MaxFailedIndexesExceeded"}}, "0"},
-			wantWrites:    map[string]int{"update jobs/status": 1, "patch pods": 3, "delete pods": 2},
+			wantWrites:    map[string]int{"update jobs/status": 2, "patch pods": 3, "delete pods": 2},
 			wantFailedIdx: 1,
 		},
 		"FailIndex rule fails the index on its first failure": {
@@ -569,12 +569,12 @@ func TestSyncBackoffLimitPerIndex(t *testing.T) {
 					indexPod("b", "1", job, "0", "").Phase(corev1.PodRunning).Obj(),
 				}
 			},
-			want: perIndexStatus{statusCounts{Active: 1, Uncounted: 1, Started: true}, "0"},
+			want: perIndexStatus{statusCounts{Active: 1, Failed: 1, Started: true}, "0"},
 			wantPods: []podSummary{
 				{Name: "a", Index: "0", FailureCount: "0"},
 				{Name: "b", Index: "1", FailureCount: "0", Finalizer: true},
 			},
-			wantWrites:    map[string]int{"update jobs/status": 1, "patch pods": 1},
+			wantWrites:    map[string]int{"update jobs/status": 2, "patch pods": 1},
 			wantFailedIdx: 1,
 		},
 		"ignored failure: replacement carries it apart, nothing counted": {

@@ -2,6 +2,7 @@ package job
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync"
 	"time"
@@ -9,6 +10,7 @@ import (
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	"k8s.io/apimachinery/pkg/util/wait"
 	batchinformers "k8s.io/client-go/informers/batch/v1"
@@ -80,6 +82,10 @@ type Controller struct {
 	finalizers *finalizerExpectations
 	// backoff holds the re-creation backoff records of Jobs.
 	backoff *backoffStore
+	// writes remembers the controller's newest writes per Job, so that a
+	// Job is not synced from caches that have not seen them (consistency.go);
+	// nil when Options.DisableReadYourWrites.
+	writes *writeTracker
 	// finishedJobs holds UIDs of Jobs this controller marked finished whose
 	// update the informer has not delivered yet.
 	finishedJobs sync.Map
@@ -110,7 +116,6 @@ func NewController(ctx context.Context, podInformer coreinformers.PodInformer, j
 		opts:         opts,
 		client:       client,
 		clock:        opts.Clock,
-		pods:         &podControl{client: client, recorder: recorder},
 		jobLister:    jobInformer.Lister(),
 		podLister:    podInformer.Lister(),
 		podIndexer:   podInformer.Informer().GetIndexer(),
@@ -129,6 +134,13 @@ func NewController(ctx context.Context, podInformer coreinformers.PodInformer, j
 			workqueue.TypedRateLimitingQueueConfig[orphanKey]{Name: orphanQueueName, Clock: opts.Clock}),
 	}
 	c.syncHandler = c.syncJob
+	if !opts.DisableReadYourWrites {
+		c.writes = newWriteTracker(map[schema.GroupResource]syncedVersioner{
+			podsResource: podInformer.Informer().GetStore(),
+			jobsResource: jobInformer.Informer().GetStore(),
+		})
+	}
+	c.pods = &podControl{client: client, recorder: recorder, onWrite: c.writes.wrotePod}
 
 	if err := podInformer.Informer().AddIndexers(cache.Indexers{podControllerIndex: indexPodByController}); err != nil {
 		return nil, fmt.Errorf("adding pod controller index: %w", err)
@@ -203,7 +215,13 @@ func (c *Controller) processNext(ctx context.Context) bool {
 	}
 	defer c.queue.Done(key)
 	if err := c.syncHandler(ctx, key); err != nil {
-		utilruntime.HandleErrorWithContext(ctx, err, "Syncing job", "key", key)
+		if errors.Is(err, errStaleCache) {
+			// The handlers wake the Job when the write arrives; the
+			// rate-limited retry is only a safety net.
+			klog.FromContext(ctx).V(4).Info("Skipped syncing job", "key", key, "reason", err)
+		} else {
+			utilruntime.HandleErrorWithContext(ctx, err, "Syncing job", "key", key)
+		}
 		c.queue.AddRateLimited(key)
 		return true
 	}
@@ -233,9 +251,20 @@ func (c *Controller) resolveControllerRef(ns string, ref *metav1.OwnerReference)
 	return job
 }
 
-// updateStatus writes the Job's status with optimistic concurrency.
+// updateStatus writes the Job's status with optimistic concurrency and
+// remembers the written resourceVersion (read-your-writes).
 func (c *Controller) updateStatus(ctx context.Context, job *batchv1.Job) (*batchv1.Job, error) {
-	return c.client.BatchV1().Jobs(job.Namespace).UpdateStatus(ctx, job, metav1.UpdateOptions{FieldManager: FieldManager})
+	written, err := c.client.BatchV1().Jobs(job.Namespace).UpdateStatus(ctx, job, metav1.UpdateOptions{FieldManager: FieldManager})
+	if err != nil {
+		if ambiguous(err) {
+			// The write may have been applied without the controller
+			// learning its version: the next sync first reads a fresh one.
+			c.writes.needBarrier(jobKey(job), job.UID, jobsResource)
+		}
+		return nil, err
+	}
+	c.writes.wrote(jobKey(written), written.UID, jobsResource, written.ResourceVersion)
+	return written, nil
 }
 
 // jobKey returns the queue key of a Job.

@@ -27,14 +27,16 @@ func (c *Controller) addPod(logger klog.Logger, obj any) {
 	}
 	if ref := metav1.GetControllerOf(pod); ref != nil {
 		job := c.resolveControllerRef(pod.Namespace, ref)
-		if job == nil || !c.manages(job) {
-			return
-		}
-		if isFinished(job) {
-			// E.g. finished by someone else while this controller was down.
+		if job == nil || (c.manages(job) && isFinished(job)) {
+			// The Job is gone, or finished (e.g. by someone else while this
+			// controller was down, or before a pod created from a stale cache
+			// showed up): nothing will count the pod.
 			if hasTrackingFinalizer(pod) {
 				c.enqueueOrphanPod(pod)
 			}
+			return
+		}
+		if !c.manages(job) {
 			return
 		}
 		c.expectations.observe(jobKey(job), 1, 0)
@@ -75,17 +77,24 @@ func (c *Controller) updatePod(logger klog.Logger, old, cur any) {
 	}
 	if curRef != nil {
 		job := c.resolveControllerRef(curPod.Namespace, curRef)
-		if job == nil || !c.manages(job) {
+		if job == nil {
+			// Owned by a Job that is gone: the same as an orphan.
+			if !finalizerGone {
+				c.enqueueOrphanPod(curPod)
+			}
 			return
+		}
+		if !c.manages(job) {
+			return
+		}
+		if finalizerGone {
+			c.finalizers.observed(jobKey(job), curPod.UID)
 		}
 		if isFinished(job) {
 			if !finalizerGone {
 				c.enqueueOrphanPod(curPod)
 			}
 			return
-		}
-		if finalizerGone {
-			c.finalizers.observed(jobKey(job), curPod.UID)
 		}
 		c.enqueueBatched(logger, job)
 		return
@@ -164,10 +173,9 @@ func (c *Controller) updateJob(logger klog.Logger, old, cur any) {
 		return
 	}
 	if isFinished(curJob) {
-		if _, ours := c.finishedJobs.Load(curJob.UID); !ours {
-			// Finished by someone else: nobody is removing the finalizers.
-			c.enqueueSelectorOrphans(logger, curJob)
-		}
+		// syncFinished releases what still holds the finalizer and forgets
+		// the Job, whoever finished it.
+		c.enqueueBatched(logger, curJob)
 		return
 	}
 	if curJob.Generation == oldJob.Generation {
@@ -201,8 +209,7 @@ func (c *Controller) deleteJob(logger klog.Logger, obj any) {
 		return
 	}
 	c.enqueue(logger, job, 0)
-	c.finishedJobs.Delete(job.UID)
-	c.backoff.remove(jobKey(job))
+	c.forgetJob(jobKey(job), job.UID)
 	c.enqueueSelectorOrphans(logger, job)
 }
 

@@ -54,9 +54,11 @@ func TestPodEventRouting(t *testing.T) {
 			wantJobs:    []string{"ns/mine"},
 			wantOrphans: []orphanKey{{namespace: ns, name: "d"}},
 		},
-		"owner not in cache: left to the deletion events": {
-			pod:         withFinalizer("e", builder.MakeJob("gone", ns).Selector("gone-uid").Obj()),
-			wantOrphans: nil, // the cache may lag; the pod deletion (GC) frees it
+		"owner not in cache: orphan queue": {
+			pod: withFinalizer("e", builder.MakeJob("gone", ns).Selector("gone-uid").Obj()),
+			// As upstream: the orphan worker confirms with a live GET that
+			// the Job is gone (the cache may lag) before freeing it.
+			wantOrphans: []orphanKey{{namespace: ns, name: "e"}},
 		},
 	}
 	for name, tc := range cases {

@@ -8,6 +8,7 @@ import (
 
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/sets"
 	"k8s.io/apiserver/pkg/storage/names"
 	"k8s.io/utils/ptr"
@@ -61,16 +62,21 @@ type span struct {
 type indexSet []span
 
 // parseIndexSet parses "1,3-5,7" keeping only indexes below limit; malformed
-// pieces are skipped, as upstream does.
+// pieces are skipped, as upstream does. Pieces in ascending order (what the
+// controller writes) are merged as they come, so parsing takes linear time;
+// anything else is sorted and merged once at the end.
 func parseIndexSet(s string, limit int) indexSet {
 	if s == "" {
 		return nil
 	}
 	var out indexSet
-	for _, piece := range strings.Split(s, ",") {
+	sorted := true
+	for rest := s; rest != ""; {
+		var piece string
+		piece, rest, _ = strings.Cut(rest, ",")
 		lo, hi, isRange := strings.Cut(piece, "-")
 		first, err := strconv.Atoi(lo)
-		if err != nil || first < 0 {
+		if err != nil || first < 0 || first >= limit {
 			continue
 		}
 		last := first
@@ -79,11 +85,21 @@ func parseIndexSet(s string, limit int) indexSet {
 				continue
 			}
 		}
-		if first >= limit {
-			break
-		}
 		last = min(last, limit-1)
-		out = out.union(indexSet{{first, last}})
+		if n := len(out); n > 0 {
+			switch {
+			case first > out[n-1].last+1:
+			case first >= out[n-1].first:
+				out[n-1].last = max(out[n-1].last, last)
+				continue
+			default:
+				sorted = false
+			}
+		}
+		out = append(out, span{first, last})
+	}
+	if !sorted {
+		out = indexSet(nil).union(out)
 	}
 	return out
 }
@@ -147,6 +163,27 @@ func (s indexSet) union(o indexSet) indexSet {
 	return out
 }
 
+// minus returns a new set with the indexes of s that are not in o.
+func (s indexSet) minus(o indexSet) indexSet {
+	var out indexSet
+	j := 0
+	for _, sp := range s {
+		first := sp.first
+		for ; j < len(o) && o[j].last < first; j++ {
+		}
+		for k := j; k < len(o) && o[k].first <= sp.last; k++ {
+			if o[k].first > first {
+				out = append(out, span{first, o[k].first - 1})
+			}
+			first = max(first, o[k].last+1)
+		}
+		if first <= sp.last {
+			out = append(out, span{first, sp.last})
+		}
+	}
+	return out
+}
+
 // withIndexes returns a new set with the given indexes added.
 func (s indexSet) withIndexes(ixs []int) indexSet {
 	add := make(indexSet, 0, len(ixs))
@@ -158,17 +195,42 @@ func (s indexSet) withIndexes(ixs []int) indexSet {
 
 // succeededIndexes returns the Job's completed indexes as recorded in its
 // status, and the same set plus the indexes of succeeded pods that still
-// hold the tracking finalizer (succeeded but not yet recorded).
-func succeededIndexes(job *batchv1.Job, pods []*corev1.Pod) (prev, now indexSet) {
+// hold the tracking finalizer (succeeded but not yet recorded), leaving out
+// the indexes in exclude.
+func succeededIndexes(job *batchv1.Job, pods []*corev1.Pod, exclude indexSet) (prev, now indexSet) {
 	completions := ptr.Deref(job.Spec.Completions, 0)
 	prev = parseIndexSet(job.Status.CompletedIndexes, int(completions))
 	var fresh []int
 	for _, p := range pods {
-		if p.Status.Phase == corev1.PodSucceeded && hasTrackingFinalizer(p) && validIndex(p, completions) {
+		if p.Status.Phase == corev1.PodSucceeded && hasTrackingFinalizer(p) && validIndex(p, completions) && !exclude.has(podIndex(p)) {
 			fresh = append(fresh, podIndex(p))
 		}
 	}
 	return prev, prev.withIndexes(fresh)
+}
+
+// indexOutcomes returns, for an Indexed Job, status.completedIndexes, the
+// succeeded indexes now and, with backoffLimitPerIndex, the failed indexes
+// now (nil without it). An index is never both succeeded and failed, since
+// the API rejects such a status and every later status write would fail:
+//   - an index recorded as completed stays completed, and a status that
+//     another writer corrupted with an index in both is repaired that way;
+//   - an index recorded as failed stays failed; a late success of another
+//     pod of it is not counted;
+//   - an index that both succeeded and failed in pods not yet accounted
+//     (possible after a stale read) counts as succeeded.
+func indexOutcomes(job *batchv1.Job, pods []*corev1.Pod, inFlight sets.Set[types.UID]) (prev, succeeded indexSet, failed *indexSet) {
+	var prevFailed indexSet
+	if hasBackoffLimitPerIndex(job) && job.Status.FailedIndexes != nil {
+		completed := parseIndexSet(job.Status.CompletedIndexes, int(*job.Spec.Completions))
+		prevFailed = parseIndexSet(*job.Status.FailedIndexes, int(*job.Spec.Completions)).minus(completed)
+	}
+	prev, succeeded = succeededIndexes(job, pods, prevFailed)
+	if hasBackoffLimitPerIndex(job) {
+		f := failedIndexes(job, pods, inFlight).minus(succeeded)
+		failed = &f
+	}
+	return prev, succeeded, failed
 }
 
 // pendingIndexes returns up to n of the lowest indexes below completions that

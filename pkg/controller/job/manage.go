@@ -153,6 +153,11 @@ func (c *Controller) createPods(ctx context.Context, sc *syncContext, n int, ind
 				if apierrors.HasStatusCause(err, corev1.NamespaceTerminatingCause) {
 					return
 				}
+				if ambiguous(err) {
+					// The pod may exist although the create failed: the next
+					// sync waits until the cache shows every pod that does.
+					c.writes.needBarrier(sc.key, job.UID, podsResource)
+				}
 				failed.Add(1)
 				mu.Lock()
 				errs = append(errs, err)
@@ -196,7 +201,8 @@ func (c *Controller) recordCreations(sc *syncContext, succeeded, failed int32) {
 // deletePodsUncounted deletes pods the Job no longer wants (scale down,
 // suspend, duplicate indexes) without counting them as failed: the tracking
 // finalizer is removed first, then the pod is deleted. It returns how many
-// ready pods and how many pods in total were deleted.
+// ready pods and how many pods in total were deleted; a pod found already
+// gone counts as deleted, in both numbers alike.
 func (c *Controller) deletePodsUncounted(ctx context.Context, sc *syncContext, pods []*corev1.Pod) (int32, int32, error) {
 	if len(pods) == 0 {
 		return 0, 0, nil
@@ -205,32 +211,38 @@ func (c *Controller) deletePodsUncounted(ctx context.Context, sc *syncContext, p
 	var deleted, deletedReady atomic.Int32
 	var mu sync.Mutex
 	var errs []error
-	fail := func(err error) {
-		c.expectations.observe(sc.key, 0, 1)
-		if apierrors.IsNotFound(err) {
-			return
+	// remove deletes one pod and reports whether it is gone. Like
+	// upstream, a pod found already gone lowers the expectations at once.
+	remove := func(pod *corev1.Pod) (bool, error) {
+		if patch := removeFinalizerPatch(pod); patch != nil {
+			if err := c.pods.PatchPod(ctx, pod.Namespace, pod.Name, patch); err != nil {
+				if apierrors.IsNotFound(err) {
+					c.expectations.observe(sc.key, 0, 1)
+					return true, nil
+				}
+				return false, fmt.Errorf("removing tracking finalizer from %s: %w", klog.KObj(pod), err)
+			}
 		}
-		mu.Lock()
-		errs = append(errs, err)
-		mu.Unlock()
+		if err := c.pods.delete(ctx, sc.job, pod.Name); err != nil {
+			if apierrors.IsNotFound(err) {
+				c.expectations.observe(sc.key, 0, 1)
+				return true, nil
+			}
+			return false, err
+		}
+		return true, nil
 	}
 	var wg sync.WaitGroup
 	for _, pod := range pods {
 		wg.Go(func() {
-			if patch := removeFinalizerPatch(pod); patch != nil {
-				if err := c.pods.PatchPod(ctx, pod.Namespace, pod.Name, patch); err != nil {
-					fail(fmt.Errorf("removing tracking finalizer from %s: %w", klog.KObj(pod), err))
-					if apierrors.IsNotFound(err) {
-						deleted.Add(1)
-					}
-					return
-				}
-			}
-			if err := c.pods.delete(ctx, sc.job, pod.Name); err != nil {
-				fail(err)
-				if !apierrors.IsNotFound(err) {
-					return
-				}
+			gone, err := remove(pod)
+			if !gone {
+				// No deletion event will come for this pod.
+				c.expectations.observe(sc.key, 0, 1)
+				mu.Lock()
+				errs = append(errs, err)
+				mu.Unlock()
+				return
 			}
 			deleted.Add(1)
 			if isReady(pod) {

@@ -32,6 +32,10 @@ type Options struct {
 	MaxUncountedPods int
 	// MaxPodCreateDeletePerSync caps pod creations or deletions per sync. Default 500.
 	MaxPodCreateDeletePerSync int
+	// DisableReadYourWrites turns off the wait for the informers to observe
+	// the controller's own writes before a Job is synced again (upstream's
+	// StaleControllerConsistencyJob, on by default). Default false.
+	DisableReadYourWrites bool
 	// Clock is used for every time decision. Default the real clock.
 	Clock clock.WithTicker
 	// Registerer receives the controller's metrics. Default: a private registry.

@@ -103,10 +103,20 @@ func (c *Controller) releaseOrphanFinalizer(ctx context.Context, pod *corev1.Pod
 		if ref.Kind != "Job" || ref.APIVersion != batchv1.SchemeGroupVersion.String() {
 			return nil
 		}
-		if job := c.resolveControllerRef(pod.Namespace, ref); job != nil {
-			if !c.manages(job) || !isFinished(job) {
-				return nil
+		job := c.resolveControllerRef(pod.Namespace, ref)
+		if job == nil {
+			// The cache may lag behind the pod's: ask the apiserver before
+			// releasing a pod whose Job may still count it.
+			live, err := c.client.BatchV1().Jobs(pod.Namespace).Get(ctx, ref.Name, metav1.GetOptions{})
+			switch {
+			case err == nil && live.UID == ref.UID:
+				job = live
+			case err != nil && !apierrors.IsNotFound(err):
+				return fmt.Errorf("checking the Job of orphan pod %s: %w", klog.KObj(pod), err)
 			}
+		}
+		if job != nil && (!c.manages(job) || !isFinished(job)) {
+			return nil
 		}
 	}
 	klog.FromContext(ctx).V(2).Info("Removing tracking finalizer from orphan pod", "pod", klog.KObj(pod))

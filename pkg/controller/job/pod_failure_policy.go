@@ -166,30 +166,11 @@ func countedFailures(policy *batchv1.PodFailurePolicy, failed []*corev1.Pod) int
 	return n
 }
 
-// recordPodFailurePolicyActions adds this sync's failures handled by a
-// podFailurePolicy rule to pod_failures_handled_by_failure_policy_total and
-// forgets them, so that a second call records nothing.
-func (c *Controller) recordPodFailurePolicyActions(sc *syncContext) {
-	for action, n := range sc.podFailurePolicyActions {
+// recordPodFailurePolicyActions adds the failures handled by a
+// podFailurePolicy rule, by action, to
+// pod_failures_handled_by_failure_policy_total.
+func (c *Controller) recordPodFailurePolicyActions(actions map[batchv1.PodFailurePolicyAction]int) {
+	for action, n := range actions {
 		c.metrics.PodFailuresHandledByFailurePolicy.WithLabelValues(string(action)).Add(float64(n))
 	}
-	sc.podFailurePolicyActions = nil
-}
-
-// countFailureOf reports whether a pod trackStatus accounts as failed goes
-// to status.failed, recording the matched rule's action for the metric:
-// false only for a pod matching an Ignore rule.
-func countFailureOf(sc *syncContext, pod *corev1.Pod) bool {
-	policy := sc.job.Spec.PodFailurePolicy
-	if policy == nil {
-		return true
-	}
-	_, count, action := matchPodFailurePolicy(policy, pod)
-	if action != nil {
-		if sc.podFailurePolicyActions == nil {
-			sc.podFailurePolicyActions = map[batchv1.PodFailurePolicyAction]int{}
-		}
-		sc.podFailurePolicyActions[*action]++
-	}
-	return count
 }

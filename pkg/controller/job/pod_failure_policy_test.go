@@ -313,12 +313,13 @@ func TestSyncPodFailurePolicy(t *testing.T) {
 			pods: func(job *batchv1.Job) []*corev1.Pod {
 				return []*corev1.Pod{failedWith("a", job, 42).Obj(), pod("b", job).Phase(corev1.PodRunning).Obj()}
 			},
-			// b is deleted and counted as failed, but still terminating: the
-			// Job is not Failed yet.
-			want:         statusCounts{Terminating: 1, Uncounted: 2, Started: true, Conditions: []string{"FailureTarget=True/PodFailurePolicy"}},
+			// b is deleted and counted as failed (both moved into the counter
+			// in this sync's second status write), but still terminating:
+			// the Job is not Failed yet.
+			want:         statusCounts{Terminating: 1, Failed: 2, Started: true, Conditions: []string{"FailureTarget=True/PodFailurePolicy"}},
 			wantMessages: []string{"FailureTarget: Container main for pod ns/a failed with exit code 42 matching FailJob rule at index 0"},
 			wantPods:     1,
-			wantWrites:   map[string]int{"update jobs/status": 1, "patch pods": 2, "delete pods": 1},
+			wantWrites:   map[string]int{"update jobs/status": 2, "patch pods": 2, "delete pods": 1},
 			wantEvents:   []string{"SuccessfulDelete"},
 			wantActions:  map[string]float64{"FailJob": 1},
 		},
@@ -414,10 +415,10 @@ func TestSyncPodFailurePolicy(t *testing.T) {
 					failedWith("c", job, 3).Obj(),
 				}
 			},
-			want:           statusCounts{Active: 3, Uncounted: 1, Started: true},
+			want:           statusCounts{Active: 3, Failed: 1, Started: true},
 			wantPods:       6,
 			wantFinalizers: 3,
-			wantWrites:     map[string]int{"update jobs/status": 1, "patch pods": 3, "create pods": 3},
+			wantWrites:     map[string]int{"update jobs/status": 2, "patch pods": 3, "create pods": 3},
 			wantEvents:     []string{"SuccessfulCreate", "SuccessfulCreate", "SuccessfulCreate"},
 			wantActions:    map[string]float64{"Ignore": 2, "Count": 1},
 		},
@@ -453,10 +454,10 @@ func TestSyncPodFailurePolicy(t *testing.T) {
 					pod("b", job).Phase(corev1.PodRunning).Condition(corev1.DisruptionTarget, corev1.ConditionTrue).Obj(),
 				}
 			},
-			want:         statusCounts{Terminating: 1, Uncounted: 1, Started: true, Conditions: []string{"FailureTarget=True/PodFailurePolicy"}},
+			want:         statusCounts{Terminating: 1, Failed: 1, Started: true, Conditions: []string{"FailureTarget=True/PodFailurePolicy"}},
 			wantMessages: []string{"FailureTarget: Container main for pod ns/a failed with exit code 42 matching FailJob rule at index 0"},
 			wantPods:     1,
-			wantWrites:   map[string]int{"update jobs/status": 1, "patch pods": 2, "delete pods": 1},
+			wantWrites:   map[string]int{"update jobs/status": 2, "patch pods": 2, "delete pods": 1},
 			wantEvents:   []string{"SuccessfulDelete"},
 			wantActions:  map[string]float64{"FailJob": 1, "Ignore": 1},
 		},
@@ -483,9 +484,9 @@ func TestSyncPodFailurePolicy(t *testing.T) {
 }
 
 // TestSyncFailJobWaitsForTerminatingPods follows a FailJob match over three
-// syncs: FailureTarget first (the running pod deleted and counted), the
-// counters next while that pod is still terminating, and Failed with the
-// rule's message only once it is gone.
+// syncs: FailureTarget and the counters first (the running pod deleted and
+// counted in the same sync), no change next while that pod is still
+// terminating, and Failed with the rule's message only once it is gone.
 func TestSyncFailJobWaitsForTerminatingPods(t *testing.T) {
 	started := metav1.NewTime(t0.Add(-time.Minute))
 	job := builder.MakeJob("j", ns).Selector("u").ManagedBy(DefaultManagedBy).Parallelism(2).Completions(2).
@@ -500,7 +501,7 @@ func TestSyncFailJobWaitsForTerminatingPods(t *testing.T) {
 	const msg = "Container main for pod ns/a failed with exit code 42 matching FailJob rule at index 0"
 
 	got, _ := h.sync(t, job)
-	if diff := cmp.Diff(statusCounts{Terminating: 1, Uncounted: 2, Started: true, Conditions: []string{"FailureTarget=True/PodFailurePolicy"}}, countsOf(got), cmpopts.EquateEmpty()); diff != "" {
+	if diff := cmp.Diff(statusCounts{Terminating: 1, Failed: 2, Started: true, Conditions: []string{"FailureTarget=True/PodFailurePolicy"}}, countsOf(got), cmpopts.EquateEmpty()); diff != "" {
 		t.Fatalf("first sync (-want +got):\n%s", diff)
 	}
 	// The informers now show both finalizers gone and b being deleted.

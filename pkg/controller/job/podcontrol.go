@@ -35,8 +35,12 @@ const (
 // controller.PodControlInterface of the ControllerRefManager, which only
 // patches.
 type podControl struct {
-	client   kubernetes.Interface
+	// client writes the pods.
+	client kubernetes.Interface
+	// recorder records the events of pod writes on the Job.
 	recorder record.EventRecorder
+	// onWrite, if set, is told of every pod a write returned.
+	onWrite func(*corev1.Pod)
 }
 
 var _ controller.PodControlInterface = (*podControl)(nil)
@@ -64,6 +68,9 @@ func (c *podControl) create(ctx context.Context, job *batchv1.Job, tmpl *corev1.
 		Spec: *tmpl.Spec.DeepCopy(),
 	}
 	created, err := c.client.CoreV1().Pods(job.Namespace).Create(ctx, pod, metav1.CreateOptions{FieldManager: FieldManager})
+	if err == nil && c.onWrite != nil {
+		c.onWrite(created)
+	}
 	if err != nil {
 		if !apierrors.HasStatusCause(err, corev1.NamespaceTerminatingCause) {
 			c.recorder.Eventf(job, corev1.EventTypeWarning, ReasonFailedCreate, "Error creating: %v", err)
@@ -93,7 +100,10 @@ func (c *podControl) delete(ctx context.Context, job *batchv1.Job, name string) 
 
 // PatchPod applies a strategic merge patch to a pod.
 func (c *podControl) PatchPod(ctx context.Context, namespace, name string, data []byte) error {
-	_, err := c.client.CoreV1().Pods(namespace).Patch(ctx, name, types.StrategicMergePatchType, data, metav1.PatchOptions{FieldManager: FieldManager})
+	pod, err := c.client.CoreV1().Pods(namespace).Patch(ctx, name, types.StrategicMergePatchType, data, metav1.PatchOptions{FieldManager: FieldManager})
+	if err == nil && c.onWrite != nil {
+		c.onWrite(pod)
+	}
 	return err
 }
 

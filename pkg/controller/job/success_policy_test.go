@@ -198,12 +198,13 @@ func TestSyncSuccessPolicy(t *testing.T) {
 					pod("c", "2", job).Phase(corev1.PodRunning).Obj(),
 				}
 			},
-			// c is deleted and, the Job failing, counted as failed.
-			want: statusCounts{Succeeded: 1, CompletedIndexes: "0", Terminating: 1, Uncounted: 2, Started: true,
+			// c is deleted and, the Job failing, counted as failed: b and c
+			// move into the counter in this sync's second status write.
+			want: statusCounts{Succeeded: 1, CompletedIndexes: "0", Terminating: 1, Failed: 2, Started: true,
 				Conditions: []string{"FailureTarget=True/BackoffLimitExceeded"}},
 			wantMessage: "Job has reached the specified backoff limit",
 			wantPods:    2,
-			wantWrites:  map[string]int{"update jobs/status": 1, "patch pods": 3, "delete pods": 1},
+			wantWrites:  map[string]int{"update jobs/status": 2, "patch pods": 3, "delete pods": 1},
 			wantEvents:  []string{"SuccessfulDelete"},
 		},
 		"SuccessCriteriaMet is not flipped by a later failure": {

@@ -3,6 +3,7 @@ package job
 import (
 	"context"
 	"fmt"
+	"time"
 
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -52,8 +53,13 @@ type syncContext struct {
 	uncountedSucceeded, uncountedFailed sets.Set[types.UID]
 	// expectedRmFinalizers are pods whose finalizer removal is in flight.
 	expectedRmFinalizers sets.Set[types.UID]
-	// finishedCondition is the condition the Job is heading to, if any.
-	finishedCondition *batchv1.JobCondition
+	// interim is the FailureTarget or SuccessCriteriaMet condition the Job
+	// is heading to (already in its status, or to be added before any
+	// finalizer is removed); nil while no end is decided.
+	interim *batchv1.JobCondition
+	// terminal is the Failed or Complete condition that follows interim,
+	// set once no pod is uncounted or terminating; nil with interim.
+	terminal *batchv1.JobCondition
 	// newBackoff is the backoff record including this sync's finished pods.
 	newBackoff backoffRecord
 	// failedIndexes is, with backoffLimitPerIndex, status.failedIndexes plus
@@ -62,15 +68,33 @@ type syncContext struct {
 	// awaitingReplacement is, with backoffLimitPerIndex, the failed pod per
 	// index that keeps its finalizer until the index has a replacement.
 	awaitingReplacement map[int]*corev1.Pod
-	// podFailurePolicyActions counts, by action, the failures accounted in
-	// this sync that matched a podFailurePolicy rule, for the metric.
-	podFailurePolicyActions map[batchv1.PodFailurePolicyAction]int
 }
 
-// syncJob brings one Job towards its spec. Steps: skip Jobs that are not
-// managed or finished; list and claim pods; count outcomes;
-// decide failure (backoffLimit, deadline) or create/delete pods; decide
-// success; then track finished pods and write the status (tracking.go).
+// setEnd makes the Job head to the end that interim announces (nil: none).
+func (sc *syncContext) setEnd(interim *batchv1.JobCondition, now time.Time) {
+	sc.interim, sc.terminal = interim, nil
+	if interim != nil {
+		sc.terminal = terminalFor(interim, now)
+	}
+}
+
+// failing reports whether the Job is heading to Failed: then every pod not
+// succeeded is accounted as failed.
+func (sc *syncContext) failing() bool {
+	return sc.terminal != nil && sc.terminal.Type == batchv1.JobFailed
+}
+
+// syncJob brings one Job towards its spec. Steps:
+//  1. wait until the informers show this controller's own last writes
+//     for the Job (read-your-writes, consistency.go);
+//  2. skip Jobs that are gone, not managed or finished (a finished Job only
+//     gets its leftover finalizers released, finished.go);
+//  3. list and claim pods, and count outcomes;
+//  4. decide the end (decideFinish: failure first, then success policy);
+//  5. if an end is decided, delete the active pods; else create or delete
+//     pods (manage.go) and check whether completions are reached;
+//  6. track finished pods and write the status (tracking.go).
+//
 // Never called concurrently for the same key.
 func (c *Controller) syncJob(ctx context.Context, key string) (rErr error) {
 	start := c.clock.Now()
@@ -82,12 +106,13 @@ func (c *Controller) syncJob(ctx context.Context, key string) (rErr error) {
 	if err != nil {
 		return err
 	}
+	if err := c.awaitOwnWrites(ctx, key); err != nil {
+		return err
+	}
 	shared, err := c.jobLister.Jobs(ns).Get(name)
 	if apierrors.IsNotFound(err) {
 		logger.V(4).Info("Job has been deleted", "key", key)
-		c.expectations.forget(key)
-		c.finalizers.forget(key)
-		c.backoff.remove(key)
+		c.forgetJob(key, "")
 		return nil
 	}
 	if err != nil {
@@ -98,8 +123,7 @@ func (c *Controller) syncJob(ctx context.Context, key string) (rErr error) {
 		return nil
 	}
 	if isFinished(shared) {
-		c.backoff.remove(key)
-		c.finishedJobs.Delete(shared.UID)
+		c.syncFinished(logger, key, shared)
 		return nil
 	}
 	if _, ok := c.finishedJobs.Load(shared.UID); ok {
@@ -158,54 +182,29 @@ func (c *Controller) syncJob(ctx context.Context, key string) (rErr error) {
 		job.Status.StartTime = &t
 	}
 	sc.newBackoff = nextBackoffRecord(c.backoff.get(key), newSucceeded, newFailed)
-
-	// Terminal decisions, in upstream's order: an earlier sync's interim
-	// condition wins, then failures, then success.
-	if cond := findCondition(job.Status.Conditions, batchv1.JobSuccessCriteriaMet); cond != nil && cond.Status == corev1.ConditionTrue {
-		sc.finishedCondition = cond.DeepCopy()
-	} else if cond := findCondition(job.Status.Conditions, batchv1.JobFailureTarget); cond != nil && cond.Status == corev1.ConditionTrue {
-		sc.finishedCondition = terminalFor(cond, now)
-	} else if msg := failJobMessage(job, pods); msg != nil {
-		// The interim condition records the rule's message before any
-		// finalizer is removed (trackStatus).
-		sc.finishedCondition = newCondition(batchv1.JobFailureTarget, corev1.ConditionTrue, batchv1.JobReasonPodFailurePolicy, *msg, now)
-	} else if sc.failed > *job.Spec.BackoffLimit || restartsExceedBackoffLimit(job, pods) {
-		sc.finishedCondition = newCondition(batchv1.JobFailureTarget, corev1.ConditionTrue, batchv1.JobReasonBackoffLimitExceeded, msgBackoffLimitExceeded, now)
-	} else if left, ok := deadlineRemaining(job, now); ok {
-		if left <= 0 {
-			sc.finishedCondition = newCondition(batchv1.JobFailureTarget, corev1.ConditionTrue, batchv1.JobReasonDeadlineExceeded, msgDeadlineExceeded, now)
-		} else {
-			logger.V(2).Info("Job has activeDeadlineSeconds; will sync again", "job", klog.KObj(job), "after", left)
-			c.queue.AddAfter(key, left)
-		}
-	}
 	if isIndexed(job) {
-		sc.prevSucceededIndexes, sc.succeededIndexes = succeededIndexes(job, pods)
+		sc.prevSucceededIndexes, sc.succeededIndexes, sc.failedIndexes = indexOutcomes(job, pods, expectedRmFinalizers)
 		sc.succeeded = int32(sc.succeededIndexes.count())
-		if hasBackoffLimitPerIndex(job) {
-			failed := failedIndexes(job, pods, expectedRmFinalizers)
-			sc.failedIndexes = &failed
-			if sc.finishedCondition == nil {
-				sc.finishedCondition = failedIndexesCondition(job, failed, sc.succeededIndexes, now)
-			}
-			sc.awaitingReplacement = podsAwaitingReplacement(sc, failed)
-		}
-		// Success policy comes last: any failure decided above wins.
-		if sc.finishedCondition == nil {
-			if msg, ok := matchSuccessPolicy(job.Spec.SuccessPolicy, *job.Spec.Completions, sc.succeededIndexes); ok {
-				sc.finishedCondition = newCondition(batchv1.JobSuccessCriteriaMet, corev1.ConditionTrue, batchv1.JobReasonSuccessPolicy, msg, now)
-			}
-		}
+	}
+
+	decision := decideFinish(job, pods, finishCounts{failed: sc.failed, succeededIndexes: sc.succeededIndexes, failedIndexes: sc.failedIndexes}, now)
+	if decision.deadlineIn > 0 {
+		logger.V(2).Info("Job has activeDeadlineSeconds; will sync again", "job", klog.KObj(job), "after", decision.deadlineIn)
+		c.queue.AddAfter(key, decision.deadlineIn)
+	}
+	sc.setEnd(decision.interim, now)
+	if sc.failedIndexes != nil {
+		sc.awaitingReplacement = podsAwaitingReplacement(sc, *sc.failedIndexes)
 	}
 
 	var manageErr error
 	statusChanged := false
-	if sc.finishedCondition != nil {
+	if sc.interim != nil {
 		deletedReady, deleted, err := c.deleteActivePods(ctx, job, sc.active)
 		if deleted != active || !satisfied {
 			// Pods may remain, or pods may exist that the cache has not shown
 			// yet: the Job cannot be declared finished in this sync.
-			sc.finishedCondition = nil
+			sc.setEnd(nil, now)
 		}
 		active -= deleted
 		sc.terminating += deleted
@@ -218,7 +217,7 @@ func (c *Controller) syncJob(ctx context.Context, key string) (rErr error) {
 			managed = true
 		}
 		if succeededEnough(job, sc.succeeded, active) {
-			sc.finishedCondition = newCondition(batchv1.JobSuccessCriteriaMet, corev1.ConditionTrue, batchv1.JobReasonCompletionsReached, msgCompletionsReached, now)
+			sc.setEnd(newCondition(batchv1.JobSuccessCriteriaMet, corev1.ConditionTrue, batchv1.JobReasonCompletionsReached, msgCompletionsReached, now), now)
 		} else if managed {
 			// Only a sync that acted on pods may flip Suspended.
 			if tr := applySuspendCondition(job, metav1.NewTime(now)); tr.changed {

@@ -285,12 +285,13 @@ func TestSyncOutcomes(t *testing.T) {
 				}
 			},
 			// b is deleted with its finalizer; as the Job is failing it goes
-			// to uncountedTerminatedPods at once (moved to the counter by the
-			// next sync), and Failed waits until it stops terminating.
-			want: statusCounts{Uncounted: 2, Terminating: 1, Started: true,
+			// to uncountedTerminatedPods at once (status write 1), and, once
+			// both finalizers are removed, into the counter in the same sync
+			// (status write 2). Failed waits until b stops terminating.
+			want: statusCounts{Failed: 2, Terminating: 1, Started: true,
 				Conditions: []string{"FailureTarget=True/BackoffLimitExceeded"}},
 			wantPods:   1,
-			wantWrites: map[string]int{"update jobs/status": 1, "patch pods": 2, "delete pods": 1},
+			wantWrites: map[string]int{"update jobs/status": 2, "patch pods": 2, "delete pods": 1},
 			wantEvents: []string{"SuccessfulDelete"},
 		},
 		"container restarts reach backoffLimit with OnFailure": {
@@ -301,9 +302,9 @@ func TestSyncOutcomes(t *testing.T) {
 				p.Status.ContainerStatuses = []corev1.ContainerStatus{{Name: "main", RestartCount: 2}}
 				return []*corev1.Pod{p}
 			},
-			want: statusCounts{Uncounted: 1, Terminating: 1, Started: true,
+			want: statusCounts{Failed: 1, Terminating: 1, Started: true,
 				Conditions: []string{"FailureTarget=True/BackoffLimitExceeded"}},
-			wantWrites: map[string]int{"update jobs/status": 1, "patch pods": 1, "delete pods": 1},
+			wantWrites: map[string]int{"update jobs/status": 2, "patch pods": 1, "delete pods": 1},
 			wantEvents: []string{"SuccessfulDelete"},
 		},
 		"deadline exceeded fails the job": {
@@ -311,10 +312,10 @@ func TestSyncOutcomes(t *testing.T) {
 			pods: func(job *batchv1.Job) []*corev1.Pod {
 				return []*corev1.Pod{pod("a", job).Phase(corev1.PodRunning).Obj()}
 			},
-			want: statusCounts{Uncounted: 1, Terminating: 1, Started: true,
+			want: statusCounts{Failed: 1, Terminating: 1, Started: true,
 				Conditions: []string{"FailureTarget=True/DeadlineExceeded"}},
 			wantPods:   0,
-			wantWrites: map[string]int{"update jobs/status": 1, "patch pods": 1, "delete pods": 1},
+			wantWrites: map[string]int{"update jobs/status": 2, "patch pods": 1, "delete pods": 1},
 			wantEvents: []string{"SuccessfulDelete"},
 		},
 		"created suspended": {
@@ -365,9 +366,9 @@ func TestSyncOutcomes(t *testing.T) {
 			pods: func(job *batchv1.Job) []*corev1.Pod {
 				return []*corev1.Pod{pod("a", job).Terminated(1, finishedAt).Obj()}
 			},
-			want:       statusCounts{Uncounted: 1, Started: true},
+			want:       statusCounts{Failed: 1, Started: true},
 			wantPods:   1,
-			wantWrites: map[string]int{"update jobs/status": 1, "patch pods": 1},
+			wantWrites: map[string]int{"update jobs/status": 2, "patch pods": 1},
 		},
 		"uncounted pods are capped per sync": {
 			opts: Options{MaxUncountedPods: 2},
@@ -379,19 +380,21 @@ func TestSyncOutcomes(t *testing.T) {
 				}
 				return out
 			},
-			want:           statusCounts{Uncounted: 2, Started: true, Conditions: []string{"SuccessCriteriaMet=True/CompletionsReached"}},
+			// The two pods the cap lets in are released and counted in this
+			// sync (status write 2); the other three wait for the next one.
+			want:           statusCounts{Succeeded: 2, Started: true, Conditions: []string{"SuccessCriteriaMet=True/CompletionsReached"}},
 			wantPods:       5,
 			wantFinalizers: 3,
-			wantWrites:     map[string]int{"update jobs/status": 1, "patch pods": 2},
+			wantWrites:     map[string]int{"update jobs/status": 2, "patch pods": 2},
 		},
 		"pod deleted by someone else counts as failed": {
 			job: base().Parallelism(1).Completions(1).Status(batchv1.JobStatus{StartTime: &started, Active: 1, Ready: ptr.To[int32](0), Terminating: ptr.To[int32](0)}).Obj(),
 			pods: func(job *batchv1.Job) []*corev1.Pod {
 				return []*corev1.Pod{pod("a", job).Phase(corev1.PodRunning).DeletionTimestamp(metav1.NewTime(t0)).Obj()}
 			},
-			want:       statusCounts{Uncounted: 1, Terminating: 1, Started: true},
+			want:       statusCounts{Failed: 1, Terminating: 1, Started: true},
 			wantPods:   1,
-			wantWrites: map[string]int{"update jobs/status": 1, "patch pods": 1},
+			wantWrites: map[string]int{"update jobs/status": 2, "patch pods": 1},
 		},
 		"replacement policy Failed waits for terminating pods": {
 			job: base().Parallelism(1).Completions(1).PodReplacementPolicy(batchv1.Failed).
@@ -410,10 +413,10 @@ func TestSyncOutcomes(t *testing.T) {
 			pods: func(job *batchv1.Job) []*corev1.Pod {
 				return []*corev1.Pod{pod("a", job).Phase(corev1.PodRunning).DeletionTimestamp(metav1.NewTime(t0.Add(-time.Minute))).Obj()}
 			},
-			want:           statusCounts{Active: 1, Terminating: 1, Uncounted: 1, Started: true},
+			want:           statusCounts{Active: 1, Terminating: 1, Failed: 1, Started: true},
 			wantPods:       2,
 			wantFinalizers: 1,
-			wantWrites:     map[string]int{"update jobs/status": 1, "patch pods": 1, "create pods": 1},
+			wantWrites:     map[string]int{"update jobs/status": 2, "patch pods": 1, "create pods": 1},
 			wantEvents:     []string{"SuccessfulCreate"},
 		},
 		"orphan matching pod is adopted with the finalizer": {
@@ -529,8 +532,10 @@ func TestSyncBackoffDelaysRecreation(t *testing.T) {
 	failedPod := builder.MakePod("a", ns).UID("a").OwnedByJob(job).Finalizer(batchv1.JobTrackingFinalizer).Terminated(1, metav1.NewTime(t0)).Obj()
 	h := newHarness(t, Options{PodFailureBackoff: 10 * time.Second}, job, failedPod)
 	got, pods := h.sync(t, job)
-	if n := len(got.Status.UncountedTerminatedPods.Failed); n != 1 || len(pods) != 1 {
-		t.Fatalf("after the failure: uncounted failed=%d pods=%d, want 1 and 1", n, len(pods))
+	// The failure is accounted in this sync: released and moved into
+	// status.failed (status write 2), with no replacement yet.
+	if got.Status.Failed != 1 || len(got.Status.UncountedTerminatedPods.Failed) != 0 || len(pods) != 1 {
+		t.Fatalf("after the failure: failed=%d uncounted=%v pods=%d, want the pod counted and 1 pod", got.Status.Failed, got.Status.UncountedTerminatedPods, len(pods))
 	}
 	// The informers would now show the counted Job and the released pod.
 	released := failedPod.DeepCopy()
@@ -548,7 +553,7 @@ func TestSyncBackoffDelaysRecreation(t *testing.T) {
 		t.Fatalf("within the backoff: %d pods, want 1 (no replacement)", len(pods))
 	}
 	if got.Status.Failed != 1 || len(got.Status.UncountedTerminatedPods.Failed) != 0 {
-		t.Fatalf("second sync: failed=%d uncounted=%v, want the pod counted", got.Status.Failed, got.Status.UncountedTerminatedPods)
+		t.Fatalf("second sync: failed=%d uncounted=%v, want the pod counted once", got.Status.Failed, got.Status.UncountedTerminatedPods)
 	}
 	if err := refreshJob(h, got); err != nil {
 		t.Fatal(err)

@@ -18,34 +18,130 @@ import (
 	"jobkeeper.dev/jobkeeper/pkg/controller/job/metrics"
 )
 
-// trackStatus accounts finished pods with the KEP-2307 protocol and writes
-// the status:
-//  1. finished pods holding the finalizer go to uncountedTerminatedPods
-//     (for Indexed Jobs, succeeded ones go straight to completedIndexes),
-//     together with the interim FailureTarget/SuccessCriteriaMet condition;
-//     one status write;
-//  2. their finalizers are removed;
-//  3. UIDs whose pods no longer hold the finalizer (or are gone) move from
-//     uncountedTerminatedPods into the counters, in the first write of the
-//     next sync (step 1 of that sync) unless the Job finishes now;
-//  4. when the Job is heading to a terminal condition and nothing is
-//     uncounted or terminating, Complete/Failed and completionTime are set;
-//     one more status write.
+// The path of a pod through tracking (KEP-2307), with the invariant that
+// it is counted exactly once even if the controller dies between any two
+// writes:
 //
-// At most MaxUncountedPods pods are taken per sync; the status and pod
-// updates wake the Job again for the rest. needsFlush says whether the
-// caller already changed the status.
+//	created (with the finalizer)
+//	  -> finished (phase Succeeded or Failed, or deleted: isFailed)
+//	  -> uncounted: its UID is in status.uncountedTerminatedPods (for
+//	     Indexed Jobs, a success goes straight into completedIndexes)
+//	     [status write 1]
+//	  -> released: its finalizer is removed [one pod patch]
+//	  -> counted: its UID leaves the list in the write that adds it to
+//	     status.succeeded or status.failed [status write 2]
 //
-// When the Job finishes in this sync (see finishNow), steps 1, 3 and 4 are
-// one write and step 2 follows it.
+// A sync moves every pod it can along this path: planTracking decides
+// (pure), trackStatus applies. A UID is never both in the list and counted;
+// a pod without the finalizer whose UID is not in the list is ignored, so a
+// crash before write 1 loses nothing (the pod still holds the finalizer)
+// and a crash after it recounts nothing.
+
+// trackingPlan is what one sync does to the Job's finished pods.
+type trackingPlan struct {
+	// release are the pods whose finalizer to remove after status write 1.
+	release []*corev1.Pod
+	// addSucceeded and addFailed are the UIDs to append to
+	// status.uncountedTerminatedPods in status write 1.
+	addSucceeded, addFailed []types.UID
+	// indexes are the newly succeeded indexes of an Indexed Job, added to
+	// status.completedIndexes in status write 1.
+	indexes []int
+	// policyActions counts, by action, the accounted failures that matched
+	// a podFailurePolicy rule (for the metric).
+	policyActions map[batchv1.PodFailurePolicyAction]int
+	// capped reports that MaxUncountedPods stopped the plan early; the
+	// remaining pods wait for the next sync.
+	capped bool
+}
+
+// planTracking decides which of the Job's pods holding the finalizer
+// (withFinalizer, removals in flight excluded) are released in this sync,
+// and which of them are added as uncounted successes, failures or completed
+// indexes. pending is how many UIDs stay in uncountedTerminatedPods; with
+// them, at most maxUncounted are pending after the plan. A pod is released
+// when it finished, or when the Job is being deleted or heading to an end
+// (then unfinished pods count as failed if the Job is failing, and not at
+// all if it is succeeding); a failed pod that keeps its index's failure
+// count for the replacement (backoffLimitPerIndex) is kept. pods must be in
+// index order for Indexed Jobs, so a capped sync records the lowest indexes.
+func planTracking(sc *syncContext, pods []*corev1.Pod, withFinalizer sets.Set[types.UID], pending, maxUncounted int) trackingPlan {
+	job := sc.job
+	indexed := isIndexed(job)
+	ending := sc.interim != nil || job.DeletionTimestamp != nil
+	var plan trackingPlan
+	for _, p := range pods {
+		if !withFinalizer.Has(p.UID) {
+			continue
+		}
+		failed := isFailed(p, job)
+		if !ending && p.Status.Phase != corev1.PodSucceeded && !failed {
+			continue
+		}
+		if !ending && awaitsReplacement(sc, p) {
+			// Its failure counts travel to the replacement pod first.
+			continue
+		}
+		plan.release = append(plan.release, p)
+		switch {
+		case p.Status.Phase == corev1.PodSucceeded && !sc.uncountedFailed.Has(p.UID):
+			if indexed {
+				ix := podIndex(p)
+				if validIndex(p, *job.Spec.Completions) && !sc.prevSucceededIndexes.has(ix) && !(sc.failedIndexes != nil && sc.failedIndexes.has(ix)) {
+					plan.indexes = append(plan.indexes, ix)
+				}
+			} else if !sc.uncountedSucceeded.Has(p.UID) {
+				plan.addSucceeded = append(plan.addSucceeded, p.UID)
+			}
+		case failed || sc.failing():
+			// Once the Job is failing, every unfinished pod counts as failed.
+			if sc.uncountedFailed.Has(p.UID) || (indexed && !validIndex(p, *job.Spec.Completions)) {
+				break
+			}
+			counts := true
+			if policy := job.Spec.PodFailurePolicy; policy != nil {
+				var action *batchv1.PodFailurePolicyAction
+				_, counts, action = matchPodFailurePolicy(policy, p)
+				if action != nil {
+					if plan.policyActions == nil {
+						plan.policyActions = map[batchv1.PodFailurePolicyAction]int{}
+					}
+					plan.policyActions[*action]++
+				}
+			}
+			if counts {
+				plan.addFailed = append(plan.addFailed, p.UID)
+			}
+		}
+		if pending+len(plan.indexes)+len(plan.addSucceeded)+len(plan.addFailed) >= maxUncounted {
+			plan.capped = true
+			break
+		}
+	}
+	return plan
+}
+
+// trackStatus applies the tracking plan and writes the status:
+//  1. UIDs of pods released without a finalizer since an earlier sync move
+//     into the counters, and the plan's uncounted UIDs, completed indexes
+//     and the interim condition are added; status write 1 (skipped when
+//     nothing changed);
+//  2. the plan's pods lose their finalizer;
+//  3. the UIDs of the pods now released move into the counters, and, if
+//     the Job is heading to an end with nothing uncounted or terminating
+//     left, the terminal condition is set; status write 2 (skipped when
+//     nothing changed). So the counters move in the sync that released
+//     the pods, as upstream's do.
+//
+// A Job whose every finished pod is accounted in this sync and that has no
+// pod left running or terminating is finished in one write instead
+// (finishNow). needsFlush says whether the caller already changed the
+// status.
 func (c *Controller) trackStatus(ctx context.Context, sc *syncContext, needsFlush bool) error {
 	logger := klog.FromContext(ctx)
 	job := sc.job
-	indexed := isIndexed(job)
-	now := c.clock.Now()
 	pods := sc.pods
-	if indexed {
-		// Add indexes in order, so a capped sync records the lowest ones.
+	if isIndexed(job) {
 		pods = slices.Clone(pods)
 		slices.SortStableFunc(pods, func(a, b *corev1.Pod) int { return podIndex(a) - podIndex(b) })
 	}
@@ -59,86 +155,24 @@ func (c *Controller) trackStatus(ctx context.Context, sc *syncContext, needsFlus
 	if countReleased(&job.Status, withFinalizer) {
 		needsFlush = true
 	}
-
-	uncounted := job.Status.UncountedTerminatedPods
-	var toRelease []*corev1.Pod
-	var newIndexes []int
-	capped := false
-	failing := sc.finishedCondition != nil && sc.finishedCondition.Type != batchv1.JobSuccessCriteriaMet
-	for _, p := range pods {
-		if !withFinalizer.Has(p.UID) {
-			continue
-		}
-		failed := isFailed(p, job)
-		if !(job.DeletionTimestamp != nil || sc.finishedCondition != nil || p.Status.Phase == corev1.PodSucceeded || failed) {
-			continue
-		}
-		if job.DeletionTimestamp == nil && sc.finishedCondition == nil && awaitsReplacement(sc, p) {
-			// Its failure counts travel to the replacement pod first.
-			logger.V(4).Info("Keeping the finalizer of a failed pod until its index has a replacement", "pod", klog.KObj(p))
-			continue
-		}
-		toRelease = append(toRelease, p)
-		switch {
-		case p.Status.Phase == corev1.PodSucceeded && !sc.uncountedFailed.Has(p.UID):
-			if indexed {
-				if validIndex(p, *job.Spec.Completions) && !sc.prevSucceededIndexes.has(podIndex(p)) {
-					newIndexes = append(newIndexes, podIndex(p))
-					needsFlush = true
-				}
-			} else if !sc.uncountedSucceeded.Has(p.UID) {
-				uncounted.Succeeded = append(uncounted.Succeeded, p.UID)
-				needsFlush = true
-			}
-		case failed || failing:
-			// Once the Job is failing, every unfinished pod counts as failed.
-			if !sc.uncountedFailed.Has(p.UID) && (!indexed || validIndex(p, *job.Spec.Completions)) {
-				if countFailureOf(sc, p) {
-					uncounted.Failed = append(uncounted.Failed, p.UID)
-					needsFlush = true
-				}
-			}
-		}
-		if len(newIndexes)+len(uncounted.Succeeded)+len(uncounted.Failed) >= c.opts.MaxUncountedPods {
-			capped = true
-			break
-		}
+	u := job.Status.UncountedTerminatedPods
+	plan := planTracking(sc, pods, withFinalizer, len(u.Succeeded)+len(u.Failed), c.opts.MaxUncountedPods)
+	if len(plan.addSucceeded)+len(plan.addFailed) > 0 {
+		u.Succeeded = append(u.Succeeded, plan.addSucceeded...)
+		u.Failed = append(u.Failed, plan.addFailed...)
+		needsFlush = true
 	}
-	if indexed {
-		sc.succeededIndexes = sc.succeededIndexes.withIndexes(newIndexes)
-		if s := sc.succeededIndexes.String(); s != job.Status.CompletedIndexes {
-			job.Status.CompletedIndexes = s
-			needsFlush = true
-		}
-		job.Status.Succeeded = int32(sc.succeededIndexes.count())
-		var failedStr *string
-		if sc.failedIndexes != nil {
-			failedStr = ptr.To(sc.failedIndexes.String())
-		}
-		if !ptr.Equal(failedStr, job.Status.FailedIndexes) {
-			job.Status.FailedIndexes = failedStr
-			needsFlush = true
-		}
+	if applyIndexes(job, sc, plan.indexes) {
+		needsFlush = true
 	}
-
 	// The interim condition must be stored before any finalizer is removed.
-	if fc := sc.finishedCondition; fc != nil {
-		switch fc.Type {
-		case batchv1.JobFailureTarget:
-			job.Status.Conditions = append(job.Status.Conditions, *fc)
-			needsFlush = true
-			sc.finishedCondition = terminalFor(fc, now)
-		case batchv1.JobSuccessCriteriaMet:
-			if !conditionTrue(job.Status.Conditions, batchv1.JobSuccessCriteriaMet) {
-				job.Status.Conditions = append(job.Status.Conditions, *fc)
-				needsFlush = true
-			}
-			sc.finishedCondition = terminalFor(fc, now)
-		}
+	if sc.interim != nil && !conditionTrue(job.Status.Conditions, sc.interim.Type) {
+		job.Status.Conditions = append(job.Status.Conditions, *sc.interim)
+		needsFlush = true
 	}
 
-	if !capped && sc.finishedCondition != nil && sc.terminating == 0 {
-		return c.finishNow(ctx, sc, toRelease, before)
+	if !plan.capped && sc.terminal != nil && sc.terminating == 0 {
+		return c.finishNow(ctx, sc, plan, before)
 	}
 
 	var err error
@@ -150,56 +184,62 @@ func (c *Controller) trackStatus(ctx context.Context, sc *syncContext, needsFlus
 		c.backoff.set(sc.key, sc.newBackoff)
 		c.recordPodsFinished(job, before)
 		before = job.Status
-		needsFlush = false
 	}
-	c.recordPodFailurePolicyActions(sc)
+	c.recordPodFailurePolicyActions(plan.policyActions)
 
 	var rmErr error
-	if len(toRelease) > 0 {
+	if len(plan.release) > 0 {
 		var released []bool
-		released, rmErr = c.releaseFinalizers(ctx, sc.key, toRelease)
-		for i, p := range toRelease {
+		released, rmErr = c.releaseFinalizers(ctx, sc.key, plan.release)
+		for i, p := range plan.release {
 			if released[i] {
 				withFinalizer.Delete(p.UID)
 			}
 		}
 	}
-	if countReleased(&job.Status, withFinalizer) {
-		needsFlush = true
-	}
-	if rmErr != nil {
-		if needsFlush {
-			if _, err := c.updateStatus(ctx, job); err != nil {
-				return fmt.Errorf("counting pods without finalizers: %w", errors.Join(rmErr, err))
-			}
-			c.recordPodsFinished(job, before)
+	moved := countReleased(&job.Status, withFinalizer)
+	finished := rmErr == nil && !plan.capped && c.markFinished(logger, sc)
+	if moved || finished {
+		written, err := c.updateStatus(ctx, job)
+		if err != nil {
+			return fmt.Errorf("counting pods without finalizers: %w", errors.Join(rmErr, err))
 		}
-		return rmErr
+		if finished {
+			c.recordFinished(written, sc.terminal)
+			c.finishedJobs.Store(written.UID, struct{}{})
+		}
+		c.recordPodsFinished(written, before)
 	}
+	if plan.capped {
+		// More finished pods wait; their own events may all be in already.
+		c.enqueueBatched(logger, job)
+	}
+	return rmErr
+}
 
-	finished := !capped && c.markFinished(logger, sc)
-	if !finished {
-		if needsFlush {
-			// Moving the released pods into the counters can wait for the
-			// next sync, which their finalizer-removal updates trigger anyway
-			// and which counts them together with whatever finishes next.
-			// This halves the status writes of big Jobs and stays exact: a
-			// UID leaves uncountedTerminatedPods only in the write that adds
-			// it to a counter.
-			c.enqueueBatched(logger, job)
-		}
-		return nil
+// applyIndexes writes the Indexed Job's completed indexes (with the plan's
+// new ones), the succeeded count and, with backoffLimitPerIndex, the
+// failed indexes into its status. It reports whether the status changed.
+func applyIndexes(job *batchv1.Job, sc *syncContext, newIndexes []int) bool {
+	if !isIndexed(job) {
+		return false
 	}
-	written, err := c.updateStatus(ctx, job)
-	if err != nil {
-		return fmt.Errorf("counting pods without finalizers: %w", err)
+	changed := false
+	sc.succeededIndexes = sc.succeededIndexes.withIndexes(newIndexes)
+	if s := sc.succeededIndexes.String(); s != job.Status.CompletedIndexes {
+		job.Status.CompletedIndexes = s
+		changed = true
 	}
-	if finished {
-		c.recordFinished(written, sc.finishedCondition)
-		c.finishedJobs.Store(written.UID, struct{}{})
+	job.Status.Succeeded = int32(sc.succeededIndexes.count())
+	var failedStr *string
+	if sc.failedIndexes != nil {
+		failedStr = ptr.To(sc.failedIndexes.String())
 	}
-	c.recordPodsFinished(written, before)
-	return nil
+	if !ptr.Equal(failedStr, job.Status.FailedIndexes) {
+		job.Status.FailedIndexes = failedStr
+		changed = true
+	}
+	return changed
 }
 
 // countReleased moves the UIDs of uncountedTerminatedPods whose pods no
@@ -234,7 +274,7 @@ func countReleased(status *batchv1.JobStatus, withFinalizer sets.Set[types.UID])
 // Complete) when the Job is heading to one and no pod is uncounted or
 // terminating. It reports whether it did.
 func (c *Controller) markFinished(logger klog.Logger, sc *syncContext) bool {
-	fc := sc.finishedCondition
+	fc := sc.terminal
 	if fc == nil {
 		return false
 	}
@@ -337,31 +377,33 @@ func (c *Controller) recordPodsFinished(job *batchv1.Job, before batchv1.JobStat
 // interim and the terminal condition go out in one status write, and only
 // then are the finalizers removed. This is exact under crashes because a
 // finished Job is never counted again: if the write fails nothing was
-// counted; if it succeeds, the pods' finalizers are only cleanup, which the
-// orphan queue completes after a crash or a failed patch. It saves one
-// status write per finishing Job compared with upstream.
-func (c *Controller) finishNow(ctx context.Context, sc *syncContext, toRelease []*corev1.Pod, before batchv1.JobStatus) error {
+// counted; if it succeeds, the pods' finalizers are only cleanup, which
+// syncFinished and the orphan queue complete after a crash or a failed
+// patch. It saves one status write per finishing Job compared with
+// upstream; the price is that Complete can be seen a few milliseconds
+// before the last finalizers are gone.
+func (c *Controller) finishNow(ctx context.Context, sc *syncContext, plan trackingPlan, before batchv1.JobStatus) error {
 	logger := klog.FromContext(ctx)
 	job := sc.job
 	countReleased(&job.Status, sets.New[types.UID]())
 	if !c.markFinished(logger, sc) {
 		return fmt.Errorf("job %s: terminal condition refused with nothing uncounted", sc.key)
 	}
-	// Mark before the write so the update event does not also queue the
-	// finalizer cleanup that follows here.
+	// Mark before the write so that a sync woken by the write's update event
+	// before the cache shows it does not act on the Job again.
 	c.finishedJobs.Store(job.UID, struct{}{})
 	written, err := c.updateStatus(ctx, job)
 	if err != nil {
 		c.finishedJobs.Delete(job.UID)
 		return fmt.Errorf("writing finished status: %w", err)
 	}
-	c.recordFinished(written, sc.finishedCondition)
+	c.recordFinished(written, sc.terminal)
 	c.recordPodsFinished(written, before)
-	c.recordPodFailurePolicyActions(sc)
-	if len(toRelease) == 0 {
+	c.recordPodFailurePolicyActions(plan.policyActions)
+	if len(plan.release) == 0 {
 		return nil
 	}
-	if _, err := c.releaseFinalizers(ctx, sc.key, toRelease); err != nil {
+	if _, err := c.releaseFinalizers(ctx, sc.key, plan.release); err != nil {
 		logger.Error(err, "Removing finalizers of a finished job's pods; the orphan queue retries", "job", klog.KObj(job))
 		c.enqueueSelectorOrphans(logger, written)
 	}

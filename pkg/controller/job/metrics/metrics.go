@@ -92,6 +92,9 @@ type Metrics struct {
 	PodsCreation *prometheus.CounterVec
 	// PodFailuresHandledByFailurePolicy counts failed pods that matched a podFailurePolicy rule, by action.
 	PodFailuresHandledByFailurePolicy *prometheus.CounterVec
+	// StaleSyncSkips counts syncs skipped because an informer had not yet
+	// observed the controller's own last write, by group and resource.
+	StaleSyncSkips *prometheus.CounterVec
 }
 
 // New builds the collectors and registers them on reg. If reg already holds
@@ -136,6 +139,10 @@ func New(reg prometheus.Registerer) (*Metrics, error) {
 			Subsystem: Subsystem, Name: "pod_failures_handled_by_failure_policy_total",
 			Help: "The number of failed Pods handled by failure policy with respect to the failure policy action applied based on the matched rule. Possible values of the action label correspond to the possible values for the failure policy rule action, which are: \"FailJob\", \"Ignore\" and \"Count\".",
 		}, []string{"action"}),
+		StaleSyncSkips: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Subsystem: Subsystem, Name: "stale_sync_skips_total",
+			Help: "Total number of Job syncs skipped due to a stale watch cache.",
+		}, []string{"group", "resource"}),
 	}
 	var err error
 	m.SyncDuration, err = register(reg, m.SyncDuration)
@@ -144,7 +151,7 @@ func New(reg prometheus.Registerer) (*Metrics, error) {
 	}
 	counters := []**prometheus.CounterVec{&m.Syncs, &m.JobsFinished, &m.JobsByExternalController,
 		&m.PodsFinished, &m.TerminatedPodsTrackingFinalizer, &m.FinishedIndexes, &m.PodsCreation,
-		&m.PodFailuresHandledByFailurePolicy}
+		&m.PodFailuresHandledByFailurePolicy, &m.StaleSyncSkips}
 	for _, c := range counters {
 		if *c, err = register(reg, *c); err != nil {
 			return nil, err

@@ -29,6 +29,7 @@ func TestNamesAndReuse(t *testing.T) {
 	m.FinishedIndexes.WithLabelValues(Succeeded, "global").Inc()
 	m.PodsCreation.WithLabelValues(PodCreateNew, Succeeded).Inc()
 	m.PodFailuresHandledByFailurePolicy.WithLabelValues(PodFailurePolicyIgnore).Inc()
+	m.StaleSyncSkips.WithLabelValues("", "pods").Inc()
 
 	families, err := reg.Gather()
 	if err != nil {
@@ -53,6 +54,7 @@ func TestNamesAndReuse(t *testing.T) {
 		"job_controller_jobs_by_external_controller_total",
 		"job_controller_jobs_finished_total",
 		"job_controller_pod_failures_handled_by_failure_policy_total",
+		"job_controller_stale_sync_skips_total",
 		"job_controller_terminated_pods_tracking_finalizer_total",
 	}
 	if diff := cmp.Diff(want, names); diff != "" {

@@ -1,0 +1,322 @@
+package job
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/resourceversion"
+	"k8s.io/client-go/tools/cache"
+)
+
+// Read-your-writes (upstream's StaleControllerConsistencyJob): a sync
+// decides from the informer caches, and a cache that has not yet delivered
+// the controller's own last writes makes it decide from the past. A pod
+// whose finalizer removal the cache does not show yet, read beside a Job
+// status that does not show it counted yet, is a pod the sync believes
+// lost, and it creates a replacement: an extra pod. So the controller
+// remembers, per Job, the resourceVersion returned by its newest write of
+// each resource (the Job's status, any of its pods), and a sync of that Job
+// waits until each informer's store has synced at least that far.
+//
+// ResourceVersions are compared as etcd revisions (the apiserver's
+// documented comparison, resourceversion.CompareResourceVersion). A store
+// that cannot report its version (client-go's AtomicFIFO off) or a version
+// that does not compare never blocks a sync, so the check degrades to the
+// behaviour without it rather than wedging.
+
+// Group-resources the tracker records writes of.
+var (
+	jobsResource = batchv1.SchemeGroupVersion.WithResource("jobs").GroupResource()
+	podsResource = corev1.SchemeGroupVersion.WithResource("pods").GroupResource()
+)
+
+// syncedVersioner is the part of an informer store the tracker reads.
+type syncedVersioner interface {
+	// LastStoreSyncResourceVersion is the newest resourceVersion the store
+	// has applied ("" if it does not know).
+	LastStoreSyncResourceVersion() string
+}
+
+// writeTracker holds the newest resourceVersion written per Job and
+// resource. A nil *writeTracker tracks nothing and never reports a stale
+// cache (read-your-writes turned off).
+type writeTracker struct {
+	// stores report how far each informer has synced, by resource.
+	stores map[schema.GroupResource]syncedVersioner
+	// mu guards jobs.
+	mu sync.Mutex
+	// jobs maps a Job key to its outstanding writes.
+	jobs map[string]*jobWrites
+}
+
+// jobWrites are the writes made for one incarnation (UID) of a Job.
+type jobWrites struct {
+	// uid is the Job's UID; a write for another UID replaces the record.
+	uid types.UID
+	// versions is the newest resourceVersion written, by resource.
+	versions map[schema.GroupResource]string
+	// barriers are the resources with a write whose outcome is unknown (an
+	// error that does not prove the write was refused): before the next
+	// sync, a fresh read must supply a version at least as new as that
+	// write could have been.
+	barriers map[schema.GroupResource]bool
+}
+
+func newWriteTracker(stores map[schema.GroupResource]syncedVersioner) *writeTracker {
+	return &writeTracker{stores: stores, jobs: map[string]*jobWrites{}}
+}
+
+// wrote records that a write for the Job key (with uid) returned
+// resourceVersion rv of resource gr. Only the newest version per resource
+// is kept.
+func (w *writeTracker) wrote(key string, uid types.UID, gr schema.GroupResource, rv string) {
+	if w == nil || rv == "" {
+		return
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	rec := w.record(key, uid)
+	if prev, ok := rec.versions[gr]; ok {
+		if cmp, err := resourceversion.CompareResourceVersion(prev, rv); err == nil && cmp >= 0 {
+			return
+		}
+	}
+	rec.versions[gr] = rv
+}
+
+// ambiguous reports whether a failed write may nevertheless have been
+// applied: anything but a status error of a definite refusal (4xx, 429
+// included). Server errors, timeouts and broken connections are ambiguous.
+func ambiguous(err error) bool {
+	if err == nil {
+		return false
+	}
+	var status apierrors.APIStatus
+	if !errors.As(err, &status) {
+		return true
+	}
+	code := status.Status().Code
+	return code == 0 || code >= 500 || apierrors.IsTimeout(err) || apierrors.IsServerTimeout(err)
+}
+
+// record returns the record of key for uid, replacing one of another UID.
+// Call with mu held.
+func (w *writeTracker) record(key string, uid types.UID) *jobWrites {
+	rec := w.jobs[key]
+	if rec == nil || rec.uid != uid {
+		rec = &jobWrites{uid: uid, versions: map[schema.GroupResource]string{}, barriers: map[schema.GroupResource]bool{}}
+		w.jobs[key] = rec
+	}
+	return rec
+}
+
+// needBarrier records that a write of resource gr for the Job may have been
+// applied although it returned an error.
+func (w *writeTracker) needBarrier(key string, uid types.UID, gr schema.GroupResource) {
+	if w == nil {
+		return
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.record(key, uid).barriers[gr] = true
+}
+
+// barriers returns the resources that need a fresh read before the next
+// sync of key, in a stable order.
+func (w *writeTracker) barriers(key string) []schema.GroupResource {
+	if w == nil {
+		return nil
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	rec := w.jobs[key]
+	if rec == nil {
+		return nil
+	}
+	var out []schema.GroupResource
+	for _, gr := range []schema.GroupResource{jobsResource, podsResource} {
+		if rec.barriers[gr] {
+			out = append(out, gr)
+		}
+	}
+	return out
+}
+
+// passedBarrier records the version a fresh read of gr returned, which the
+// informer must reach before the Job is synced, and drops the barrier.
+func (w *writeTracker) passedBarrier(key string, uid types.UID, gr schema.GroupResource, rv string) {
+	if w == nil {
+		return
+	}
+	w.mu.Lock()
+	rec := w.record(key, uid)
+	delete(rec.barriers, gr)
+	w.mu.Unlock()
+	w.wrote(key, uid, gr, rv)
+}
+
+// wrotePod records a pod write for the Job that controls the pod, if any.
+func (w *writeTracker) wrotePod(pod *corev1.Pod) {
+	if w == nil || pod == nil {
+		return
+	}
+	ref := metav1.GetControllerOfNoCopy(pod)
+	if ref == nil || ref.Kind != "Job" || ref.APIVersion != batchv1.SchemeGroupVersion.String() {
+		return
+	}
+	w.wrote(pod.Namespace+"/"+ref.Name, ref.UID, podsResource, pod.ResourceVersion)
+}
+
+// staleRead is the outcome of a check that found a cache behind a write.
+type staleRead struct {
+	// resource is the group-resource whose informer is behind.
+	resource schema.GroupResource
+	// wrote and read are the written and the synced resourceVersions.
+	wrote, read string
+}
+
+// stale reports the first resource whose informer has not yet synced the
+// newest write recorded for key. When every informer has caught up, the
+// record is dropped and nil is returned.
+func (w *writeTracker) stale(key string) *staleRead {
+	if w == nil {
+		return nil
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	rec := w.jobs[key]
+	if rec == nil {
+		return nil
+	}
+	if len(rec.barriers) > 0 {
+		// Callers pass the barriers first; this is a safety net.
+		for gr := range rec.barriers {
+			return &staleRead{resource: gr}
+		}
+	}
+	for gr, wrote := range rec.versions {
+		store := w.stores[gr]
+		if store == nil {
+			continue
+		}
+		read := store.LastStoreSyncResourceVersion()
+		if read == "" {
+			continue
+		}
+		if cmp, err := resourceversion.CompareResourceVersion(wrote, read); err == nil && cmp > 0 {
+			return &staleRead{resource: gr, wrote: wrote, read: read}
+		}
+	}
+	delete(w.jobs, key)
+	return nil
+}
+
+// forget drops the record of key (for any UID when uid is empty).
+func (w *writeTracker) forget(key string, uid types.UID) {
+	if w == nil {
+		return
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if rec := w.jobs[key]; rec != nil && (uid == "" || rec.uid == uid) {
+		delete(w.jobs, key)
+	}
+}
+
+// len returns how many Jobs have outstanding writes (for tests).
+func (w *writeTracker) len() int {
+	if w == nil {
+		return 0
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return len(w.jobs)
+}
+
+// errStaleCache is returned by a sync skipped because an informer has not
+// observed the controller's own last write for the Job yet.
+var errStaleCache = errors.New("informer cache older than the controller's last write")
+
+// awaitOwnWrites makes sure the informers show the controller's own last
+// writes for the Job key before it is synced. Writes whose outcome is
+// unknown are first resolved with a fresh read from the apiserver: the
+// version it returns is at least as new as the write could have been, and
+// the informer must reach it. It returns errStaleCache (wrapped) when the
+// sync must wait, counting job_controller_stale_sync_skips_total.
+func (c *Controller) awaitOwnWrites(ctx context.Context, key string) error {
+	if c.writes == nil {
+		return nil
+	}
+	for _, gr := range c.writes.barriers(key) {
+		if err := c.readBarrier(ctx, key, gr); err != nil {
+			return fmt.Errorf("reading a fresh %s version for job %s: %w", gr.Resource, key, err)
+		}
+	}
+	s := c.writes.stale(key)
+	if s == nil {
+		return nil
+	}
+	c.metrics.StaleSyncSkips.WithLabelValues(s.resource.Group, s.resource.Resource).Inc()
+	return fmt.Errorf("%w: %s of job %s written at %s, informer at %s", errStaleCache, s.resource, key, s.wrote, s.read)
+}
+
+// readBarrier reads a fresh resourceVersion of resource gr for the Job key
+// from the apiserver and records it as written: for the Job, its own
+// version (a status write that was applied is in it); for pods, the newest
+// version among the pods the Job's selector lists now (a pod write that was
+// applied is in one of them). Both are versions of objects the informers
+// will receive, so waiting for them ends; the version of a whole list would
+// not do, as it may be newer than any pod event to come.
+func (c *Controller) readBarrier(ctx context.Context, key string, gr schema.GroupResource) error {
+	ns, name, err := cache.SplitMetaNamespaceKey(key)
+	if err != nil {
+		return err
+	}
+	job, err := c.client.BatchV1().Jobs(ns).Get(ctx, name, metav1.GetOptions{})
+	if apierrors.IsNotFound(err) {
+		c.writes.forget(key, "")
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	rv := job.ResourceVersion
+	if gr == podsResource {
+		sel, err := metav1.LabelSelectorAsSelector(job.Spec.Selector)
+		if err != nil {
+			return err
+		}
+		list, err := c.client.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: sel.String()})
+		if err != nil {
+			return err
+		}
+		rv = newestVersion(list.Items)
+	}
+	c.writes.passedBarrier(key, job.UID, gr, rv)
+	return nil
+}
+
+// newestVersion returns the newest resourceVersion of the pods ("" if none
+// compares).
+func newestVersion(pods []corev1.Pod) string {
+	var newest string
+	for i := range pods {
+		rv := pods[i].ResourceVersion
+		if newest == "" {
+			newest = rv
+			continue
+		}
+		if cmp, err := resourceversion.CompareResourceVersion(rv, newest); err == nil && cmp > 0 {
+			newest = rv
+		}
+	}
+	return newest
+}
