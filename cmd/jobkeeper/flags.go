@@ -22,6 +22,7 @@ func addControllerFlags(fs *pflag.FlagSet, o *manager.Options) {
 	fs.DurationVar(&o.PodFailureBackoff, "pod-failure-backoff", o.PodFailureBackoff, "Base delay before re-creating a failed pod; doubles with each consecutive failure.")
 	fs.DurationVar(&o.MaxPodFailureBackoff, "max-pod-failure-backoff", o.MaxPodFailureBackoff, "Maximum delay before re-creating a failed pod.")
 	fs.DurationVar(&o.SyncBatchPeriod, "sync-batch-period", o.SyncBatchPeriod, "Period over which pod events and status-only Job updates are batched into one sync.")
+	fs.BoolVar(&o.StaleControllerConsistency, "stale-controller-consistency", o.StaleControllerConsistency, "Before syncing a Job, wait until the informers have observed the controller's own last writes for it (upstream's StaleControllerConsistencyJob); --stale-controller-consistency=false turns it off.")
 	fs.IntVar(&o.MaxUncountedPods, "max-uncounted-pods", o.MaxUncountedPods, "Maximum finished pods recorded in status.uncountedTerminatedPods per sync.")
 	fs.IntVar(&o.MaxPodCreateDeletePerSync, "max-pod-create-delete-per-sync", o.MaxPodCreateDeletePerSync, "Maximum pod creations and deletions per Job sync.")
 	fs.StringVar(&o.MetricsBindAddress, "metrics-bind-address", o.MetricsBindAddress, "Address of the /metrics endpoint (port 0 picks a free port; \"0\" disables it).")

@@ -22,6 +22,7 @@ func TestControllerFlags(t *testing.T) {
 		"--managed-by=example.com/x", "--manage-unclaimed-jobs", "--concurrent-job-syncs=3",
 		"--concurrent-ttl-syncs=4", "--pod-failure-backoff=2s", "--max-pod-failure-backoff=1m",
 		"--sync-batch-period=250ms", "--max-uncounted-pods=10", "--max-pod-create-delete-per-sync=11",
+		"--stale-controller-consistency=false",
 		"--metrics-bind-address=127.0.0.1:0", "--health-probe-bind-address=0", "--leader-elect=false",
 	}
 	if err := cmd.ParseFlags(args); err != nil {
@@ -34,6 +35,7 @@ func TestControllerFlags(t *testing.T) {
 		"manage-unclaimed-jobs": "true", "concurrent-job-syncs": "3", "concurrent-ttl-syncs": "4",
 		"pod-failure-backoff": "2s", "max-pod-failure-backoff": "1m0s", "sync-batch-period": "250ms",
 		"max-uncounted-pods": "10", "max-pod-create-delete-per-sync": "11",
+		"stale-controller-consistency": "false",
 		"metrics-bind-address": "127.0.0.1:0", "health-probe-bind-address": "0", "leader-elect": "false",
 	}
 	for name, v := range want {

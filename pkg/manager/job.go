@@ -32,6 +32,7 @@ func startJobController(ctx context.Context, cc ControllerContext) (RunFunc, err
 			SyncBatchPeriod:           batch,
 			MaxUncountedPods:          o.MaxUncountedPods,
 			MaxPodCreateDeletePerSync: o.MaxPodCreateDeletePerSync,
+			DisableReadYourWrites:     !o.StaleControllerConsistency,
 			Clock:                     cc.Clock,
 			Registerer:                cc.Registerer,
 		})

@@ -60,6 +60,10 @@ type Options struct {
 	MaxUncountedPods int
 	// MaxPodCreateDeletePerSync caps pod creations and deletions per sync. Default 500.
 	MaxPodCreateDeletePerSync int
+	// StaleControllerConsistency makes the Job controller wait, before
+	// syncing a Job, until its informers have observed its own last writes
+	// for that Job (upstream's StaleControllerConsistencyJob). Default true.
+	StaleControllerConsistency bool
 	// MetricsBindAddress serves /metrics; "0" disables, port 0 picks a free port. Default ":8080".
 	MetricsBindAddress string
 	// HealthProbeBindAddress serves /healthz and /readyz; "0" disables. Default ":8081".
@@ -77,25 +81,26 @@ type Options struct {
 // NewOptions returns Options with the documented defaults.
 func NewOptions() *Options {
 	return &Options{
-		KubeAPIQPS:                50,
-		KubeAPIBurst:              100,
-		KubeAPIContentType:        ContentTypeProtobuf,
-		Controllers:               []string{JobController, TTLAfterFinishedController},
-		ManagedBy:                 DefaultManagedBy,
-		ConcurrentJobSyncs:        5,
-		ConcurrentTTLSyncs:        5,
-		PodFailureBackoff:         10 * time.Second,
-		MaxPodFailureBackoff:      10 * time.Minute,
-		SyncBatchPeriod:           time.Second,
-		MaxUncountedPods:          500,
-		MaxPodCreateDeletePerSync: 500,
-		MetricsBindAddress:        ":8080",
-		HealthProbeBindAddress:    ":8081",
-		LeaderElectionNamespace:   "kube-system",
-		LeaderElectionID:          "jobkeeper",
-		LeaseDuration:             15 * time.Second,
-		RenewDeadline:             10 * time.Second,
-		RetryPeriod:               2 * time.Second,
+		KubeAPIQPS:                 50,
+		KubeAPIBurst:               100,
+		KubeAPIContentType:         ContentTypeProtobuf,
+		Controllers:                []string{JobController, TTLAfterFinishedController},
+		ManagedBy:                  DefaultManagedBy,
+		ConcurrentJobSyncs:         5,
+		ConcurrentTTLSyncs:         5,
+		PodFailureBackoff:          10 * time.Second,
+		MaxPodFailureBackoff:       10 * time.Minute,
+		SyncBatchPeriod:            time.Second,
+		MaxUncountedPods:           500,
+		StaleControllerConsistency: true,
+		MaxPodCreateDeletePerSync:  500,
+		MetricsBindAddress:         ":8080",
+		HealthProbeBindAddress:     ":8081",
+		LeaderElectionNamespace:    "kube-system",
+		LeaderElectionID:           "jobkeeper",
+		LeaseDuration:              15 * time.Second,
+		RenewDeadline:              10 * time.Second,
+		RetryPeriod:                2 * time.Second,
 	}
 }
 

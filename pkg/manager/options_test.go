@@ -52,7 +52,7 @@ func TestNewOptionsDefaults(t *testing.T) {
 	o := NewOptions()
 	if o.KubeAPIQPS != 50 || o.KubeAPIBurst != 100 || o.ConcurrentJobSyncs != 5 || o.ConcurrentTTLSyncs != 5 ||
 		o.PodFailureBackoff != 10*time.Second || o.MaxPodFailureBackoff != 10*time.Minute ||
-		o.SyncBatchPeriod != time.Second || o.MaxUncountedPods != 500 || o.MaxPodCreateDeletePerSync != 500 ||
+		o.SyncBatchPeriod != time.Second || o.MaxUncountedPods != 500 || o.MaxPodCreateDeletePerSync != 500 || !o.StaleControllerConsistency ||
 		o.ManagedBy != DefaultManagedBy || o.ManageUnclaimedJobs || o.LeaderElect ||
 		o.KubeAPIContentType != ContentTypeProtobuf {
 		t.Errorf("defaults differ from DESIGN.md section 4: %+v", o)
