@@ -36,7 +36,7 @@ func TestControllerFlags(t *testing.T) {
 		"pod-failure-backoff": "2s", "max-pod-failure-backoff": "1m0s", "sync-batch-period": "250ms",
 		"max-uncounted-pods": "10", "max-pod-create-delete-per-sync": "11",
 		"stale-controller-consistency": "false",
-		"metrics-bind-address": "127.0.0.1:0", "health-probe-bind-address": "0", "leader-elect": "false",
+		"metrics-bind-address":         "127.0.0.1:0", "health-probe-bind-address": "0", "leader-elect": "false",
 	}
 	for name, v := range want {
 		f := fs.Lookup(name)

@@ -1,11 +1,15 @@
 package job
 
 import (
+	"strconv"
+	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/google/go-cmp/cmp/cmpopts"
+	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"jobkeeper.dev/jobkeeper/test/builder"
 )
@@ -129,6 +133,83 @@ func TestIndexedGenerateName(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			if got := indexedGenerateName(tc.job, tc.ix); got != tc.want {
 				t.Errorf("got %q, want %q", got, tc.want)
+			}
+		})
+	}
+}
+
+func TestIndexSetMinus(t *testing.T) {
+	cases := map[string]struct {
+		s, o, want indexSet
+	}{
+		"empty":           {s: nil, o: indexSet{{1, 2}}, want: nil},
+		"nothing removed": {s: indexSet{{0, 3}}, o: nil, want: indexSet{{0, 3}}},
+		"middle":          {s: indexSet{{0, 9}}, o: indexSet{{3, 4}}, want: indexSet{{0, 2}, {5, 9}}},
+		"edges":           {s: indexSet{{0, 9}}, o: indexSet{{0, 0}, {9, 9}}, want: indexSet{{1, 8}}},
+		"spans across":    {s: indexSet{{0, 2}, {5, 7}}, o: indexSet{{2, 5}}, want: indexSet{{0, 1}, {6, 7}}},
+		"all":             {s: indexSet{{1, 1}, {3, 3}}, o: indexSet{{0, 5}}, want: nil},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			if diff := cmp.Diff(tc.want, tc.s.minus(tc.o), cmp.AllowUnexported(span{}), cmpopts.EquateEmpty()); diff != "" {
+				t.Errorf("minus (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+// TestParseIndexSetLinear: parsing what the controller writes (ascending
+// pieces) must not redo the whole set per piece. Allocations count the
+// work deterministically: a set of 10,000 separate indexes parses with a
+// handful of slice growths, not one new set per piece.
+func TestParseIndexSetLinear(t *testing.T) {
+	var b strings.Builder
+	for i := 0; i < 10000; i++ {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		b.WriteString(strconv.Itoa(2 * i))
+	}
+	s := b.String()
+	var got indexSet
+	allocs := testing.AllocsPerRun(5, func() { got = parseIndexSet(s, 100000) })
+	if got.count() != 10000 {
+		t.Fatalf("parsed %d indexes, want 10000", got.count())
+	}
+	if allocs > 50 {
+		t.Errorf("parsing 10,000 pieces took %v allocations, want a few dozen at most (linear)", allocs)
+	}
+}
+
+func TestIndexOutcomes(t *testing.T) {
+	job := func(completed, failed string) *batchv1.Job {
+		j := builder.MakeJob("j", ns).Selector("u").Indexed().Completions(5).BackoffLimitPerIndex(0).Obj()
+		j.Status.CompletedIndexes = completed
+		j.Status.FailedIndexes = &failed
+		return j
+	}
+	pod := func(name, ix string, code int32) *corev1.Pod {
+		return builder.MakePod(name, ns).UID(name).Finalizer(batchv1.JobTrackingFinalizer).Index(ix).Terminated(code, metav1.NewTime(t0)).Obj()
+	}
+	cases := map[string]struct {
+		job                     *batchv1.Job
+		pods                    []*corev1.Pod
+		wantSucceeded, wantFail string
+	}{
+		"apart":                                {job: job("0", "1"), pods: []*corev1.Pod{pod("a", "2", 0), pod("b", "3", 1)}, wantSucceeded: "0,2", wantFail: "1,3"},
+		"corrupted status: completed wins":     {job: job("0-2", "1,4"), wantSucceeded: "0-2", wantFail: "4"},
+		"late success of a failed index":       {job: job("", "1"), pods: []*corev1.Pod{pod("a", "1", 0)}, wantSucceeded: "", wantFail: "1"},
+		"late failure of a completed index":    {job: job("1", ""), pods: []*corev1.Pod{pod("a", "1", 1)}, wantSucceeded: "1", wantFail: ""},
+		"success and failure in the same sync": {job: job("", ""), pods: []*corev1.Pod{pod("a", "3", 1), pod("b", "3", 0)}, wantSucceeded: "3", wantFail: ""},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			_, succeeded, failed := indexOutcomes(tc.job, tc.pods, nil)
+			if got := succeeded.String(); got != tc.wantSucceeded {
+				t.Errorf("succeeded %q, want %q", got, tc.wantSucceeded)
+			}
+			if got := failed.String(); got != tc.wantFail {
+				t.Errorf("failed %q, want %q", got, tc.wantFail)
 			}
 		})
 	}
