@@ -55,7 +55,9 @@ func (k *kubelet) run(ctx context.Context) {
 	var wg sync.WaitGroup
 	defer wg.Wait()
 	for ctx.Err() == nil {
-		pods, err := k.client.CoreV1().Pods(k.ns).List(ctx, metav1.ListOptions{})
+		// Every pod starts Pending, so listing only those sees every pod
+		// that lives longer than a pass, and keeps big runs cheap.
+		pods, err := k.client.CoreV1().Pods(k.ns).List(ctx, metav1.ListOptions{FieldSelector: "status.phase=Pending"})
 		if err == nil {
 			for i := range pods.Items {
 				p := &pods.Items[i]
