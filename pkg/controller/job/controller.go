@@ -41,6 +41,9 @@ var (
 	apiBackoff = time.Second
 	// maxAPIBackoff caps the retry delay of a failed sync.
 	maxAPIBackoff = time.Minute
+	// staleRetry is when a sync skipped for a stale cache is retried if no
+	// event wakes the Job before.
+	staleRetry = time.Second
 )
 
 // eventSource is the source component of recorded events.
@@ -216,12 +219,15 @@ func (c *Controller) processNext(ctx context.Context) bool {
 	defer c.queue.Done(key)
 	if err := c.syncHandler(ctx, key); err != nil {
 		if errors.Is(err, errStaleCache) {
-			// The handlers wake the Job when the write arrives; the
-			// rate-limited retry is only a safety net.
-			klog.FromContext(ctx).V(4).Info("Skipped syncing job", "key", key, "reason", err)
-		} else {
-			utilruntime.HandleErrorWithContext(ctx, err, "Syncing job", "key", key)
+			// Not an error: the event that brings the cache up to date
+			// wakes the Job. The retry is a safety net, and it leaves the
+			// error backoff alone, so a lagging cache never stretches the
+			// delays of real errors (up to maxAPIBackoff).
+			klog.FromContext(ctx).V(4).Info("Skipped syncing job until the informers catch up", "key", key, "reason", err)
+			c.queue.AddAfter(key, staleRetry)
+			return true
 		}
+		utilruntime.HandleErrorWithContext(ctx, err, "Syncing job", "key", key)
 		c.queue.AddRateLimited(key)
 		return true
 	}

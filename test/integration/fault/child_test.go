@@ -2,6 +2,7 @@ package fault
 
 import (
 	"context"
+	"flag"
 	"fmt"
 	"math/rand"
 	"os"
@@ -15,6 +16,7 @@ import (
 	"time"
 
 	"k8s.io/client-go/tools/clientcmd"
+	"k8s.io/klog/v2"
 
 	"jobkeeper.dev/jobkeeper/pkg/manager"
 	"jobkeeper.dev/jobkeeper/test/fault"
@@ -28,12 +30,19 @@ const (
 	childEnv = "JOBKEEPER_FAULT_CHILD"
 	// childControllersEnv lists the controllers the child runs.
 	childControllersEnv = "JOBKEEPER_FAULT_CONTROLLERS"
+	// childVerbosityEnv, if set, is the child's log verbosity (klog -v).
+	childVerbosityEnv = "JOBKEEPER_FAULT_V"
 )
 
 // runChild runs the controllers against the kubeconfig in childEnv until
 // killed or signalled. Its options are upstream's defaults except for
 // faster batching and backoff, so scenarios stay short.
 func runChild() int {
+	if v := os.Getenv(childVerbosityEnv); v != "" {
+		var fs flag.FlagSet
+		klog.InitFlags(&fs)
+		fs.Set("v", v)
+	}
 	cfg, err := clientcmd.BuildConfigFromFlags("", os.Getenv(childEnv))
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "child:", err)
@@ -91,6 +100,12 @@ func newRig(t testing.TB, seed int64, controllers string) *rig {
 	t.Cleanup(func() {
 		r.stop()
 		p.Close()
+		if t.Failed() {
+			keep := filepath.Join(os.TempDir(), "jobkeeper-fault-logs", strings.ReplaceAll(t.Name(), "/", "_")+".log")
+			if b, err := os.ReadFile(filepath.Join(dir, "controller.log")); err == nil && os.MkdirAll(filepath.Dir(keep), 0o755) == nil && os.WriteFile(keep, b, 0o644) == nil {
+				t.Logf("controller log kept in %s", keep)
+			}
+		}
 	})
 	return r
 }
