@@ -11,19 +11,23 @@
 // # How a sync works
 //
 // Each sync of a managed, unfinished Job:
+//  0. waits until the informers show the controller's own last writes for
+//     the Job (read-your-writes, consistency.go);
 //  1. lists the Job's pods from the informer (adopting and releasing pods
 //     through the selector; adoption adds the tracking finalizer);
 //  2. counts what happened (syncContext): active, ready and terminating pods,
 //     newly succeeded and failed pods that still carry the
-//     batch.kubernetes.io/job-tracking finalizer, succeeded indexes;
-//  3. decides whether the Job has failed (backoffLimit, activeDeadlineSeconds)
-//     or succeeded, or else creates or deletes pods (manage.go) honouring
-//     expectations, suspend and the exponential re-creation backoff;
-//  4. tracks finished pods with finalizers (tracking.go, KEP-2307): UIDs go
-//     to status.uncountedTerminatedPods in one status write, then the
-//     finalizers are removed, then the counters move in a second write; the
-//     terminal condition is written only when nothing is uncounted or
-//     terminating, after the interim FailureTarget or SuccessCriteriaMet.
+//     batch.kubernetes.io/job-tracking finalizer, succeeded and failed
+//     indexes;
+//  3. decides whether the Job is heading to an end (decideFinish, finish.go),
+//     or else creates or deletes pods (manage.go) honouring expectations,
+//     suspend and the exponential re-creation backoff;
+//  4. tracks finished pods with finalizers (tracking.go, KEP-2307): the plan
+//     (planTracking) puts UIDs in status.uncountedTerminatedPods with the
+//     interim FailureTarget/SuccessCriteriaMet condition in one status
+//     write, then the finalizers are removed, then a second write moves the
+//     released UIDs into the counters and, when nothing is uncounted or
+//     terminating, sets the terminal Complete/Failed condition.
 //
 // The invariant: a pod is counted in status.succeeded/failed exactly once,
 // because it is counted only after its finalizer is gone and its UID was in
@@ -31,8 +35,10 @@
 // completedIndexes) before the finalizer was removed. A crash between any two
 // writes is recovered by the next sync from the API state alone.
 //
-// Orphaned pods (Job deleted, finished, or no controller) lose their
-// finalizer through a separate queue (orphan.go).
+// A finished Job is forgotten, and any pod of it still holding the
+// finalizer is released (finished.go). Orphaned pods (Job deleted,
+// finished, or no controller) lose their finalizer through a separate queue
+// (orphan.go).
 //
 // Every batch/v1 JobSpec policy upstream honours is supported (policies.go):
 // podFailurePolicy, backoffLimitPerIndex with maxFailedIndexes,
