@@ -4,8 +4,6 @@ import (
 	"context"
 	"fmt"
 	"math/rand"
-	"os"
-	"strconv"
 	"sync"
 	"testing"
 	"time"
@@ -26,11 +24,7 @@ import (
 // controller deletes in the foreground, so the Job is seen with it).
 func TestTTLDeletion(t *testing.T) {
 	const jobs = 40
-	seed := time.Now().UnixNano()
-	if v := os.Getenv("JOBKEEPER_FAULT_SEED"); v != "" {
-		seed, _ = strconv.ParseInt(v, 10, 64)
-	}
-	t.Logf("seed %d", seed)
+	seed := suiteSeed(t)
 	ns := framework.CreateNamespace(t)
 	c := framework.Client(t)
 	ctx, cancel := context.WithCancel(context.Background())
