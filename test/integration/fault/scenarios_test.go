@@ -208,7 +208,7 @@ func TestLong(t *testing.T) {
 				j.Spec.Parallelism = ptr.To[int32](500)
 				return j
 			}
-			runScenarioWithin(t, s, allFaults, 100, time.Duration(n/20+300)*time.Second, 200*time.Millisecond, 3*time.Second)
+			runScenarioWithin(t, s, allFaults, 100, time.Duration(n/10+600)*time.Second, 200*time.Millisecond, 3*time.Second)
 		})
 	}
 }
