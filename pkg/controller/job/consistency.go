@@ -269,12 +269,14 @@ func (c *Controller) awaitOwnWrites(ctx context.Context, key string) error {
 }
 
 // readBarrier reads a fresh resourceVersion of resource gr for the Job key
-// from the apiserver and records it as written: for the Job, its own
-// version (a status write that was applied is in it); for pods, the newest
-// version among the pods the Job's selector lists now (a pod write that was
-// applied is in one of them). Both are versions of objects the informers
-// will receive, so waiting for them ends; the version of a whole list would
-// not do, as it may be newer than any pod event to come.
+// from the apiserver and records it as written. For the Job it is the
+// Job's own version (a status write that was applied is in it). For pods it
+// is the version of a one-item list of the namespace's pods, read from the
+// current state: every pod write applied before it is older. The pod
+// informer reaches it with the next pod event anywhere in the cluster or,
+// on a quiet cluster, with the apiserver's next watch bookmark (about a
+// minute); listing every pod of the Job instead would cost a full list of
+// a big Job after each ambiguous create.
 func (c *Controller) readBarrier(ctx context.Context, key string, gr schema.GroupResource) error {
 	ns, name, err := cache.SplitMetaNamespaceKey(key)
 	if err != nil {
@@ -290,33 +292,12 @@ func (c *Controller) readBarrier(ctx context.Context, key string, gr schema.Grou
 	}
 	rv := job.ResourceVersion
 	if gr == podsResource {
-		sel, err := metav1.LabelSelectorAsSelector(job.Spec.Selector)
+		list, err := c.client.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{Limit: 1})
 		if err != nil {
 			return err
 		}
-		list, err := c.client.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: sel.String()})
-		if err != nil {
-			return err
-		}
-		rv = newestVersion(list.Items)
+		rv = list.ResourceVersion
 	}
 	c.writes.passedBarrier(key, job.UID, gr, rv)
 	return nil
-}
-
-// newestVersion returns the newest resourceVersion of the pods ("" if none
-// compares).
-func newestVersion(pods []corev1.Pod) string {
-	var newest string
-	for i := range pods {
-		rv := pods[i].ResourceVersion
-		if newest == "" {
-			newest = rv
-			continue
-		}
-		if cmp, err := resourceversion.CompareResourceVersion(rv, newest); err == nil && cmp > 0 {
-			newest = rv
-		}
-	}
-	return newest
 }

@@ -214,8 +214,9 @@ func TestSyncWaitsForOwnWrites(t *testing.T) {
 }
 
 // TestSyncReadsBarrierAfterAmbiguousCreate: a pod create that fails with a
-// server error may have been applied; the next sync reads the Job's pods
-// from the apiserver and waits until the informer shows the newest of them.
+// server error may have been applied; the next sync reads the current
+// version of the namespace's pods from the apiserver and waits until the
+// pod informer has reached it, so it sees the pod the failed create made.
 func TestSyncReadsBarrierAfterAmbiguousCreate(t *testing.T) {
 	job := builder.MakeJob("j", ns).Selector("u").UID("u").ManagedBy(DefaultManagedBy).Parallelism(1).Completions(1).Obj()
 	// Another Job's pod puts the pod informer at version 1.
