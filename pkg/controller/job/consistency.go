@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
+	"strings"
 	"sync"
 
 	batchv1 "k8s.io/api/batch/v1"
@@ -63,11 +65,19 @@ type jobWrites struct {
 	uid types.UID
 	// versions is the newest resourceVersion written, by resource.
 	versions map[schema.GroupResource]string
-	// barriers are the resources with a write whose outcome is unknown (an
+	// barriers are the objects with a write whose outcome is unknown (an
 	// error that does not prove the write was refused): before the next
-	// sync, a fresh read must supply a version at least as new as that
-	// write could have been.
-	barriers map[schema.GroupResource]bool
+	// sync, a fresh read of each must supply a version at least as new as
+	// that write could have been.
+	barriers map[barrier]bool
+}
+
+// barrier names an object whose last write has an unknown outcome.
+type barrier struct {
+	// resource is the object's group-resource.
+	resource schema.GroupResource
+	// name is the object's name, in the Job's namespace.
+	name string
 }
 
 func newWriteTracker(stores map[schema.GroupResource]syncedVersioner) *writeTracker {
@@ -112,26 +122,26 @@ func ambiguous(err error) bool {
 func (w *writeTracker) record(key string, uid types.UID) *jobWrites {
 	rec := w.jobs[key]
 	if rec == nil || rec.uid != uid {
-		rec = &jobWrites{uid: uid, versions: map[schema.GroupResource]string{}, barriers: map[schema.GroupResource]bool{}}
+		rec = &jobWrites{uid: uid, versions: map[schema.GroupResource]string{}, barriers: map[barrier]bool{}}
 		w.jobs[key] = rec
 	}
 	return rec
 }
 
-// needBarrier records that a write of resource gr for the Job may have been
+// needBarrier records that a write of object b for the Job may have been
 // applied although it returned an error.
-func (w *writeTracker) needBarrier(key string, uid types.UID, gr schema.GroupResource) {
+func (w *writeTracker) needBarrier(key string, uid types.UID, b barrier) {
 	if w == nil {
 		return
 	}
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	w.record(key, uid).barriers[gr] = true
+	w.record(key, uid).barriers[b] = true
 }
 
-// barriers returns the resources that need a fresh read before the next
-// sync of key, in a stable order.
-func (w *writeTracker) barriers(key string) []schema.GroupResource {
+// barriers returns the objects that need a fresh read before the next sync
+// of key, Job first, then pods by name.
+func (w *writeTracker) barriers(key string) []barrier {
 	if w == nil {
 		return nil
 	}
@@ -141,26 +151,36 @@ func (w *writeTracker) barriers(key string) []schema.GroupResource {
 	if rec == nil {
 		return nil
 	}
-	var out []schema.GroupResource
-	for _, gr := range []schema.GroupResource{jobsResource, podsResource} {
-		if rec.barriers[gr] {
-			out = append(out, gr)
-		}
+	out := make([]barrier, 0, len(rec.barriers))
+	for b := range rec.barriers {
+		out = append(out, b)
 	}
+	slices.SortFunc(out, func(a, b barrier) int {
+		if a.resource != b.resource {
+			return strings.Compare(a.resource.Resource, b.resource.Resource)
+		}
+		return strings.Compare(a.name, b.name)
+	})
 	return out
 }
 
-// passedBarrier records the version a fresh read of gr returned, which the
-// informer must reach before the Job is synced, and drops the barrier.
-func (w *writeTracker) passedBarrier(key string, uid types.UID, gr schema.GroupResource, rv string) {
+// passedBarrier records the version a fresh read of b returned ("" if the
+// object does not exist), which the informer must reach before the Job is
+// synced, and drops the barrier.
+func (w *writeTracker) passedBarrier(key string, b barrier, rv string) {
 	if w == nil {
 		return
 	}
 	w.mu.Lock()
-	rec := w.record(key, uid)
-	delete(rec.barriers, gr)
+	rec := w.jobs[key]
+	if rec == nil {
+		w.mu.Unlock()
+		return
+	}
+	delete(rec.barriers, b)
+	uid := rec.uid
 	w.mu.Unlock()
-	w.wrote(key, uid, gr, rv)
+	w.wrote(key, uid, b.resource, rv)
 }
 
 // wrotePod records a pod write for the Job that controls the pod, if any.
@@ -198,8 +218,8 @@ func (w *writeTracker) stale(key string) *staleRead {
 	}
 	if len(rec.barriers) > 0 {
 		// Callers pass the barriers first; this is a safety net.
-		for gr := range rec.barriers {
-			return &staleRead{resource: gr}
+		for b := range rec.barriers {
+			return &staleRead{resource: b.resource}
 		}
 	}
 	for gr, wrote := range rec.versions {
@@ -247,17 +267,17 @@ var errStaleCache = errors.New("informer cache older than the controller's last 
 
 // awaitOwnWrites makes sure the informers show the controller's own last
 // writes for the Job key before it is synced. Writes whose outcome is
-// unknown are first resolved with a fresh read from the apiserver: the
-// version it returns is at least as new as the write could have been, and
+// unknown are first resolved by reading the object from the apiserver: the
+// version it has now is at least as new as the write could have been, and
 // the informer must reach it. It returns errStaleCache (wrapped) when the
 // sync must wait, counting job_controller_stale_sync_skips_total.
 func (c *Controller) awaitOwnWrites(ctx context.Context, key string) error {
 	if c.writes == nil {
 		return nil
 	}
-	for _, gr := range c.writes.barriers(key) {
-		if err := c.readBarrier(ctx, key, gr); err != nil {
-			return fmt.Errorf("reading a fresh %s version for job %s: %w", gr.Resource, key, err)
+	for _, b := range c.writes.barriers(key) {
+		if err := c.readBarrier(ctx, key, b); err != nil {
+			return fmt.Errorf("reading %s %s of job %s after a write of unknown outcome: %w", b.resource.Resource, b.name, key, err)
 		}
 	}
 	s := c.writes.stale(key)
@@ -268,36 +288,40 @@ func (c *Controller) awaitOwnWrites(ctx context.Context, key string) error {
 	return fmt.Errorf("%w: %s of job %s written at %s, informer at %s", errStaleCache, s.resource, key, s.wrote, s.read)
 }
 
-// readBarrier reads a fresh resourceVersion of resource gr for the Job key
-// from the apiserver and records it as written. For the Job it is the
-// Job's own version (a status write that was applied is in it). For pods it
-// is the version of a one-item list of the namespace's pods, read from the
-// current state: every pod write applied before it is older. The pod
-// informer reaches it with the next pod event anywhere in the cluster or,
-// on a quiet cluster, with the apiserver's next watch bookmark (about a
-// minute); listing every pod of the Job instead would cost a full list of
-// a big Job after each ambiguous create.
-func (c *Controller) readBarrier(ctx context.Context, key string, gr schema.GroupResource) error {
+// readBarrier reads object b of the Job key from the apiserver and records
+// its version as written: a status write of the Job that was applied is in
+// the Job's version; a pod whose create was applied exists, and its version
+// is one the pod informer receives. A pod that does not exist was not
+// created (a write the client gave up on that lands even later is not
+// covered: it can cost an extra pod, counted exactly). Pods are created
+// with a name chosen by the controller so that this read is possible.
+func (c *Controller) readBarrier(ctx context.Context, key string, b barrier) error {
 	ns, name, err := cache.SplitMetaNamespaceKey(key)
 	if err != nil {
 		return err
 	}
-	job, err := c.client.BatchV1().Jobs(ns).Get(ctx, name, metav1.GetOptions{})
-	if apierrors.IsNotFound(err) {
-		c.writes.forget(key, "")
-		return nil
-	}
-	if err != nil {
-		return err
-	}
-	rv := job.ResourceVersion
-	if gr == podsResource {
-		list, err := c.client.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{Limit: 1})
+	var rv string
+	switch b.resource {
+	case jobsResource:
+		job, err := c.client.BatchV1().Jobs(ns).Get(ctx, name, metav1.GetOptions{})
+		if apierrors.IsNotFound(err) {
+			c.writes.forget(key, "")
+			return nil
+		}
 		if err != nil {
 			return err
 		}
-		rv = list.ResourceVersion
+		rv = job.ResourceVersion
+	case podsResource:
+		pod, err := c.client.CoreV1().Pods(ns).Get(ctx, b.name, metav1.GetOptions{})
+		switch {
+		case apierrors.IsNotFound(err):
+		case err != nil:
+			return err
+		default:
+			rv = pod.ResourceVersion
+		}
 	}
-	c.writes.passedBarrier(key, job.UID, gr, rv)
+	c.writes.passedBarrier(key, b, rv)
 	return nil
 }

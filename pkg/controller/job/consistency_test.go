@@ -39,8 +39,8 @@ func TestWriteTracker(t *testing.T) {
 		// jobsAt and podsAt move the stores when set ("" = the store
 		// reports no version).
 		jobsAt, podsAt *string
-		// barrier records an ambiguous write of this resource.
-		barrier *schema.GroupResource
+		// barrier records an ambiguous write of this object.
+		barrier *barrier
 		// forget drops the record of this uid ("" = any).
 		forget *types.UID
 		// wantStale is the resource reported stale ("" = none).
@@ -88,7 +88,7 @@ func TestWriteTracker(t *testing.T) {
 			{wrote: &write{podsResource, "u", "not-a-number"}, wantStale: ""},
 		},
 		"a barrier blocks until passed": {
-			{barrier: &podsResource, podsAt: at("100"), jobsAt: at("100"), wantStale: "pods"},
+			{barrier: &barrier{resource: podsResource, name: "p"}, podsAt: at("100"), jobsAt: at("100"), wantStale: "pods"},
 		},
 	}
 	for name, steps := range cases {
@@ -214,9 +214,8 @@ func TestSyncWaitsForOwnWrites(t *testing.T) {
 }
 
 // TestSyncReadsBarrierAfterAmbiguousCreate: a pod create that fails with a
-// server error may have been applied; the next sync reads the current
-// version of the namespace's pods from the apiserver and waits until the
-// pod informer has reached it, so it sees the pod the failed create made.
+// server error may have been applied; the next sync reads that pod by name
+// from the apiserver and waits until the pod informer shows its version.
 func TestSyncReadsBarrierAfterAmbiguousCreate(t *testing.T) {
 	job := builder.MakeJob("j", ns).Selector("u").UID("u").ManagedBy(DefaultManagedBy).Parallelism(1).Completions(1).Obj()
 	// Another Job's pod puts the pod informer at version 1.
@@ -250,7 +249,7 @@ func TestSyncReadsBarrierAfterAmbiguousCreate(t *testing.T) {
 	for _, a := range h.client.Actions() {
 		reads = append(reads, a.GetVerb()+" "+a.GetResource().Resource)
 	}
-	if diff := cmp.Diff([]string{"get jobs", "list pods"}, reads); diff != "" {
+	if diff := cmp.Diff([]string{"get pods"}, reads); diff != "" {
 		t.Errorf("barrier reads (-want +got):\n%s", diff)
 	}
 	// The informer shows the pod the failed create made: no second pod.

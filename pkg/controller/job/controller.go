@@ -265,7 +265,7 @@ func (c *Controller) updateStatus(ctx context.Context, job *batchv1.Job) (*batch
 		if ambiguous(err) {
 			// The write may have been applied without the controller
 			// learning its version: the next sync first reads a fresh one.
-			c.writes.needBarrier(jobKey(job), job.UID, jobsResource)
+			c.writes.needBarrier(jobKey(job), job.UID, barrier{resource: jobsResource, name: job.Name})
 		}
 		return nil, err
 	}

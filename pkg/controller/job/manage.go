@@ -144,7 +144,7 @@ func (c *Controller) createPods(ctx context.Context, sc *syncContext, n int, ind
 				genName = indexedGenerateName(job.Name, ix)
 			}
 			wg.Go(func() {
-				err := c.pods.create(ctx, job, t, genName)
+				name, err := c.pods.create(ctx, job, t, genName)
 				if err == nil {
 					created.Add(1)
 					return
@@ -156,7 +156,7 @@ func (c *Controller) createPods(ctx context.Context, sc *syncContext, n int, ind
 				if ambiguous(err) {
 					// The pod may exist although the create failed: the next
 					// sync waits until the cache shows every pod that does.
-					c.writes.needBarrier(sc.key, job.UID, podsResource)
+					c.writes.needBarrier(sc.key, job.UID, barrier{resource: podsResource, name: name})
 				}
 				failed.Add(1)
 				mu.Lock()

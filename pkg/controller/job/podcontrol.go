@@ -12,6 +12,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/validation"
+	"k8s.io/apiserver/pkg/storage/names"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/record"
 	"k8s.io/klog/v2"
@@ -45,9 +46,12 @@ type podControl struct {
 
 var _ controller.PodControlInterface = (*podControl)(nil)
 
-// create creates one pod from tmpl, controlled by job. An empty
-// generateName means "<job>-".
-func (c *podControl) create(ctx context.Context, job *batchv1.Job, tmpl *corev1.PodTemplateSpec, generateName string) error {
+// create creates one pod from tmpl, controlled by job, and returns its
+// name. An empty generateName means "<job>-". The controller picks the
+// random name suffix itself, as the apiserver would for generateName (which
+// the pod also carries), so that a create whose outcome is unknown can be
+// looked up by name (readBarrier).
+func (c *podControl) create(ctx context.Context, job *batchv1.Job, tmpl *corev1.PodTemplateSpec, generateName string) (string, error) {
 	if generateName == "" {
 		generateName = job.Name + "-"
 		if len(validation.IsDNS1123Subdomain(generateName+"abcde")) != 0 {
@@ -55,10 +59,11 @@ func (c *podControl) create(ctx context.Context, job *batchv1.Job, tmpl *corev1.
 		}
 	}
 	if len(tmpl.Labels) == 0 {
-		return errors.New("unable to create pods, no labels")
+		return "", errors.New("unable to create pods, no labels")
 	}
 	pod := &corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{
+			Name:            names.SimpleNameGenerator.GenerateName(generateName),
 			GenerateName:    generateName,
 			Labels:          copyMap(tmpl.Labels),
 			Annotations:     copyMap(tmpl.Annotations),
@@ -75,11 +80,11 @@ func (c *podControl) create(ctx context.Context, job *batchv1.Job, tmpl *corev1.
 		if !apierrors.HasStatusCause(err, corev1.NamespaceTerminatingCause) {
 			c.recorder.Eventf(job, corev1.EventTypeWarning, ReasonFailedCreate, "Error creating: %v", err)
 		}
-		return err
+		return pod.Name, err
 	}
 	klog.FromContext(ctx).V(4).Info("Created pod", "job", klog.KObj(job), "pod", klog.KObj(created))
 	c.recorder.Eventf(job, corev1.EventTypeNormal, ReasonSuccessfulCreate, "Created pod: %v", created.Name)
-	return nil
+	return created.Name, nil
 }
 
 // delete deletes the named pod of job. A pod already gone is reported as

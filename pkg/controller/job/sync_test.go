@@ -51,7 +51,9 @@ func newHarness(t *testing.T, opts Options, job *batchv1.Job, pods ...*corev1.Po
 	var seq atomic.Int32
 	client.PrependReactor("create", "pods", func(a k8stesting.Action) (bool, runtime.Object, error) {
 		pod := a.(k8stesting.CreateAction).GetObject().(*corev1.Pod)
-		if pod.Name == "" {
+		if pod.UID == "" {
+			// The controller names its pods; the test gives them ordered
+			// names and UIDs, as the apiserver would give unique ones.
 			n := seq.Add(1)
 			pod.Name = fmt.Sprintf("%s%05d", pod.GenerateName, n)
 			pod.UID = types.UID(fmt.Sprintf("created-%d", n))
