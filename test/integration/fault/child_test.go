@@ -18,6 +18,7 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/klog/v2"
 
+	"jobkeeper.dev/jobkeeper/bench/harness"
 	"jobkeeper.dev/jobkeeper/pkg/manager"
 	"jobkeeper.dev/jobkeeper/test/fault"
 	"jobkeeper.dev/jobkeeper/test/integration/framework"
@@ -32,7 +33,14 @@ const (
 	childControllersEnv = "JOBKEEPER_FAULT_CONTROLLERS"
 	// childVerbosityEnv, if set, is the child's log verbosity (klog -v).
 	childVerbosityEnv = "JOBKEEPER_FAULT_V"
+	// upstreamEnv, set to 1, runs kube-controller-manager's controllers
+	// (k8s.io/kubernetes v1.36, as in the benchmark) instead of jobkeeper's,
+	// for a side-by-side reading of the same scenarios.
+	upstreamEnv = "JOBKEEPER_FAULT_UPSTREAM"
 )
+
+// upstream reports whether this run tests upstream's controllers.
+func upstream() bool { return os.Getenv(upstreamEnv) == "1" }
 
 // runChild runs the controllers against the kubeconfig in childEnv until
 // killed or signalled. Its options are upstream's defaults except for
@@ -48,6 +56,17 @@ func runChild() int {
 		fmt.Fprintln(os.Stderr, "child:", err)
 		return 2
 	}
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
+	defer stop()
+	if upstream() {
+		cfg.QPS, cfg.Burst = 500, 1000
+		if _, err := harness.StartUpstream(ctx, cfg, strings.Split(os.Getenv(childControllersEnv), ","), 5); err != nil {
+			fmt.Fprintln(os.Stderr, "child:", err)
+			return 2
+		}
+		<-ctx.Done()
+		return 0
+	}
 	opts := manager.NewOptions()
 	opts.Controllers = strings.Split(os.Getenv(childControllersEnv), ",")
 	opts.KubeAPIQPS, opts.KubeAPIBurst = 500, 1000
@@ -60,8 +79,6 @@ func runChild() int {
 		fmt.Fprintln(os.Stderr, "child:", err)
 		return 2
 	}
-	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
-	defer stop()
 	if err := m.Run(ctx); err != nil {
 		fmt.Fprintln(os.Stderr, "child:", err)
 		return 1

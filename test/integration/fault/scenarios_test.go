@@ -104,8 +104,7 @@ func allCounted(tl tally) int { return tl.failed }
 // scenarios are the Job shapes of the suite, sized by n completions.
 func scenarios(n int32) map[string]scenario {
 	base := func(name, ns string) *builder.JobWrapper {
-		return builder.MakeJob(name, ns).ManagedBy(jobcontroller.DefaultManagedBy).
-			Completions(n).Parallelism(20).BackoffLimit(100000)
+		return managed(builder.MakeJob(name, ns)).Completions(n).Parallelism(20).BackoffLimit(100000)
 	}
 	return map[string]scenario{
 		"nonindexed": {
@@ -276,8 +275,12 @@ func runScenarioWithin(t *testing.T, s scenario, faults fault.Faults, kills int,
 	waitNoFinalizer(t, c, ns, cleanupTimeout)
 	tl := k.tally()
 	completions := *job.Spec.Completions
-	t.Logf("%s: %d completions in %v; controller killed %d times; faults injected %v; pods created %d (%.3f per completion); kubelet succeeded %d, failed %d",
-		job.Name, completions, elapsed.Round(time.Millisecond), r.killed(), injected, tl.created, float64(tl.created)/float64(completions), tl.succeeded, tl.failed)
+	impl := "jobkeeper"
+	if upstream() {
+		impl = "upstream"
+	}
+	t.Logf("%s, %s: %d completions in %v; controller killed %d times; faults injected %v; pods created %d (%.3f per completion); kubelet succeeded %d, failed %d",
+		impl, job.Name, completions, elapsed.Round(time.Millisecond), r.killed(), injected, tl.created, float64(tl.created)/float64(completions), tl.succeeded, tl.failed)
 
 	if !conditionTrue(final, batchv1.JobComplete) {
 		t.Fatalf("job did not complete: conditions %v", final.Status.Conditions)
@@ -310,13 +313,22 @@ func runScenarioWithin(t *testing.T, s scenario, faults fault.Faults, kills int,
 	// The controller still makes progress on a new Job.
 	r.proxy.Set(faults)
 	next, err := c.BatchV1().Jobs(ns).Create(context.Background(),
-		builder.MakeJob("after", ns).ManagedBy(jobcontroller.DefaultManagedBy).Completions(3).Parallelism(3).BackoffLimit(100000).Obj(), metav1.CreateOptions{})
+		managed(builder.MakeJob("after", ns)).Completions(3).Parallelism(3).BackoffLimit(100000).Obj(), metav1.CreateOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if got := waitJobFinished(t, c, next, timeout); !conditionTrue(got, batchv1.JobComplete) {
 		t.Errorf("the Job created after the run did not complete: %v", got.Status.Conditions)
 	}
+}
+
+// managed claims the Job for the controller under test: jobkeeper's
+// managedBy, or none for upstream's.
+func managed(w *builder.JobWrapper) *builder.JobWrapper {
+	if upstream() {
+		return w
+	}
+	return w.ManagedBy(jobcontroller.DefaultManagedBy)
 }
 
 // suiteSeed returns the random seed of a run, JOBKEEPER_FAULT_SEED if set,
