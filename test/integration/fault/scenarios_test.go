@@ -46,16 +46,20 @@ var faultSets = []struct {
 	{name: "all", faults: allFaults, kills: 5},
 }
 
-// allFaults combines every adversity. Watches are cut less often than in
-// the watch-cuts set: a stream cut 1-2 s after it opens while every byte is
-// delayed 1 s delivers almost nothing, and client-go's reflector then backs
-// off for up to 30 s per re-watch, so the informers (upstream's as well)
-// stall for minutes. Jobs stay exact in that setting too, only slow; the
-// short suite keeps to what finishes in minutes.
+// allFaults combines the adversities that the short suite runs together
+// with kills. Watches are cut less often than in the watch-cuts set: a
+// stream cut 1-2 s after it opens while every byte is delayed 1 s delivers
+// almost nothing, and client-go's reflector then backs off for up to 30 s
+// per re-watch, so the informers (upstream's as well) stall for minutes.
+// Hung writes run alone (hung-writes) and in the long run, not here: a
+// create held past its writer's death lands after the next controller
+// process has looked, which can make an index run twice (upstream's
+// controller as well; docs/reliability.md), and the short suite must not
+// fail by chance.
 var allFaults = fault.Faults{
 	WatchDelay: time.Second, FailBefore: 0.05, FailAfter: 0.05,
 	CutWatchMin: 4 * time.Second, CutWatchMax: 8 * time.Second,
-	Throttle: 0.02, ServerError: 0.02, Hang: 0.01, HangFor: 3 * time.Second,
+	Throttle: 0.02, ServerError: 0.02,
 }
 
 // longFaults are allFaults at lower rates of failed writes, for the long
