@@ -287,11 +287,7 @@ func TestThrottle(t *testing.T) {
 	}
 
 	// The response as it is on the wire.
-	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, p.URL()+"/api/v1/namespaces/ns/pods", nil)
-	resp, err := httpClient(t, p).Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
+	resp := rawRequest(t, p, http.MethodGet, "/api/v1/namespaces/ns/pods")
 	defer resp.Body.Close()
 	var st metav1.Status
 	if err := json.NewDecoder(resp.Body).Decode(&st); err != nil {
@@ -309,6 +305,21 @@ func TestThrottle(t *testing.T) {
 	checkCount(t, p, CountThrottle, 2)
 }
 
+// rawRequest sends one bodyless request through the proxy with a plain
+// HTTP client, for checks of the response as it is on the wire.
+func rawRequest(t *testing.T, p *Proxy, method, path string) *http.Response {
+	t.Helper()
+	req, err := http.NewRequestWithContext(t.Context(), method, p.URL()+path, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp, err := httpClient(t, p).Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return resp
+}
+
 func TestServerError(t *testing.T) {
 	b := newBackend(t, nil)
 	p := newProxy(t, b, 1)
@@ -318,11 +329,7 @@ func TestServerError(t *testing.T) {
 	if !apierrors.IsServiceUnavailable(err) {
 		t.Errorf("Get: %v, want ServiceUnavailable", err)
 	}
-	req, _ := http.NewRequestWithContext(ctx, http.MethodDelete, p.URL()+"/api/v1/namespaces/ns/pods/a", nil)
-	resp, err := httpClient(t, p).Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
+	resp := rawRequest(t, p, http.MethodDelete, "/api/v1/namespaces/ns/pods/a")
 	resp.Body.Close()
 	if resp.StatusCode != http.StatusServiceUnavailable || resp.Header.Get("Retry-After") != "" {
 		t.Errorf("response %d %v, want 503 without Retry-After", resp.StatusCode, resp.Header)
