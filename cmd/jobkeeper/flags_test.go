@@ -9,13 +9,14 @@ import (
 
 	"github.com/spf13/pflag"
 
+	"jobkeeper.dev/jobkeeper/internal/cli"
 	"jobkeeper.dev/jobkeeper/pkg/manager"
 )
 
 // TestControllerFlags checks the flag names of DESIGN.md section 4, which
 // users' manifests rely on, and that they reach the options.
 func TestControllerFlags(t *testing.T) {
-	cmd := newControllerCommand()
+	cmd := cli.NewControllerCommand("controller")
 	args := []string{
 		"--kubeconfig=/tmp/kc", "--kube-api-qps=7", "--kube-api-burst=9", "--controllers=job",
 		"--kube-api-content-type=application/json",
@@ -67,7 +68,7 @@ func TestControllerLeaderElectionNamespace(t *testing.T) {
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
 			t.Setenv("POD_NAMESPACE", tc.podNamespace)
-			cmd := newControllerCommand()
+			cmd := cli.NewControllerCommand("controller")
 			if err := cmd.ParseFlags(tc.args); err != nil {
 				t.Fatal(err)
 			}

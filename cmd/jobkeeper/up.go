@@ -12,6 +12,7 @@ import (
 	"github.com/spf13/cobra"
 	"k8s.io/klog/v2"
 
+	"jobkeeper.dev/jobkeeper/internal/cli"
 	"jobkeeper.dev/jobkeeper/pkg/controlplane"
 	"jobkeeper.dev/jobkeeper/pkg/manager"
 )
@@ -62,7 +63,7 @@ Stop with Ctrl-C (SIGINT) or SIGTERM.`,
 	fs.StringVar(&up.dataDir, "data-dir", up.dataDir, "Directory for etcd data, certificates, logs and pod files.")
 	fs.IntVar(&up.port, "port", up.port, "Secure port of the kube-apiserver on 127.0.0.1 (0 picks a free port).")
 	fs.StringVar(&up.kubeconfigOut, "kubeconfig-out", "", "Where to write the admin kubeconfig (default <data-dir>/kubeconfig).")
-	addControllerFlags(fs, opts)
+	cli.AddControllerFlags(fs, opts)
 	node.addFlags(fs)
 	return cmd
 }
@@ -121,7 +122,7 @@ func runUp(out io.Writer, up *upOptions, opts *manager.Options, components []upC
 	}
 	defer logFile.Close()
 
-	ctx, stop := signalContext()
+	ctx, stop := cli.SignalContext()
 	defer stop()
 	logger := klog.FromContext(ctx)
 	started := time.Now()

@@ -36,12 +36,16 @@ func TestControllerCommand(t *testing.T) {
 }
 
 func TestControllerBadKubeconfig(t *testing.T) {
-	p := start(t, "controller", "--kubeconfig", "/nonexistent/kubeconfig")
-	code, out := p.waitExit(t, 30*time.Second)
-	if code == 0 || !strings.Contains(out, "/nonexistent/kubeconfig") {
-		t.Errorf("exit %d, output %q: want a non-zero exit naming the kubeconfig", code, out)
+	for name, p := range map[string]*process{
+		"jobkeeper controller": start(t, "controller", "--kubeconfig", "/nonexistent/kubeconfig"),
+		"jobkeeper-controller": startBinary(t, leanBinary, "--kubeconfig", "/nonexistent/kubeconfig"),
+	} {
+		code, out := p.waitExit(t, 30*time.Second)
+		if code == 0 || !strings.Contains(out, "/nonexistent/kubeconfig") {
+			t.Errorf("%s: exit %d, output %q: want a non-zero exit naming the kubeconfig", name, code, out)
+		}
+		oneLine(t, name+" with a bad kubeconfig", out)
 	}
-	oneLine(t, "bad kubeconfig", out)
 }
 
 // waitHTTP polls url until it answers 200 (with want in the body, if set)

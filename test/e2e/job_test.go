@@ -12,14 +12,15 @@ import (
 	"jobkeeper.dev/jobkeeper/test/builder"
 )
 
-// TestControllerRunsManagedJob runs `jobkeeper controller --kubeconfig`
+// TestControllerRunsManagedJob runs the image's lean binary,
+// `jobkeeper-controller controller --kubeconfig` (the chart's arguments),
 // against a control plane from `jobkeeper up` (whose own controllers are
 // off; its node agent runs the pods) and waits for a managed Job to
 // complete with exact counts and no finalizer left.
 func TestControllerRunsManagedJob(t *testing.T) {
 	const managedBy = "e2e.example.com/jobs"
 	up, c, kc := startUp(t, t.TempDir(), "--controllers=")
-	p := start(t, "controller", "--kubeconfig", kc, "--managed-by", managedBy, "--controllers=job",
+	p := startBinary(t, leanBinary, "controller", "--kubeconfig", kc, "--managed-by", managedBy, "--controllers=job",
 		"--metrics-bind-address", "127.0.0.1:0", "--health-probe-bind-address", "127.0.0.1:0", "--leader-elect=false")
 	ctx := context.Background()
 	job := builder.MakeJob("e2e-job", "default").ManagedBy(managedBy).Parallelism(2).Completions(3).Obj()

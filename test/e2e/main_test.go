@@ -11,8 +11,10 @@ import (
 	"testing"
 )
 
-// binary is the path of the jobkeeper binary built by TestMain.
-var binary string
+// binary is the path of the jobkeeper binary built by TestMain, and
+// leanBinary that of jobkeeper-controller, the image's lean build of
+// `jobkeeper controller`.
+var binary, leanBinary string
 
 func TestMain(m *testing.M) {
 	dir, err := os.MkdirTemp("", "jobkeeper-e2e-bin-")
@@ -21,15 +23,24 @@ func TestMain(m *testing.M) {
 		os.Exit(1)
 	}
 	binary = filepath.Join(dir, "jobkeeper")
+	leanBinary = filepath.Join(dir, "jobkeeper-controller")
+	build := func(out, pkg string) {
+		cmd := exec.Command("go", "build", "-o", out, pkg)
+		cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
+		if err := cmd.Run(); err != nil {
+			fmt.Fprintf(os.Stderr, "building %s: %v\n", pkg, err)
+			os.Exit(1)
+		}
+	}
 	if env := os.Getenv("JOBKEEPER_BINARY"); env != "" {
 		binary = env
 	} else {
-		cmd := exec.Command("go", "build", "-o", binary, "jobkeeper.dev/jobkeeper/cmd/jobkeeper")
-		cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
-		if err := cmd.Run(); err != nil {
-			fmt.Fprintf(os.Stderr, "building jobkeeper: %v\n", err)
-			os.Exit(1)
-		}
+		build(binary, "jobkeeper.dev/jobkeeper/cmd/jobkeeper")
+	}
+	if env := os.Getenv("JOBKEEPER_CONTROLLER_BINARY"); env != "" {
+		leanBinary = env
+	} else {
+		build(leanBinary, "jobkeeper.dev/jobkeeper/cmd/jobkeeper-controller")
 	}
 	code := m.Run()
 	stopInProcessControlPlane(code != 0)

@@ -37,10 +37,16 @@ type process struct {
 	err    error
 }
 
-// start runs the binary with args.
+// start runs the jobkeeper binary with args.
 func start(t *testing.T, args ...string) *process {
 	t.Helper()
-	p := &process{cmd: exec.Command(binary, args...), lines: make(chan string, 100), exited: make(chan struct{})}
+	return startBinary(t, binary, args...)
+}
+
+// startBinary runs the binary at path with args.
+func startBinary(t *testing.T, path string, args ...string) *process {
+	t.Helper()
+	p := &process{cmd: exec.Command(path, args...), lines: make(chan string, 100), exited: make(chan struct{})}
 	p.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	stdout, err := p.cmd.StdoutPipe()
 	if err != nil {

@@ -1,4 +1,4 @@
-package main
+package cli
 
 import (
 	"context"
@@ -15,7 +15,10 @@ import (
 	"jobkeeper.dev/jobkeeper/pkg/manager"
 )
 
-func newControllerCommand() *cobra.Command {
+// NewControllerCommand is `controller`: jobkeeper's controllers against an
+// existing cluster. Both binaries have it (cmd/jobkeeper and the lean
+// cmd/jobkeeper-controller); use names the command.
+func NewControllerCommand(use string) *cobra.Command {
 	opts := manager.NewOptions()
 	// In a pod, the Lease lives next to the Deployment unless a flag says
 	// otherwise (the chart sets POD_NAMESPACE from the downward API).
@@ -24,14 +27,14 @@ func newControllerCommand() *cobra.Command {
 	}
 	var kubeconfig string
 	cmd := &cobra.Command{
-		Use:   "controller",
+		Use:   use,
 		Short: "Run the controllers against an existing cluster",
 		Long: `Run jobkeeper's controllers against the cluster of --kubeconfig (or the in-cluster
 configuration when running in a pod). The Job controller manages the Jobs whose spec.managedBy
 is --managed-by; the TTL-after-finished controller cleans up finished objects.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			config, err := loadClientConfig(kubeconfig)
+			config, err := LoadClientConfig(kubeconfig)
 			if err != nil {
 				return err
 			}
@@ -39,19 +42,19 @@ is --managed-by; the TTL-after-finished controller cleans up finished objects.`,
 			if err != nil {
 				return err
 			}
-			ctx, stop := signalContext()
+			ctx, stop := SignalContext()
 			defer stop()
 			return m.Run(ctx)
 		},
 	}
 	cmd.Flags().StringVar(&kubeconfig, "kubeconfig", "", "Path to a kubeconfig. Empty: $KUBECONFIG, then the in-cluster configuration.")
-	addControllerFlags(cmd.Flags(), opts)
+	AddControllerFlags(cmd.Flags(), opts)
 	return cmd
 }
 
-// loadClientConfig reads the kubeconfig at path, or $KUBECONFIG, or falls
+// LoadClientConfig reads the kubeconfig at path, or $KUBECONFIG, or falls
 // back to the in-cluster configuration.
-func loadClientConfig(path string) (*rest.Config, error) {
+func LoadClientConfig(path string) (*rest.Config, error) {
 	if path == "" {
 		path = os.Getenv("KUBECONFIG")
 	}
@@ -72,9 +75,9 @@ func loadClientConfig(path string) (*rest.Config, error) {
 	return c, nil
 }
 
-// signalContext is cancelled by the first SIGINT or SIGTERM; a second one
+// SignalContext is cancelled by the first SIGINT or SIGTERM; a second one
 // exits at once.
-func signalContext() (context.Context, context.CancelFunc) {
+func SignalContext() (context.Context, context.CancelFunc) {
 	ctx, cancel := context.WithCancel(context.Background())
 	ch := make(chan os.Signal, 2)
 	signal.Notify(ch, syscall.SIGINT, syscall.SIGTERM)

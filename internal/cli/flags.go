@@ -1,4 +1,4 @@
-package main
+package cli
 
 import (
 	"strings"
@@ -8,9 +8,9 @@ import (
 	"jobkeeper.dev/jobkeeper/pkg/manager"
 )
 
-// addControllerFlags binds the controller options of DESIGN.md section 4.
+// AddControllerFlags binds the controller options of DESIGN.md section 4.
 // The flag names are a contract with users' manifests: do not rename them.
-func addControllerFlags(fs *pflag.FlagSet, o *manager.Options) {
+func AddControllerFlags(fs *pflag.FlagSet, o *manager.Options) {
 	fs.Float32Var(&o.KubeAPIQPS, "kube-api-qps", o.KubeAPIQPS, "QPS to use while talking with the kube-apiserver.")
 	fs.IntVar(&o.KubeAPIBurst, "kube-api-burst", o.KubeAPIBurst, "Burst to use while talking with the kube-apiserver.")
 	fs.StringVar(&o.KubeAPIContentType, "kube-api-content-type", o.KubeAPIContentType, "Content type of requests sent to the kube-apiserver for built-in APIs ("+manager.ContentTypeProtobuf+" or "+manager.ContentTypeJSON+").")
@@ -19,6 +19,7 @@ func addControllerFlags(fs *pflag.FlagSet, o *manager.Options) {
 	fs.BoolVar(&o.ManageUnclaimedJobs, "manage-unclaimed-jobs", o.ManageUnclaimedJobs, "Also manage Jobs with no spec.managedBy or with kubernetes.io/job-controller (only where kube-controller-manager's Job controller does not run).")
 	fs.IntVar(&o.ConcurrentJobSyncs, "concurrent-job-syncs", o.ConcurrentJobSyncs, "Number of Jobs synced concurrently.")
 	fs.IntVar(&o.ConcurrentTTLSyncs, "concurrent-ttl-syncs", o.ConcurrentTTLSyncs, "Number of TTL-after-finished workers.")
+	fs.BoolVar(&o.TTLDeletionEvents, "ttl-deletion-events", o.TTLDeletionEvents, "Record a TTLExpired event on every object the TTL-after-finished controller deletes (one more API write per deletion; a CleanupPolicy's spec.deletionEvents turns them on for its own deletions).")
 	fs.DurationVar(&o.PodFailureBackoff, "pod-failure-backoff", o.PodFailureBackoff, "Base delay before re-creating a failed pod; doubles with each consecutive failure.")
 	fs.DurationVar(&o.MaxPodFailureBackoff, "max-pod-failure-backoff", o.MaxPodFailureBackoff, "Maximum delay before re-creating a failed pod.")
 	fs.DurationVar(&o.SyncBatchPeriod, "sync-batch-period", o.SyncBatchPeriod, "Period over which pod events and status-only Job updates are batched into one sync.")
