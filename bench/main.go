@@ -8,9 +8,11 @@
 //	go run ./bench -suite long                   # adds one Job of 100,000 completions
 //	go run ./bench -workloads ttl -scale 0.1 -repeats 1 -qps 500/1000 -out /tmp/b.md
 //
-// Every controller under test runs in a child process (this binary
-// re-executed in its hidden "controller" mode), so its CPU time and peak RSS
-// are its own. The child talks to the apiserver through a counting reverse
+// Every controller under test runs in a child process, a lean binary the
+// bench builds first (bench/cmd/jobkeeper-child: pkg/manager as
+// jobkeeper-controller runs it; bench/cmd/upstream-child: only upstream's two
+// controllers), so its CPU time and peak RSS are its own and compare what a
+// user would deploy. The child talks to the apiserver through a counting reverse
 // proxy in this process, so requests are counted identically for both
 // implementations. The instant kubelet and the workload set-up use a direct
 // client that is not counted. Within each repeat the two implementations
@@ -27,13 +29,6 @@ import (
 )
 
 func main() {
-	if len(os.Args) > 1 && os.Args[1] == "controller" {
-		if err := runController(os.Args[2:]); err != nil {
-			fmt.Fprintf(os.Stderr, "bench controller: %v\n", err)
-			os.Exit(1)
-		}
-		return
-	}
 	cfg, err := parseFlags(os.Args[1:])
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "bench: %v\n", err)

@@ -26,7 +26,7 @@ const methodology = "Run it yourself (about three hours for the default suite at
 	"  events on, `--manage-unclaimed-jobs` so that plain Jobs are managed, HTTP endpoints off). Upstream runs\n" +
 	"  `k8s.io/kubernetes/pkg/controller/job` and `.../ttlafterfinished` wired as kube-controller-manager wires\n" +
 	"  them: one shared informer factory with its own client and one client per controller\n" +
-	"  (`bench/harness.StartUpstream`). Both get the same QPS/burst per client and the same workers,\n" +
+	"  (`bench/upstream.Start`). Both get the same QPS/burst per client and the same workers,\n" +
 	"  and both speak protobuf to the built-in APIs (kube-controller-manager's default `--kube-api-content-type`).\n" +
 	"- The child's kubeconfig points at a **counting reverse proxy** in the parent (TLS, so HTTP/2 with one\n" +
 	"  multiplexed connection, as against a real apiserver), which forwards to the\n" +

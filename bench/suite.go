@@ -34,6 +34,7 @@ import (
 	"k8s.io/klog/v2"
 	"k8s.io/utils/ptr"
 
+	benchchild "jobkeeper.dev/jobkeeper/bench/child"
 	"jobkeeper.dev/jobkeeper/bench/harness"
 	"jobkeeper.dev/jobkeeper/deploy/crds"
 	"jobkeeper.dev/jobkeeper/pkg/controlplane"
@@ -47,8 +48,8 @@ var implementations = []string{"jobkeeper", "upstream"}
 // the uncounted admin client.
 type env struct {
 	cfg *suiteConfig
-	// self is this binary, re-executed as the controller.
-	self string
+	// children are the lean controller binaries, by implementation.
+	children map[string]string
 	// dir holds the control plane's data and the logs.
 	dir string
 	// proxy counts the child's requests; kubeconfig points at it.
@@ -62,11 +63,11 @@ type env struct {
 
 // runSuite runs every workload and writes the results.
 func runSuite(cfg *suiteConfig) error {
-	self, err := os.Executable()
-	if err != nil {
-		return fmt.Errorf("finding this binary: %w", err)
-	}
 	dir, err := os.MkdirTemp("", "jobkeeper-bench-")
+	if err != nil {
+		return err
+	}
+	children, err := buildChildren(filepath.Join(dir, "bin"))
 	if err != nil {
 		return err
 	}
@@ -101,7 +102,7 @@ func runSuite(cfg *suiteConfig) error {
 	if err := crds.Install(ctx, ext); err != nil {
 		return fmt.Errorf("installing jobkeeper's CRDs: %w", err)
 	}
-	e := &env{cfg: cfg, self: self, dir: dir}
+	e := &env{cfg: cfg, children: children, dir: dir}
 	if e.proxy, err = harness.NewProxy(cp.AdminConfig()); err != nil {
 		return err
 	}
@@ -592,12 +593,35 @@ type child struct {
 	synced      chan struct{}
 	syncedAfter time.Duration
 	// final receives the child's last report.
-	final chan childReport
+	final chan benchchild.Report
 	// exited is closed when the process has been waited for.
 	exited  chan struct{}
 	waitErr error
 	counter *harness.Counter
 	proxy   *harness.Proxy
+}
+
+// childPackages are the lean controller binaries the bench builds, one per
+// implementation: each links only its own controllers and bench/child.
+var childPackages = map[string]string{
+	implJobkeeper: "jobkeeper.dev/jobkeeper/bench/cmd/jobkeeper-child",
+	implUpstream:  "jobkeeper.dev/jobkeeper/bench/cmd/upstream-child",
+}
+
+// buildChildren builds the controller binaries into dir with the go command
+// that runs the bench, and returns their paths by implementation.
+func buildChildren(dir string) (map[string]string, error) {
+	out := map[string]string{}
+	for impl, pkg := range childPackages {
+		bin := filepath.Join(dir, impl+"-child")
+		cmd := exec.Command("go", "build", "-o", bin, pkg)
+		cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
+		if err := cmd.Run(); err != nil {
+			return nil, fmt.Errorf("building %s: %w", pkg, err)
+		}
+		out[impl] = bin
+	}
+	return out, nil
 }
 
 // startChild starts impl's controllers for w in a child process whose API
@@ -609,7 +633,7 @@ func (e *env) startChild(ctx context.Context, impl string, w workload, b budget)
 	if err != nil {
 		return nil, err
 	}
-	cmd := exec.Command(e.self, "controller", "-impl", impl, "-kubeconfig", e.kubeconfig,
+	cmd := exec.Command(e.children[impl], "-kubeconfig", e.kubeconfig,
 		"-qps", strconv.FormatFloat(b.QPS, 'g', -1, 64), "-burst", strconv.Itoa(b.Burst),
 		"-workers", strconv.Itoa(e.cfg.workers), "-controllers", w.controllers())
 	if e.cfg.profiles != "" {
@@ -627,7 +651,7 @@ func (e *env) startChild(ctx context.Context, impl string, w workload, b budget)
 		logFile.Close()
 		return nil, err
 	}
-	c := &child{cmd: cmd, synced: make(chan struct{}), final: make(chan childReport, 1), exited: make(chan struct{}), counter: harness.NewCounter(), proxy: e.proxy}
+	c := &child{cmd: cmd, synced: make(chan struct{}), final: make(chan benchchild.Report, 1), exited: make(chan struct{}), counter: harness.NewCounter(), proxy: e.proxy}
 	e.proxy.Count(c.counter)
 	c.started = time.Now()
 	if err := cmd.Start(); err != nil {
@@ -638,7 +662,7 @@ func (e *env) startChild(ctx context.Context, impl string, w workload, b budget)
 	go func() {
 		sc := bufio.NewScanner(stdout)
 		for sc.Scan() {
-			var rep childReport
+			var rep benchchild.Report
 			if err := json.Unmarshal(sc.Bytes(), &rep); err != nil {
 				continue
 			}

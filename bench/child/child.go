@@ -1,4 +1,10 @@
-package main
+// Package child is the measuring part of the benchmark's controller
+// processes. Each implementation has its own lean main
+// (bench/cmd/jobkeeper-child, bench/cmd/upstream-child) that links only its
+// controllers and this package, so that CPU and peak RSS compare what a user
+// would deploy: jobkeeper-controller against a binary holding upstream's two
+// controllers.
+package child
 
 import (
 	"context"
@@ -14,17 +20,15 @@ import (
 	"syscall"
 	"time"
 
+	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/klog/v2"
-
-	"jobkeeper.dev/jobkeeper/bench/harness"
-	"jobkeeper.dev/jobkeeper/pkg/manager"
 )
 
-// childReport is what the controller process prints on stdout, one JSON
+// Report is what the controller process prints on stdout, one JSON
 // object per line: {"synced":true} once its informers have synced, then the
 // final figures after SIGTERM.
-type childReport struct {
+type Report struct {
 	// Synced is set on the line printed when the informers have synced.
 	Synced bool `json:"synced,omitempty"`
 	// PeakHeapLive is the highest live heap seen after a GC (runtime/metrics
@@ -43,17 +47,30 @@ type childReport struct {
 	Final bool `json:"final,omitempty"`
 }
 
-// runController is the hidden "controller" mode: it runs one implementation's
-// controllers until SIGTERM, so that the parent measures this process alone.
-func runController(args []string) error {
-	fs := flag.NewFlagSet("controller", flag.ExitOnError)
-	impl := fs.String("impl", "", "jobkeeper or upstream")
+// Start starts one implementation's controllers against the apiserver of
+// config, with workers sync workers per controller, and returns a function
+// that reports whether their informers have synced and one that waits,
+// once ctx is done, for them to stop.
+type Start func(ctx context.Context, config *rest.Config, controllers []string, workers int) (synced func() bool, wait func(), err error)
+
+// Main is a benchmark child's main: it parses the command line the bench
+// passes, runs start's controllers until SIGTERM, and prints the Report
+// lines on stdout. It exits the process on error.
+func Main(name string, start Start) {
+	if err := run(name, start, os.Args[1:]); err != nil {
+		fmt.Fprintf(os.Stderr, "%s: %v\n", name, err)
+		os.Exit(1)
+	}
+}
+
+func run(name string, start Start, args []string) error {
+	fs := flag.NewFlagSet(name, flag.ExitOnError)
 	kubeconfig := fs.String("kubeconfig", "", "kubeconfig of the (counting) apiserver endpoint")
 	qps := fs.Float64("qps", 50, "client QPS")
 	burst := fs.Int("burst", 100, "client burst")
 	workers := fs.Int("workers", 5, "sync workers per controller")
 	controllers := fs.String("controllers", "job,ttl-after-finished", "controllers to run")
-	cpuprofile := fs.String("cpuprofile", "", "write a CPU profile of the whole run to this file")
+	cpuprofile := fs.String("cpuprofile", "", "write a CPU profile of the whole run to this file, and a heap profile (live objects at SIGTERM, allocations over the run) to this file with .heap appended")
 	klogFlags := flag.NewFlagSet("klog", flag.ExitOnError)
 	klog.InitFlags(klogFlags)
 	fs.Func("v", "klog verbosity", func(s string) error { return klogFlags.Set("v", s) })
@@ -67,9 +84,8 @@ func runController(args []string) error {
 	config.QPS, config.Burst = float32(*qps), *burst
 	// Both sides speak protobuf to the built-in APIs: kube-controller-manager
 	// by default (--kube-api-content-type), jobkeeper by default too.
-	config.ContentType = manager.ContentTypeProtobuf
-	config.AcceptContentTypes = manager.ContentTypeProtobuf + "," + manager.ContentTypeJSON
-	names := strings.Split(*controllers, ",")
+	config.ContentType = contentTypeProtobuf
+	config.AcceptContentTypes = contentTypeProtobuf + "," + contentTypeJSON
 
 	if *cpuprofile != "" {
 		f, err := os.Create(*cpuprofile)
@@ -85,37 +101,9 @@ func runController(args []string) error {
 	sampler := startHeapSampler()
 	ctx, cancel := context.WithCancel(klog.NewContext(context.Background(), klog.Background()))
 	defer cancel()
-	var synced func() bool
-	var wait func()
-	switch *impl {
-	case "jobkeeper":
-		// As `jobkeeper controller` runs them, with the HTTP endpoints off.
-		opts := manager.NewOptions()
-		opts.KubeAPIQPS, opts.KubeAPIBurst = float32(*qps), *burst
-		opts.Controllers = names
-		opts.ConcurrentJobSyncs, opts.ConcurrentTTLSyncs = *workers, *workers
-		opts.ManageUnclaimedJobs = true
-		opts.MetricsBindAddress, opts.HealthProbeBindAddress = "0", "0"
-		m, err := manager.New(config, opts)
-		if err != nil {
-			return err
-		}
-		done := make(chan error, 1)
-		go func() { done <- m.Run(ctx) }()
-		synced = m.Synced
-		wait = func() {
-			if err := <-done; err != nil {
-				klog.Background().Error(err, "Manager stopped")
-			}
-		}
-	case "upstream":
-		u, err := harness.StartUpstream(ctx, config, names, *workers)
-		if err != nil {
-			return err
-		}
-		synced, wait = u.Synced, u.Wait
-	default:
-		return fmt.Errorf("unknown -impl %q (jobkeeper or upstream)", *impl)
+	synced, wait, err := start(ctx, config, strings.Split(*controllers, ","), *workers)
+	if err != nil {
+		return err
 	}
 
 	out := json.NewEncoder(os.Stdout)
@@ -128,7 +116,7 @@ func runController(args []string) error {
 			if !reported && synced() {
 				reported = true
 				tick.Stop()
-				if err := out.Encode(childReport{Synced: true}); err != nil {
+				if err := out.Encode(Report{Synced: true}); err != nil {
 					return err
 				}
 			}
@@ -138,7 +126,12 @@ func runController(args []string) error {
 		break
 	}
 	runtime.GC()
-	report := childReport{HeapLiveAtStop: readUint(metricHeapLive), Final: true}
+	report := Report{HeapLiveAtStop: readUint(metricHeapLive), Final: true}
+	if *cpuprofile != "" {
+		if err := writeHeapProfile(*cpuprofile + ".heap"); err != nil {
+			return err
+		}
+	}
 	cancel()
 	stopped := make(chan struct{})
 	go func() { wait(); close(stopped) }()
@@ -153,6 +146,9 @@ func runController(args []string) error {
 }
 
 const (
+	contentTypeProtobuf = "application/vnd.kubernetes.protobuf"
+	contentTypeJSON     = "application/json"
+
 	metricHeapLive  = "/gc/heap/live:bytes"
 	metricHeapInUse = "/memory/classes/heap/objects:bytes"
 )
@@ -184,6 +180,18 @@ func startHeapSampler() func() (live, inUse uint64) {
 		<-finished
 		return peakLive, peakInUse
 	}
+}
+
+func writeHeapProfile(path string) error {
+	f, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	if err := pprof.Lookup("heap").WriteTo(f, 0); err != nil {
+		f.Close()
+		return fmt.Errorf("writing the heap profile: %w", err)
+	}
+	return f.Close()
 }
 
 // vmHWM returns the peak resident set of this process in KiB (0 if unknown).

@@ -1,4 +1,9 @@
-package harness
+// Package upstream runs upstream's Job and TTL-after-finished controllers
+// (k8s.io/kubernetes/pkg/controller/job and .../ttlafterfinished, the
+// versions in go.mod) wired as kube-controller-manager wires them. The
+// benchmark's lean upstream binary (bench/cmd/upstream-child) and the
+// fault-injection suite's side-by-side runs use it.
+package upstream
 
 import (
 	"context"
@@ -16,28 +21,28 @@ import (
 
 // Names of upstream's controllers, as jobkeeper names its own (pkg/manager).
 const (
-	// UpstreamJob is k8s.io/kubernetes/pkg/controller/job.
-	UpstreamJob = "job"
-	// UpstreamTTLAfterFinished is k8s.io/kubernetes/pkg/controller/ttlafterfinished.
-	UpstreamTTLAfterFinished = "ttl-after-finished"
+	// Job is k8s.io/kubernetes/pkg/controller/job.
+	Job = "job"
+	// TTLAfterFinished is k8s.io/kubernetes/pkg/controller/ttlafterfinished.
+	TTLAfterFinished = "ttl-after-finished"
 )
 
-// UpstreamControllers are upstream's controllers running in this process.
-type UpstreamControllers struct {
+// Controllers are upstream's controllers running in this process.
+type Controllers struct {
 	factory informers.SharedInformerFactory
 	wg      sync.WaitGroup
 	synced  atomic.Bool
 }
 
-// StartUpstream starts upstream's controllers named in controllers (UpstreamJob,
-// UpstreamTTLAfterFinished) against the apiserver of config, wired as
+// Start starts upstream's controllers named in controllers (Job,
+// TTLAfterFinished) against the apiserver of config, wired as
 // kube-controller-manager wires them: one shared informer factory on a client
 // of its own, and one client per controller, each with config's QPS and
 // burst (client-go gives every client its own rate limiter), managedFields
 // dropped from the cached objects, and workers
 // sync workers per controller (--concurrent-job-syncs,
 // --concurrent-ttl-after-finished-syncs). They run until ctx is done.
-func StartUpstream(ctx context.Context, config *rest.Config, controllers []string, workers int) (*UpstreamControllers, error) {
+func Start(ctx context.Context, config *rest.Config, controllers []string, workers int) (*Controllers, error) {
 	client := func(name string) (kubernetes.Interface, error) {
 		c, err := kubernetes.NewForConfig(rest.AddUserAgent(rest.CopyConfig(config), name))
 		if err != nil {
@@ -49,11 +54,11 @@ func StartUpstream(ctx context.Context, config *rest.Config, controllers []strin
 	if err != nil {
 		return nil, err
 	}
-	u := &UpstreamControllers{factory: informers.NewSharedInformerFactoryWithOptions(shared, 0, informers.WithTransform(dropManagedFields))}
+	u := &Controllers{factory: informers.NewSharedInformerFactoryWithOptions(shared, 0, informers.WithTransform(dropManagedFields))}
 	var runs []func(context.Context)
 	for _, name := range controllers {
 		switch name {
-		case UpstreamJob:
+		case Job:
 			c, err := client("job-controller")
 			if err != nil {
 				return nil, err
@@ -65,7 +70,7 @@ func StartUpstream(ctx context.Context, config *rest.Config, controllers []strin
 				return nil, fmt.Errorf("creating upstream's job controller: %w", err)
 			}
 			runs = append(runs, func(ctx context.Context) { jc.Run(ctx, workers) })
-		case UpstreamTTLAfterFinished:
+		case TTLAfterFinished:
 			c, err := client("ttl-after-finished-controller")
 			if err != nil {
 				return nil, err
@@ -101,11 +106,11 @@ func dropManagedFields(obj any) (any, error) {
 }
 
 // Synced reports whether the shared informers have completed their initial list.
-func (u *UpstreamControllers) Synced() bool { return u.synced.Load() }
+func (u *Controllers) Synced() bool { return u.synced.Load() }
 
 // Wait waits, once ctx is done, for the controllers to return, and stops the
 // informers.
-func (u *UpstreamControllers) Wait() {
+func (u *Controllers) Wait() {
 	u.wg.Wait()
 	u.factory.Shutdown()
 }

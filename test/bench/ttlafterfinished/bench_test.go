@@ -19,6 +19,7 @@ import (
 	"k8s.io/klog/v2"
 
 	"jobkeeper.dev/jobkeeper/bench/harness"
+	"jobkeeper.dev/jobkeeper/bench/upstream"
 	"jobkeeper.dev/jobkeeper/pkg/controller/ttlafterfinished"
 	"jobkeeper.dev/jobkeeper/test/builder"
 	"jobkeeper.dev/jobkeeper/test/integration/framework"
@@ -164,7 +165,7 @@ func BenchmarkCleanExpiredJobs(b *testing.B) {
 	})
 	b.Run("upstream", func(b *testing.B) {
 		run(b, "upstream", func(ctx context.Context, cfg *rest.Config) {
-			if _, err := harness.StartUpstream(ctx, cfg, []string{harness.UpstreamTTLAfterFinished}, workers); err != nil {
+			if _, err := upstream.Start(ctx, cfg, []string{upstream.TTLAfterFinished}, workers); err != nil {
 				b.Fatal(err)
 			}
 		})

@@ -18,7 +18,7 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/klog/v2"
 
-	"jobkeeper.dev/jobkeeper/bench/harness"
+	upstreamctl "jobkeeper.dev/jobkeeper/bench/upstream"
 	"jobkeeper.dev/jobkeeper/pkg/manager"
 	"jobkeeper.dev/jobkeeper/test/fault"
 	"jobkeeper.dev/jobkeeper/test/integration/framework"
@@ -60,7 +60,7 @@ func runChild() int {
 	defer stop()
 	if upstream() {
 		cfg.QPS, cfg.Burst = 500, 1000
-		if _, err := harness.StartUpstream(ctx, cfg, strings.Split(os.Getenv(childControllersEnv), ","), 5); err != nil {
+		if _, err := upstreamctl.Start(ctx, cfg, strings.Split(os.Getenv(childControllersEnv), ","), 5); err != nil {
 			fmt.Fprintln(os.Stderr, "child:", err)
 			return 2
 		}

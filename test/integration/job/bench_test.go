@@ -16,6 +16,7 @@ import (
 	"k8s.io/client-go/tools/cache"
 
 	"jobkeeper.dev/jobkeeper/bench/harness"
+	"jobkeeper.dev/jobkeeper/bench/upstream"
 	jobcontroller "jobkeeper.dev/jobkeeper/pkg/controller/job"
 	"jobkeeper.dev/jobkeeper/test/builder"
 	"jobkeeper.dev/jobkeeper/test/integration/framework"
@@ -110,7 +111,7 @@ func runBench(b *testing.B, impl string, jobs int, completions, parallelism int3
 		defer func() { stop(); <-done; factory.Shutdown() }()
 		cache.WaitForCacheSync(ctx.Done(), factory.Core().V1().Pods().Informer().HasSynced, factory.Batch().V1().Jobs().Informer().HasSynced)
 	case "upstream":
-		u, err := harness.StartUpstream(ctrlCtx, cfg, []string{harness.UpstreamJob}, 5)
+		u, err := upstream.Start(ctrlCtx, cfg, []string{upstream.Job}, 5)
 		if err != nil {
 			b.Fatal(err)
 		}
