@@ -13,7 +13,6 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus/promhttp"
-	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/uuid"
 	"k8s.io/client-go/dynamic"
@@ -202,7 +201,7 @@ func (m *Manager) runControllers(ctx context.Context) error {
 		Client:          client,
 		Dynamic:         dyn,
 		Metadata:        meta,
-		InformerFactory: informers.NewSharedInformerFactoryWithOptions(client, 0, informers.WithTransform(dropManagedFields)),
+		InformerFactory: informers.NewSharedInformerFactoryWithOptions(client, 0, informers.WithTransform(CacheTransform)),
 		Registerer:      metrics.Registry,
 		Clock:           m.clock,
 	}
@@ -246,16 +245,6 @@ func (m *Manager) runControllers(ctx context.Context) error {
 	m.ready.Store(false)
 	m.synced.Store(false)
 	return nil
-}
-
-// dropManagedFields is the shared informers' transform: no controller reads
-// managedFields, and they are often the largest part of a cached pod or Job,
-// so they are not kept (kube-controller-manager does the same).
-func dropManagedFields(obj any) (any, error) {
-	if m, err := meta.Accessor(obj); err == nil && m.GetManagedFields() != nil {
-		m.SetManagedFields(nil)
-	}
-	return obj, nil
 }
 
 // serve listens on addr and serves handler until ctx is done.

@@ -50,6 +50,11 @@ type Options struct {
 	ConcurrentJobSyncs int
 	// ConcurrentTTLSyncs is the number of TTL workers. Default 5.
 	ConcurrentTTLSyncs int
+	// TTLDeletionEvents records a TTLExpired event on every object the TTL
+	// controller deletes. Default false, as upstream: an event doubles the
+	// API writes of a deletion. Policies can turn them on for their own
+	// deletions (spec.deletionEvents).
+	TTLDeletionEvents bool
 	// PodFailureBackoff is the base delay before re-creating a failed pod. Default 10s.
 	PodFailureBackoff time.Duration
 	// MaxPodFailureBackoff caps the pod re-creation delay. Default 10m.

@@ -26,8 +26,9 @@ func startTTLAfterFinishedController(ctx context.Context, cc ControllerContext) 
 		return nil, fmt.Errorf("creating the events client: %w", err)
 	}
 	c, err := ttlafterfinished.New(ctx, ttlafterfinished.Options{
-		Clock:      cc.Clock,
-		Registerer: cc.Registerer,
+		Clock:          cc.Clock,
+		Registerer:     cc.Registerer,
+		DeletionEvents: cc.Options.TTLDeletionEvents,
 	}, ttlafterfinished.Clients{
 		Client:  cc.Client,
 		Dynamic: cc.Dynamic,

@@ -2,6 +2,7 @@ package job
 
 import (
 	"context"
+	"jobkeeper.dev/jobkeeper/pkg/manager"
 	"net/http"
 	"sync"
 	"testing"
@@ -62,7 +63,7 @@ func startControllerWithTransport(t testing.TB, opts jobcontroller.Options, wrap
 	}
 	// Logs go to klog, which the framework sends to the control plane's log file.
 	ctx, cancel := context.WithCancel(context.Background())
-	factory := informers.NewSharedInformerFactory(client, 0)
+	factory := informers.NewSharedInformerFactoryWithOptions(client, 0, informers.WithTransform(manager.CacheTransform))
 	c, err := jobcontroller.NewController(ctx, factory.Core().V1().Pods(), factory.Batch().V1().Jobs(), client, opts)
 	if err != nil {
 		cancel()

@@ -2,6 +2,7 @@ package ttlafterfinished
 
 import (
 	"context"
+	"jobkeeper.dev/jobkeeper/pkg/manager"
 	"sync"
 	"testing"
 	"time"
@@ -58,7 +59,7 @@ func startController(t testing.TB) {
 		ttlafterfinished.UnreadyPolicyRetryPeriod = 500 * time.Millisecond
 		ttlafterfinished.StatusBatchPeriod = 100 * time.Millisecond
 		ctx := context.Background()
-		factory := informers.NewSharedInformerFactory(client, 0)
+		factory := informers.NewSharedInformerFactoryWithOptions(client, 0, informers.WithTransform(manager.CacheTransform))
 		c, err := ttlafterfinished.New(ctx, ttlafterfinished.Options{}, ttlafterfinished.Clients{Client: client, Dynamic: dyn}, factory)
 		if err != nil {
 			startErr = err
