@@ -125,6 +125,12 @@ func (w *CleanupPolicyWrapper) Propagation(p metav1.DeletionPropagation) *Cleanu
 	return w
 }
 
+// DeletionEvents sets spec.deletionEvents.
+func (w *CleanupPolicyWrapper) DeletionEvents() *CleanupPolicyWrapper {
+	w.CleanupPolicy.Spec.DeletionEvents = true
+	return w
+}
+
 // DryRun sets spec.dryRun.
 func (w *CleanupPolicyWrapper) DryRun() *CleanupPolicyWrapper {
 	w.CleanupPolicy.Spec.DryRun = true

@@ -65,6 +65,11 @@ type Options struct {
 	FieldManager string
 	// DryRun makes every deletion a dry-run report. Default false.
 	DryRun bool
+	// DeletionEvents records a TTLExpired event on every object deleted.
+	// Default false: upstream records none, and each event is one more API
+	// write per deletion. A policy's spec.deletionEvents turns them on for
+	// its own deletions. Dry-run reports and warnings are always recorded.
+	DeletionEvents bool
 }
 
 // Clients are the API clients the controller uses.
@@ -112,6 +117,8 @@ type Controller struct {
 	fieldManager string
 	// globalDryRun makes every deletion a report.
 	globalDryRun bool
+	// deletionEvents records an event on every deletion.
+	deletionEvents bool
 
 	// jobLister reads Jobs from the shared informer.
 	jobLister batchlisters.JobLister
@@ -151,18 +158,19 @@ type Controller struct {
 func New(ctx context.Context, opts Options, clients Clients, factory informers.SharedInformerFactory) (*Controller, error) {
 	logger := klog.FromContext(ctx)
 	c := &Controller{
-		client:       clients.Client,
-		dynamic:      clients.Dynamic,
-		recorder:     opts.Recorder,
-		clock:        opts.Clock,
-		mapper:       opts.RESTMapper,
-		fieldManager: opts.FieldManager,
-		globalDryRun: opts.DryRun,
-		policies:     map[string]*compiledPolicy{},
-		byKind:       map[schema.GroupVersionKind][]*compiledPolicy{},
-		targets:      map[schema.GroupVersionResource]*dynamicTarget{},
-		stats:        map[string]*policyStats{},
-		reported:     map[types.UID]struct{}{},
+		client:         clients.Client,
+		dynamic:        clients.Dynamic,
+		recorder:       opts.Recorder,
+		clock:          opts.Clock,
+		mapper:         opts.RESTMapper,
+		fieldManager:   opts.FieldManager,
+		globalDryRun:   opts.DryRun,
+		deletionEvents: opts.DeletionEvents,
+		policies:       map[string]*compiledPolicy{},
+		byKind:         map[schema.GroupVersionKind][]*compiledPolicy{},
+		targets:        map[schema.GroupVersionResource]*dynamicTarget{},
+		stats:          map[string]*policyStats{},
+		reported:       map[types.UID]struct{}{},
 	}
 	if c.clock == nil {
 		c.clock = clock.RealClock{}

@@ -198,22 +198,33 @@ func TestSyncJob(t *testing.T) {
 		wantDeleted bool
 		wantRequeue time.Duration
 		wantEvents  int
+		// deletionEvents is Options.DeletionEvents (--ttl-deletion-events).
+		deletionEvents bool
 	}{
-		"expired: one DELETE, no GET": {
+		"expired, deletion events off (the default, as upstream): no event": {
 			cached:      job("a", "1").TTLSecondsAfterFinished(0).Condition(batchv1.JobComplete, "", at).Obj(),
 			live:        job("a", "1").TTLSecondsAfterFinished(0).Condition(batchv1.JobComplete, "", at).Obj(),
 			now:         t0,
 			wantActions: []string{"delete jobs"},
 			wantDeleted: true,
-			wantEvents:  1,
+		},
+		"expired: one DELETE, no GET": {
+			cached:         job("a", "1").TTLSecondsAfterFinished(0).Condition(batchv1.JobComplete, "", at).Obj(),
+			live:           job("a", "1").TTLSecondsAfterFinished(0).Condition(batchv1.JobComplete, "", at).Obj(),
+			now:            t0,
+			wantActions:    []string{"delete jobs"},
+			wantDeleted:    true,
+			wantEvents:     1,
+			deletionEvents: true,
 		},
 		"failed job expired": {
-			cached:      job("a", "1").TTLSecondsAfterFinished(10).Condition(batchv1.JobFailed, "", at).Obj(),
-			live:        job("a", "1").TTLSecondsAfterFinished(10).Condition(batchv1.JobFailed, "", at).Obj(),
-			now:         t0.Add(11 * time.Second),
-			wantActions: []string{"delete jobs"},
-			wantDeleted: true,
-			wantEvents:  1,
+			cached:         job("a", "1").TTLSecondsAfterFinished(10).Condition(batchv1.JobFailed, "", at).Obj(),
+			live:           job("a", "1").TTLSecondsAfterFinished(10).Condition(batchv1.JobFailed, "", at).Obj(),
+			now:            t0.Add(11 * time.Second),
+			wantActions:    []string{"delete jobs"},
+			wantDeleted:    true,
+			wantEvents:     1,
+			deletionEvents: true,
 		},
 		"not expired: requeued for the remaining time": {
 			cached:      job("a", "1").TTLSecondsAfterFinished(10).Condition(batchv1.JobComplete, "", at).Obj(),
@@ -241,20 +252,22 @@ func TestSyncJob(t *testing.T) {
 			wantActions: []string{"delete jobs", "get jobs"},
 		},
 		"recreated and the new one expired too: deleted with its own preconditions": {
-			cached:      job("a", "1").TTLSecondsAfterFinished(0).Condition(batchv1.JobComplete, "", at).Obj(),
-			live:        job("b", "7").TTLSecondsAfterFinished(0).Condition(batchv1.JobFailed, "", at).Obj(),
-			now:         t0,
-			wantActions: []string{"delete jobs", "get jobs", "delete jobs"},
-			wantDeleted: true,
-			wantEvents:  1,
+			cached:         job("a", "1").TTLSecondsAfterFinished(0).Condition(batchv1.JobComplete, "", at).Obj(),
+			live:           job("b", "7").TTLSecondsAfterFinished(0).Condition(batchv1.JobFailed, "", at).Obj(),
+			now:            t0,
+			wantActions:    []string{"delete jobs", "get jobs", "delete jobs"},
+			wantDeleted:    true,
+			wantEvents:     1,
+			deletionEvents: true,
 		},
 		"status changed but still expired: deleted after one re-read": {
-			cached:      job("a", "1").TTLSecondsAfterFinished(0).Condition(batchv1.JobComplete, "", at).Obj(),
-			live:        job("a", "2").TTLSecondsAfterFinished(0).Condition(batchv1.JobComplete, "", at).Obj(),
-			now:         t0,
-			wantActions: []string{"delete jobs", "get jobs", "delete jobs"},
-			wantDeleted: true,
-			wantEvents:  1,
+			cached:         job("a", "1").TTLSecondsAfterFinished(0).Condition(batchv1.JobComplete, "", at).Obj(),
+			live:           job("a", "2").TTLSecondsAfterFinished(0).Condition(batchv1.JobComplete, "", at).Obj(),
+			now:            t0,
+			wantActions:    []string{"delete jobs", "get jobs", "delete jobs"},
+			wantDeleted:    true,
+			wantEvents:     1,
+			deletionEvents: true,
 		},
 		"already gone": {
 			cached:      job("a", "1").TTLSecondsAfterFinished(0).Condition(batchv1.JobComplete, "", at).Obj(),
@@ -298,6 +311,7 @@ func TestSyncJob(t *testing.T) {
 				live = append(live, tc.live)
 			}
 			f := newFixture(t, tc.now, live, nil)
+			f.c.deletionEvents = tc.deletionEvents
 			f.cache(t, tc.cached)
 			if err := f.c.syncJob(f.ctx, "ns/j"); err != nil {
 				t.Fatalf("syncJob: %v", err)

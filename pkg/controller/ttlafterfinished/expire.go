@@ -92,7 +92,9 @@ func (c *Controller) tryExpire(ctx context.Context, ops *kindOps, obj runtime.Ob
 		return true, fmt.Errorf("deleting %s %s/%s: %w", ops.gvk.Kind, m.GetNamespace(), m.GetName(), err)
 	}
 	c.metrics.observeDeletion(ops.gvk, false, c.clock.Since(v.expireAt()))
-	c.recorder.Eventf(obj, corev1.EventTypeNormal, ReasonDeleted, "Deleted %s %s", v.outcome(), v.describe())
+	if v.events || c.deletionEvents {
+		c.recorder.Eventf(obj, corev1.EventTypeNormal, ReasonDeleted, "Deleted %s %s", v.outcome(), v.describe())
+	}
 	if v.policy != "" {
 		c.countDeletion(v.policy, now)
 	}

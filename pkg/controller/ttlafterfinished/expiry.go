@@ -23,6 +23,9 @@ type verdict struct {
 	failed bool
 	// dryRun reports instead of deleting.
 	dryRun bool
+	// events records a TTLExpired event on the deletion (the policy's
+	// deletionEvents; Options.DeletionEvents applies to every verdict).
+	events bool
 	// propagation is the delete's propagation policy.
 	propagation metav1.DeletionPropagation
 }

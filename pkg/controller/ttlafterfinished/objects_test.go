@@ -34,11 +34,10 @@ func TestSyncPod(t *testing.T) {
 		wantRequeue time.Duration
 		wantEvents  int
 	}{
-		"annotation, expired": {
+		"annotation, expired (no event by default)": {
 			pod:         pod("a").Annotation(v1alpha1.TTLAnnotation, "5").Terminated(0, at).Obj(),
 			now:         t0.Add(5 * time.Second),
 			wantActions: []string{"delete pods"},
-			wantEvents:  1,
 		},
 		"annotation, not expired": {
 			pod:         pod("a").Annotation(v1alpha1.TTLAnnotation, "5").Terminated(1, at).Obj(),
@@ -65,7 +64,7 @@ func TestSyncPod(t *testing.T) {
 		},
 		"job pod, policy with includeJobPods": {
 			pod:         pod("a").OwnedByJob(owner).Terminated(0, at).Obj(),
-			policies:    []*v1alpha1.CleanupPolicy{builder.MakeCleanupPolicy("pods").Target("v1", "Pod").TTLAfterSuccess(0).IncludeJobPods().Obj()},
+			policies:    []*v1alpha1.CleanupPolicy{builder.MakeCleanupPolicy("pods").Target("v1", "Pod").TTLAfterSuccess(0).IncludeJobPods().DeletionEvents().Obj()},
 			now:         t0.Add(time.Hour),
 			wantActions: []string{"delete pods"},
 			wantEvents:  1,

@@ -47,6 +47,8 @@ type compiledPolicy struct {
 	propagation metav1.DeletionPropagation
 	// dryRun reports instead of deleting.
 	dryRun bool
+	// events records an event on each deletion.
+	events bool
 	// ready is false when the policy cannot be applied; reason and message
 	// then say why (they go to the Ready condition).
 	ready           bool
@@ -94,6 +96,7 @@ func compilePolicy(pol *v1alpha1.CleanupPolicy, mapper meta.RESTMapper) *compile
 		ttlFailure:     spec.TTLSecondsAfterFailure,
 		propagation:    metav1.DeletePropagationForeground,
 		dryRun:         spec.DryRun,
+		events:         spec.DeletionEvents,
 	}
 	if spec.PropagationPolicy != nil {
 		p.propagation = *spec.PropagationPolicy
@@ -232,6 +235,7 @@ func choose(cands []candidate, own *int32) *verdict {
 		policy:      best.policy.name,
 		failed:      best.state.failed,
 		dryRun:      best.policy.dryRun,
+		events:      best.policy.events,
 		propagation: best.policy.propagation,
 	}
 }

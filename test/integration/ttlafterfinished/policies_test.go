@@ -177,7 +177,7 @@ func TestCustomResourcePolicies(t *testing.T) {
 	installTestCRDs(t)
 	long := int32(3600)
 	e.createPolicy(t, builder.MakeCleanupPolicy(e.ns+"-widgets").Target("ttl.example.com/v1", "Widget").
-		Selector("test", e.ns).Conditions([]string{"Done"}, []string{"Broken"}).TTLAfterSuccess(1).TTLAfterFailure(long).Obj())
+		Selector("test", e.ns).Conditions([]string{"Done"}, []string{"Broken"}).TTLAfterSuccess(1).TTLAfterFailure(long).DeletionEvents().Obj())
 	e.createPolicy(t, builder.MakeCleanupPolicy(e.ns+"-gizmos").Target("ttl.example.com/v1", "Gizmo").
 		Selector("test", e.ns).Phase("status.phase", []string{"Succeeded"}, []string{"Failed", "Error"}).
 		FinishTime("status.endTime").TTLAfterSuccess(long).TTLAfterFailure(1).Obj())
@@ -218,9 +218,14 @@ func TestCustomResourcePolicies(t *testing.T) {
 			t.Errorf("%s %s was deleted (err %v)", o.gvr.Resource, o.name, err)
 		}
 	}
+	// The widgets policy asks for deletion events; the gizmos policy does
+	// not, and the controller's default is none (as upstream).
 	framework.WaitFor(t, "TTLExpired event", func(ctx context.Context) (bool, error) {
 		return e.hasEvent(ctx, "done", ttlafterfinished.ReasonDeleted)
 	})
+	if ok, err := e.hasEvent(e.ctx, "error", ttlafterfinished.ReasonDeleted); err != nil || ok {
+		t.Errorf("a TTLExpired event was recorded for a deletion by a policy without deletionEvents (err %v)", err)
+	}
 }
 
 func TestPolicyPrecedence(t *testing.T) {

@@ -81,10 +81,17 @@ type CleanupPolicySpec struct {
 	// PropagationPolicy of the delete call. Default Foreground.
 	// +optional
 	PropagationPolicy *metav1.DeletionPropagation `json:"propagationPolicy,omitempty"`
-	// DryRun makes the controller record a WouldDelete event instead of
+	// DryRun makes the controller record a TTLExpiredDryRun event instead of
 	// deleting.
 	// +optional
 	DryRun bool `json:"dryRun,omitempty"`
+	// DeletionEvents records a TTLExpired event on each object the policy
+	// deletes. Off by default: an event is one more API write per deletion
+	// (the controller's --ttl-deletion-events turns them on for every
+	// deletion). Deletions are always counted in the
+	// ttl_after_finished_controller metrics.
+	// +optional
+	DeletionEvents bool `json:"deletionEvents,omitempty"`
 }
 
 // TargetKind is a group/version/kind.
