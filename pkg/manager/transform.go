@@ -1,9 +1,13 @@
 package manager
 
 import (
+	"unique"
+
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 )
 
 // CacheTransform is the shared informers' transform. It keeps in the cache
@@ -13,12 +17,15 @@ import (
 // the controllers see the cache the manager builds.
 //
 //   - every object loses its managedFields;
-//   - a pod keeps its metadata, spec.nodeName and restartPolicy, its
-//     containers' names (and an init container's restartPolicy, which makes
-//     it a sidecar), and the status fields the Job and TTL controllers read:
-//     phase, reason, conditions, start time and each container's state,
-//     last state, readiness and restart count (not images, IDs, resources,
-//     addresses or termination messages);
+//   - a pod keeps its metadata, spec.nodeName and restartPolicy, its init
+//     containers' names and restartPolicy (which makes one a sidecar), and
+//     the status fields the Job and TTL controllers read: phase, reason,
+//     conditions, start time and each container's state, last state,
+//     readiness and restart count (not images, IDs, resources, addresses or
+//     termination messages);
+//   - the strings many pods share (namespace, label keys and values, owner
+//     references, finalizers, condition and container-state words) are
+//     interned, so the pods of a Job hold one copy of its name and UID;
 //   - a finished Job keeps everything but its pod template, which nothing
 //     reads once no pod will be created (only restartPolicy is kept).
 //
@@ -31,6 +38,7 @@ func CacheTransform(obj any) (any, error) {
 	case *corev1.Pod:
 		o.ManagedFields = nil
 		slimPod(o)
+		internMeta(&o.ObjectMeta)
 	case *batchv1.Job:
 		o.ManagedFields = nil
 		if jobFinished(o) {
@@ -50,22 +58,17 @@ func slimPod(p *corev1.Pod) {
 		NodeName:      p.Spec.NodeName,
 		RestartPolicy: p.Spec.RestartPolicy,
 	}
+	// Only init containers are kept: their restartPolicy tells sidecars apart.
 	if len(p.Spec.InitContainers) > 0 {
 		spec.InitContainers = make([]corev1.Container, len(p.Spec.InitContainers))
 		for i, c := range p.Spec.InitContainers {
-			spec.InitContainers[i] = corev1.Container{Name: c.Name, RestartPolicy: c.RestartPolicy}
-		}
-	}
-	if len(p.Spec.Containers) > 0 {
-		spec.Containers = make([]corev1.Container, len(p.Spec.Containers))
-		for i, c := range p.Spec.Containers {
-			spec.Containers[i] = corev1.Container{Name: c.Name}
+			spec.InitContainers[i] = corev1.Container{Name: intern(c.Name), RestartPolicy: c.RestartPolicy}
 		}
 	}
 	p.Spec = spec
 	p.Status = corev1.PodStatus{
-		Phase:                      p.Status.Phase,
-		Reason:                     p.Status.Reason,
+		Phase:                      corev1.PodPhase(intern(string(p.Status.Phase))),
+		Reason:                     intern(p.Status.Reason),
 		Conditions:                 slimConditions(p.Status.Conditions),
 		StartTime:                  p.Status.StartTime,
 		ObservedGeneration:         p.Status.ObservedGeneration,
@@ -85,9 +88,9 @@ func slimConditions(in []corev1.PodCondition) []corev1.PodCondition {
 	out := make([]corev1.PodCondition, len(in))
 	for i, c := range in {
 		out[i] = corev1.PodCondition{
-			Type:               c.Type,
-			Status:             c.Status,
-			Reason:             c.Reason,
+			Type:               corev1.PodConditionType(intern(string(c.Type))),
+			Status:             corev1.ConditionStatus(intern(string(c.Status))),
+			Reason:             intern(c.Reason),
 			LastTransitionTime: c.LastTransitionTime,
 			ObservedGeneration: c.ObservedGeneration,
 		}
@@ -104,7 +107,7 @@ func slimContainerStatuses(in []corev1.ContainerStatus) []corev1.ContainerStatus
 	out := make([]corev1.ContainerStatus, len(in))
 	for i, s := range in {
 		out[i] = corev1.ContainerStatus{
-			Name:                 s.Name,
+			Name:                 intern(s.Name),
 			State:                slimContainerState(s.State),
 			LastTerminationState: slimContainerState(s.LastTerminationState),
 			Ready:                s.Ready,
@@ -118,7 +121,7 @@ func slimContainerStatuses(in []corev1.ContainerStatus) []corev1.ContainerStatus
 func slimContainerState(s corev1.ContainerState) corev1.ContainerState {
 	var out corev1.ContainerState
 	if w := s.Waiting; w != nil {
-		out.Waiting = &corev1.ContainerStateWaiting{Reason: w.Reason}
+		out.Waiting = &corev1.ContainerStateWaiting{Reason: intern(w.Reason)}
 	}
 	if r := s.Running; r != nil {
 		out.Running = &corev1.ContainerStateRunning{StartedAt: r.StartedAt}
@@ -127,7 +130,7 @@ func slimContainerState(s corev1.ContainerState) corev1.ContainerState {
 		out.Terminated = &corev1.ContainerStateTerminated{
 			ExitCode:   t.ExitCode,
 			Signal:     t.Signal,
-			Reason:     t.Reason,
+			Reason:     intern(t.Reason),
 			StartedAt:  t.StartedAt,
 			FinishedAt: t.FinishedAt,
 		}
@@ -154,4 +157,43 @@ func slimJobTemplate(j *batchv1.Job) {
 		return
 	}
 	j.Spec.Template = corev1.PodTemplateSpec{Spec: corev1.PodSpec{RestartPolicy: t.Spec.RestartPolicy}}
+}
+
+// internMeta interns the metadata strings that the pods of one Job (or of
+// one namespace) share. Names, UIDs and resourceVersions are each object's
+// own and are left alone.
+func internMeta(m *metav1.ObjectMeta) {
+	m.Namespace = intern(m.Namespace)
+	m.GenerateName = intern(m.GenerateName)
+	if len(m.Labels) > 0 {
+		labels := make(map[string]string, len(m.Labels))
+		for k, v := range m.Labels {
+			labels[intern(k)] = intern(v)
+		}
+		m.Labels = labels
+	}
+	if len(m.Annotations) > 0 {
+		annotations := make(map[string]string, len(m.Annotations))
+		for k, v := range m.Annotations {
+			annotations[intern(k)] = v
+		}
+		m.Annotations = annotations
+	}
+	for i := range m.OwnerReferences {
+		r := &m.OwnerReferences[i]
+		r.APIVersion, r.Kind, r.Name = intern(r.APIVersion), intern(r.Kind), intern(r.Name)
+		r.UID = types.UID(intern(string(r.UID)))
+	}
+	for i, f := range m.Finalizers {
+		m.Finalizers[i] = intern(f)
+	}
+}
+
+// intern returns the canonical copy of s. The copies are weakly held
+// (package unique): a string no cached object uses any more is dropped.
+func intern(s string) string {
+	if s == "" {
+		return ""
+	}
+	return unique.Make(s).Value()
 }

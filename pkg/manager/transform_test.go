@@ -1,14 +1,17 @@
 package manager
 
 import (
+	"strings"
 	"testing"
 	"time"
+	"unsafe"
 
 	"github.com/google/go-cmp/cmp"
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
 )
 
@@ -62,7 +65,6 @@ func TestCacheTransformPod(t *testing.T) {
 			NodeName:       "node",
 			RestartPolicy:  corev1.RestartPolicyNever,
 			InitContainers: []corev1.Container{{Name: "sidecar", RestartPolicy: &always}},
-			Containers:     []corev1.Container{{Name: "main"}},
 		},
 		Status: corev1.PodStatus{
 			Phase:                 corev1.PodFailed,
@@ -82,6 +84,15 @@ func TestCacheTransformPod(t *testing.T) {
 	}
 	if d := cmp.Diff(want, got); d != "" {
 		t.Errorf("transformed pod (-want +got):\n%s", d)
+	}
+	if a, b := got.(*corev1.Pod).Labels[batchv1.JobNameLabel], fullPod().Labels[batchv1.JobNameLabel]; unsafe.StringData(a) == unsafe.StringData(b) {
+		t.Errorf("label values are not interned")
+	}
+	second := fullPod()
+	second.OwnerReferences[0].UID = types.UID(strings.Clone(string(second.OwnerReferences[0].UID)))
+	other, _ := CacheTransform(second)
+	if a, b := got.(*corev1.Pod).OwnerReferences[0].UID, other.(*corev1.Pod).OwnerReferences[0].UID; unsafe.StringData(string(a)) != unsafe.StringData(string(b)) {
+		t.Errorf("two pods of one Job hold two copies of its UID")
 	}
 	again, _ := CacheTransform(got.(*corev1.Pod).DeepCopy())
 	if d := cmp.Diff(got, again); d != "" {

@@ -1,0 +1,84 @@
+#!/usr/bin/env bash
+# headline.sh runs one big Job on `jobkeeper up` as a user would, and prints
+# what it cost: wall time to Complete, the up process's CPU and peak RSS, and
+# the apiserver's requests per pod (every client: controllers, node agent,
+# garbage collector).
+#
+#   bench/headline.sh                       # 100,000 completions, parallelism 500
+#   COMPLETIONS=10000 bench/headline.sh -- --kube-api-qps=500 --kube-api-burst=1000
+#
+# Everything after -- is passed to `jobkeeper up`. The pods run on the
+# simulated runtime (no processes), so the controllers and the apiserver are
+# what is measured. Needs kubectl on PATH. Exits non-zero unless the Job
+# completes with exactly COMPLETIONS succeeded, none failed, and no pod left
+# holding the tracking finalizer.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+COMPLETIONS=${COMPLETIONS:-100000}
+PARALLELISM=${PARALLELISM:-500}
+TIMEOUT=${TIMEOUT:-1800}
+UP_ARGS=()
+if [ "${1:-}" = "--" ]; then shift; UP_ARGS=("$@"); fi
+
+work=$(mktemp -d /tmp/jobkeeper-headline-XXXXXX)
+bin=$work/jobkeeper
+go build -o "$bin" ./cmd/jobkeeper
+port=$(( 20000 + RANDOM % 20000 ))
+"$bin" up --data-dir "$work/data" --port "$port" --runtime simulated --max-pods $((PARALLELISM + 10)) \
+  "${UP_ARGS[@]}" >"$work/up.out" 2>&1 &
+up_pid=$!
+cleanup() { kill "$up_pid" 2>/dev/null || true; wait "$up_pid" 2>/dev/null || true; rm -rf "$work"; }
+trap cleanup EXIT
+export KUBECONFIG=$work/data/kubeconfig
+for _ in $(seq 1 100); do
+  grep -q 'jobkeeper is up' "$work/up.out" 2>/dev/null && break
+  sleep 0.2
+done
+grep -q 'jobkeeper is up' "$work/up.out" || { cat "$work/up.out"; exit 1; }
+kubectl wait --for=condition=Ready node --all --timeout=60s >/dev/null
+
+cpu_ticks() { awk '{print $14 + $15}' "/proc/$up_pid/stat"; }
+requests() { kubectl get --raw /metrics | awk '/^apiserver_request_total\{/ && /resource="(pods|jobs|events)"/ {split($0, a, " "); s += a[2]} END {printf "%d", s}'; }
+
+req0=$(requests)
+cpu0=$(cpu_ticks)
+start=$(date +%s.%N)
+kubectl apply -f - >/dev/null <<EOF
+apiVersion: batch/v1
+kind: Job
+metadata:
+  name: headline
+spec:
+  completions: $COMPLETIONS
+  parallelism: $PARALLELISM
+  backoffLimit: 0
+  template:
+    metadata:
+      annotations:
+        jobkeeper.dev/simulate-duration: "0s"
+    spec:
+      restartPolicy: Never
+      containers:
+      - name: main
+        image: busybox
+        command: ["true"]
+EOF
+kubectl wait --for=condition=Complete job/headline --timeout="${TIMEOUT}s" >/dev/null
+wall=$(echo "$(date +%s.%N) - $start" | bc)
+# The run ends when no pod holds the tracking finalizer.
+while [ "$(kubectl get pods -l batch.kubernetes.io/job-name=headline -o jsonpath='{range .items[*]}{.metadata.finalizers}{"\n"}{end}' | grep -c job-tracking || true)" != 0 ]; do
+  sleep 0.5
+done
+drained=$(echo "$(date +%s.%N) - $start" | bc)
+cpu=$(echo "($(cpu_ticks) - $cpu0) / $(getconf CLK_TCK)" | bc -l)
+req=$(( $(requests) - req0 ))
+hwm=$(awk '/VmHWM/ {print $2}' "/proc/$up_pid/status")
+status=$(kubectl get job headline -o jsonpath='{.status.succeeded} {.status.failed}')
+read -r succeeded failed <<<"$status"
+printf 'completions %d, parallelism %d, up flags: %s\n' "$COMPLETIONS" "$PARALLELISM" "${UP_ARGS[*]:-(defaults)}"
+printf 'wall to Complete %.1fs, to no tracking finalizer %.1fs\n' "$wall" "$drained"
+printf 'jobkeeper up (apiserver, etcd, controllers, node agent): CPU %.1fs, peak RSS %d MiB\n' "$cpu" $((hwm / 1024))
+printf 'apiserver requests on pods, jobs and events: %d (%.2f per pod, every client)\n' "$req" "$(echo "$req / $COMPLETIONS" | bc -l)"
+printf 'succeeded %s, failed %s\n' "$succeeded" "${failed:-0}"
+[ "$succeeded" = "$COMPLETIONS" ] && [ "${failed:-0}" = 0 ]
