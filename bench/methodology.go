@@ -17,13 +17,16 @@ const methodology = "Run it yourself (about three hours for the default suite at
 	"- One embedded control plane (`pkg/controlplane`: etcd, kube-apiserver v1.36.3, garbage collector) for the\n" +
 	"  whole run, with jobkeeper's CleanupPolicy CRD installed as `jobkeeper up` does. No node agent: the benchmark plays the kubelet itself and writes every pod `Succeeded` the\n" +
 	"  moment it appears (`bench/harness.InstantKubelet`), so the controllers are the bottleneck, not pods.\n" +
-	"- Each controller under test runs in a **child process** (the bench binary re-executed in its hidden\n" +
-	"  `controller` mode): CPU is the child's user+system time (the kernel's rusage) and peak RSS its\n" +
+	"- Each controller under test runs in a **child process**, a lean binary the bench builds first, as a user\n" +
+	"  would deploy it: `bench/cmd/jobkeeper-child` links `pkg/manager` as `jobkeeper-controller` does, and\n" +
+	"  `bench/cmd/upstream-child` links only upstream's two controllers; neither links an apiserver or etcd.\n" +
+	"  CPU is the child's user+system time (the kernel's rusage) and peak RSS its\n" +
 	"  `VmHWM` (/proc), so they are the controller's alone. The child samples `runtime/metrics` every 50 ms\n" +
 	"  for the peak heap in use and, on SIGTERM, reads the live heap after a forced GC (\"live heap at the\n" +
 	"  end\") before stopping.\n" +
-	"- jobkeeper runs through `pkg/manager`, exactly as `jobkeeper controller` runs it (shared informers,\n" +
-	"  events on, `--manage-unclaimed-jobs` so that plain Jobs are managed, HTTP endpoints off). Upstream runs\n" +
+	"- jobkeeper runs through `pkg/manager`, exactly as `jobkeeper-controller` runs it with its default flags\n" +
+	"  (shared informers, TTL deletion events off as upstream, `--manage-unclaimed-jobs` so that plain Jobs are\n" +
+	"  managed, HTTP endpoints off). Upstream runs\n" +
 	"  `k8s.io/kubernetes/pkg/controller/job` and `.../ttlafterfinished` wired as kube-controller-manager wires\n" +
 	"  them: one shared informer factory with its own client and one client per controller\n" +
 	"  (`bench/upstream.Start`). Both get the same QPS/burst per client and the same workers,\n" +

@@ -84,7 +84,7 @@ func TestUpDefaults(t *testing.T) {
 	fs := cmd.Flags()
 	for name, want := range map[string]string{
 		"port": "6443", "manage-unclaimed-jobs": "true", "leader-elect": "false", "runtime": "process",
-		"max-pods": "110", "kubeconfig-out": "",
+		"max-pods": "110", "kubeconfig-out": "", "kube-api-qps": "500", "kube-api-burst": "1000",
 	} {
 		if got := fs.Lookup(name).Value.String(); got != want {
 			t.Errorf("up --%s default = %q, want %q", name, got, want)

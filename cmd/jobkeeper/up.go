@@ -32,12 +32,24 @@ type upOptions struct {
 // component to stop after ctx is cancelled.
 type upComponent func(ctx context.Context, cp *controlplane.ControlPlane) (wait func(), err error)
 
+// localQPS and localBurst are the controllers' client limits under `up`.
+const (
+	localQPS   = 500
+	localBurst = 1000
+)
+
 // shutdownTimeout bounds the whole shutdown after a signal.
 const shutdownTimeout = 10 * time.Second
 
 func newUpCommand() *cobra.Command {
 	opts := manager.NewOptions()
 	opts.ManageUnclaimedJobs = true
+	// The apiserver is on loopback in this process, so kube-controller-manager's
+	// 50/100, meant to protect a shared apiserver, only slows Jobs down. Above
+	// 500/1000 the run is bound by the apiserver's CPU, not by the limit
+	// (10,000 pods on 2 cores: 62s at 500/1000, 67s at 1000/2000, 82s at
+	// 2000/4000; bench/headline.sh, docs/benchmarks.md).
+	opts.KubeAPIQPS, opts.KubeAPIBurst = localQPS, localBurst
 	opts.MetricsBindAddress = "127.0.0.1:0"
 	opts.HealthProbeBindAddress = "127.0.0.1:0"
 	up := &upOptions{port: controlplane.DefaultPort}

@@ -27,6 +27,7 @@ func AddControllerFlags(fs *pflag.FlagSet, o *manager.Options) {
 	fs.IntVar(&o.MaxUncountedPods, "max-uncounted-pods", o.MaxUncountedPods, "Maximum finished pods recorded in status.uncountedTerminatedPods per sync.")
 	fs.IntVar(&o.MaxPodCreateDeletePerSync, "max-pod-create-delete-per-sync", o.MaxPodCreateDeletePerSync, "Maximum pod creations and deletions per Job sync.")
 	fs.StringVar(&o.MetricsBindAddress, "metrics-bind-address", o.MetricsBindAddress, "Address of the /metrics endpoint (port 0 picks a free port; \"0\" disables it).")
+	fs.BoolVar(&o.EnableProfiling, "profiling", o.EnableProfiling, "Serve /debug/pprof on the metrics address (which has no authentication: keep it private).")
 	fs.StringVar(&o.HealthProbeBindAddress, "health-probe-bind-address", o.HealthProbeBindAddress, "Address of the /healthz and /readyz endpoints (port 0 picks a free port; \"0\" disables them).")
 	fs.BoolVar(&o.LeaderElect, "leader-elect", o.LeaderElect, "Hold a Lease before running the controllers, so several replicas can run with one active.")
 	fs.StringVar(&o.LeaderElectionNamespace, "leader-elect-resource-namespace", o.LeaderElectionNamespace, "Namespace of the leader election Lease (jobkeeper controller: $POD_NAMESPACE when set).")

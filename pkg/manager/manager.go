@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"net/http/pprof"
 	"os"
 	"sort"
 	"sync"
@@ -88,6 +89,13 @@ func (m *Manager) Run(ctx context.Context) error {
 	if m.opts.MetricsBindAddress != "0" && m.opts.MetricsBindAddress != "" {
 		mux := http.NewServeMux()
 		mux.Handle("/metrics", promhttp.HandlerFor(metrics.Registry, promhttp.HandlerOpts{}))
+		if m.opts.EnableProfiling {
+			mux.HandleFunc("/debug/pprof/", pprof.Index)
+			mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
+			mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
+			mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
+			mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
+		}
 		srv, addr, err := serve(ctx, m.opts.MetricsBindAddress, mux)
 		if err != nil {
 			return fmt.Errorf("serving metrics on %s: %w", m.opts.MetricsBindAddress, err)

@@ -69,6 +69,10 @@ type Options struct {
 	// syncing a Job, until its informers have observed its own last writes
 	// for that Job (upstream's StaleControllerConsistencyJob). Default true.
 	StaleControllerConsistency bool
+	// EnableProfiling serves Go's /debug/pprof handlers on the metrics
+	// address. Default false: that address has no authentication, unlike
+	// kube-controller-manager's secure port where --profiling is on.
+	EnableProfiling bool
 	// MetricsBindAddress serves /metrics; "0" disables, port 0 picks a free port. Default ":8080".
 	MetricsBindAddress string
 	// HealthProbeBindAddress serves /healthz and /readyz; "0" disables. Default ":8081".
