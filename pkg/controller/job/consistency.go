@@ -109,6 +109,10 @@ func ambiguous(err error) bool {
 	if err == nil {
 		return false
 	}
+	var unknown *unknownOutcomeError
+	if errors.As(err, &unknown) {
+		return true
+	}
 	var status apierrors.APIStatus
 	if !errors.As(err, &status) {
 		return true
