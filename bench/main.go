@@ -60,6 +60,8 @@ type suiteConfig struct {
 	keep bool
 	// profiles, if set, is where each controller child writes its CPU profile.
 	profiles string
+	// childVmodule is passed to the controller children as -vmodule.
+	childVmodule string
 }
 
 // budget is a client rate limit.
@@ -97,10 +99,11 @@ func parseFlags(args []string) (*suiteConfig, error) {
 	jsonPath := fs.String("json", "", "raw results to write (default: -out with .json)")
 	keep := fs.Bool("keep", false, "keep the control plane's data directory and the logs")
 	profiles := fs.String("cpuprofile-dir", "", "write each controller child's CPU profile to this directory (for go tool pprof)")
+	childVmodule := fs.String("child-vmodule", "", "klog -vmodule of the controller children, e.g. reflector=4 (their logs are kept with -keep)")
 	if err := fs.Parse(args); err != nil {
 		return nil, err
 	}
-	cfg := &suiteConfig{args: args, repeats: *repeats, workers: *workers, scale: *scale, out: *out, jsonPath: *jsonPath, keep: *keep, profiles: *profiles}
+	cfg := &suiteConfig{args: args, repeats: *repeats, workers: *workers, scale: *scale, out: *out, jsonPath: *jsonPath, keep: *keep, profiles: *profiles, childVmodule: *childVmodule}
 	if cfg.repeats < 1 || cfg.workers < 1 || cfg.scale <= 0 {
 		return nil, fmt.Errorf("-repeats and -workers must be at least 1, -scale above 0")
 	}

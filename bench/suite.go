@@ -636,6 +636,9 @@ func (e *env) startChild(ctx context.Context, impl string, w workload, b budget)
 	cmd := exec.Command(e.children[impl], "-kubeconfig", e.kubeconfig,
 		"-qps", strconv.FormatFloat(b.QPS, 'g', -1, 64), "-burst", strconv.Itoa(b.Burst),
 		"-workers", strconv.Itoa(e.cfg.workers), "-controllers", w.controllers())
+	if e.cfg.childVmodule != "" {
+		cmd.Args = append(cmd.Args, "-vmodule", e.cfg.childVmodule)
+	}
 	if e.cfg.profiles != "" {
 		if err := os.MkdirAll(e.cfg.profiles, 0o755); err != nil {
 			logFile.Close()

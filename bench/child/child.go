@@ -74,6 +74,7 @@ func run(name string, start Start, args []string) error {
 	klogFlags := flag.NewFlagSet("klog", flag.ExitOnError)
 	klog.InitFlags(klogFlags)
 	fs.Func("v", "klog verbosity", func(s string) error { return klogFlags.Set("v", s) })
+	fs.Func("vmodule", "klog per-file verbosity (e.g. reflector=4)", func(s string) error { return klogFlags.Set("vmodule", s) })
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
