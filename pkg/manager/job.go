@@ -33,6 +33,7 @@ func startJobController(ctx context.Context, cc ControllerContext) (RunFunc, err
 			MaxUncountedPods:          o.MaxUncountedPods,
 			MaxPodCreateDeletePerSync: o.MaxPodCreateDeletePerSync,
 			DisableReadYourWrites:     !o.StaleControllerConsistency,
+			Metadata:                  cc.Metadata,
 			Clock:                     cc.Clock,
 			Registerer:                cc.Registerer,
 		})

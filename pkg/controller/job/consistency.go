@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"reflect"
 	"slices"
 	"strings"
 	"sync"
@@ -188,15 +189,16 @@ func (w *writeTracker) passedBarrier(key string, b barrier, rv string) {
 }
 
 // wrotePod records a pod write for the Job that controls the pod, if any.
-func (w *writeTracker) wrotePod(pod *corev1.Pod) {
-	if w == nil || pod == nil {
+// The pod may be the full object or its metadata only.
+func (w *writeTracker) wrotePod(pod metav1.Object) {
+	if w == nil || pod == nil || reflect.ValueOf(pod).IsNil() {
 		return
 	}
 	ref := metav1.GetControllerOfNoCopy(pod)
 	if ref == nil || ref.Kind != "Job" || ref.APIVersion != batchv1.SchemeGroupVersion.String() {
 		return
 	}
-	w.wrote(pod.Namespace+"/"+ref.Name, ref.UID, podsResource, pod.ResourceVersion)
+	w.wrote(pod.GetNamespace()+"/"+ref.Name, ref.UID, podsResource, pod.GetResourceVersion())
 }
 
 // staleRead is the outcome of a check that found a cache behind a write.

@@ -143,7 +143,7 @@ func NewController(ctx context.Context, podInformer coreinformers.PodInformer, j
 			jobsResource: jobInformer.Informer().GetStore(),
 		})
 	}
-	c.pods = &podControl{client: client, recorder: recorder, onWrite: c.writes.wrotePod}
+	c.pods = &podControl{client: client, meta: opts.Metadata, recorder: recorder, onWrite: c.writes.wrotePod}
 
 	if err := podInformer.Informer().AddIndexers(cache.Indexers{podControllerIndex: indexPodByController}); err != nil {
 		return nil, fmt.Errorf("adding pod controller index: %w", err)

@@ -130,41 +130,42 @@ func (c *Controller) createPods(ctx context.Context, sc *syncContext, n int, ind
 	remaining := n
 	for batch := min(remaining, slowStartInitialBatch); remaining > 0; batch = min(2*batch, remaining) {
 		before := failed.Load()
-		var wg sync.WaitGroup
-		for i := 0; i < batch; i++ {
-			t, genName := tmpl, ""
+		// The batch's templates are built first, in index order; the
+		// creates then run in parallel.
+		todo := make([]podToCreate, batch)
+		for i := range todo {
+			todo[i].tmpl = tmpl
 			if len(indexes) > 0 {
 				ix := indexes[0]
 				indexes = indexes[1:]
-				t = tmpl.DeepCopy()
+				t := tmpl.DeepCopy()
 				setIndex(t, job.Name, ix)
 				if hasBackoffLimitPerIndex(job) {
 					setIndexFailureAnnotations(t, job, sc.awaitingReplacement[ix])
 				}
-				genName = indexedGenerateName(job.Name, ix)
+				todo[i] = podToCreate{tmpl: t, genName: indexedGenerateName(job.Name, ix)}
 			}
-			wg.Go(func() {
-				name, err := c.pods.create(ctx, job, t, genName)
-				if err == nil {
-					created.Add(1)
-					return
-				}
-				c.expectations.observe(sc.key, 1, 0)
-				if apierrors.HasStatusCause(err, corev1.NamespaceTerminatingCause) {
-					return
-				}
-				if ambiguous(err) {
-					// The pod may exist although the create failed: the next
-					// sync waits until the cache shows every pod that does.
-					c.writes.needBarrier(sc.key, job.UID, barrier{resource: podsResource, name: name})
-				}
-				failed.Add(1)
-				mu.Lock()
-				errs = append(errs, err)
-				mu.Unlock()
-			})
 		}
-		wg.Wait()
+		forEachPod(len(todo), func(i int) {
+			name, err := c.pods.create(ctx, job, todo[i].tmpl, todo[i].genName)
+			if err == nil {
+				created.Add(1)
+				return
+			}
+			c.expectations.observe(sc.key, 1, 0)
+			if apierrors.HasStatusCause(err, corev1.NamespaceTerminatingCause) {
+				return
+			}
+			if ambiguous(err) {
+				// The pod may exist although the create failed: the next
+				// sync waits until the cache shows every pod that does.
+				c.writes.needBarrier(sc.key, job.UID, barrier{resource: podsResource, name: name})
+			}
+			failed.Add(1)
+			mu.Lock()
+			errs = append(errs, err)
+			mu.Unlock()
+		})
 		remaining -= batch
 		if failed.Load() > before && remaining > 0 {
 			logger.V(2).Info("Slow-start failure; skipping the remaining pod creations", "job", klog.KObj(job), "skipped", remaining)
@@ -215,7 +216,7 @@ func (c *Controller) deletePodsUncounted(ctx context.Context, sc *syncContext, p
 	// upstream, a pod found already gone lowers the expectations at once.
 	remove := func(pod *corev1.Pod) (bool, error) {
 		if patch := removeFinalizerPatch(pod); patch != nil {
-			if err := c.pods.PatchPod(ctx, pod.Namespace, pod.Name, patch); err != nil {
+			if err := c.pods.removeFinalizer(ctx, pod.Namespace, pod.Name, patch); err != nil {
 				if apierrors.IsNotFound(err) {
 					c.expectations.observe(sc.key, 0, 1)
 					return true, nil
@@ -232,25 +233,22 @@ func (c *Controller) deletePodsUncounted(ctx context.Context, sc *syncContext, p
 		}
 		return true, nil
 	}
-	var wg sync.WaitGroup
-	for _, pod := range pods {
-		wg.Go(func() {
-			gone, err := remove(pod)
-			if !gone {
-				// No deletion event will come for this pod.
-				c.expectations.observe(sc.key, 0, 1)
-				mu.Lock()
-				errs = append(errs, err)
-				mu.Unlock()
-				return
-			}
-			deleted.Add(1)
-			if isReady(pod) {
-				deletedReady.Add(1)
-			}
-		})
-	}
-	wg.Wait()
+	forEachPod(len(pods), func(i int) {
+		pod := pods[i]
+		gone, err := remove(pod)
+		if !gone {
+			// No deletion event will come for this pod.
+			c.expectations.observe(sc.key, 0, 1)
+			mu.Lock()
+			errs = append(errs, err)
+			mu.Unlock()
+			return
+		}
+		deleted.Add(1)
+		if isReady(pod) {
+			deletedReady.Add(1)
+		}
+	})
 	return deletedReady.Load(), deleted.Load(), errors.Join(errs...)
 }
 
@@ -261,21 +259,25 @@ func (c *Controller) deleteActivePods(ctx context.Context, job *batchv1.Job, pod
 	var deleted, deletedReady atomic.Int32
 	var mu sync.Mutex
 	var errs []error
-	var wg sync.WaitGroup
-	for _, pod := range pods {
-		wg.Go(func() {
-			if err := c.pods.delete(ctx, job, pod.Name); err != nil && !apierrors.IsNotFound(err) {
-				mu.Lock()
-				errs = append(errs, err)
-				mu.Unlock()
-				return
-			}
-			deleted.Add(1)
-			if isReady(pod) {
-				deletedReady.Add(1)
-			}
-		})
-	}
-	wg.Wait()
+	forEachPod(len(pods), func(i int) {
+		pod := pods[i]
+		if err := c.pods.delete(ctx, job, pod.Name); err != nil && !apierrors.IsNotFound(err) {
+			mu.Lock()
+			errs = append(errs, err)
+			mu.Unlock()
+			return
+		}
+		deleted.Add(1)
+		if isReady(pod) {
+			deletedReady.Add(1)
+		}
+	})
 	return deletedReady.Load(), deleted.Load(), errors.Join(errs...)
+}
+
+// podToCreate is one pod of a creation batch: its template and, for an
+// Indexed Job, its generateName.
+type podToCreate struct {
+	tmpl    *corev1.PodTemplateSpec
+	genName string
 }

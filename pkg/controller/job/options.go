@@ -1,6 +1,7 @@
 package job
 
 import (
+	"k8s.io/client-go/metadata"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -38,6 +39,10 @@ type Options struct {
 	DisableReadYourWrites bool
 	// Clock is used for every time decision. Default the real clock.
 	Clock clock.WithTicker
+	// Metadata, if set, is a metadata-only client for the same apiserver;
+	// tracking finalizers are then removed with metadata-only responses.
+	// Default: the typed client, full pods in responses.
+	Metadata metadata.Interface
 	// Registerer receives the controller's metrics. Default: a private registry.
 	Registerer prometheus.Registerer
 }

@@ -120,7 +120,7 @@ func (c *Controller) releaseOrphanFinalizer(ctx context.Context, pod *corev1.Pod
 		}
 	}
 	klog.FromContext(ctx).V(2).Info("Removing tracking finalizer from orphan pod", "pod", klog.KObj(pod))
-	if err := c.pods.PatchPod(ctx, pod.Namespace, pod.Name, removeFinalizerPatch(pod)); err != nil && !apierrors.IsNotFound(err) {
+	if err := c.pods.removeFinalizer(ctx, pod.Namespace, pod.Name, removeFinalizerPatch(pod)); err != nil && !apierrors.IsNotFound(err) {
 		return fmt.Errorf("removing tracking finalizer from %s: %w", klog.KObj(pod), err)
 	}
 	return nil

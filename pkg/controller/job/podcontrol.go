@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"k8s.io/client-go/metadata"
 	"time"
 
 	batchv1 "k8s.io/api/batch/v1"
@@ -41,8 +42,11 @@ type podControl struct {
 	client kubernetes.Interface
 	// recorder records the events of pod writes on the Job.
 	recorder record.EventRecorder
+	// meta, if set, is the metadata-only client finalizer removals use, so
+	// that the apiserver answers with the pod's metadata only.
+	meta metadata.Interface
 	// onWrite, if set, is told of every pod a write returned.
-	onWrite func(*corev1.Pod)
+	onWrite func(metav1.Object)
 }
 
 var _ controller.PodControlInterface = (*podControl)(nil)
@@ -160,6 +164,22 @@ func (c *podControl) delete(ctx context.Context, job *batchv1.Job, name string) 
 	}
 	c.recorder.Eventf(job, corev1.EventTypeNormal, ReasonSuccessfulDelete, "Deleted pod: %v", name)
 	return nil
+}
+
+// removeFinalizer applies patch, which removes the tracking finalizer, to
+// the named pod. With a metadata client the response is the pod's metadata
+// alone: the controller only needs its resourceVersion, and neither side
+// pays for encoding and decoding the whole pod.
+func (c *podControl) removeFinalizer(ctx context.Context, namespace, name string, patch []byte) error {
+	if c.meta == nil {
+		return c.PatchPod(ctx, namespace, name, patch)
+	}
+	m, err := c.meta.Resource(corev1.SchemeGroupVersion.WithResource("pods")).Namespace(namespace).
+		Patch(ctx, name, types.StrategicMergePatchType, patch, metav1.PatchOptions{FieldManager: FieldManager})
+	if err == nil && c.onWrite != nil {
+		c.onWrite(m)
+	}
+	return err
 }
 
 // PatchPod applies a strategic merge patch to a pod.

@@ -307,24 +307,21 @@ func (c *Controller) releaseFinalizers(ctx context.Context, key string, pods []*
 	done := make([]bool, len(pods))
 	var mu sync.Mutex
 	var errs []error
-	var wg sync.WaitGroup
-	for i, pod := range pods {
-		wg.Go(func() {
-			err := c.pods.PatchPod(ctx, pod.Namespace, pod.Name, removeFinalizerPatch(pod))
-			if err != nil {
-				// No update will come for this pod.
-				c.finalizers.observed(key, pod.UID)
-				if !apierrors.IsNotFound(err) {
-					mu.Lock()
-					errs = append(errs, fmt.Errorf("removing tracking finalizer from %s: %w", klog.KObj(pod), err))
-					mu.Unlock()
-					return
-				}
+	forEachPod(len(pods), func(i int) {
+		pod := pods[i]
+		err := c.pods.removeFinalizer(ctx, pod.Namespace, pod.Name, removeFinalizerPatch(pod))
+		if err != nil {
+			// No update will come for this pod.
+			c.finalizers.observed(key, pod.UID)
+			if !apierrors.IsNotFound(err) {
+				mu.Lock()
+				errs = append(errs, fmt.Errorf("removing tracking finalizer from %s: %w", klog.KObj(pod), err))
+				mu.Unlock()
+				return
 			}
-			done[i] = true
-		})
-	}
-	wg.Wait()
+		}
+		done[i] = true
+	})
 	return done, errors.Join(errs...)
 }
 

@@ -3,6 +3,7 @@ package job
 import (
 	"context"
 	"jobkeeper.dev/jobkeeper/pkg/manager"
+	"k8s.io/client-go/metadata"
 	"net/http"
 	"sync"
 	"testing"
@@ -60,6 +61,12 @@ func startControllerWithTransport(t testing.TB, opts jobcontroller.Options, wrap
 	client, err := kubernetes.NewForConfig(cfg)
 	if err != nil {
 		t.Fatal(err)
+	}
+	// As the manager wires it: finalizer removals through the metadata client.
+	if opts.Metadata == nil {
+		if opts.Metadata, err = metadata.NewForConfig(cfg); err != nil {
+			t.Fatal(err)
+		}
 	}
 	// Logs go to klog, which the framework sends to the control plane's log file.
 	ctx, cancel := context.WithCancel(context.Background())
