@@ -23,7 +23,7 @@ import (
 //     conditions, start time and each container's state, last state,
 //     readiness and restart count (not images, IDs, resources, addresses or
 //     termination messages);
-//   - the strings many pods share (namespace, label keys and values, owner
+//   - the strings many pods share (namespace, label values, owner
 //     references, finalizers, condition and container-state words) are
 //     interned, so the pods of a Job hold one copy of its name and UID;
 //   - a finished Job keeps everything but its pod template, which nothing
@@ -160,24 +160,16 @@ func slimJobTemplate(j *batchv1.Job) {
 }
 
 // internMeta interns the metadata strings that the pods of one Job (or of
-// one namespace) share. Names, UIDs and resourceVersions are each object's
+// one namespace) share: namespace, generateName, label values, owner
+// references and finalizers. Names, UIDs and resourceVersions are each object's
 // own and are left alone.
 func internMeta(m *metav1.ObjectMeta) {
 	m.Namespace = intern(m.Namespace)
 	m.GenerateName = intern(m.GenerateName)
-	if len(m.Labels) > 0 {
-		labels := make(map[string]string, len(m.Labels))
-		for k, v := range m.Labels {
-			labels[intern(k)] = intern(v)
-		}
-		m.Labels = labels
-	}
-	if len(m.Annotations) > 0 {
-		annotations := make(map[string]string, len(m.Annotations))
-		for k, v := range m.Annotations {
-			annotations[intern(k)] = v
-		}
-		m.Annotations = annotations
+	// Values are replaced in place; keys stay as decoded, since re-keying
+	// would cost a second map per pod at every event.
+	for k, v := range m.Labels {
+		m.Labels[k] = intern(v)
 	}
 	for i := range m.OwnerReferences {
 		r := &m.OwnerReferences[i]
