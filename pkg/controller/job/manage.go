@@ -209,9 +209,6 @@ func (c *Controller) deletePodsUncounted(ctx context.Context, sc *syncContext, p
 		return 0, 0, nil
 	}
 	c.expectations.expect(sc.key, 0, len(pods))
-	var deleted, deletedReady atomic.Int32
-	var mu sync.Mutex
-	var errs []error
 	// remove deletes one pod and reports whether it is gone. Like
 	// upstream, a pod found already gone lowers the expectations at once.
 	remove := func(pod *corev1.Pod) (bool, error) {
@@ -233,35 +230,36 @@ func (c *Controller) deletePodsUncounted(ctx context.Context, sc *syncContext, p
 		}
 		return true, nil
 	}
-	forEachPod(len(pods), func(i int) {
-		pod := pods[i]
-		gone, err := remove(pod)
-		if !gone {
-			// No deletion event will come for this pod.
-			c.expectations.observe(sc.key, 0, 1)
-			mu.Lock()
-			errs = append(errs, err)
-			mu.Unlock()
-			return
-		}
-		deleted.Add(1)
-		if isReady(pod) {
-			deletedReady.Add(1)
-		}
-	})
-	return deletedReady.Load(), deleted.Load(), errors.Join(errs...)
+	// No deletion event will come for a pod that is not gone.
+	return deleteEach(pods, remove, func() { c.expectations.observe(sc.key, 0, 1) })
 }
 
 // deleteActivePods deletes the active pods of a failing Job, keeping their
 // finalizers so that tracking counts them as failed. It returns how many
 // ready pods and how many pods in total were deleted.
 func (c *Controller) deleteActivePods(ctx context.Context, job *batchv1.Job, pods []*corev1.Pod) (int32, int32, error) {
+	return deleteEach(pods, func(pod *corev1.Pod) (bool, error) {
+		if err := c.pods.delete(ctx, job, pod.Name); err != nil && !apierrors.IsNotFound(err) {
+			return false, err
+		}
+		return true, nil
+	}, nil)
+}
+
+// deleteEach calls remove on every pod, in parallel (forEachPod), and
+// returns how many ready pods and how many pods in total remove reported
+// gone. notGone, if set, is called once per pod that is not.
+func deleteEach(pods []*corev1.Pod, remove func(*corev1.Pod) (gone bool, err error), notGone func()) (int32, int32, error) {
 	var deleted, deletedReady atomic.Int32
 	var mu sync.Mutex
 	var errs []error
 	forEachPod(len(pods), func(i int) {
 		pod := pods[i]
-		if err := c.pods.delete(ctx, job, pod.Name); err != nil && !apierrors.IsNotFound(err) {
+		gone, err := remove(pod)
+		if !gone {
+			if notGone != nil {
+				notGone()
+			}
 			mu.Lock()
 			errs = append(errs, err)
 			mu.Unlock()
