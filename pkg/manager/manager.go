@@ -199,7 +199,12 @@ func (m *Manager) runControllers(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	meta, err := metadata.NewForConfig(m.config)
+	// The metadata client carries the Job controller's finalizer removals:
+	// it shares the typed client's rate limiter, so that --kube-api-qps and
+	// --kube-api-burst bound the Job controller's writes as a whole.
+	metaConfig := rest.CopyConfig(m.config)
+	metaConfig.RateLimiter = client.CoreV1().RESTClient().GetRateLimiter()
+	meta, err := metadata.NewForConfig(metaConfig)
 	if err != nil {
 		return err
 	}
