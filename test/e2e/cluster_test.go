@@ -324,17 +324,18 @@ func serviceAccountKubeconfig(t *testing.T, cp *controlplane.ControlPlane) strin
 	return path
 }
 
-// startChartReplica runs the binary with the chart's Deployment arguments,
-// authenticated as the chart's ServiceAccount, with the HTTP endpoints on
-// free loopback ports (a pod has its own network namespace; here replicas
-// share one). extra flags are appended (the last occurrence of a flag wins).
+// startChartReplica runs the image's binary (jobkeeper-controller) with the
+// chart's Deployment arguments, authenticated as the chart's ServiceAccount,
+// with the HTTP endpoints on free loopback ports (a pod has its own network
+// namespace; here replicas share one). extra flags are appended (the last
+// occurrence of a flag wins).
 func startChartReplica(t *testing.T, args []string, kubeconfig string, extra ...string) *process {
 	t.Helper()
 	all := append(append([]string(nil), args...),
 		"--kubeconfig="+kubeconfig,
 		"--metrics-bind-address=127.0.0.1:0",
 		"--health-probe-bind-address=127.0.0.1:0")
-	return start(t, append(all, extra...)...)
+	return startBinary(t, leanBinary, append(all, extra...)...)
 }
 
 // adminClient returns an admin clientset whose writes carry userAgent, which
