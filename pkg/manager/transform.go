@@ -1,7 +1,7 @@
 package manager
 
 import (
-	"unique"
+	"sync"
 
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -25,7 +25,8 @@ import (
 //     termination messages);
 //   - the strings many pods share (namespace, label values, owner
 //     references, finalizers, condition and container-state words) are
-//     interned, so the pods of a Job hold one copy of its name and UID;
+//     interned in a bounded table, so the pods of a Job hold one copy of
+//     its name and UID;
 //   - a finished Job keeps everything but its pod template, which nothing
 //     reads once no pod will be created (only restartPolicy is kept).
 //
@@ -52,42 +53,44 @@ func CacheTransform(obj any) (any, error) {
 	return obj, nil
 }
 
-// slimPod drops from p the spec and status fields no controller reads.
+// slimPod drops from p the spec and status fields no controller reads. It
+// works in place, reusing the decoded slices, so that trimming a pod costs
+// no allocation at each watch event.
 func slimPod(p *corev1.Pod) {
-	spec := corev1.PodSpec{
-		NodeName:      p.Spec.NodeName,
-		RestartPolicy: p.Spec.RestartPolicy,
-	}
 	// Only init containers are kept: their restartPolicy tells sidecars apart.
-	if len(p.Spec.InitContainers) > 0 {
-		spec.InitContainers = make([]corev1.Container, len(p.Spec.InitContainers))
-		for i, c := range p.Spec.InitContainers {
-			spec.InitContainers[i] = corev1.Container{Name: intern(c.Name), RestartPolicy: c.RestartPolicy}
-		}
+	inits := p.Spec.InitContainers
+	for i := range inits {
+		c := &inits[i]
+		*c = corev1.Container{Name: intern(c.Name), RestartPolicy: c.RestartPolicy}
 	}
-	p.Spec = spec
+	p.Spec = corev1.PodSpec{
+		NodeName:       p.Spec.NodeName,
+		RestartPolicy:  p.Spec.RestartPolicy,
+		InitContainers: inits,
+	}
+	slimConditions(p.Status.Conditions)
+	slimContainerStatuses(p.Status.InitContainerStatuses)
+	slimContainerStatuses(p.Status.ContainerStatuses)
+	slimContainerStatuses(p.Status.EphemeralContainerStatuses)
 	p.Status = corev1.PodStatus{
 		Phase:                      corev1.PodPhase(intern(string(p.Status.Phase))),
 		Reason:                     intern(p.Status.Reason),
-		Conditions:                 slimConditions(p.Status.Conditions),
+		Conditions:                 p.Status.Conditions,
 		StartTime:                  p.Status.StartTime,
 		ObservedGeneration:         p.Status.ObservedGeneration,
-		InitContainerStatuses:      slimContainerStatuses(p.Status.InitContainerStatuses),
-		ContainerStatuses:          slimContainerStatuses(p.Status.ContainerStatuses),
-		EphemeralContainerStatuses: slimContainerStatuses(p.Status.EphemeralContainerStatuses),
+		InitContainerStatuses:      p.Status.InitContainerStatuses,
+		ContainerStatuses:          p.Status.ContainerStatuses,
+		EphemeralContainerStatuses: p.Status.EphemeralContainerStatuses,
 	}
 }
 
 // slimConditions keeps each condition's type, status, reason and times: the
 // readiness time orders active pods, DisruptionTarget and its reason match
 // pod failure policy rules, and the Ready condition's time feeds backoff.
-func slimConditions(in []corev1.PodCondition) []corev1.PodCondition {
-	if len(in) == 0 {
-		return nil
-	}
-	out := make([]corev1.PodCondition, len(in))
-	for i, c := range in {
-		out[i] = corev1.PodCondition{
+func slimConditions(conds []corev1.PodCondition) {
+	for i := range conds {
+		c := &conds[i]
+		*c = corev1.PodCondition{
 			Type:               corev1.PodConditionType(intern(string(c.Type))),
 			Status:             corev1.ConditionStatus(intern(string(c.Status))),
 			Reason:             intern(c.Reason),
@@ -95,39 +98,32 @@ func slimConditions(in []corev1.PodCondition) []corev1.PodCondition {
 			ObservedGeneration: c.ObservedGeneration,
 		}
 	}
-	return out
 }
 
 // slimContainerStatuses keeps what pod failure policies (exit codes by
 // container name), restart counting, readiness and finish times read.
-func slimContainerStatuses(in []corev1.ContainerStatus) []corev1.ContainerStatus {
-	if len(in) == 0 {
-		return nil
-	}
-	out := make([]corev1.ContainerStatus, len(in))
-	for i, s := range in {
-		out[i] = corev1.ContainerStatus{
+func slimContainerStatuses(statuses []corev1.ContainerStatus) {
+	for i := range statuses {
+		s := &statuses[i]
+		slimContainerState(&s.State)
+		slimContainerState(&s.LastTerminationState)
+		*s = corev1.ContainerStatus{
 			Name:                 intern(s.Name),
-			State:                slimContainerState(s.State),
-			LastTerminationState: slimContainerState(s.LastTerminationState),
+			State:                s.State,
+			LastTerminationState: s.LastTerminationState,
 			Ready:                s.Ready,
 			RestartCount:         s.RestartCount,
 			Started:              s.Started,
 		}
 	}
-	return out
 }
 
-func slimContainerState(s corev1.ContainerState) corev1.ContainerState {
-	var out corev1.ContainerState
+func slimContainerState(s *corev1.ContainerState) {
 	if w := s.Waiting; w != nil {
-		out.Waiting = &corev1.ContainerStateWaiting{Reason: intern(w.Reason)}
-	}
-	if r := s.Running; r != nil {
-		out.Running = &corev1.ContainerStateRunning{StartedAt: r.StartedAt}
+		*w = corev1.ContainerStateWaiting{Reason: intern(w.Reason)}
 	}
 	if t := s.Terminated; t != nil {
-		out.Terminated = &corev1.ContainerStateTerminated{
+		*t = corev1.ContainerStateTerminated{
 			ExitCode:   t.ExitCode,
 			Signal:     t.Signal,
 			Reason:     intern(t.Reason),
@@ -135,7 +131,6 @@ func slimContainerState(s corev1.ContainerState) corev1.ContainerState {
 			FinishedAt: t.FinishedAt,
 		}
 	}
-	return out
 }
 
 // jobFinished reports whether j has a Complete or Failed condition that is
@@ -181,11 +176,40 @@ func internMeta(m *metav1.ObjectMeta) {
 	}
 }
 
-// intern returns the canonical copy of s. The copies are weakly held
-// (package unique): a string no cached object uses any more is dropped.
-func intern(s string) string {
+// intern returns the canonical copy of s from internTable.
+func intern(s string) string { return internTable.intern(s) }
+
+// maxInterned bounds the intern table. When it is full it starts over: the
+// copies cached objects hold stay shared, and newer objects share newer
+// copies. 16,384 entries cost at most about 1.5 MB, and hold the few
+// strings (names, UIDs, label values) of some 3,000 Jobs.
+const maxInterned = 1 << 14
+
+// internTable is the strings interned by CacheTransform. It holds its
+// copies strongly: package unique holds them weakly, so a copy that only
+// cached objects reference is dropped at the next GC and the next object
+// gets a fresh one, which defeats sharing across a long-lived cache.
+var internTable = &stringTable{m: make(map[string]string)}
+
+// stringTable is a bounded set of canonical strings, safe for concurrent
+// use (informers transform objects from their own goroutines).
+type stringTable struct {
+	mu sync.Mutex
+	m  map[string]string
+}
+
+func (t *stringTable) intern(s string) string {
 	if s == "" {
 		return ""
 	}
-	return unique.Make(s).Value()
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if c, ok := t.m[s]; ok {
+		return c
+	}
+	if len(t.m) >= maxInterned {
+		clear(t.m)
+	}
+	t.m[s] = s
+	return s
 }

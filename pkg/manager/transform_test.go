@@ -1,6 +1,7 @@
 package manager
 
 import (
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -85,13 +86,21 @@ func TestCacheTransformPod(t *testing.T) {
 	if d := cmp.Diff(want, got); d != "" {
 		t.Errorf("transformed pod (-want +got):\n%s", d)
 	}
-	if a, b := got.(*corev1.Pod).Labels[batchv1.JobNameLabel], fullPod().Labels[batchv1.JobNameLabel]; unsafe.StringData(a) == unsafe.StringData(b) {
-		t.Errorf("label values are not interned")
+	// Two pods of one Job, decoded separately (separate string copies), share
+	// their Job's name and UID once transformed.
+	decoded := func() *corev1.Pod {
+		p := fullPod()
+		p.Labels[batchv1.JobNameLabel] = strings.Clone(p.Labels[batchv1.JobNameLabel])
+		p.OwnerReferences[0].UID = types.UID(strings.Clone(string(p.OwnerReferences[0].UID)))
+		return p
 	}
-	second := fullPod()
-	second.OwnerReferences[0].UID = types.UID(strings.Clone(string(second.OwnerReferences[0].UID)))
-	other, _ := CacheTransform(second)
-	if a, b := got.(*corev1.Pod).OwnerReferences[0].UID, other.(*corev1.Pod).OwnerReferences[0].UID; unsafe.StringData(string(a)) != unsafe.StringData(string(b)) {
+	one, _ := CacheTransform(decoded())
+	two, _ := CacheTransform(decoded())
+	p1, p2 := one.(*corev1.Pod), two.(*corev1.Pod)
+	if unsafe.StringData(p1.Labels[batchv1.JobNameLabel]) != unsafe.StringData(p2.Labels[batchv1.JobNameLabel]) {
+		t.Errorf("two pods of one Job hold two copies of its name label")
+	}
+	if unsafe.StringData(string(p1.OwnerReferences[0].UID)) != unsafe.StringData(string(p2.OwnerReferences[0].UID)) {
 		t.Errorf("two pods of one Job hold two copies of its UID")
 	}
 	again, _ := CacheTransform(got.(*corev1.Pod).DeepCopy())
@@ -130,5 +139,19 @@ func TestCacheTransformJob(t *testing.T) {
 	want.Spec.Template = corev1.PodTemplateSpec{Spec: corev1.PodSpec{RestartPolicy: corev1.RestartPolicyOnFailure}}
 	if d := cmp.Diff(want, finished); d != "" {
 		t.Errorf("finished Job (-want +got):\n%s", d)
+	}
+}
+
+func TestStringTableBounded(t *testing.T) {
+	tab := &stringTable{m: map[string]string{}}
+	for i := range maxInterned + 10 {
+		tab.intern(strings.Repeat("x", i%50) + string(rune('a'+i%26)) + strconv.Itoa(i))
+	}
+	if len(tab.m) > maxInterned {
+		t.Errorf("%d strings held, want at most %d", len(tab.m), maxInterned)
+	}
+	a := tab.intern(strings.Clone("shared"))
+	if b := tab.intern(strings.Clone("shared")); unsafe.StringData(a) != unsafe.StringData(b) {
+		t.Errorf("equal strings interned twice are not one copy")
 	}
 }
