@@ -162,9 +162,12 @@ func internMeta(m *metav1.ObjectMeta) {
 	m.Namespace = intern(m.Namespace)
 	m.GenerateName = intern(m.GenerateName)
 	// Values are replaced in place; keys stay as decoded, since re-keying
-	// would cost a second map per pod at every event.
+	// would cost a second map per pod at every event. A completion index is
+	// each pod's own and would only crowd the table.
 	for k, v := range m.Labels {
-		m.Labels[k] = intern(v)
+		if k != batchv1.JobCompletionIndexAnnotation {
+			m.Labels[k] = intern(v)
+		}
 	}
 	for i := range m.OwnerReferences {
 		r := &m.OwnerReferences[i]
