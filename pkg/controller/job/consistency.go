@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"reflect"
 	"slices"
 	"strings"
 	"sync"
@@ -189,9 +188,10 @@ func (w *writeTracker) passedBarrier(key string, b barrier, rv string) {
 }
 
 // wrotePod records a pod write for the Job that controls the pod, if any.
-// The pod may be the full object or its metadata only.
+// The pod may be the full object or its metadata only, as returned by a
+// write that succeeded (never a nil pointer).
 func (w *writeTracker) wrotePod(pod metav1.Object) {
-	if w == nil || pod == nil || reflect.ValueOf(pod).IsNil() {
+	if w == nil || pod == nil {
 		return
 	}
 	ref := metav1.GetControllerOfNoCopy(pod)
