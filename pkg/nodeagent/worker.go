@@ -75,6 +75,9 @@ type logState struct {
 	ran bool
 	// running is true while it runs.
 	running bool
+	// handle is the running attempt (nil when none runs): exec and attach
+	// reach the container through it.
+	handle runtime.Handle
 }
 
 // worker runs one pod. Its state machine, per container:
@@ -505,9 +508,13 @@ func (w *worker) start(ctx context.Context, pod *corev1.Pod, c *container, now t
 
 // setLogState publishes a container's state for the log endpoint.
 func (w *worker) setLogState(c *container) {
-	_, running := c.handle.(finishedHandle)
+	_, ended := c.handle.(finishedHandle)
+	st := logState{attempt: c.attempt, ran: c.ran, running: c.handle != nil && !ended}
+	if st.running {
+		st.handle = c.handle
+	}
 	w.mu.Lock()
-	w.logs[c.spec.Name] = logState{attempt: c.attempt, ran: c.ran, running: c.handle != nil && !running}
+	w.logs[c.spec.Name] = st
 	w.mu.Unlock()
 }
 
