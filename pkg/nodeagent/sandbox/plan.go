@@ -1,0 +1,118 @@
+package sandbox
+
+import (
+	"path/filepath"
+	"sort"
+	"strings"
+
+	"github.com/moby/sys/mountinfo"
+)
+
+// opKind is one kind of step that builds the container's view.
+type opKind int
+
+const (
+	// opTmpfs mounts a fresh tmpfs on target.
+	opTmpfs opKind = iota
+	// opOverlay mounts a copy-on-write overlay of the host directory
+	// source on target; when the overlay is refused, source is bound
+	// read-only instead.
+	opOverlay
+	// opRbind binds source and everything mounted below it on target.
+	opRbind
+	// opVolume binds a volume's source on target, resolved inside the
+	// view, read-only when readOnly.
+	opVolume
+)
+
+// op is one step of the view.
+type op struct {
+	// kind says what the step does.
+	kind opKind
+	// source is the host path (overlay lower, bind source), empty for tmpfs.
+	source string
+	// target is the absolute path the step mounts on; for opVolume it is
+	// the path inside the container, resolved against the new root later.
+	target string
+	// readOnly makes a bind read-only.
+	readOnly bool
+	// mode is the permission of a tmpfs' root directory.
+	mode string
+}
+
+// pseudoFS are filesystem types that are not overlaid: they are reached
+// through the binds of /proc, /sys and /dev, or not at all.
+var pseudoFS = map[string]bool{
+	"proc": true, "sysfs": true, "devtmpfs": true, "devpts": true, "mqueue": true,
+	"cgroup": true, "cgroup2": true, "securityfs": true, "debugfs": true, "tracefs": true,
+	"pstore": true, "bpf": true, "fusectl": true, "configfs": true, "hugetlbfs": true,
+	"autofs": true, "binfmt_misc": true, "nsfs": true, "rpc_pipefs": true,
+	"efivarfs": true, "selinuxfs": true,
+}
+
+// hostTrees are the host directories the view shares as they are.
+var hostTrees = []string{"/dev", "/proc", "/sys"}
+
+// rootDir is where the new root is assembled, under the scratch tmpfs.
+func rootDir(scratch string) string { return filepath.Join(scratch, "root") }
+
+// plan returns the steps that build the view of cfg from the host's mounts,
+// in order: the scratch tmpfs, an overlay of / and of every other real
+// filesystem (parents first), the host's /dev, /proc and /sys, a private
+// /tmp, then the volumes. It decides only; setUp carries the steps out.
+func plan(host []*mountinfo.Info, cfg Config) []op {
+	root := rootDir(cfg.Scratch)
+	ops := []op{
+		{kind: opTmpfs, target: cfg.Scratch, mode: "0700"},
+		{kind: opOverlay, source: "/", target: root},
+	}
+	seen := map[string]bool{"/": true}
+	var points []string
+	for _, m := range host {
+		p := filepath.Clean(m.Mountpoint)
+		if seen[p] || pseudoFS[m.FSType] || skipped(p, cfg.Scratch) {
+			continue
+		}
+		seen[p] = true
+		points = append(points, p)
+	}
+	// Parents before children: a child's mount point must be looked up in
+	// the overlay of its parent.
+	sort.SliceStable(points, func(i, j int) bool { return depth(points[i]) < depth(points[j]) })
+	for _, p := range points {
+		ops = append(ops, op{kind: opOverlay, source: p, target: filepath.Join(root, p)})
+	}
+	for _, t := range hostTrees {
+		ops = append(ops, op{kind: opRbind, source: t, target: filepath.Join(root, t), readOnly: t == "/sys"})
+	}
+	ops = append(ops, op{kind: opTmpfs, target: filepath.Join(root, "tmp"), mode: "1777"})
+	for _, m := range cfg.Mounts {
+		ops = append(ops, op{kind: opVolume, source: m.Source, target: filepath.Clean(m.Target), readOnly: m.ReadOnly})
+	}
+	return ops
+}
+
+// skipped reports whether a host mount point is not overlaid: it is under
+// a tree shared as is, under /tmp (private to the container), or the
+// scratch directory or below it.
+func skipped(p, scratch string) bool {
+	for _, t := range append(hostTrees[:len(hostTrees):len(hostTrees)], "/tmp") {
+		if within(p, t) {
+			return true
+		}
+	}
+	return within(p, scratch)
+}
+
+// within reports whether p is dir or below it.
+func within(p, dir string) bool {
+	return p == dir || strings.HasPrefix(p, strings.TrimSuffix(dir, "/")+"/")
+}
+
+// depth is the number of components of an absolute path.
+func depth(p string) int {
+	if p == "/" {
+		return 0
+	}
+	return strings.Count(p, "/")
+}

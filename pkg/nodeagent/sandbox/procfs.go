@@ -1,0 +1,93 @@
+package sandbox
+
+import (
+	"os"
+	"strconv"
+	"strings"
+	"syscall"
+)
+
+// procStat is what the sandbox needs from /proc/<pid>/stat.
+type procStat struct {
+	// pid, ppid, pgrp and session are the process's ids.
+	pid, ppid, pgrp, session int
+	// startTime is when the process started, in clock ticks after boot.
+	startTime uint64
+}
+
+// readStat parses /proc/<pid>/stat.
+func readStat(pid int) (procStat, bool) {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return procStat{}, false
+	}
+	// The command name is in parentheses and may hold anything, ")"
+	// included: the fields start after the last ")".
+	i := strings.LastIndexByte(string(b), ')')
+	if i < 0 {
+		return procStat{}, false
+	}
+	f := strings.Fields(string(b[i+1:]))
+	// f[0] is field 3 (state); ppid is field 4, pgrp 5, session 6,
+	// starttime 22.
+	if len(f) < 20 {
+		return procStat{}, false
+	}
+	st := procStat{pid: pid}
+	st.ppid, _ = strconv.Atoi(f[1])
+	st.pgrp, _ = strconv.Atoi(f[2])
+	st.session, _ = strconv.Atoi(f[3])
+	st.startTime, _ = strconv.ParseUint(f[19], 10, 64)
+	return st, true
+}
+
+// processes lists the processes visible in /proc.
+func processes() []procStat {
+	entries, err := os.ReadDir("/proc")
+	if err != nil {
+		return nil
+	}
+	var out []procStat
+	for _, e := range entries {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		if st, ok := readStat(pid); ok {
+			out = append(out, st)
+		}
+	}
+	return out
+}
+
+// StartTime returns when process pid started (clock ticks after boot), 0
+// when it is gone.
+func StartTime(pid int) uint64 {
+	st, _ := readStat(pid)
+	return st.startTime
+}
+
+// KillSession kills, with SIGKILL, every process left in the session that
+// a sandbox started as leader, and returns how many it signalled. sid is
+// the sandbox's PID and startTime its start time: when a process with that
+// PID exists but started at another time, the PID was reused by an
+// unrelated session and nothing is killed. Processes that moved to another
+// process group or lost their leader are still in the session and are
+// found; a PID stays reserved while any process uses it as session id.
+func KillSession(sid int, startTime uint64) int {
+	if sid <= 1 || sid == os.Getpid() {
+		return 0
+	}
+	if st, ok := readStat(sid); ok && st.startTime != startTime {
+		return 0
+	}
+	n := 0
+	for _, p := range processes() {
+		if p.session == sid || p.pgrp == sid || p.pid == sid {
+			if syscall.Kill(p.pid, syscall.SIGKILL) == nil {
+				n++
+			}
+		}
+	}
+	return n
+}

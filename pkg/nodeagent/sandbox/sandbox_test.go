@@ -1,0 +1,232 @@
+package sandbox
+
+import (
+	"context"
+	"errors"
+	"io"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// startTest starts a sandbox running command, its output in a pipe.
+func startTest(t *testing.T, isolate bool, cfg Config) (*Sandbox, func() string) {
+	t.Helper()
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.Isolate = isolate
+	if isolate {
+		cfg.Scratch = filepath.Join(t.TempDir(), "scratch")
+		if err := os.Mkdir(cfg.Scratch, 0o700); err != nil {
+			t.Fatal(err)
+		}
+	}
+	cfg.Env = append(cfg.Env, "PATH=/usr/local/bin:/usr/bin:/bin")
+	r, w, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := Start(StartOptions{Executable: exe, Config: cfg, Namespaces: isolate, Stdout: w, Stderr: w})
+	_ = w.Close()
+	if err != nil {
+		_ = r.Close()
+		t.Fatalf("Start: %v", err)
+	}
+	out := make(chan string, 1)
+	go func() { b, _ := io.ReadAll(r); _ = r.Close(); out <- string(b) }()
+	t.Cleanup(func() {
+		s.Kill()
+		<-s.Done()
+	})
+	return s, func() string { return <-out }
+}
+
+// requireNamespaces skips, for a user other than root, when this machine
+// cannot build the view. Root always can: a failure is a bug.
+func requireNamespaces(t *testing.T) {
+	t.Helper()
+	exe, _ := os.Executable()
+	if err := Probe(exe, filepath.Join(t.TempDir(), "probe")); err != nil {
+		if os.Getuid() == 0 {
+			t.Fatalf("probe failed as root: %v", err)
+		}
+		t.Skipf("no private mount namespaces for this user: %v", err)
+	}
+}
+
+// waitDone waits for the sandbox to exit.
+func waitDone(t *testing.T, s *Sandbox) Exit {
+	t.Helper()
+	select {
+	case <-s.Done():
+		return s.Exit()
+	case <-time.After(30 * time.Second):
+		t.Fatal("sandbox did not exit")
+		return Exit{}
+	}
+}
+
+func TestIsolatedWritesStayInTheContainer(t *testing.T) {
+	requireNamespaces(t)
+	// A host directory outside /tmp, which is private in the view anyway.
+	hostDir, err := os.MkdirTemp("/var/tmp", "jobkeeper-sandbox-test-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = os.RemoveAll(hostDir) })
+	vol := t.TempDir()
+	ro := t.TempDir()
+	if err := os.WriteFile(filepath.Join(ro, "key"), []byte("value"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	script := strings.Join([]string{
+		"echo root > " + hostDir + "/written",
+		"cat " + hostDir + "/written",
+		"echo vol > /work/x",
+		"cat /etc/cfg/key; echo",
+		"if (echo no > /etc/cfg/key) 2>/dev/null; then echo WRITABLE; fi",
+		"echo tmp > /tmp/private && cat /tmp/private",
+		"pwd",
+	}, "; ")
+	s, output := startTest(t, true, Config{
+		Command:    []string{"sh", "-c", script},
+		WorkingDir: "/srv/app",
+		Mounts:     []Mount{{Source: vol, Target: "/work"}, {Source: ro, Target: "/etc/cfg", ReadOnly: true}},
+	})
+	if ex := waitDone(t, s); ex.Code != 0 {
+		t.Errorf("exit = %+v, output %q", ex, output())
+	}
+	if got, want := output(), "root\nvalue\ntmp\n/srv/app\n"; got != want {
+		t.Errorf("output = %q, want %q", got, want)
+	}
+	if _, err := os.Stat(filepath.Join(hostDir, "written")); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("the container's write reached the host: stat = %v", err)
+	}
+	if _, err := os.Stat("/srv/app"); err == nil {
+		t.Errorf("the working directory was created on the host")
+	}
+	if b, err := os.ReadFile(filepath.Join(vol, "x")); err != nil || string(b) != "vol\n" {
+		t.Errorf("volume write: %q, %v", b, err)
+	}
+	if b, _ := os.ReadFile(filepath.Join(ro, "key")); string(b) != "value" {
+		t.Errorf("read-only volume changed: %q", b)
+	}
+}
+
+func TestExecRunsInTheView(t *testing.T) {
+	for _, isolate := range []bool{false, true} {
+		t.Run(map[bool]string{false: "host", true: "isolated"}[isolate], func(t *testing.T) {
+			if isolate {
+				requireNamespaces(t)
+			}
+			dir := t.TempDir()
+			s, _ := startTest(t, isolate, Config{Command: []string{"sleep", "60"}, WorkingDir: dir, Env: []string{"GREETING=hello"}})
+			r, w, err := os.Pipe()
+			if err != nil {
+				t.Fatal(err)
+			}
+			devNull, _ := os.Open(os.DevNull)
+			defer func() { _ = devNull.Close() }()
+			p, err := s.Exec([]string{"sh", "-c", "echo $GREETING; pwd; exit 3"}, false, devNull, w, w)
+			_ = w.Close()
+			if err != nil {
+				t.Fatalf("Exec: %v", err)
+			}
+			b, _ := io.ReadAll(r)
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			defer cancel()
+			code, err := p.Wait(ctx)
+			if err != nil || code != 3 {
+				t.Errorf("Wait = %d, %v; want 3", code, err)
+			}
+			if got, want := string(b), "hello\n"+dir+"\n"; got != want {
+				t.Errorf("output = %q, want %q", got, want)
+			}
+			if _, err := s.Exec([]string{"no-such-command"}, false, devNull, devNull, devNull); err == nil {
+				t.Errorf("Exec of a missing command succeeded")
+			}
+		})
+	}
+}
+
+func TestNothingOutlivesTheAgent(t *testing.T) {
+	// The main process leaves a daemon in a session of its own and a
+	// child in another process group; the agent then disappears.
+	s, _ := startTest(t, false, Config{Command: []string{"sh", "-c", "setsid sleep 301 & (set -m; sleep 302 &) ; sleep 303"}})
+	deadline := time.Now().Add(10 * time.Second)
+	for len(sleepers()) < 3 && time.Now().Before(deadline) {
+		time.Sleep(20 * time.Millisecond)
+	}
+	if n := len(sleepers()); n < 3 {
+		t.Fatalf("%d sleepers started, want 3", n)
+	}
+	_ = s.ctrl.Close()
+	waitDone(t, s)
+	if left := sleepers(); len(left) > 0 {
+		t.Errorf("processes left after the agent went away: %v", left)
+	}
+}
+
+func TestMainExitEndsTheContainer(t *testing.T) {
+	s, _ := startTest(t, false, Config{Command: []string{"sh", "-c", "setsid sleep 304 & exit 7"}})
+	if ex := waitDone(t, s); ex.Code != 7 || ex.Lost {
+		t.Errorf("exit = %+v, want code 7", ex)
+	}
+	if left := sleepers(); len(left) > 0 {
+		t.Errorf("processes left after the main process exited: %v", left)
+	}
+}
+
+func TestSignalAndKill(t *testing.T) {
+	s, _ := startTest(t, false, Config{Command: []string{"sleep", "305"}})
+	if err := s.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	if ex := waitDone(t, s); ex.Signal != int32(syscall.SIGTERM) || ex.Code != 128+15 {
+		t.Errorf("exit = %+v, want SIGTERM", ex)
+	}
+	s2, _ := startTest(t, false, Config{Command: []string{"sh", "-c", "trap '' TERM; sleep 306"}})
+	s2.Kill()
+	if ex := waitDone(t, s2); ex.Code != 137 {
+		t.Errorf("exit = %+v, want 137", ex)
+	}
+}
+
+func TestStartFailures(t *testing.T) {
+	exe, _ := os.Executable()
+	_, err := Start(StartOptions{Executable: exe, Config: Config{Command: []string{"definitely-not-a-command"}, Env: []string{"PATH=/bin"}}})
+	var sf *StartFailure
+	if !errors.As(err, &sf) || sf.Reason != ReasonStartError || !strings.Contains(sf.Message, "executable file not found") {
+		t.Errorf("missing command: %v", err)
+	}
+	_, err = Start(StartOptions{Executable: exe, Config: Config{Isolate: true, Command: []string{"true"}}})
+	if !errors.As(err, &sf) || sf.Reason != ReasonCreateContainerError {
+		t.Errorf("isolation without namespaces: %v", err)
+	}
+}
+
+// sleepers lists the test's sleep processes (arguments 301 to 306).
+func sleepers() []int {
+	var out []int
+	for _, p := range processes() {
+		b, err := os.ReadFile("/proc/" + itoa(p.pid) + "/cmdline")
+		if err != nil {
+			continue
+		}
+		args := strings.Split(strings.TrimRight(string(b), "\x00"), "\x00")
+		if len(args) == 2 && args[0] == "sleep" && len(args[1]) == 3 && args[1] >= "301" && args[1] <= "306" && p.ppid != 0 {
+			if st, _ := os.ReadFile("/proc/" + itoa(p.pid) + "/stat"); !strings.Contains(string(st), ") Z") {
+				out = append(out, p.pid)
+			}
+		}
+	}
+	return out
+}
+
+func itoa(i int) string { return strconv.Itoa(i) }

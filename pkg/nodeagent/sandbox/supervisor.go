@@ -1,0 +1,346 @@
+package sandbox
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// Descriptors a sandbox is started with, after stdin, stdout and stderr.
+const (
+	// controlFD is the sandbox's end of the control socket.
+	controlFD = 3
+	// configFD is a pipe carrying the Config as JSON, closed after it.
+	configFD = 4
+)
+
+// Reasons a container attempt fails to start, as container runtimes report
+// them in the terminated state.
+const (
+	// ReasonStartError: the command could not be executed.
+	ReasonStartError = "StartError"
+	// ReasonCreateContainerError: the container's view could not be built.
+	ReasonCreateContainerError = "CreateContainerError"
+)
+
+func init() {
+	if len(os.Args) > 0 && os.Args[0] == ArgvName {
+		os.Exit(supervise())
+	}
+}
+
+// supervisor is the state of a sandbox process.
+type supervisor struct {
+	// ctrl is the control socket.
+	ctrl *net.UnixConn
+	// cfg is what to run.
+	cfg Config
+	// main is the main process's PID (also its process group).
+	main int
+	// execs maps exec'd processes to their request ids.
+	execs map[int]uint64
+	// mainEnded is set once the main process was reaped, with its exit.
+	mainEnded         bool
+	mainCode, mainSig int32
+}
+
+// event is something the supervisor's loop reacts to.
+type event struct {
+	// msg is a control message, when err is nil and files may be set.
+	msg message
+	// files came with msg.
+	files []*os.File
+	// err ends the control socket (the agent is gone).
+	err error
+}
+
+// supervise is the sandbox's main function; it returns the exit code.
+func supervise() int {
+	s := &supervisor{execs: map[int]uint64{}}
+	ctrlFile := os.NewFile(controlFD, "control")
+	conn, err := net.FileConn(ctrlFile)
+	_ = ctrlFile.Close()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "jobkeeper sandbox: no control socket:", err)
+		return 2
+	}
+	s.ctrl = conn.(*net.UnixConn)
+	if err := s.readConfig(); err != nil {
+		s.fail(ReasonCreateContainerError, err.Error())
+		return 2
+	}
+	if s.cfg.Isolate {
+		if err := setUp(s.cfg); err != nil {
+			s.fail(ReasonCreateContainerError, "building the container's filesystem view: "+err.Error())
+			return 2
+		}
+	}
+	if s.cfg.Probe {
+		_ = send(s.ctrl, message{Kind: kindStarted})
+		return 0
+	}
+	// Orphans of the attempt become our children, so they can be found
+	// and killed with it.
+	_ = unix.Prctl(unix.PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
+	// Signals the agent sends to the attempt are for the main process's
+	// group, not for us; SIGCHLD drives the reaping.
+	sigs := make(chan os.Signal, 64)
+	signal.Notify(sigs, syscall.SIGCHLD, syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP, syscall.SIGQUIT)
+	if dir := s.cfg.WorkingDir; dir != "" {
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			s.fail(ReasonCreateContainerError, fmt.Sprintf("creating working directory %s: %v", dir, err))
+			return 2
+		}
+	}
+	pid, reason, err := s.spawn(s.cfg.Command, []*os.File{os.Stdin, os.Stdout, os.Stderr}, false)
+	if err != nil {
+		s.fail(reason, err.Error())
+		return 2
+	}
+	s.main = pid
+	// The sandbox's stdout and stderr are the container's log pipes: let
+	// go of them so the log ends when the container's processes do.
+	devNull, _ := os.Open(os.DevNull)
+	if devNull != nil {
+		_ = unix.Dup2(int(devNull.Fd()), 1)
+		_ = unix.Dup2(int(devNull.Fd()), 2)
+		_ = devNull.Close()
+	}
+	if err := send(s.ctrl, message{Kind: kindStarted, PID: pid}); err != nil {
+		s.killAll()
+		return 2
+	}
+	return s.loop(sigs)
+}
+
+// readConfig reads the Config from its pipe.
+func (s *supervisor) readConfig() error {
+	f := os.NewFile(configFD, "config")
+	defer func() { _ = f.Close() }()
+	b, err := io.ReadAll(f)
+	if err != nil {
+		return fmt.Errorf("reading sandbox config: %w", err)
+	}
+	if err := json.Unmarshal(b, &s.cfg); err != nil {
+		return fmt.Errorf("decoding sandbox config: %w", err)
+	}
+	return nil
+}
+
+// fail reports that nothing runs.
+func (s *supervisor) fail(reason, msg string) {
+	_ = send(s.ctrl, message{Kind: kindStartFailed, Reason: reason, Message: msg})
+}
+
+// loop serves the control socket and reaps children until the main
+// process has ended or the agent is gone.
+func (s *supervisor) loop(sigs chan os.Signal) int {
+	events := make(chan event, 16)
+	go func() {
+		for {
+			m, files, err := receive(s.ctrl)
+			events <- event{msg: m, files: files, err: err}
+			if err != nil {
+				return
+			}
+		}
+	}()
+	for {
+		select {
+		case sig := <-sigs:
+			if sig != syscall.SIGCHLD {
+				continue
+			}
+			s.reap()
+		case ev := <-events:
+			if ev.err != nil {
+				// The agent is gone (or broke the protocol): nothing may
+				// outlive it.
+				s.killAll()
+				return 1
+			}
+			s.handle(ev.msg, ev.files)
+		}
+		if s.mainEnded {
+			// The container is over when its main process is.
+			s.killAll()
+			_ = send(s.ctrl, message{Kind: kindExited, Code: s.mainCode, Signal: s.mainSig})
+			return 0
+		}
+	}
+}
+
+// handle acts on a request of the agent.
+func (s *supervisor) handle(m message, files []*os.File) {
+	defer closeAll(files)
+	switch m.Kind {
+	case kindSignal:
+		_ = syscall.Kill(-s.main, syscall.Signal(m.Signal))
+	case kindKill:
+		_ = syscall.Kill(-s.main, syscall.SIGKILL)
+		s.killDescendants()
+	case kindExec:
+		if len(files) != 3 {
+			_ = send(s.ctrl, message{Kind: kindExecFailed, ID: m.ID, Reason: ReasonStartError, Message: "exec request without its three streams"})
+			return
+		}
+		pid, reason, err := s.spawn(m.Argv, files, m.TTY)
+		if err != nil {
+			_ = send(s.ctrl, message{Kind: kindExecFailed, ID: m.ID, Reason: reason, Message: err.Error()})
+			return
+		}
+		s.execs[pid] = m.ID
+		_ = send(s.ctrl, message{Kind: kindExecStarted, ID: m.ID, PID: pid})
+	}
+}
+
+// spawn starts argv in the view with the container's environment and
+// working directory, in a process group of its own (a session, for a
+// terminal). It returns a reason when it fails.
+func (s *supervisor) spawn(argv []string, files []*os.File, tty bool) (int, string, error) {
+	if len(argv) == 0 {
+		return 0, ReasonStartError, errors.New("no command")
+	}
+	path, err := lookPath(argv[0], s.cfg.Env, s.cfg.WorkingDir)
+	if err != nil {
+		return 0, ReasonStartError, err
+	}
+	fds := make([]uintptr, len(files))
+	for i, f := range files {
+		fds[i] = f.Fd()
+	}
+	attr := &syscall.ProcAttr{
+		Dir:   s.cfg.WorkingDir,
+		Env:   s.cfg.Env,
+		Files: fds,
+		Sys:   &syscall.SysProcAttr{Setpgid: !tty, Setsid: tty, Setctty: tty},
+	}
+	pid, err := syscall.ForkExec(path, argv, attr)
+	if err != nil {
+		return 0, ReasonStartError, fmt.Errorf("exec: %q: %w", argv[0], err)
+	}
+	return pid, "", nil
+}
+
+// reap collects every child that ended without waiting.
+func (s *supervisor) reap() {
+	for {
+		var ws syscall.WaitStatus
+		pid, err := syscall.Wait4(-1, &ws, syscall.WNOHANG, nil)
+		if err != nil || pid <= 0 {
+			return
+		}
+		s.collected(pid, ws)
+	}
+}
+
+// collected records a reaped child: the main process's exit, or the end of
+// an exec request, which is answered.
+func (s *supervisor) collected(pid int, ws syscall.WaitStatus) {
+	code, sig := exitOf(ws)
+	if pid == s.main {
+		s.mainEnded, s.mainCode, s.mainSig = true, code, sig
+		return
+	}
+	if id, ok := s.execs[pid]; ok {
+		delete(s.execs, pid)
+		_ = send(s.ctrl, message{Kind: kindExecExited, ID: id, Code: code, Signal: sig})
+	}
+}
+
+// exitOf converts a wait status to an exit code and signal.
+func exitOf(ws syscall.WaitStatus) (int32, int32) {
+	if ws.Signaled() {
+		return 128 + int32(ws.Signal()), int32(ws.Signal())
+	}
+	return int32(ws.ExitStatus()), 0
+}
+
+// killAll ends the attempt: the main process's group, then every
+// descendant, until none is left.
+func (s *supervisor) killAll() {
+	if s.main > 0 {
+		_ = syscall.Kill(-s.main, syscall.SIGKILL)
+	}
+	s.killDescendants()
+	for pid, id := range s.execs {
+		_ = send(s.ctrl, message{Kind: kindExecExited, ID: id, Code: 137, Signal: int32(syscall.SIGKILL)})
+		delete(s.execs, pid)
+	}
+}
+
+// killDescendants kills the sandbox's children and reaps them; their own
+// children are then ours (we are a subreaper), and so on until no child is
+// left.
+func (s *supervisor) killDescendants() {
+	self := os.Getpid()
+	deadline := time.Now().Add(10 * time.Second)
+	for time.Now().Before(deadline) {
+		found := false
+		for _, p := range processes() {
+			if p.ppid == self || (p.session == self && p.pid != self) {
+				found = true
+				_ = syscall.Kill(p.pid, syscall.SIGKILL)
+			}
+		}
+		s.reap()
+		if !found {
+			return
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// lookPath finds the executable as a container runtime does: a name with a
+// slash is a path (relative to the working directory), anything else is
+// searched in the container's PATH.
+func lookPath(name string, env []string, dir string) (string, error) {
+	if strings.Contains(name, "/") {
+		p := name
+		if !filepath.IsAbs(p) {
+			p = filepath.Join(dir, p)
+		}
+		if err := executable(p); err != nil {
+			return "", fmt.Errorf("exec: %q: %w", name, err)
+		}
+		return p, nil
+	}
+	pathEnv := ""
+	for _, kv := range env {
+		if v, ok := strings.CutPrefix(kv, "PATH="); ok {
+			pathEnv = v
+		}
+	}
+	for _, d := range filepath.SplitList(pathEnv) {
+		if d == "" {
+			continue
+		}
+		p := filepath.Join(d, name)
+		if executable(p) == nil {
+			return p, nil
+		}
+	}
+	return "", fmt.Errorf("exec: %q: executable file not found in $PATH", name)
+}
+
+// executable reports whether p is a regular executable file.
+func executable(p string) error {
+	st, err := os.Stat(p)
+	if err != nil {
+		return err
+	}
+	if st.IsDir() || st.Mode().Perm()&0o111 == 0 {
+		return errors.New("not an executable file")
+	}
+	return nil
+}
