@@ -23,7 +23,21 @@ const (
 	// opVolume binds a volume's source on target, resolved inside the
 	// view, read-only when readOnly.
 	opVolume
+	// opSymlink creates target as a symbolic link to source.
+	opSymlink
+	// opMkdir creates the directory target.
+	opMkdir
 )
+
+// rootEntry is one name in the host's root directory.
+type rootEntry struct {
+	// name is the entry's name.
+	name string
+	// dir and symlink give its type; neither means a file or other.
+	dir, symlink bool
+	// link is a symbolic link's target.
+	link string
+}
 
 // op is one step of the view.
 type op struct {
@@ -56,17 +70,38 @@ var hostTrees = []string{"/dev", "/proc", "/sys"}
 // rootDir is where the new root is assembled, under the scratch tmpfs.
 func rootDir(scratch string) string { return filepath.Join(scratch, "root") }
 
-// plan returns the steps that build the view of cfg from the host's mounts,
-// in order: the scratch tmpfs, an overlay of / and of every other real
-// filesystem (parents first), the host's /dev, /proc and /sys, a private
-// /tmp, then the volumes. It decides only; setUp carries the steps out.
-func plan(host []*mountinfo.Info, cfg Config) []op {
+// plan returns the steps that build the view of cfg from the host's mounts
+// and the entries of its root directory, in order: the scratch tmpfs, the
+// new root (a directory on it), then for each entry of the host's root an
+// overlay (directories), a link (symbolic links) or a read-only bind
+// (files), an overlay of every other real filesystem (parents first), the
+// host's /dev, /proc and /sys, a private /tmp, then the volumes. It decides
+// only; setUp carries the steps out.
+//
+// The root is assembled entry by entry rather than as one overlay of /: in
+// a user namespace the kernel refuses to use / as a lower layer while
+// filesystems are mounted below it.
+func plan(host []*mountinfo.Info, entries []rootEntry, cfg Config) []op {
 	root := rootDir(cfg.Scratch)
 	ops := []op{
 		{kind: opTmpfs, target: cfg.Scratch, mode: "0700"},
-		{kind: opOverlay, source: "/", target: root},
+		{kind: opMkdir, target: root},
 	}
 	seen := map[string]bool{"/": true}
+	for _, e := range entries {
+		p := "/" + e.name
+		switch {
+		case e.symlink:
+			ops = append(ops, op{kind: opSymlink, source: e.link, target: filepath.Join(root, p)})
+		case skipped(p, cfg.Scratch):
+			if e.dir {
+				ops = append(ops, op{kind: opMkdir, target: filepath.Join(root, p)})
+			}
+		default:
+			ops = append(ops, op{kind: opOverlay, source: p, target: filepath.Join(root, p)})
+		}
+		seen[p] = true
+	}
 	var points []string
 	for _, m := range host {
 		p := filepath.Clean(m.Mountpoint)

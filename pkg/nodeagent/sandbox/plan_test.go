@@ -26,11 +26,26 @@ func TestPlan(t *testing.T) {
 		Scratch: "/var/lib/jk/pods/u/c/scratch",
 		Mounts:  []Mount{{Source: "/var/lib/jk/pods/u/volumes/cache", Target: "/work/"}, {Source: "/etc/cfg", Target: "/etc/cfg", ReadOnly: true}},
 	}
+	entries := []rootEntry{
+		{name: "bin", symlink: true, link: "usr/bin"},
+		{name: "dev", dir: true},
+		{name: "etc", dir: true},
+		{name: "home", dir: true},
+		{name: "proc", dir: true},
+		{name: "tmp", dir: true},
+		{name: "vmlinuz", link: ""},
+	}
 	root := "/var/lib/jk/pods/u/c/scratch/root"
 	want := []op{
 		{kind: opTmpfs, target: cfg.Scratch, mode: "0700"},
-		{kind: opOverlay, source: "/", target: root},
+		{kind: opMkdir, target: root},
+		{kind: opSymlink, source: "usr/bin", target: root + "/bin"},
+		{kind: opMkdir, target: root + "/dev"},
+		{kind: opOverlay, source: "/etc", target: root + "/etc"},
 		{kind: opOverlay, source: "/home", target: root + "/home"},
+		{kind: opMkdir, target: root + "/proc"},
+		{kind: opMkdir, target: root + "/tmp"},
+		{kind: opOverlay, source: "/vmlinuz", target: root + "/vmlinuz"},
 		{kind: opOverlay, source: "/etc/resolv.conf", target: root + "/etc/resolv.conf"},
 		{kind: opOverlay, source: "/home/u/data", target: root + "/home/u/data"},
 		{kind: opRbind, source: "/dev", target: root + "/dev"},
@@ -40,7 +55,7 @@ func TestPlan(t *testing.T) {
 		{kind: opVolume, source: "/var/lib/jk/pods/u/volumes/cache", target: "/work"},
 		{kind: opVolume, source: "/etc/cfg", target: "/etc/cfg", readOnly: true},
 	}
-	if got := plan(host, cfg); !reflect.DeepEqual(got, want) {
+	if got := plan(host, entries, cfg); !reflect.DeepEqual(got, want) {
 		t.Errorf("plan:\n got %+v\nwant %+v", got, want)
 	}
 }

@@ -102,7 +102,16 @@ func TestIsolatedWritesStayInTheContainer(t *testing.T) {
 	if ex := waitDone(t, s); ex.Code != 0 {
 		t.Errorf("exit = %+v, output %q", ex, output())
 	}
-	if got, want := output(), "root\nvalue\ntmp\n/srv/app\n"; got != want {
+	got, want := output(), "root\nvalue\ntmp\n/srv/app\n"
+	if os.Getuid() != 0 {
+		// In a user namespace, a directory owned by a user who is not
+		// mapped (here root's /var/tmp) cannot be copied up: the write
+		// fails instead of staying in the container. Either way the host
+		// is untouched, as checked below.
+		got = got[strings.Index(got, "value\n"):]
+		want = want[strings.Index(want, "value\n"):]
+	}
+	if got != want {
 		t.Errorf("output = %q, want %q", got, want)
 	}
 	if _, err := os.Stat(filepath.Join(hostDir, "written")); !errors.Is(err, os.ErrNotExist) {

@@ -28,8 +28,12 @@ func setUp(cfg Config) error {
 	if err != nil {
 		return fmt.Errorf("reading the host's mounts: %w", err)
 	}
+	entries, err := readRoot()
+	if err != nil {
+		return err
+	}
 	layer := 0
-	for _, o := range plan(host, cfg) {
+	for _, o := range plan(host, entries, cfg) {
 		if err := apply(o, cfg.Scratch, &layer); err != nil {
 			return err
 		}
@@ -47,6 +51,25 @@ func setUp(cfg Config) error {
 	return nil
 }
 
+// readRoot lists the host's root directory.
+func readRoot() ([]rootEntry, error) {
+	des, err := os.ReadDir("/")
+	if err != nil {
+		return nil, fmt.Errorf("reading the host's root directory: %w", err)
+	}
+	out := make([]rootEntry, 0, len(des))
+	for _, d := range des {
+		e := rootEntry{name: d.Name(), dir: d.IsDir(), symlink: d.Type()&os.ModeSymlink != 0}
+		if e.symlink {
+			if e.link, err = os.Readlink("/" + d.Name()); err != nil {
+				continue
+			}
+		}
+		out = append(out, e)
+	}
+	return out, nil
+}
+
 // apply carries out one step. layer numbers the overlays' upper layers.
 func apply(o op, scratch string, layer *int) error {
 	switch o.kind {
@@ -57,9 +80,17 @@ func apply(o op, scratch string, layer *int) error {
 		if err := unix.Mount("tmpfs", o.target, "tmpfs", unix.MS_NOSUID|unix.MS_NODEV, "mode="+o.mode); err != nil {
 			return fmt.Errorf("mounting a tmpfs on %s: %w", o.target, err)
 		}
+	case opMkdir:
+		if err := os.MkdirAll(o.target, 0o755); err != nil {
+			return fmt.Errorf("creating %s: %w", o.target, err)
+		}
+	case opSymlink:
+		if err := os.Symlink(o.source, o.target); err != nil {
+			return fmt.Errorf("creating link %s: %w", o.target, err)
+		}
 	case opOverlay:
 		*layer++
-		return overlay(o.source, o.target, filepath.Join(scratch, "layers", strconv.Itoa(*layer)), o.source == "/")
+		return overlay(o.source, o.target, filepath.Join(scratch, "layers", strconv.Itoa(*layer)))
 	case opRbind:
 		if err := unix.Mount(o.source, o.target, "", unix.MS_BIND|unix.MS_REC, ""); err != nil {
 			return fmt.Errorf("binding %s: %w", o.source, err)
@@ -76,23 +107,23 @@ func apply(o op, scratch string, layer *int) error {
 }
 
 // overlay mounts a copy-on-write view of lower on target, its upper layer
-// under dir. When the kernel refuses (a file mount point, a filesystem that
-// cannot be a lower layer, a path overlayfs cannot name), lower is bound
-// read-only instead, unless it is the root, which must be an overlay.
-func overlay(lower, target, dir string, required bool) error {
+// under dir. When the kernel refuses (a file, a filesystem that cannot be a
+// lower layer, a path overlayfs cannot name, filesystems mounted below it
+// in a user namespace), lower and what is mounted below it are bound
+// read-only instead.
+func overlay(lower, target, dir string) error {
 	upper, work := filepath.Join(dir, "upper"), filepath.Join(dir, "work")
-	dirs := []string{upper, work}
-	if required {
-		dirs = append(dirs, target)
-	}
-	for _, d := range dirs {
+	for _, d := range []string{upper, work} {
 		if err := os.MkdirAll(d, 0o755); err != nil {
 			return fmt.Errorf("creating overlay layer: %w", err)
 		}
 	}
 	st, err := os.Stat(lower)
 	if err != nil {
-		return fmt.Errorf("reading mount point %s: %w", lower, err)
+		return fmt.Errorf("reading %s: %w", lower, err)
+	}
+	if err := ensure(target, st.IsDir()); err != nil {
+		return err
 	}
 	var overlayErr error
 	if !st.IsDir() {
@@ -113,10 +144,7 @@ func overlay(lower, target, dir string, required bool) error {
 	if overlayErr == nil {
 		return nil
 	}
-	if required {
-		return fmt.Errorf("mounting a copy-on-write overlay of %s: %w", lower, overlayErr)
-	}
-	if err := unix.Mount(lower, target, "", unix.MS_BIND, ""); err != nil {
+	if err := unix.Mount(lower, target, "", unix.MS_BIND|unix.MS_REC, ""); err != nil {
 		return fmt.Errorf("binding %s (no overlay: %v): %w", lower, overlayErr, err)
 	}
 	if err := remountReadOnly(target); err != nil {
@@ -138,15 +166,7 @@ func volume(o op, root string) error {
 	if err != nil {
 		return fmt.Errorf("volume source for %s: %w", o.target, err)
 	}
-	if st.IsDir() {
-		err = os.MkdirAll(target, 0o755)
-	} else if err = os.MkdirAll(filepath.Dir(target), 0o755); err == nil {
-		var f *os.File
-		if f, err = os.OpenFile(target, os.O_CREATE|os.O_RDONLY, 0o644); err == nil {
-			_ = f.Close()
-		}
-	}
-	if err != nil {
+	if err := ensure(target, st.IsDir()); err != nil {
 		return fmt.Errorf("creating mount path %s: %w", o.target, err)
 	}
 	if err := unix.Mount(o.source, target, "", unix.MS_BIND|unix.MS_REC, ""); err != nil {
@@ -158,6 +178,21 @@ func volume(o op, root string) error {
 		}
 	}
 	return nil
+}
+
+// ensure creates a mount point: a directory, or an empty file, when missing.
+func ensure(p string, dir bool) error {
+	if dir {
+		return os.MkdirAll(p, 0o755)
+	}
+	if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+		return err
+	}
+	f, err := os.OpenFile(p, os.O_CREATE|os.O_RDONLY, 0o644)
+	if err != nil {
+		return err
+	}
+	return f.Close()
 }
 
 // remountReadOnly makes a bind mount read-only, keeping the flags of the
