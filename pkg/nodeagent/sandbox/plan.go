@@ -75,7 +75,8 @@ func rootDir(scratch string) string { return filepath.Join(scratch, "root") }
 // new root (a directory on it), then for each entry of the host's root an
 // overlay (directories), a link (symbolic links) or a read-only bind
 // (files), an overlay of every other real filesystem (parents first), the
-// host's /dev, /proc and /sys, a private /tmp, then the volumes. It decides
+// host's /dev, /proc and /sys, then the volumes. /tmp is overlaid like
+// any directory: the host's files are readable, writes stay private. It decides
 // only; setUp carries the steps out.
 //
 // The root is assembled entry by entry rather than as one overlay of /: in
@@ -120,7 +121,6 @@ func plan(host []*mountinfo.Info, entries []rootEntry, cfg Config) []op {
 	for _, t := range hostTrees {
 		ops = append(ops, op{kind: opRbind, source: t, target: filepath.Join(root, t), readOnly: t == "/sys"})
 	}
-	ops = append(ops, op{kind: opTmpfs, target: filepath.Join(root, "tmp"), mode: "1777"})
 	for _, m := range cfg.Mounts {
 		ops = append(ops, op{kind: opVolume, source: m.Source, target: filepath.Clean(m.Target), readOnly: m.ReadOnly})
 	}
@@ -128,10 +128,9 @@ func plan(host []*mountinfo.Info, entries []rootEntry, cfg Config) []op {
 }
 
 // skipped reports whether a host mount point is not overlaid: it is under
-// a tree shared as is, under /tmp (private to the container), or the
-// scratch directory or below it.
+// a tree shared as is, or the scratch directory or below it.
 func skipped(p, scratch string) bool {
-	for _, t := range append(hostTrees[:len(hostTrees):len(hostTrees)], "/tmp") {
+	for _, t := range hostTrees {
 		if within(p, t) {
 			return true
 		}

@@ -91,7 +91,7 @@ func TestIsolatedWritesStayInTheContainer(t *testing.T) {
 		"echo vol > /work/x",
 		"cat /etc/cfg/key; echo",
 		"if (echo no > /etc/cfg/key) 2>/dev/null; then echo WRITABLE; fi",
-		"echo tmp > /tmp/private && cat /tmp/private",
+		"echo tmp > " + vol + "/../private-" + filepath.Base(vol) + " && cat " + vol + "/../private-" + filepath.Base(vol),
 		"pwd",
 	}, "; ")
 	s, output := startTest(t, true, Config{
