@@ -2,6 +2,7 @@ package runtime
 
 import (
 	"context"
+	"os"
 	"time"
 )
 
@@ -29,6 +30,49 @@ type Spec struct {
 	// Annotations are the pod's annotations (the simulated runtime reads
 	// its instructions from them).
 	Annotations map[string]string
+	// Mounts are the container's volume mounts, host paths prepared by
+	// the agent. A runtime that cannot give a container its own
+	// filesystem view refuses a spec with mounts.
+	Mounts []Mount
+}
+
+// Mount is one volume mount of a container.
+type Mount struct {
+	// Source is the host path: the volume's directory or file prepared by
+	// the agent, or a hostPath.
+	Source string
+	// Target is the absolute path inside the container.
+	Target string
+	// ReadOnly mounts it read-only.
+	ReadOnly bool
+}
+
+// Isolator is implemented by runtimes that can give each container a
+// private filesystem view in which volumes are mounted.
+type Isolator interface {
+	// Isolation reports whether containers get a private view; when not,
+	// reason says what the machine lacks.
+	Isolation() (ok bool, reason string)
+}
+
+// ExecRequest is a command to run inside a running container.
+type ExecRequest struct {
+	// Command is the command and its arguments.
+	Command []string
+	// TTY runs the command on a terminal; Stdin, Stdout and Stderr are
+	// then the same terminal file.
+	TTY bool
+	// Stdin, Stdout and Stderr are the command's streams.
+	Stdin, Stdout, Stderr *os.File
+}
+
+// Execer is implemented by handles of attempts that commands can be run
+// in (kubectl exec).
+type Execer interface {
+	// Exec runs req in the container's environment, working directory and
+	// filesystem view and returns its exit code once it ends. An error
+	// means it did not run (a *StartError says why) or ctx ended first.
+	Exec(ctx context.Context, req ExecRequest) (int32, error)
 }
 
 // Result is how a container attempt ended.

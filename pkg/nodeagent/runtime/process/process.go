@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -19,6 +18,7 @@ import (
 
 	"jobkeeper.dev/jobkeeper/pkg/nodeagent/logfile"
 	"jobkeeper.dev/jobkeeper/pkg/nodeagent/runtime"
+	"jobkeeper.dev/jobkeeper/pkg/nodeagent/sandbox"
 )
 
 // Name is the runtime's name for --runtime.
@@ -31,31 +31,60 @@ const ReasonNoCommand = "NoCommand"
 // executed (not found, not executable), as container runtimes report it.
 const ReasonStartError = "StartError"
 
+// Isolation modes of Options.Isolation.
+const (
+	// IsolationAuto gives each container a private filesystem view when
+	// this machine allows it (probed by New).
+	IsolationAuto = "auto"
+	// IsolationOff never does: containers see the host's filesystem, and
+	// specs with mounts are refused.
+	IsolationOff = "off"
+)
+
+// ReasonCreateContainerError is the terminated reason of a container whose
+// filesystem view could not be built.
+const ReasonCreateContainerError = sandbox.ReasonCreateContainerError
+
 // Options configure the process runtime.
 type Options struct {
-	// StateDir holds one file per running process group (required).
+	// StateDir holds one file per running sandbox and the sandboxes'
+	// scratch directories (required).
 	StateDir string
 	// LogMaxSize is the log rotation size; 0 means logfile.DefaultMaxSize.
 	LogMaxSize int64
 	// Clock times grace periods and stamps log lines; nil means the real clock.
 	Clock clock.WithTicker
+	// Isolation is IsolationAuto (default) or IsolationOff.
+	Isolation string
+	// Executable is the program started as each attempt's sandbox; it must
+	// link package sandbox. Default: this process's executable.
+	Executable string
 }
 
-// Runtime runs containers as host processes.
+// Runtime runs containers as host processes, each in a sandbox (package
+// sandbox).
 type Runtime struct {
 	// opts are the options with defaults applied.
 	opts Options
+	// isolated is true when containers get a private filesystem view.
+	isolated bool
+	// isolationReason says why they do not.
+	isolationReason string
 
 	// mu guards running.
 	mu sync.Mutex
-	// running maps process group ids to their handles.
+	// running maps sandbox PIDs to their handles.
 	running map[int]*handle
 }
 
-var _ runtime.Runtime = (*Runtime)(nil)
+var (
+	_ runtime.Runtime  = (*Runtime)(nil)
+	_ runtime.Isolator = (*Runtime)(nil)
+)
 
-// New returns a process runtime, killing the process groups that a previous
-// run of the agent left behind in opts.StateDir.
+// New returns a process runtime. It first kills what the sandboxes of a
+// previous run of the agent left behind (recorded in opts.StateDir), then
+// probes whether containers can have a private filesystem view.
 func New(ctx context.Context, opts Options) (*Runtime, error) {
 	if opts.StateDir == "" {
 		return nil, errors.New("process runtime: StateDir is required")
@@ -63,14 +92,47 @@ func New(ctx context.Context, opts Options) (*Runtime, error) {
 	if opts.Clock == nil {
 		opts.Clock = clock.RealClock{}
 	}
+	if opts.Isolation == "" {
+		opts.Isolation = IsolationAuto
+	}
+	if opts.Isolation != IsolationAuto && opts.Isolation != IsolationOff {
+		return nil, fmt.Errorf("process runtime: unknown isolation %q (want %q or %q)", opts.Isolation, IsolationAuto, IsolationOff)
+	}
+	if opts.Executable == "" {
+		exe, err := os.Executable()
+		if err != nil {
+			return nil, fmt.Errorf("process runtime: finding the agent's executable: %w", err)
+		}
+		opts.Executable = exe
+	}
 	if err := os.MkdirAll(opts.StateDir, 0o700); err != nil {
 		return nil, fmt.Errorf("creating process state dir: %w", err)
 	}
 	killStale(ctx, opts.StateDir)
-	return &Runtime{opts: opts, running: map[int]*handle{}}, nil
+	r := &Runtime{opts: opts, running: map[int]*handle{}}
+	switch opts.Isolation {
+	case IsolationOff:
+		r.isolationReason = "disabled by the agent's options"
+	default:
+		if err := sandbox.Probe(opts.Executable, filepath.Join(r.scratchRoot(), "probe")); err != nil {
+			r.isolationReason = err.Error()
+		} else {
+			r.isolated = true
+		}
+	}
+	return r, nil
 }
 
-// killStale kills the recorded process groups of a previous run.
+// Isolation implements runtime.Isolator.
+func (r *Runtime) Isolation() (bool, string) { return r.isolated, r.isolationReason }
+
+// scratchRoot holds the sandboxes' scratch directories.
+func (r *Runtime) scratchRoot() string { return filepath.Join(r.opts.StateDir, "scratch") }
+
+// killStale kills what the recorded sandboxes of a previous run left: each
+// file names a sandbox's PID, which is also its session id, and holds its
+// start time. Every process still in such a session is killed, the
+// sandbox's grandchildren and groups whose leader is gone included.
 func killStale(ctx context.Context, dir string) {
 	logger := klog.FromContext(ctx)
 	entries, err := os.ReadDir(dir)
@@ -78,14 +140,26 @@ func killStale(ctx context.Context, dir string) {
 		return
 	}
 	for _, e := range entries {
-		pgid, err := strconv.Atoi(e.Name())
-		if err == nil && pgid > 1 {
-			if got, err := syscall.Getpgid(pgid); err == nil && got == pgid {
-				logger.Info("Killing process group left by a previous run", "pgid", pgid)
-				_ = syscall.Kill(-pgid, syscall.SIGKILL)
+		p := filepath.Join(dir, e.Name())
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil || pid <= 1 {
+			if e.Name() == "scratch" {
+				// Empty mount points of the previous run's sandboxes:
+				// their mounts lived in namespaces that are gone.
+				_ = os.RemoveAll(p)
+			}
+			continue
+		}
+		start := sandbox.StartTime(pid)
+		if b, err := os.ReadFile(p); err == nil {
+			if lines := strings.Split(strings.TrimSpace(string(b)), "\n"); len(lines) > 1 {
+				start, _ = strconv.ParseUint(lines[1], 10, 64)
 			}
 		}
-		_ = os.Remove(filepath.Join(dir, e.Name()))
+		if n := sandbox.KillSession(pid, start); n > 0 {
+			logger.Info("Killed processes left by a previous run", "session", pid, "processes", n)
+		}
+		_ = os.Remove(p)
 	}
 }
 
@@ -95,12 +169,34 @@ func (r *Runtime) Name() string { return Name }
 // Start implements runtime.Runtime.
 func (r *Runtime) Start(ctx context.Context, spec runtime.Spec) (runtime.Handle, error) {
 	if len(spec.Command) == 0 {
-		return nil, &runtime.StartError{Reason: ReasonNoCommand, Message: "the process runtime does not pull or run images: the container must set command (and args) to run on the host"}
+		return nil, &runtime.StartError{Reason: ReasonNoCommand, Message: "the container sets neither command nor args: the process runtime does not pull images, so it does not know their entrypoint"}
 	}
-	path, err := lookPath(spec.Command[0], spec.Env, spec.WorkingDir)
-	if err != nil {
-		return nil, &runtime.StartError{Reason: ReasonStartError, Message: err.Error()}
+	if len(spec.Mounts) > 0 && !r.isolated {
+		return nil, &runtime.StartError{Reason: ReasonCreateContainerError, Message: "the container has volume mounts but this node cannot give it a private filesystem view: " + r.isolationReason}
 	}
+	cfg := sandbox.Config{Isolate: r.isolated, Command: spec.Command, Env: spec.Env, WorkingDir: spec.WorkingDir}
+	for _, m := range spec.Mounts {
+		cfg.Mounts = append(cfg.Mounts, sandbox.Mount{Source: m.Source, Target: m.Target, ReadOnly: m.ReadOnly})
+	}
+	if r.isolated {
+		if err := os.MkdirAll(r.scratchRoot(), 0o700); err != nil {
+			return nil, fmt.Errorf("creating scratch directory: %w", err)
+		}
+		dir, err := os.MkdirTemp(r.scratchRoot(), "c-")
+		if err != nil {
+			return nil, fmt.Errorf("creating scratch directory: %w", err)
+		}
+		cfg.Scratch = dir
+	}
+	h, err := r.start(spec, cfg)
+	if err != nil && cfg.Scratch != "" {
+		_ = os.Remove(cfg.Scratch)
+	}
+	return h, err
+}
+
+// start runs the sandbox of one attempt with its output going to the log.
+func (r *Runtime) start(spec runtime.Spec, cfg sandbox.Config) (runtime.Handle, error) {
 	lw, err := logfile.NewWriter(spec.LogPath, r.opts.LogMaxSize, r.opts.Clock)
 	if err != nil {
 		return nil, err
@@ -117,51 +213,47 @@ func (r *Runtime) Start(ctx context.Context, spec runtime.Spec) (runtime.Handle,
 		_ = pw.Close()
 		return nil, fmt.Errorf("creating output pipe: %w", err)
 	}
-	cmd := &exec.Cmd{
-		Path:        path,
-		Args:        spec.Command,
-		Env:         spec.Env,
-		Dir:         spec.WorkingDir,
-		Stdout:      pw,
-		Stderr:      ew,
-		SysProcAttr: sysProcAttr(),
-	}
 	startedAt := r.opts.Clock.Now()
-	err = cmd.Start()
+	sb, err := sandbox.Start(sandbox.StartOptions{
+		Executable: r.opts.Executable,
+		Config:     cfg,
+		Namespaces: cfg.Isolate,
+		Stdout:     pw,
+		Stderr:     ew,
+	})
 	_ = pw.Close()
 	_ = ew.Close()
-	if err != nil {
-		_ = pr.Close()
-		_ = er.Close()
-		_ = lw.Close()
-		return nil, &runtime.StartError{Reason: ReasonStartError, Message: err.Error()}
-	}
-	h := &handle{
-		rt:      r,
-		pid:     cmd.Process.Pid,
-		done:    make(chan struct{}),
-		started: startedAt,
-	}
-	pidFile := filepath.Join(r.opts.StateDir, strconv.Itoa(h.pid))
-	_ = os.WriteFile(pidFile, []byte(spec.PodNamespace+"/"+spec.PodName+"/"+spec.ContainerName+"\n"), 0o600)
-	r.mu.Lock()
-	r.running[h.pid] = h
-	r.mu.Unlock()
-
 	var copiers sync.WaitGroup
 	copiers.Add(2)
 	go func() { defer copiers.Done(); _, _ = io.Copy(lw.Stream("stdout"), pr); _ = pr.Close() }()
 	go func() { defer copiers.Done(); _, _ = io.Copy(lw.Stream("stderr"), er); _ = er.Close() }()
+	if err != nil {
+		copiers.Wait()
+		_ = lw.Close()
+		var sf *sandbox.StartFailure
+		if errors.As(err, &sf) {
+			return nil, &runtime.StartError{Reason: sf.Reason, Message: sf.Message}
+		}
+		return nil, err
+	}
+	h := &handle{rt: r, sb: sb, pid: sb.PID(), done: make(chan struct{}), started: startedAt}
+	spid := sb.SandboxPID()
+	pidFile := filepath.Join(r.opts.StateDir, strconv.Itoa(spid))
+	_ = os.WriteFile(pidFile, []byte(fmt.Sprintf("%s/%s/%s\n%d\n", spec.PodNamespace, spec.PodName, spec.ContainerName, sb.SandboxStartTime())), 0o600)
+	r.mu.Lock()
+	r.running[spid] = h
+	r.mu.Unlock()
 	go func() {
-		err := cmd.Wait()
-		// The container is over when its main process is: kill what it left.
-		_ = syscall.Kill(-h.pid, syscall.SIGKILL)
+		<-sb.Done()
 		copiers.Wait()
 		_ = lw.Close()
 		_ = os.Remove(pidFile)
-		h.finish(resultOf(cmd.ProcessState, err, startedAt, r.opts.Clock.Now()))
+		if cfg.Scratch != "" {
+			_ = os.Remove(cfg.Scratch)
+		}
+		h.finish(resultOf(sb.Exit(), startedAt, r.opts.Clock.Now()))
 		r.mu.Lock()
-		delete(r.running, h.pid)
+		delete(r.running, spid)
 		r.mu.Unlock()
 	}()
 	return h, nil
@@ -177,7 +269,7 @@ func (r *Runtime) KillAll(timeout time.Duration) {
 	}
 	r.mu.Unlock()
 	for _, h := range hs {
-		_ = syscall.Kill(-h.pid, syscall.SIGKILL)
+		h.sb.Kill()
 	}
 	deadline := time.After(timeout)
 	for _, h := range hs {
@@ -189,72 +281,23 @@ func (r *Runtime) KillAll(timeout time.Duration) {
 	}
 }
 
-// resultOf turns a process state into a container result.
-func resultOf(ps *os.ProcessState, waitErr error, startedAt, finishedAt time.Time) runtime.Result {
-	res := runtime.Result{StartedAt: startedAt, FinishedAt: finishedAt}
-	if ps == nil {
-		res.ExitCode, res.Reason, res.Message = 128, ReasonStartError, fmt.Sprint(waitErr)
-		return res
-	}
-	if ws, ok := ps.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
-		res.Signal = int32(ws.Signal())
-		res.ExitCode = 128 + res.Signal
-	} else {
-		res.ExitCode = int32(ps.ExitCode())
-	}
+// resultOf turns the main process's exit into a container result.
+func resultOf(ex sandbox.Exit, startedAt, finishedAt time.Time) runtime.Result {
+	res := runtime.Result{StartedAt: startedAt, FinishedAt: finishedAt, ExitCode: ex.Code, Signal: ex.Signal}
 	res.Reason = runtime.ReasonFor(res.ExitCode)
+	if ex.Lost {
+		res.Message = "the container's sandbox process was killed"
+	}
 	return res
 }
 
-// lookPath finds the executable like a container runtime would: a name with
-// a slash is a path (relative to the working directory), anything else is
-// searched in the container's PATH.
-func lookPath(name string, env []string, dir string) (string, error) {
-	if strings.Contains(name, "/") {
-		p := name
-		if !filepath.IsAbs(p) {
-			p = filepath.Join(dir, p)
-		}
-		if err := executable(p); err != nil {
-			return "", fmt.Errorf("exec: %q: %w", name, err)
-		}
-		return p, nil
-	}
-	pathEnv := os.Getenv("PATH")
-	for _, kv := range env {
-		if v, ok := strings.CutPrefix(kv, "PATH="); ok {
-			pathEnv = v
-		}
-	}
-	for _, d := range filepath.SplitList(pathEnv) {
-		if d == "" {
-			continue
-		}
-		p := filepath.Join(d, name)
-		if executable(p) == nil {
-			return p, nil
-		}
-	}
-	return "", fmt.Errorf("exec: %q: executable file not found in $PATH", name)
-}
-
-// executable reports whether p is a regular executable file.
-func executable(p string) error {
-	st, err := os.Stat(p)
-	if err != nil {
-		return err
-	}
-	if st.IsDir() || st.Mode().Perm()&0o111 == 0 {
-		return errors.New("not an executable file")
-	}
-	return nil
-}
-
-// handle is one running process group.
+// handle is one running attempt.
 type handle struct {
 	// rt is the owning runtime.
 	rt *Runtime
-	// pid is the process (and group) id.
+	// sb is the attempt's sandbox.
+	sb *sandbox.Sandbox
+	// pid is the main process's id.
 	pid int
 	// started is when the process started.
 	started time.Time
@@ -269,7 +312,10 @@ type handle struct {
 	result runtime.Result
 }
 
-var _ runtime.Handle = (*handle)(nil)
+var (
+	_ runtime.Handle = (*handle)(nil)
+	_ runtime.Execer = (*handle)(nil)
+)
 
 // PID implements runtime.Handle.
 func (h *handle) PID() int { return h.pid }
@@ -292,7 +338,8 @@ func (h *handle) finish(res runtime.Result) {
 	close(h.done)
 }
 
-// Stop implements runtime.Handle: SIGTERM to the group, SIGKILL after grace.
+// Stop implements runtime.Handle: SIGTERM to the main process's group,
+// and after grace every process of the attempt is killed.
 func (h *handle) Stop(grace time.Duration) {
 	h.stopOnce.Do(func() {
 		select {
@@ -300,19 +347,32 @@ func (h *handle) Stop(grace time.Duration) {
 			return
 		default:
 		}
-		_ = syscall.Kill(-h.pid, syscall.SIGTERM)
 		if grace <= 0 {
-			_ = syscall.Kill(-h.pid, syscall.SIGKILL)
+			h.sb.Kill()
 			return
 		}
+		_ = h.sb.Signal(syscall.SIGTERM)
 		t := h.rt.opts.Clock.NewTimer(grace)
 		go func() {
 			defer t.Stop()
 			select {
 			case <-h.done:
 			case <-t.C():
-				_ = syscall.Kill(-h.pid, syscall.SIGKILL)
+				h.sb.Kill()
 			}
 		}()
 	})
+}
+
+// Exec implements runtime.Execer.
+func (h *handle) Exec(ctx context.Context, req runtime.ExecRequest) (int32, error) {
+	p, err := h.sb.Exec(req.Command, req.TTY, req.Stdin, req.Stdout, req.Stderr)
+	if err != nil {
+		var sf *sandbox.StartFailure
+		if errors.As(err, &sf) {
+			return 0, &runtime.StartError{Reason: sf.Reason, Message: sf.Message}
+		}
+		return 0, err
+	}
+	return p.Wait(ctx)
 }

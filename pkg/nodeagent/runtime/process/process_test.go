@@ -232,9 +232,61 @@ func TestNewKillsGroupsOfAPreviousRun(t *testing.T) {
 	case <-time.After(30 * time.Second):
 		t.Fatal("the process of the previous run is still alive")
 	}
-	if entries, _ := os.ReadDir(state); len(entries) != 0 {
-		t.Errorf("state dir still lists %d groups", len(entries))
+	if entries, _ := os.ReadDir(state); len(entries) != 1 || entries[0].Name() != "scratch" {
+		t.Errorf("state dir still lists %d groups", len(entries)-1)
 	}
+}
+
+func TestNewKillsSessionsWhoseLeaderIsGone(t *testing.T) {
+	// A sandbox killed with SIGKILL leaves its session behind: here a
+	// shell that started two background processes and exited.
+	state := filepath.Join(t.TempDir(), "state")
+	if err := os.MkdirAll(state, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command("sh", "-c", "sleep 3071 >/dev/null 2>&1 & (set -m; sleep 3072 >/dev/null 2>&1 &); echo $!")
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatal(err)
+	}
+	leader := cmd.Process.Pid
+	left := sessionMembers(leader)
+	if len(left) != 2 {
+		t.Fatalf("session %d has %d processes, want 2 (%s)", leader, len(left), out)
+	}
+	// The leader's start time is unknown once it is gone: a record
+	// without one trusts the PID, as files of older versions did.
+	if err := os.WriteFile(filepath.Join(state, strconv.Itoa(leader)), []byte("ns/p/c\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := New(context.Background(), Options{StateDir: state}); err != nil {
+		t.Fatal(err)
+	}
+	for _, pid := range left {
+		waitGone(t, pid)
+	}
+}
+
+// sessionMembers lists the processes of session sid.
+func sessionMembers(sid int) []int {
+	var out []int
+	entries, _ := os.ReadDir("/proc")
+	for _, e := range entries {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+		if err != nil {
+			continue
+		}
+		f := strings.Fields(string(b[strings.LastIndexByte(string(b), ')')+1:]))
+		if len(f) > 3 && f[3] == strconv.Itoa(sid) && f[0] != "Z" {
+			out = append(out, pid)
+		}
+	}
+	return out
 }
 
 // waitForLog polls the log until it contains s (the child is a real process).

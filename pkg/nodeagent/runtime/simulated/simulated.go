@@ -28,7 +28,10 @@ type Runtime struct {
 	clock clock.WithTicker
 }
 
-var _ runtime.Runtime = (*Runtime)(nil)
+var (
+	_ runtime.Runtime = (*Runtime)(nil)
+	_ runtime.Quiet   = (*Runtime)(nil)
+)
 
 // New returns a simulated runtime; a nil clock means the real one.
 func New(clk clock.WithTicker) *Runtime {
@@ -40,6 +43,9 @@ func New(clk clock.WithTicker) *Runtime {
 
 // Name implements runtime.Runtime.
 func (r *Runtime) Name() string { return Name }
+
+// Quiet implements runtime.Quiet: simulated containers record no events.
+func (*Runtime) Quiet() {}
 
 // Instructions are what the annotations ask for.
 type Instructions struct {

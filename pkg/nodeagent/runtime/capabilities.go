@@ -1,0 +1,19 @@
+package runtime
+
+// HostDirs is implemented by runtimes whose attempts are processes of this
+// host that run in a host directory and write their output to a log file.
+// For such a runtime the pod worker creates each attempt's directories,
+// sets Spec.LogPath, and requires a container's workingDir to be an
+// existing directory of the host. Other runtimes get neither.
+type HostDirs interface {
+	// UsesHostDirs marks the runtime; it does nothing.
+	UsesHostDirs()
+}
+
+// Quiet is implemented by runtimes whose containers are not real enough to
+// be worth events (the simulated runtime, made for scale tests): with a
+// Quiet runtime the agent records no events.
+type Quiet interface {
+	// Quiet marks the runtime; it does nothing.
+	Quiet()
+}
