@@ -51,10 +51,14 @@ type Agent struct {
 	podLister corelisters.PodLister
 	// podsSynced reports the node pod informer synced.
 	podsSynced cache.InformerSynced
-	// broadcaster and recorder emit events (process runtime only).
+	// broadcaster sends the recorders' events to the API.
 	broadcaster record.EventBroadcaster
-	// recorder emits events; nil when events are off.
+	// recorder emits the node's events (source "kubelet"); nil when events
+	// are off.
 	recorder record.EventRecorder
+	// schedulerRecorder emits the binder's events (source
+	// "default-scheduler"); nil when events are off.
+	schedulerRecorder record.EventRecorder
 	// capacity is the node's capacity (and allocatable).
 	capacity corev1.ResourceList
 	// listener is the log endpoint's listener, nil when not serving.
@@ -113,10 +117,9 @@ func New(client kubernetes.Interface, opts Options) (*Agent, error) {
 		return nil, err
 	}
 	a.binder = b
-	if opts.Runtime == process.Name {
-		a.broadcaster = record.NewBroadcaster()
-		a.recorder = a.broadcaster.NewRecorder(scheme.Scheme, corev1.EventSource{Component: "kubelet", Host: opts.NodeName})
-	}
+	a.broadcaster = record.NewBroadcaster()
+	a.recorder = a.broadcaster.NewRecorder(scheme.Scheme, corev1.EventSource{Component: "kubelet", Host: opts.NodeName})
+	a.schedulerRecorder = a.broadcaster.NewRecorder(scheme.Scheme, corev1.EventSource{Component: "default-scheduler"})
 	return a, nil
 }
 
@@ -383,16 +386,13 @@ func (a *Agent) containerSpec(ctx context.Context, pod *corev1.Pod, c *container
 		defaults.set(v.name, v.value)
 	}
 	spec.Env = defaults.pairs()
-	for _, s := range c.spec.Command {
+	// Without a command the image's entrypoint would run with args; the
+	// image is unknown here, so args run as the command.
+	for _, s := range append(append([]string(nil), c.spec.Command...), c.spec.Args...) {
 		spec.Command = append(spec.Command, expand(s, defaults.get))
 	}
-	if len(spec.Command) > 0 {
-		for _, s := range c.spec.Args {
-			spec.Command = append(spec.Command, expand(s, defaults.get))
-		}
-	}
 	spec.WorkingDir = dir
-	if c.spec.WorkingDir != "" && a.opts.Runtime == process.Name {
+	if _, host := a.runtime.(runtime.HostDirs); c.spec.WorkingDir != "" && host {
 		st, err := os.Stat(c.spec.WorkingDir)
 		if err != nil || !st.IsDir() {
 			return spec, fmt.Errorf("workingDir %q is not a directory on this host", c.spec.WorkingDir)
@@ -406,7 +406,7 @@ func (a *Agent) containerSpec(ctx context.Context, pod *corev1.Pod, c *container
 // of the attempt before the previous one (a kubelet keeps the current and
 // the previous container's logs).
 func (a *Agent) prepareAttempt(spec *runtime.Spec, attempt int32) error {
-	if a.opts.Runtime != process.Name {
+	if _, host := a.runtime.(runtime.HostDirs); !host {
 		return nil
 	}
 	uid := types.UID(spec.PodUID)
@@ -458,11 +458,24 @@ func (a *Agent) secret(ctx context.Context, ns, name string) (map[string][]byte,
 	return s.Data, nil
 }
 
-// event records an event on pod when events are on.
+// event records a node event on pod unless events are off.
 func (a *Agent) event(pod *corev1.Pod, eventType, reason, message string) {
-	if a.recorder != nil {
+	if a.recorder != nil && !a.quiet() {
 		a.recorder.Event(pod, eventType, reason, message)
 	}
+}
+
+// schedulerEvent records a scheduling event on pod unless events are off.
+func (a *Agent) schedulerEvent(pod *corev1.Pod, eventType, reason, message string) {
+	if a.schedulerRecorder != nil && !a.quiet() {
+		a.schedulerRecorder.Event(pod, eventType, reason, message)
+	}
+}
+
+// quiet reports whether the runtime asks for no events (runtime.Quiet).
+func (a *Agent) quiet() bool {
+	_, ok := a.runtime.(runtime.Quiet)
+	return ok
 }
 
 // imageEvent says, once per attempt, that the image is not pulled.

@@ -19,6 +19,7 @@ import (
 	testingclock "k8s.io/utils/clock/testing"
 	"k8s.io/utils/ptr"
 
+	"jobkeeper.dev/jobkeeper/pkg/nodeagent/runtime"
 	"jobkeeper.dev/jobkeeper/pkg/nodeagent/runtime/simulated"
 	"jobkeeper.dev/jobkeeper/test/builder"
 )
@@ -41,6 +42,13 @@ func startAgent(t *testing.T, maxPods int, objs ...kruntime.Object) *testAgent {
 
 // startAgentWith runs an agent with opts (node name, data dir and clock are set here).
 func startAgentWith(t *testing.T, opts Options, objs ...kruntime.Object) *testAgent {
+	t.Helper()
+	return startAgentOn(t, opts, nil, objs...)
+}
+
+// startAgentOn runs an agent with opts; a non-nil rt replaces the runtime
+// opts.Runtime names.
+func startAgentOn(t *testing.T, opts Options, rt func(*testingclock.FakeClock) runtime.Runtime, objs ...kruntime.Object) *testAgent {
 	t.Helper()
 	_, ctx := ktesting.NewTestContext(t)
 	ctx, cancel := context.WithCancel(ctx)
@@ -70,6 +78,9 @@ func startAgentWith(t *testing.T, opts Options, objs ...kruntime.Object) *testAg
 	a, err := New(client, opts)
 	if err != nil {
 		t.Fatal(err)
+	}
+	if rt != nil {
+		a.runtime = rt(clk)
 	}
 	ta := &testAgent{agent: a, client: client, clock: clk, cancel: cancel, done: make(chan error, 1)}
 	go func() { ta.done <- a.Run(ctx) }()

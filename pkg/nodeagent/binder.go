@@ -236,7 +236,7 @@ func (b *binder) bind(ctx context.Context, pod *corev1.Pod) error {
 		}
 		return fmt.Errorf("binding pod %s: %w", klog.KObj(pod), err)
 	}
-	b.a.event(pod, corev1.EventTypeNormal, "Scheduled", fmt.Sprintf("Successfully assigned %s/%s to %s", pod.Namespace, pod.Name, b.a.opts.NodeName))
+	b.a.schedulerEvent(pod, corev1.EventTypeNormal, "Scheduled", fmt.Sprintf("Successfully assigned %s/%s to %s", pod.Namespace, pod.Name, b.a.opts.NodeName))
 	return nil
 }
 
@@ -270,7 +270,7 @@ func (b *binder) markUnschedulable(ctx context.Context, pod *corev1.Pod, msg str
 		b.mu.Unlock()
 		return
 	}
-	b.a.event(pod, corev1.EventTypeWarning, "FailedScheduling", msg)
+	b.a.schedulerEvent(pod, corev1.EventTypeWarning, "FailedScheduling", msg)
 }
 
 // filterPods keeps the pods for which keep is true.

@@ -8,8 +8,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
-
-	"jobkeeper.dev/jobkeeper/pkg/nodeagent/runtime"
 )
 
 // Reasons and messages the agent writes into pod status.
@@ -40,8 +38,13 @@ type containerView struct {
 	name string
 	// image is the container's image, reported unchanged.
 	image string
-	// running is true while an attempt runs.
+	// kind is the container's kind (init, sidecar, main).
+	kind containerKind
+	// running is true while an attempt runs (stopping included).
 	running bool
+	// started is true while the running attempt has passed its startup
+	// probe (at once without one).
+	started bool
 	// startedAt is when the running attempt started.
 	startedAt time.Time
 	// containerID identifies the running or last attempt.
@@ -49,20 +52,22 @@ type containerView struct {
 	// restartCount counts restarts.
 	restartCount int32
 	// last is the last finished attempt, nil if none.
-	last *runtime.Result
+	last *attemptResult
 	// prev is the attempt before last, nil if none.
-	prev *runtime.Result
+	prev *attemptResult
 	// final is true when the container will not run again.
 	final bool
+	// everRan is true once an attempt was made.
+	everRan bool
 	// waitReason and waitMessage describe why a container is not running.
 	waitReason, waitMessage string
 }
 
 // podView is what the status needs to know about the pod.
 type podView struct {
-	// inits are the init containers, in spec order.
+	// inits are the init containers (regular and sidecars), in spec order.
 	inits []containerView
-	// containers are the regular containers, in spec order.
+	// containers are the main containers, in spec order.
 	containers []containerView
 	// startTime is when the agent accepted the pod.
 	startTime time.Time
@@ -80,32 +85,86 @@ func (c containerView) exitCode() (int32, bool) {
 	return c.last.ExitCode, true
 }
 
-// initSucceeded reports whether an init container is done successfully.
+// initSucceeded reports whether a regular init container is done successfully.
 func (c containerView) initSucceeded() bool {
 	code, ran := c.exitCode()
 	return !c.running && ran && code == 0 && c.final
 }
 
-// podPhase derives the phase from the containers, like the kubelet:
-// an init container that failed for good fails the pod; unfinished init
-// containers or a container never started keep it Pending; any running
-// container makes it Running; when all containers stopped, it is Succeeded
-// or Failed once none of them will restart (or the pod was stopped).
+// initialized reports whether an init container counts as initialized, as
+// the kubelet's Initialized condition counts it: a sidecar while it runs
+// and has started, a regular init container once it succeeded.
+func (c containerView) initialized() bool {
+	if c.kind == kindSidecar {
+		return c.running && c.started
+	}
+	return c.initSucceeded()
+}
+
+// anyRunning reports whether an attempt of the pod still runs.
+func (v podView) anyRunning() bool {
+	for _, c := range v.inits {
+		if c.running {
+			return true
+		}
+	}
+	for _, c := range v.containers {
+		if c.running {
+			return true
+		}
+	}
+	return false
+}
+
+// mainStarted reports whether a main container ever ran: the pod was
+// initialized (the kubelet's HasAnyActiveRegularContainerStarted).
+func (v podView) mainStarted() bool {
+	for _, c := range v.containers {
+		if c.running || c.everRan {
+			return true
+		}
+	}
+	return false
+}
+
+// podPhase derives the phase from the containers as the kubelet's getPhase
+// does (pkg/kubelet/kubelet_pods.go, with ContainerRestartRules on, its
+// default since 1.35):
+//   - a regular init container that failed and will not restart fails the pod;
+//   - a regular init container not done, or a sidecar not started before the
+//     pod was initialized, or a main container never started: Pending;
+//   - any running main container or sidecar: Running;
+//   - every main container stopped: Running while one of them will restart,
+//     else Succeeded when all exited 0, else Failed. A terminated or
+//     restarting sidecar does not count.
+//
+// A pod stopped for good (deletion, deadline) with nothing running is
+// Succeeded only if every main container exited 0, else Failed.
 func podPhase(v podView) corev1.PodPhase {
+	pendingInit, pendingSidecar, sidecarsWaiting, failedInit := 0, 0, 0, 0
+	running, waiting, stopped, stoppedFinal, succeeded := 0, 0, 0, 0, 0
 	for _, c := range v.inits {
-		if code, ran := c.exitCode(); ran && code != 0 && c.final && !c.running {
-			return corev1.PodFailed
-		}
-	}
-	for _, c := range v.inits {
-		if !c.initSucceeded() {
-			if v.terminal {
-				return corev1.PodFailed
+		code, ran := c.exitCode()
+		if c.kind == kindSidecar {
+			switch {
+			case c.running:
+				running++
+				if !c.started {
+					pendingSidecar++
+				}
+			case !ran:
+				pendingSidecar++
+				sidecarsWaiting++
 			}
-			return corev1.PodPending
+			continue
+		}
+		switch {
+		case c.running || !ran:
+			pendingInit++
+		case code != 0 && c.final:
+			failedInit++
 		}
 	}
-	running, waiting, stopped, final, succeeded := 0, 0, 0, 0, 0
 	for _, c := range v.containers {
 		code, ran := c.exitCode()
 		switch {
@@ -114,35 +173,42 @@ func podPhase(v podView) corev1.PodPhase {
 		case ran:
 			stopped++
 			if c.final {
-				final++
+				stoppedFinal++
 			}
-			if code == 0 {
+			if code == 0 && (c.final || v.terminal) {
 				succeeded++
 			}
 		default:
 			waiting++
 		}
 	}
-	switch {
-	case v.terminal && running == 0:
-		if waiting == 0 && stopped == succeeded {
+	if v.terminal && running == 0 {
+		if pendingInit == 0 && failedInit == 0 && waiting == 0 && stopped == succeeded {
 			return corev1.PodSucceeded
 		}
 		return corev1.PodFailed
-	case waiting > 0:
+	}
+	if failedInit > 0 {
+		return corev1.PodFailed
+	}
+	switch {
+	case pendingInit > 0, pendingSidecar > 0 && !v.mainStarted(), waiting > 0, sidecarsWaiting > 0:
 		return corev1.PodPending
 	case running > 0:
 		return corev1.PodRunning
-	case stopped != final:
+	case stopped > 0 && stopped != stoppedFinal:
 		return corev1.PodRunning
-	case stopped == succeeded:
+	case stopped > 0 && stopped == succeeded:
 		return corev1.PodSucceeded
-	default:
+	case stopped > 0:
 		return corev1.PodFailed
+	default:
+		return corev1.PodPending
 	}
 }
 
-// containerStatus builds the API status of one container.
+// containerStatus builds the API status of one container. Each terminated
+// state carries the container ID of the attempt it describes.
 func containerStatus(c containerView, terminal bool) corev1.ContainerStatus {
 	s := corev1.ContainerStatus{
 		Name:         c.name,
@@ -150,19 +216,19 @@ func containerStatus(c containerView, terminal bool) corev1.ContainerStatus {
 		ImageID:      "",
 		ContainerID:  c.containerID,
 		RestartCount: c.restartCount,
-		Ready:        c.running && !terminal,
-		Started:      ptr.To(c.running),
+		Ready:        c.running && c.started && !terminal,
+		Started:      ptr.To(c.running && c.started),
 	}
 	switch {
 	case c.running:
 		s.State.Running = &corev1.ContainerStateRunning{StartedAt: metav1.NewTime(c.startedAt)}
 		if c.last != nil {
-			s.LastTerminationState.Terminated = terminatedState(c.last, c.containerID)
+			s.LastTerminationState.Terminated = terminatedState(c.last)
 		}
 	case c.last != nil && (c.final || terminal):
-		s.State.Terminated = terminatedState(c.last, c.containerID)
+		s.State.Terminated = terminatedState(c.last)
 		if c.prev != nil {
-			s.LastTerminationState.Terminated = terminatedState(c.prev, "")
+			s.LastTerminationState.Terminated = terminatedState(c.prev)
 		}
 	case c.last != nil:
 		reason := c.waitReason
@@ -170,7 +236,7 @@ func containerStatus(c containerView, terminal bool) corev1.ContainerStatus {
 			reason = ReasonCrashLoopBackOff
 		}
 		s.State.Waiting = &corev1.ContainerStateWaiting{Reason: reason, Message: c.waitMessage}
-		s.LastTerminationState.Terminated = terminatedState(c.last, c.containerID)
+		s.LastTerminationState.Terminated = terminatedState(c.last)
 	default:
 		reason := c.waitReason
 		if reason == "" {
@@ -181,15 +247,15 @@ func containerStatus(c containerView, terminal bool) corev1.ContainerStatus {
 	return s
 }
 
-// terminatedState converts a runtime result.
-func terminatedState(r *runtime.Result, id string) *corev1.ContainerStateTerminated {
+// terminatedState converts a finished attempt.
+func terminatedState(r *attemptResult) *corev1.ContainerStateTerminated {
 	t := &corev1.ContainerStateTerminated{
 		ExitCode:    r.ExitCode,
 		Signal:      r.Signal,
 		Reason:      r.Reason,
 		Message:     r.Message,
 		FinishedAt:  metav1.NewTime(r.FinishedAt),
-		ContainerID: id,
+		ContainerID: r.containerID,
 	}
 	if !r.StartedAt.IsZero() {
 		t.StartedAt = metav1.NewTime(r.StartedAt)
@@ -203,7 +269,16 @@ func terminatedState(r *runtime.Result, id string) *corev1.ContainerStateTermina
 func buildStatus(pod *corev1.Pod, v podView, now time.Time) *corev1.PodStatus {
 	st := pod.Status.DeepCopy()
 	phase := podPhase(v)
-	terminal := phase == corev1.PodSucceeded || phase == corev1.PodFailed
+	if isTerminalPhase(phase) && v.anyRunning() {
+		// As the kubelet's status manager: never report a terminal phase
+		// while a container may still run (a sidecar being stopped after
+		// an init container failed).
+		phase = st.Phase
+		if phase == "" || isTerminalPhase(phase) {
+			phase = corev1.PodPending
+		}
+	}
+	terminal := isTerminalPhase(phase)
 	st.Phase = phase
 	st.HostIP = nodeIP
 	st.HostIPs = []corev1.HostIP{{IP: nodeIP}}
@@ -224,21 +299,30 @@ func buildStatus(pod *corev1.Pod, v podView, now time.Time) *corev1.PodStatus {
 		st.ContainerStatuses = append(st.ContainerStatuses, containerStatus(c, terminal))
 	}
 
+	// Conditions as the kubelet generates them (pkg/kubelet/status/generate.go):
+	// sidecars count for readiness; a pod whose main containers started
+	// stays initialized while its sidecars restart.
 	var notInit, notReady []string
 	for _, c := range v.inits {
-		if !c.initSucceeded() {
+		if !c.initialized() {
 			notInit = append(notInit, c.name)
+		}
+		if c.kind == kindSidecar && !(c.running && c.started) {
+			notReady = append(notReady, c.name)
 		}
 	}
 	for _, c := range v.containers {
-		if !c.running {
+		if !(c.running && c.started) {
 			notReady = append(notReady, c.name)
 		}
 	}
 	setCondition(st, corev1.PodReadyToStartContainers, !terminal, "", "", now)
-	if len(notInit) == 0 {
+	switch {
+	case phase == corev1.PodSucceeded:
+		setCondition(st, corev1.PodInitialized, true, "PodCompleted", "", now)
+	case len(notInit) == 0 || v.mainStarted():
 		setCondition(st, corev1.PodInitialized, true, "", "", now)
-	} else {
+	default:
 		setCondition(st, corev1.PodInitialized, false, "ContainersNotInitialized", fmt.Sprintf("containers with incomplete status: [%s]", strings.Join(notInit, " ")), now)
 	}
 	switch {
@@ -257,6 +341,11 @@ func buildStatus(pod *corev1.Pod, v podView, now time.Time) *corev1.PodStatus {
 		setCondition(st, corev1.PodScheduled, true, "", "", now)
 	}
 	return st
+}
+
+// isTerminalPhase reports whether phase is Succeeded or Failed.
+func isTerminalPhase(phase corev1.PodPhase) bool {
+	return phase == corev1.PodSucceeded || phase == corev1.PodFailed
 }
 
 // conditionIndex finds a condition by type.

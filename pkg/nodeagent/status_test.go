@@ -14,34 +14,49 @@ import (
 
 var t0 = time.Date(2026, 1, 1, 10, 0, 0, 0, time.UTC)
 
-func exited(code int32) *runtime.Result {
-	return &runtime.Result{ExitCode: code, Reason: runtime.ReasonFor(code), StartedAt: t0, FinishedAt: t0.Add(time.Second)}
+func exited(code int32) *attemptResult {
+	return &attemptResult{Result: runtime.Result{ExitCode: code, Reason: runtime.ReasonFor(code), StartedAt: t0, FinishedAt: t0.Add(time.Second)}}
 }
 
 func TestPodPhase(t *testing.T) {
-	running := containerView{name: "c", running: true}
-	waiting := containerView{name: "c"}
-	succeeded := containerView{name: "c", last: exited(0), final: true}
-	failed := containerView{name: "c", last: exited(1), final: true}
-	restarting := containerView{name: "c", last: exited(1)}
+	running := containerView{name: "c", kind: kindMain, running: true, started: true, everRan: true}
+	waiting := containerView{name: "c", kind: kindMain}
+	succeeded := containerView{name: "c", kind: kindMain, last: exited(0), final: true, everRan: true}
+	failed := containerView{name: "c", kind: kindMain, last: exited(1), final: true, everRan: true}
+	restarting := containerView{name: "c", kind: kindMain, last: exited(1), everRan: true}
+	initOf := func(v containerView) containerView { v.kind = kindInit; return v }
+	sidecarOf := func(v containerView) containerView { v.kind = kindSidecar; return v }
+	unstarted := containerView{name: "s", kind: kindSidecar, running: true, everRan: true}
+	killed := containerView{name: "s", kind: kindSidecar, last: &attemptResult{Result: runtime.Result{ExitCode: 143, Signal: 15, Reason: "Error"}}, final: true, everRan: true}
 	cases := map[string]struct {
 		view podView
 		want corev1.PodPhase
 	}{
-		"nothing started":                {view: podView{containers: []containerView{waiting}}, want: corev1.PodPending},
-		"init running":                   {view: podView{inits: []containerView{running}, containers: []containerView{waiting}}, want: corev1.PodPending},
-		"init restarting":                {view: podView{inits: []containerView{restarting}, containers: []containerView{waiting}}, want: corev1.PodPending},
-		"init failed for good":           {view: podView{inits: []containerView{failed}, containers: []containerView{waiting}}, want: corev1.PodFailed},
-		"init done, container running":   {view: podView{inits: []containerView{succeeded}, containers: []containerView{running}}, want: corev1.PodRunning},
-		"one running one not started":    {view: podView{containers: []containerView{running, waiting}}, want: corev1.PodPending},
-		"one running one succeeded":      {view: podView{containers: []containerView{running, succeeded}}, want: corev1.PodRunning},
-		"all succeeded":                  {view: podView{containers: []containerView{succeeded, succeeded}}, want: corev1.PodSucceeded},
-		"one failed for good":            {view: podView{containers: []containerView{succeeded, failed}}, want: corev1.PodFailed},
-		"restarting":                     {view: podView{containers: []containerView{restarting}}, want: corev1.PodRunning},
-		"stopped while restarting":       {view: podView{terminal: true, containers: []containerView{restarting}}, want: corev1.PodFailed},
-		"stopped before start":           {view: podView{terminal: true, containers: []containerView{waiting}}, want: corev1.PodFailed},
-		"stopped during init":            {view: podView{terminal: true, inits: []containerView{waiting}, containers: []containerView{waiting}}, want: corev1.PodFailed},
-		"stopped after success restarts": {view: podView{terminal: true, containers: []containerView{{name: "c", last: exited(0)}}}, want: corev1.PodSucceeded},
+		"nothing started":              {view: podView{containers: []containerView{waiting}}, want: corev1.PodPending},
+		"init running":                 {view: podView{inits: []containerView{initOf(running)}, containers: []containerView{waiting}}, want: corev1.PodPending},
+		"init restarting":              {view: podView{inits: []containerView{initOf(restarting)}, containers: []containerView{waiting}}, want: corev1.PodPending},
+		"init failed for good":         {view: podView{inits: []containerView{initOf(failed)}, containers: []containerView{waiting}}, want: corev1.PodFailed},
+		"init done, container running": {view: podView{inits: []containerView{initOf(succeeded)}, containers: []containerView{running}}, want: corev1.PodRunning},
+		"one running one not started":  {view: podView{containers: []containerView{running, waiting}}, want: corev1.PodPending},
+		"one running one succeeded":    {view: podView{containers: []containerView{running, succeeded}}, want: corev1.PodRunning},
+		"all succeeded":                {view: podView{containers: []containerView{succeeded, succeeded}}, want: corev1.PodSucceeded},
+		"one failed for good":          {view: podView{containers: []containerView{succeeded, failed}}, want: corev1.PodFailed},
+		"restarting":                   {view: podView{containers: []containerView{restarting}}, want: corev1.PodRunning},
+		"stopped while restarting":     {view: podView{terminal: true, containers: []containerView{restarting}}, want: corev1.PodFailed},
+		"stopped before start":         {view: podView{terminal: true, containers: []containerView{waiting}}, want: corev1.PodFailed},
+		"stopped during init":          {view: podView{terminal: true, inits: []containerView{initOf(waiting)}, containers: []containerView{waiting}}, want: corev1.PodFailed},
+		// Sidecars, as getPhase counts them.
+		"sidecar not started yet":             {view: podView{inits: []containerView{sidecarOf(waiting)}, containers: []containerView{waiting}}, want: corev1.PodPending},
+		"sidecar waiting for its probe":       {view: podView{inits: []containerView{unstarted}, containers: []containerView{waiting}}, want: corev1.PodPending},
+		"sidecar started, main not yet":       {view: podView{inits: []containerView{sidecarOf(running)}, containers: []containerView{waiting}}, want: corev1.PodPending},
+		"sidecar and main running":            {view: podView{inits: []containerView{sidecarOf(running)}, containers: []containerView{running}}, want: corev1.PodRunning},
+		"main done, sidecar still running":    {view: podView{inits: []containerView{sidecarOf(running)}, containers: []containerView{succeeded}}, want: corev1.PodRunning},
+		"main succeeded, sidecar killed":      {view: podView{inits: []containerView{killed}, containers: []containerView{succeeded}}, want: corev1.PodSucceeded},
+		"main failed, sidecar killed":         {view: podView{inits: []containerView{killed}, containers: []containerView{failed}}, want: corev1.PodFailed},
+		"sidecar restarting after init":       {view: podView{inits: []containerView{sidecarOf(restarting)}, containers: []containerView{running}}, want: corev1.PodRunning},
+		"sidecar probing again after init":    {view: podView{inits: []containerView{unstarted}, containers: []containerView{running}}, want: corev1.PodRunning},
+		"init failed, sidecar still stopping": {view: podView{inits: []containerView{sidecarOf(running), initOf(failed)}, containers: []containerView{waiting}}, want: corev1.PodFailed},
+		"stopped after success restarts":      {view: podView{terminal: true, containers: []containerView{{name: "c", last: exited(0)}}}, want: corev1.PodSucceeded},
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
@@ -68,7 +83,7 @@ func TestBuildStatus(t *testing.T) {
 		want corev1.PodStatus
 	}{
 		"running": {
-			view: podView{startTime: t0, containers: []containerView{{name: "main", image: "busybox", running: true, startedAt: t0, containerID: "process://42"}}},
+			view: podView{startTime: t0, containers: []containerView{{name: "main", image: "busybox", kind: kindMain, running: true, started: true, everRan: true, startedAt: t0, containerID: "process://42"}}},
 			want: corev1.PodStatus{
 				Phase: corev1.PodRunning, QOSClass: corev1.PodQOSBestEffort,
 				HostIP: nodeIP, HostIPs: []corev1.HostIP{{IP: nodeIP}}, PodIP: nodeIP, PodIPs: []corev1.PodIP{{IP: nodeIP}},
@@ -89,7 +104,7 @@ func TestBuildStatus(t *testing.T) {
 		},
 		"failed with deadline": {
 			view: podView{startTime: t0, terminal: true, reason: ReasonDeadlineExceeded, message: MessageDeadlineExceeded,
-				containers: []containerView{{name: "main", image: "busybox", containerID: "process://42", last: &runtime.Result{ExitCode: 143, Signal: 15, Reason: "Error", StartedAt: t0, FinishedAt: now}, final: true}}},
+				containers: []containerView{{name: "main", image: "busybox", kind: kindMain, everRan: true, containerID: "process://42", last: &attemptResult{containerID: "process://42", Result: runtime.Result{ExitCode: 143, Signal: 15, Reason: "Error", StartedAt: t0, FinishedAt: now}}, final: true}}},
 			want: corev1.PodStatus{
 				Phase: corev1.PodFailed, QOSClass: corev1.PodQOSBestEffort, Reason: ReasonDeadlineExceeded, Message: MessageDeadlineExceeded,
 				HostIP: nodeIP, HostIPs: []corev1.HostIP{{IP: nodeIP}}, PodIP: nodeIP, PodIPs: []corev1.PodIP{{IP: nodeIP}},
@@ -111,8 +126,8 @@ func TestBuildStatus(t *testing.T) {
 		},
 		"crash loop back-off while init waits": {
 			view: podView{startTime: t0,
-				inits:      []containerView{{name: "init", restartCount: 1, last: exited(1), waitReason: ReasonCrashLoopBackOff, waitMessage: "back-off 10s"}},
-				containers: []containerView{{name: "main", waitReason: ReasonPodInitializing}}},
+				inits:      []containerView{{name: "init", kind: kindInit, everRan: true, restartCount: 1, last: exited(1), waitReason: ReasonCrashLoopBackOff, waitMessage: "back-off 10s"}},
+				containers: []containerView{{name: "main", kind: kindMain, waitReason: ReasonPodInitializing}}},
 			want: corev1.PodStatus{
 				Phase: corev1.PodPending, QOSClass: corev1.PodQOSBestEffort,
 				HostIP: nodeIP, HostIPs: []corev1.HostIP{{IP: nodeIP}}, PodIP: nodeIP, PodIPs: []corev1.PodIP{{IP: nodeIP}},

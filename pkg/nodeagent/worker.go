@@ -17,53 +17,38 @@ import (
 )
 
 // container is the worker's record of one container. It is owned by the
-// worker goroutine, except the fields copied into logState.
+// worker goroutine, except what setLogState copies into logState.
 type container struct {
 	// spec is the container's spec.
 	spec *corev1.Container
-	// isInit is true for init containers.
-	isInit bool
+	// info are the fixed facts transition needs.
+	info containerInfo
+	// state is the lifecycle state; only apply changes it.
+	state containerState
 	// handle is the running attempt, nil when none runs.
 	handle runtime.Handle
-	// stopping is true once Stop was called on handle.
-	stopping bool
-	// attempt is the number of the current or last attempt (0 = first).
-	attempt int32
-	// ran is true once an attempt was made (the first one is attempt 0).
-	ran bool
-	// startedAt is when the running attempt started.
-	startedAt time.Time
-	// containerID identifies the current or last attempt.
-	containerID string
-	// last is the last finished attempt.
-	last *runtime.Result
-	// prev is the attempt that finished before last.
-	prev *runtime.Result
-	// final is true when the container will not run again.
-	final bool
-	// notBefore is when a restarting container may start.
-	notBefore time.Time
-	// backoff is the crash-loop back-off.
-	backoff restartBackoff
-	// waitReason and waitMessage say why the container is waiting.
-	waitReason, waitMessage string
+	// stopProbe ends the running attempt's startup probe; nil when none runs.
+	stopProbe context.CancelFunc
 }
 
 // view returns the status view of the container.
 func (c *container) view() containerView {
-	restarts := c.attempt
+	s := c.state
 	return containerView{
 		name:         c.spec.Name,
 		image:        c.spec.Image,
-		running:      c.handle != nil,
-		startedAt:    c.startedAt,
-		containerID:  c.containerID,
-		restartCount: restarts,
-		last:         c.last,
-		prev:         c.prev,
-		final:        c.final,
-		waitReason:   c.waitReason,
-		waitMessage:  c.waitMessage,
+		kind:         c.info.kind,
+		running:      s.active(),
+		started:      s.started,
+		startedAt:    s.startedAt,
+		containerID:  s.containerID,
+		restartCount: s.attempt,
+		last:         s.last,
+		prev:         s.prev,
+		final:        s.phase == phaseExited,
+		everRan:      s.ran,
+		waitReason:   s.waitReason,
+		waitMessage:  s.waitMessage,
 	}
 }
 
@@ -80,28 +65,24 @@ type logState struct {
 	handle runtime.Handle
 }
 
-// worker runs one pod. Its state machine, per container:
-//
-//	waiting --start--> running --exit--> finished
-//	   ^                                    |
-//	   +---- restartPolicy says restart ----+ (after back-off)
-//
-// and for the pod: accepted -> initializing (init containers one at a
-// time) -> running (all containers) -> terminal, with "stopping" (deletion
-// or active deadline: stop every attempt, grace period, then terminal)
-// reachable from every non-terminal state. The worker goroutine alone
-// mutates the containers; other goroutines only hand it the latest pod and
-// poke it.
+// worker runs one pod: it gathers what happened to the pod's containers
+// (exits, probe results, deletion, deadline), feeds it to the lifecycle
+// (transition, planPod) and carries out the resulting actions. The worker
+// goroutine alone mutates the containers; other goroutines only hand it
+// the latest pod and poke it. The lifecycle is drawn in doc.go.
 type worker struct {
 	// agent gives access to the runtime, the status manager and the clock.
 	agent *Agent
 
-	// mu guards pod and logs.
+	// mu guards pod, logs and probeResults.
 	mu sync.Mutex
 	// pod is the latest pod seen in the API.
 	pod *corev1.Pod
 	// logs is the per-container state for the log endpoint.
 	logs map[string]logState
+	// probeResults are startup probe outcomes not yet applied, by
+	// container name.
+	probeResults map[string]probeResult
 
 	// wake is poked whenever something may have changed.
 	wake chan struct{}
@@ -116,8 +97,11 @@ type worker struct {
 	inits, containers []*container
 	// startTime is when the pod was accepted.
 	startTime time.Time
-	// stopping is set when the pod must stop for good.
+	// stopping is set when the pod must stop for good (deletion, deadline).
 	stopping bool
+	// stopDeadline is when the grace period of a finishing pod runs out;
+	// zero until the pod finishes.
+	stopDeadline time.Time
 	// reason and message explain why the pod stopped.
 	reason, message string
 	// lastStatus is the last status handed to the status manager.
@@ -137,34 +121,46 @@ type worker struct {
 // decides).
 func newWorker(a *Agent, pod *corev1.Pod) *worker {
 	w := &worker{
-		agent:    a,
-		pod:      pod,
-		logs:     map[string]logState{},
-		wake:     make(chan struct{}, 1),
-		done:     make(chan struct{}),
-		finished: make(chan struct{}),
-		requests: podRequests(pod),
+		agent:        a,
+		pod:          pod,
+		logs:         map[string]logState{},
+		probeResults: map[string]probeResult{},
+		wake:         make(chan struct{}, 1),
+		done:         make(chan struct{}),
+		finished:     make(chan struct{}),
+		requests:     podRequests(pod),
 	}
 	now := a.clock.Now()
 	w.startTime = now
 	if pod.Status.StartTime != nil {
 		w.startTime = pod.Status.StartTime.Time
 	}
+	mainRan := false
+	for _, st := range pod.Status.ContainerStatuses {
+		mainRan = mainRan || st.RestartCount > 0 || st.State.Running != nil || st.State.Terminated != nil || st.LastTerminationState.Terminated != nil
+	}
 	for i := range pod.Spec.InitContainers {
-		w.inits = append(w.inits, restoreContainer(pod, &pod.Spec.InitContainers[i], true, pod.Status.InitContainerStatuses, now))
+		w.inits = append(w.inits, restoreContainer(pod, &pod.Spec.InitContainers[i], true, pod.Status.InitContainerStatuses, mainRan, now))
 	}
 	for i := range pod.Spec.Containers {
-		w.containers = append(w.containers, restoreContainer(pod, &pod.Spec.Containers[i], false, pod.Status.ContainerStatuses, now))
+		w.containers = append(w.containers, restoreContainer(pod, &pod.Spec.Containers[i], false, pod.Status.ContainerStatuses, mainRan, now))
 	}
 	for _, c := range w.all() {
-		w.logs[c.spec.Name] = logState{attempt: c.attempt, ran: c.ran}
+		w.logs[c.spec.Name] = logState{attempt: c.state.attempt, ran: c.state.ran}
 	}
 	return w
 }
 
-// restoreContainer rebuilds a container record from its API status.
-func restoreContainer(pod *corev1.Pod, spec *corev1.Container, isInit bool, statuses []corev1.ContainerStatus, now time.Time) *container {
-	c := &container{spec: spec, isInit: isInit}
+// restoreContainer rebuilds a container record from its API status. A
+// sidecar of a pod whose main containers ran counts as initialized.
+func restoreContainer(pod *corev1.Pod, spec *corev1.Container, isInit bool, statuses []corev1.ContainerStatus, mainRan bool, now time.Time) *container {
+	c := &container{spec: spec, info: containerInfo{
+		name:   spec.Name,
+		kind:   kindOf(spec, isInit),
+		policy: pod.Spec.RestartPolicy,
+		podRef: fmt.Sprintf("%s_%s(%s)", pod.Name, pod.Namespace, pod.UID),
+	}}
+	c.state.initialized = c.info.kind == kindSidecar && mainRan
 	var st *corev1.ContainerStatus
 	for i := range statuses {
 		if statuses[i].Name == spec.Name {
@@ -174,28 +170,31 @@ func restoreContainer(pod *corev1.Pod, spec *corev1.Container, isInit bool, stat
 	if st == nil {
 		return c
 	}
-	c.attempt = st.RestartCount
-	c.containerID = st.ContainerID
+	s := &c.state
+	s.attempt, s.containerID = st.RestartCount, st.ContainerID
 	term := st.State.Terminated
 	if term == nil {
 		term = st.LastTerminationState.Terminated
 	}
 	if term != nil {
-		c.ran = true
-		c.last = &runtime.Result{ExitCode: term.ExitCode, Signal: term.Signal, Reason: term.Reason, Message: term.Message, StartedAt: term.StartedAt.Time, FinishedAt: term.FinishedAt.Time}
+		s.ran = true
+		s.last = &attemptResult{containerID: term.ContainerID, Result: runtime.Result{ExitCode: term.ExitCode, Signal: term.Signal, Reason: term.Reason, Message: term.Message, StartedAt: term.StartedAt.Time, FinishedAt: term.FinishedAt.Time}}
 	}
 	if st.State.Running != nil {
-		c.ran = true
-		c.last = &runtime.Result{
+		s.ran = true
+		s.last = &attemptResult{containerID: st.ContainerID, Result: runtime.Result{
 			ExitCode:   137,
 			Reason:     ReasonContainerStatusUnknown,
 			Message:    "The container's process was lost when the node agent stopped",
 			StartedAt:  st.State.Running.StartedAt.Time,
 			FinishedAt: now,
-		}
+		}}
 	}
-	if c.last != nil {
-		c.final = !shouldRestart(pod.Spec.RestartPolicy, isInit, c.last.ExitCode)
+	if s.last != nil {
+		s.phase = phaseBackOff
+		if !shouldRestart(pod.Spec.RestartPolicy, c.info.kind, s.last.ExitCode) {
+			s.phase = phaseExited
+		}
 	}
 	return c
 }
@@ -241,13 +240,14 @@ func (w *worker) logStateOf(name string) (logState, bool) {
 // first (agent shutdown, pod gone) running attempts are left to the caller.
 func (w *worker) run(ctx context.Context) {
 	defer close(w.done)
+	defer w.stopProbes()
 	logger := klog.FromContext(ctx)
 	for {
 		next := w.advance(ctx)
 		pod := w.currentPod()
 		view := w.view()
 		status := buildStatus(pod, view, w.agent.clock.Now())
-		terminal := status.Phase == corev1.PodSucceeded || status.Phase == corev1.PodFailed
+		terminal := isTerminalPhase(status.Phase)
 		if w.lastStatus == nil || !equality.Semantic.DeepEqual(w.lastStatus, status) {
 			w.lastStatus = status
 			w.agent.status.set(pod, status)
@@ -277,24 +277,28 @@ func (w *worker) run(ctx context.Context) {
 	}
 }
 
-// view snapshots the containers for the status.
+// view snapshots the containers for the status. A container held up by an
+// init container that is not through yet waits with PodInitializing.
 func (w *worker) view() podView {
 	v := podView{startTime: w.startTime, terminal: w.stopping && w.noneRunning(), reason: w.reason, message: w.message}
-	initialized := true
-	for _, c := range w.inits {
-		cv := c.view()
-		if !initialized && !cv.running && cv.last == nil && cv.waitReason == "" {
+	through := true
+	hold := func(cv containerView) containerView {
+		if !through && !cv.running && cv.last == nil && cv.waitReason == "" {
 			cv.waitReason = ReasonPodInitializing
 		}
-		initialized = initialized && cv.initSucceeded()
-		v.inits = append(v.inits, cv)
+		return cv
+	}
+	for _, c := range w.inits {
+		v.inits = append(v.inits, hold(c.view()))
+		switch c.info.kind {
+		case kindSidecar:
+			through = through && c.state.initialized
+		default:
+			through = through && c.view().initSucceeded()
+		}
 	}
 	for _, c := range w.containers {
-		cv := c.view()
-		if !initialized && !cv.running && cv.last == nil && cv.waitReason == "" {
-			cv.waitReason = ReasonPodInitializing
-		}
-		v.containers = append(v.containers, cv)
+		v.containers = append(v.containers, hold(c.view()))
 	}
 	return v
 }
@@ -309,30 +313,71 @@ func (w *worker) noneRunning() bool {
 	return true
 }
 
-// advance moves the state machine as far as it can go without waiting and
-// returns when it next needs to look again without being poked (zero: no
-// timer needed).
+// podGrace is the grace period of the pod's termination: the deletion's,
+// else the spec's, else the default.
+func podGrace(pod *corev1.Pod) time.Duration {
+	switch {
+	case pod.DeletionGracePeriodSeconds != nil:
+		return time.Duration(*pod.DeletionGracePeriodSeconds) * time.Second
+	case pod.Spec.TerminationGracePeriodSeconds != nil:
+		return time.Duration(*pod.Spec.TerminationGracePeriodSeconds) * time.Second
+	default:
+		return time.Duration(corev1.DefaultTerminationGracePeriodSeconds) * time.Second
+	}
+}
+
+// minStopGrace is the shortest grace period a sidecar stopped in its turn
+// gets, as the kubelet's minimum shutdown window.
+const minStopGrace = 2 * time.Second
+
+// advance moves the pod as far as it can go without waiting and returns
+// when it next needs to look again without being poked (zero: no timer
+// needed).
 func (w *worker) advance(ctx context.Context) time.Time {
 	for {
-		progress := w.collectExits()
+		progress := w.collectExits(ctx)
+		progress = w.collectProbes(ctx) || progress
 		pod := w.currentPod()
 		now := w.agent.clock.Now()
 		if !w.stopping {
 			if pod.DeletionTimestamp != nil {
 				w.stopping = true
+				if end := now.Add(podGrace(pod)); !w.stopDeadline.IsZero() && end.Before(w.stopDeadline) {
+					w.stopDeadline = end
+				}
 			} else if d := pod.Spec.ActiveDeadlineSeconds; d != nil && !now.Before(w.startTime.Add(time.Duration(*d)*time.Second)) {
 				w.stopping = true
 				w.reason, w.message = ReasonDeadlineExceeded, MessageDeadlineExceeded
 				w.agent.event(pod, corev1.EventTypeNormal, ReasonDeadlineExceeded, MessageDeadlineExceeded)
 			}
 		}
-		if w.stopping {
-			w.stopAll(ctx, pod)
-			return time.Time{}
+		all := w.all()
+		in := planInput{kinds: make([]containerKind, len(all)), states: make([]containerState, len(all)), now: now}
+		for i, c := range all {
+			in.kinds[i], in.states[i] = c.info.kind, c.state
 		}
-		started, next := w.startDue(ctx, pod, now)
-		if !progress && !started {
-			if d := pod.Spec.ActiveDeadlineSeconds; d != nil {
+		in.finishing = podFinishing(in.kinds, in.states, w.stopping)
+		if in.finishing && w.stopDeadline.IsZero() {
+			w.stopDeadline = now.Add(podGrace(pod))
+		}
+		in.stopDeadline = w.stopDeadline
+		plan := planPod(in)
+		for _, i := range plan.stop {
+			grace := podGrace(pod)
+			if all[i].info.kind == kindSidecar {
+				grace = w.stopDeadline.Sub(now)
+				if pg := podGrace(pod); grace < minStopGrace {
+					grace = min(minStopGrace, pg)
+				}
+			}
+			w.apply(ctx, pod, all[i], event{kind: evStop, at: now, grace: grace})
+		}
+		for _, i := range plan.start {
+			w.start(ctx, pod, all[i], now)
+		}
+		if !progress && len(plan.stop) == 0 && len(plan.start) == 0 {
+			next := plan.next
+			if d := pod.Spec.ActiveDeadlineSeconds; d != nil && !w.stopping {
 				deadline := w.startTime.Add(time.Duration(*d) * time.Second)
 				if next.IsZero() || deadline.Before(next) {
 					next = deadline
@@ -343,8 +388,32 @@ func (w *worker) advance(ctx context.Context) time.Time {
 	}
 }
 
-// collectExits records the attempts that ended and decides their restarts.
-func (w *worker) collectExits() bool {
+// apply feeds one event to a container's lifecycle and carries out the
+// actions it returns.
+func (w *worker) apply(ctx context.Context, pod *corev1.Pod, c *container, ev event) {
+	next, actions := transition(c.state, c.info, ev)
+	c.state = next
+	for _, act := range actions {
+		switch act.kind {
+		case actStop:
+			if c.handle != nil {
+				klog.FromContext(ctx).V(2).Info("Stopping container", "pod", klog.KObj(pod), "container", c.spec.Name, "gracePeriod", act.grace)
+				c.handle.Stop(act.grace)
+			}
+		case actRecord:
+			w.agent.event(pod, act.eventType, act.reason, act.message)
+		case actProbe:
+			w.startProbe(ctx, c)
+		}
+	}
+	if !c.state.active() || c.state.started {
+		w.endProbe(c)
+	}
+	w.setLogState(c)
+}
+
+// collectExits delivers the ends of running attempts.
+func (w *worker) collectExits(ctx context.Context) bool {
 	progress := false
 	pod := w.currentPod()
 	for _, c := range w.all() {
@@ -357,125 +426,28 @@ func (w *worker) collectExits() bool {
 			continue
 		}
 		res := c.handle.Result()
-		c.handle, c.stopping, progress = nil, false, true
-		c.prev, c.last = c.last, &res
-		w.setLogState(c)
-		if w.stopping || !shouldRestart(pod.Spec.RestartPolicy, c.isInit, res.ExitCode) {
-			c.final = true
-			continue
-		}
-		c.notBefore = res.FinishedAt.Add(c.backoff.next(res.FinishedAt))
-		c.waitReason, c.waitMessage = "", ""
-		if c.notBefore.After(res.FinishedAt) {
-			c.waitReason = ReasonCrashLoopBackOff
-			c.waitMessage = fmt.Sprintf("back-off %s restarting failed container=%s pod=%s_%s(%s)", c.notBefore.Sub(res.FinishedAt), c.spec.Name, pod.Name, pod.Namespace, pod.UID)
-			w.agent.event(pod, corev1.EventTypeWarning, "BackOff", fmt.Sprintf("Back-off restarting failed container %s in pod %s_%s(%s)", c.spec.Name, pod.Name, pod.Namespace, pod.UID))
-		}
+		c.handle, progress = nil, true
+		w.apply(ctx, pod, c, event{kind: evExited, at: res.FinishedAt, result: res})
 	}
 	return progress
 }
 
-// stopAll stops every running attempt with the pod's grace period and
-// marks every other container as done.
-func (w *worker) stopAll(ctx context.Context, pod *corev1.Pod) {
-	grace := time.Duration(corev1.DefaultTerminationGracePeriodSeconds) * time.Second
-	if pod.DeletionGracePeriodSeconds != nil {
-		grace = time.Duration(*pod.DeletionGracePeriodSeconds) * time.Second
-	} else if pod.Spec.TerminationGracePeriodSeconds != nil {
-		grace = time.Duration(*pod.Spec.TerminationGracePeriodSeconds) * time.Second
-	}
-	for _, c := range w.all() {
-		if c.handle == nil {
-			c.final = true
-			c.waitReason, c.waitMessage = "", ""
-			continue
-		}
-		if !c.stopping {
-			c.stopping = true
-			klog.FromContext(ctx).V(2).Info("Stopping container", "pod", klog.KObj(pod), "container", c.spec.Name, "gracePeriod", grace)
-			w.agent.event(pod, corev1.EventTypeNormal, "Killing", fmt.Sprintf("Stopping container %s", c.spec.Name))
-			c.handle.Stop(grace)
-		}
-	}
-}
-
-// startDue starts the containers whose turn has come: init containers one
-// at a time in order, then every regular container. It returns whether it
-// started (or failed to start) anything, and the earliest back-off expiry.
-func (w *worker) startDue(ctx context.Context, pod *corev1.Pod, now time.Time) (bool, time.Time) {
-	var next time.Time
-	consider := func(c *container) (started bool, busy bool) {
-		if c.handle != nil {
-			return false, true
-		}
-		if c.final {
-			return false, false
-		}
-		if c.notBefore.After(now) {
-			if next.IsZero() || c.notBefore.Before(next) {
-				next = c.notBefore
-			}
-			return false, true
-		}
-		retryAt := w.start(ctx, pod, c, now)
-		if !retryAt.IsZero() && (next.IsZero() || retryAt.Before(next)) {
-			next = retryAt
-		}
-		return retryAt.IsZero(), true
-	}
-	for _, c := range w.inits {
-		if c.final {
-			if code, _ := c.exitCode(); code != 0 {
-				return false, time.Time{}
-			}
-			continue
-		}
-		started, busy := consider(c)
-		if busy {
-			return started, next
-		}
-	}
-	any := false
-	for _, c := range w.containers {
-		started, _ := consider(c)
-		any = any || started
-	}
-	return any, next
-}
-
-// exitCode returns the last exit code of a container.
-func (c *container) exitCode() (int32, bool) {
-	if c.last == nil {
-		return 0, false
-	}
-	return c.last.ExitCode, true
-}
-
-// retryConfigError is how long a container whose env cannot be resolved
-// waits before the next try.
-var retryConfigError = 10 * time.Second
-
-// start starts one attempt of c. It returns a retry time when the attempt
-// could not be configured (the container stays waiting), zero otherwise
-// (started, or failed to start, which counts as a finished attempt).
-func (w *worker) start(ctx context.Context, pod *corev1.Pod, c *container, now time.Time) time.Time {
+// start starts one attempt of c and feeds the outcome to its lifecycle:
+// evConfigFailed when the attempt cannot be configured (the container stays
+// waiting and retries), evStartFailed when the runtime cannot start it
+// (a finished attempt), evStarted otherwise.
+func (w *worker) start(ctx context.Context, pod *corev1.Pod, c *container, now time.Time) {
 	logger := klog.FromContext(ctx)
+	attempt := c.state.nextAttempt()
 	spec, err := w.agent.containerSpec(ctx, pod, c)
+	if err == nil {
+		spec.Attempt = attempt
+		err = w.agent.prepareAttempt(&spec, attempt)
+	}
 	if err != nil {
-		c.waitReason, c.waitMessage = ReasonCreateContainerConfigError, err.Error()
-		w.agent.event(pod, corev1.EventTypeWarning, "Failed", fmt.Sprintf("Error: %v", err))
-		return now.Add(retryConfigError)
+		w.apply(ctx, pod, c, event{kind: evConfigFailed, at: now, message: err.Error()})
+		return
 	}
-	if c.ran {
-		c.attempt++
-	}
-	spec.Attempt = c.attempt
-	if err := w.agent.prepareAttempt(&spec, c.attempt); err != nil {
-		c.waitReason, c.waitMessage = ReasonCreateContainerConfigError, err.Error()
-		return now.Add(retryConfigError)
-	}
-	c.ran = true
-	c.waitReason, c.waitMessage = "", ""
 	w.agent.imageEvent(pod, c.spec)
 	h, err := w.agent.runtime.Start(ctx, spec)
 	if err != nil {
@@ -485,31 +457,33 @@ func (w *worker) start(ctx context.Context, pod *corev1.Pod, c *container, now t
 			res.Reason, res.Message = se.Reason, se.Message
 		}
 		logger.V(2).Info("Container failed to start", "pod", klog.KObj(pod), "container", c.spec.Name, "reason", res.Reason, "message", res.Message)
-		w.agent.event(pod, corev1.EventTypeWarning, "Failed", fmt.Sprintf("Error: %s: %s", res.Reason, res.Message))
-		c.handle = finishedHandle{res}
-		w.setLogState(c)
-		return time.Time{}
+		w.apply(ctx, pod, c, event{kind: evStartFailed, at: now, result: res})
+		return
+	}
+	id := fmt.Sprintf("%s://%s-%s-%d", w.agent.runtime.Name(), pod.UID, c.spec.Name, attempt)
+	if pid := h.PID(); pid > 0 {
+		id = w.agent.runtime.Name() + "://" + strconv.Itoa(pid)
+	}
+	probed := false
+	if p := c.spec.StartupProbe; p != nil {
+		if why := unsupportedProbe(p); why != "" {
+			w.agent.event(pod, corev1.EventTypeWarning, ReasonProbeNotSupported, fmt.Sprintf("Startup probe of container %s not run: %s; the container counts as started", c.spec.Name, why))
+		} else {
+			probed = true
+		}
 	}
 	c.handle = h
-	c.startedAt = now
-	c.containerID = fmt.Sprintf("%s://%s-%s-%d", w.agent.runtime.Name(), pod.UID, c.spec.Name, c.attempt)
-	if pid := h.PID(); pid > 0 {
-		c.containerID = w.agent.runtime.Name() + "://" + strconv.Itoa(pid)
-	}
-	w.setLogState(c)
-	logger.V(2).Info("Container started", "pod", klog.KObj(pod), "container", c.spec.Name, "attempt", c.attempt, "pid", h.PID())
-	w.agent.event(pod, corev1.EventTypeNormal, "Started", fmt.Sprintf("Started container %s", c.spec.Name))
+	logger.V(2).Info("Container started", "pod", klog.KObj(pod), "container", c.spec.Name, "attempt", attempt, "pid", h.PID())
+	w.apply(ctx, pod, c, event{kind: evStarted, at: now, containerID: id, probed: probed})
 	go func() {
 		<-h.Done()
 		w.poke()
 	}()
-	return time.Time{}
 }
 
 // setLogState publishes a container's state for the log endpoint.
 func (w *worker) setLogState(c *container) {
-	_, ended := c.handle.(finishedHandle)
-	st := logState{attempt: c.attempt, ran: c.ran, running: c.handle != nil && !ended}
+	st := logState{attempt: c.state.attempt, ran: c.state.ran, running: c.handle != nil}
 	if st.running {
 		st.handle = c.handle
 	}
@@ -517,27 +491,6 @@ func (w *worker) setLogState(c *container) {
 	w.logs[c.spec.Name] = st
 	w.mu.Unlock()
 }
-
-// finishedHandle is an attempt that ended before it began.
-type finishedHandle struct {
-	// res is the outcome.
-	res runtime.Result
-}
-
-// closedChan is always closed.
-var closedChan = func() chan struct{} { c := make(chan struct{}); close(c); return c }()
-
-// PID implements runtime.Handle.
-func (finishedHandle) PID() int { return 0 }
-
-// Done implements runtime.Handle.
-func (finishedHandle) Done() <-chan struct{} { return closedChan }
-
-// Result implements runtime.Handle.
-func (h finishedHandle) Result() runtime.Result { return h.res }
-
-// Stop implements runtime.Handle.
-func (finishedHandle) Stop(time.Duration) {}
 
 // removePodDir deletes everything the pod left on disk.
 func removePodDir(dir string) error {

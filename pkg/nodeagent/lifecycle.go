@@ -1,0 +1,329 @@
+package nodeagent
+
+import (
+	"fmt"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+
+	"jobkeeper.dev/jobkeeper/pkg/nodeagent/runtime"
+)
+
+// containerKind says which part a container plays in its pod's lifecycle.
+type containerKind int
+
+const (
+	// kindInit is a regular init container: it runs to completion, in order,
+	// before the next init container starts.
+	kindInit containerKind = iota
+	// kindSidecar is an init container with restartPolicy Always (a native
+	// sidecar): started in order with the init containers, kept running,
+	// restarted whatever the pod's restartPolicy, stopped after the main
+	// containers.
+	kindSidecar
+	// kindMain is a regular container.
+	kindMain
+)
+
+// kindOf returns the kind of a container of the pod.
+func kindOf(c *corev1.Container, isInit bool) containerKind {
+	switch {
+	case !isInit:
+		return kindMain
+	case c.RestartPolicy != nil && *c.RestartPolicy == corev1.ContainerRestartPolicyAlways:
+		return kindSidecar
+	default:
+		return kindInit
+	}
+}
+
+// phase is where a container is in its lifecycle. The diagram is in doc.go.
+type phase int
+
+const (
+	// phaseWaiting: no attempt runs yet, or the next one could not be
+	// configured (retried at notBefore).
+	phaseWaiting phase = iota
+	// phaseRunning: an attempt runs.
+	phaseRunning
+	// phaseBackOff: the last attempt ended and the container starts again
+	// at notBefore.
+	phaseBackOff
+	// phaseStopping: the running attempt was asked to stop.
+	phaseStopping
+	// phaseExited: the container will not run again.
+	phaseExited
+)
+
+// String names the phase for logs and test failures.
+func (p phase) String() string {
+	return [...]string{"waiting", "running", "back-off", "stopping", "exited"}[p]
+}
+
+// attemptResult is how one attempt ended, with the ID it ran under.
+type attemptResult struct {
+	// Result is the runtime's outcome.
+	runtime.Result
+	// containerID is the attempt's container ID; empty when it never started.
+	containerID string
+}
+
+// containerState is the lifecycle state of one container. It is a value:
+// transition returns a new one.
+type containerState struct {
+	// phase is the lifecycle phase.
+	phase phase
+	// attempt is the number of the current or last attempt (its restart
+	// count); meaningful once ran.
+	attempt int32
+	// ran is true once an attempt was made.
+	ran bool
+	// startedAt is when the running attempt started.
+	startedAt time.Time
+	// containerID identifies the running or last attempt.
+	containerID string
+	// started is true while the running attempt has passed its startup
+	// probe (at once when it has none).
+	started bool
+	// initialized is true once a sidecar has started for the first time:
+	// from then on it no longer holds up the init containers after it.
+	initialized bool
+	// last is the last finished attempt, prev the one before; nil if none.
+	last, prev *attemptResult
+	// notBefore is when a waiting or backing-off container may start.
+	notBefore time.Time
+	// backoff is the crash-loop back-off.
+	backoff restartBackoff
+	// policyDecides is set while stopping after a failed startup probe:
+	// the restart policy then decides on the exit, as after a crash.
+	policyDecides bool
+	// waitReason and waitMessage say why the container is waiting.
+	waitReason, waitMessage string
+}
+
+// nextAttempt is the number the next attempt will have.
+func (s containerState) nextAttempt() int32 {
+	if s.ran {
+		return s.attempt + 1
+	}
+	return 0
+}
+
+// due reports whether a waiting or backing-off container may start at now.
+func (s containerState) due(now time.Time) bool {
+	return (s.phase == phaseWaiting || s.phase == phaseBackOff) && !s.notBefore.After(now)
+}
+
+// active reports whether an attempt runs (running or stopping).
+func (s containerState) active() bool {
+	return s.phase == phaseRunning || s.phase == phaseStopping
+}
+
+// eventKind is what happened to a container.
+type eventKind int
+
+const (
+	// evStarted: the runtime started an attempt.
+	evStarted eventKind = iota
+	// evStartFailed: the runtime could not start the attempt; it counts as
+	// an attempt that ended with result.
+	evStartFailed
+	// evConfigFailed: the attempt could not be configured (env, working
+	// directory); nothing ran.
+	evConfigFailed
+	// evExited: the running attempt ended with result.
+	evExited
+	// evProbeSucceeded: the startup probe passed.
+	evProbeSucceeded
+	// evProbeFailed: the startup probe reached its failure threshold.
+	evProbeFailed
+	// evStop: the pod is finishing; the container must not run again.
+	evStop
+)
+
+// event is one input of transition.
+type event struct {
+	// kind is what happened.
+	kind eventKind
+	// at is when it happened.
+	at time.Time
+	// containerID is the started attempt's ID (evStarted).
+	containerID string
+	// probed is true when the started attempt has a startup probe to pass
+	// (evStarted).
+	probed bool
+	// result is how the attempt ended (evStartFailed, evExited).
+	result runtime.Result
+	// message explains evConfigFailed.
+	message string
+	// grace is the grace period of a stop (evStop, evProbeFailed).
+	grace time.Duration
+}
+
+// actionKind is what the worker must do after a transition.
+type actionKind int
+
+const (
+	// actStop: stop the running attempt with grace.
+	actStop actionKind = iota
+	// actRecord: record an event on the pod.
+	actRecord
+	// actProbe: start the startup probe of the running attempt.
+	actProbe
+)
+
+// action is one output of transition.
+type action struct {
+	// kind is what to do.
+	kind actionKind
+	// grace is the stop's grace period (actStop).
+	grace time.Duration
+	// eventType, reason and message describe the event (actRecord).
+	eventType, reason, message string
+}
+
+// recordEvent is an actRecord action.
+func recordEvent(eventType, reason, message string) action {
+	return action{kind: actRecord, eventType: eventType, reason: reason, message: message}
+}
+
+// containerInfo is what transition needs to know about the container and
+// its pod; it does not change during the pod's life.
+type containerInfo struct {
+	// name is the container's name.
+	name string
+	// kind is the container's kind.
+	kind containerKind
+	// policy is the pod's restartPolicy.
+	policy corev1.RestartPolicy
+	// podRef names the pod in messages: "name_namespace(uid)".
+	podRef string
+}
+
+// failedStartedAt is the startedAt of an attempt that never started: the
+// Unix epoch, what the kubelet reports for a container the runtime created
+// but could not start (its runtime start time is 0).
+var failedStartedAt = time.Unix(0, 0).UTC()
+
+// retryConfigError is how long a container whose attempt cannot be
+// configured waits before the next try.
+var retryConfigError = 10 * time.Second
+
+// transition is the container lifecycle: given the state, what happened and
+// the container's fixed facts, it returns the next state and what the worker
+// must do. It is pure: the worker starts attempts, delivers their exits and
+// probe results, and carries out the actions. Events that make no sense in
+// the current phase (a late probe result, a stop of an exited container)
+// leave the state unchanged.
+func transition(s containerState, c containerInfo, ev event) (containerState, []action) {
+	switch ev.kind {
+	case evStarted:
+		if s.phase != phaseWaiting && s.phase != phaseBackOff {
+			return s, nil
+		}
+		s.attempt, s.ran = s.nextAttempt(), true
+		s.phase, s.startedAt, s.containerID = phaseRunning, ev.at, ev.containerID
+		s.started = !ev.probed
+		s.initialized = s.initialized || (c.kind == kindSidecar && s.started)
+		s.waitReason, s.waitMessage, s.policyDecides = "", "", false
+		out := []action{recordEvent(corev1.EventTypeNormal, "Started", fmt.Sprintf("Started container %s", c.name))}
+		if ev.probed {
+			out = append(out, action{kind: actProbe})
+		}
+		return s, out
+	case evStartFailed:
+		if s.phase != phaseWaiting && s.phase != phaseBackOff {
+			return s, nil
+		}
+		s.attempt, s.ran = s.nextAttempt(), true
+		s.containerID = ""
+		res := ev.result
+		if res.StartedAt.IsZero() {
+			res.StartedAt = failedStartedAt
+		}
+		s, out := ended(s, c, res)
+		failed := recordEvent(corev1.EventTypeWarning, "Failed", fmt.Sprintf("Error: %s: %s", res.Reason, res.Message))
+		return s, append([]action{failed}, out...)
+	case evConfigFailed:
+		if s.phase != phaseWaiting && s.phase != phaseBackOff {
+			return s, nil
+		}
+		s.phase = phaseWaiting
+		s.waitReason, s.waitMessage = ReasonCreateContainerConfigError, ev.message
+		s.notBefore = ev.at.Add(retryConfigError)
+		return s, []action{recordEvent(corev1.EventTypeWarning, "Failed", "Error: "+ev.message)}
+	case evExited:
+		if !s.active() {
+			return s, nil
+		}
+		if s.phase == phaseStopping && !s.policyDecides {
+			s = finished(s, ev.result)
+			s.phase = phaseExited
+			return s, nil
+		}
+		return ended(s, c, ev.result)
+	case evProbeSucceeded:
+		if s.phase != phaseRunning {
+			return s, nil
+		}
+		s.started = true
+		s.initialized = s.initialized || c.kind == kindSidecar
+		return s, nil
+	case evProbeFailed:
+		if s.phase != phaseRunning {
+			return s, nil
+		}
+		s.phase, s.policyDecides = phaseStopping, true
+		msg := fmt.Sprintf("Container %s failed startup probe", c.name)
+		switch {
+		case c.kind == kindSidecar:
+			msg = fmt.Sprintf("Init container %s failed startup probe", c.name)
+		case c.policy != corev1.RestartPolicyNever:
+			msg += ", will be restarted"
+		}
+		return s, []action{recordEvent(corev1.EventTypeNormal, "Killing", msg), {kind: actStop, grace: ev.grace}}
+	case evStop:
+		switch s.phase {
+		case phaseRunning:
+			s.phase = phaseStopping
+			return s, []action{
+				recordEvent(corev1.EventTypeNormal, "Killing", fmt.Sprintf("Stopping container %s", c.name)),
+				{kind: actStop, grace: ev.grace},
+			}
+		case phaseStopping:
+			s.policyDecides = false
+		case phaseWaiting, phaseBackOff:
+			s.phase = phaseExited
+			s.waitReason, s.waitMessage = "", ""
+		}
+		return s, nil
+	}
+	return s, nil
+}
+
+// finished records a finished attempt.
+func finished(s containerState, res runtime.Result) containerState {
+	s.prev, s.last = s.last, &attemptResult{Result: res, containerID: s.containerID}
+	s.started, s.policyDecides = false, false
+	return s
+}
+
+// ended records a finished attempt and lets the restart policy decide: the
+// container exits for good, or backs off until its next start.
+func ended(s containerState, c containerInfo, res runtime.Result) (containerState, []action) {
+	s = finished(s, res)
+	if !shouldRestart(c.policy, c.kind, res.ExitCode) {
+		s.phase = phaseExited
+		s.waitReason, s.waitMessage = "", ""
+		return s, nil
+	}
+	delay := s.backoff.next(res.FinishedAt)
+	s.phase, s.notBefore = phaseBackOff, res.FinishedAt.Add(delay)
+	s.waitReason, s.waitMessage = "", ""
+	if delay == 0 {
+		return s, nil
+	}
+	s.waitReason = ReasonCrashLoopBackOff
+	s.waitMessage = fmt.Sprintf("back-off %s restarting failed container=%s pod=%s", delay, c.name, c.podRef)
+	return s, []action{recordEvent(corev1.EventTypeWarning, "BackOff", fmt.Sprintf("Back-off restarting failed container %s in pod %s", c.name, c.podRef))}
+}

@@ -1,0 +1,154 @@
+package nodeagent
+
+import (
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	corev1 "k8s.io/api/core/v1"
+
+	"jobkeeper.dev/jobkeeper/pkg/nodeagent/runtime"
+)
+
+func TestTransition(t *testing.T) {
+	main := containerInfo{name: "c", kind: kindMain, policy: corev1.RestartPolicyNever, podRef: "p_ns(u)"}
+	onFailure := main
+	onFailure.policy = corev1.RestartPolicyOnFailure
+	sidecar := containerInfo{name: "s", kind: kindSidecar, policy: corev1.RestartPolicyNever, podRef: "p_ns(u)"}
+	t1 := t0.Add(time.Minute)
+	res := func(code int32) runtime.Result {
+		return runtime.Result{ExitCode: code, Reason: runtime.ReasonFor(code), StartedAt: t0, FinishedAt: t1}
+	}
+	result := func(code int32, id string) *attemptResult { return &attemptResult{Result: res(code), containerID: id} }
+	running := containerState{phase: phaseRunning, ran: true, startedAt: t0, containerID: "process://1", started: true}
+	started := recordEvent(corev1.EventTypeNormal, "Started", "Started container c")
+	cases := map[string]struct {
+		// setup
+		info  containerInfo
+		state containerState
+		ev    event
+		// want
+		want        containerState
+		wantActions []action
+	}{
+		"first start": {
+			info: main, state: containerState{}, ev: event{kind: evStarted, at: t0, containerID: "process://1"},
+			want:        running,
+			wantActions: []action{started},
+		},
+		"start with a startup probe is not started yet": {
+			info: main, state: containerState{}, ev: event{kind: evStarted, at: t0, containerID: "process://1", probed: true},
+			want:        containerState{phase: phaseRunning, ran: true, startedAt: t0, containerID: "process://1"},
+			wantActions: []action{started, {kind: actProbe}},
+		},
+		"restart counts an attempt and keeps the last result with its own ID": {
+			info:        onFailure,
+			state:       containerState{phase: phaseBackOff, ran: true, containerID: "process://1", last: result(1, "process://1"), waitReason: ReasonCrashLoopBackOff},
+			ev:          event{kind: evStarted, at: t1, containerID: "process://2"},
+			want:        containerState{phase: phaseRunning, ran: true, attempt: 1, startedAt: t1, containerID: "process://2", started: true, last: result(1, "process://1")},
+			wantActions: []action{started},
+		},
+		"exit under Never is final": {
+			info: main, state: running, ev: event{kind: evExited, at: t1, result: res(0)},
+			want: containerState{phase: phaseExited, ran: true, startedAt: t0, containerID: "process://1", last: result(0, "process://1")},
+		},
+		"first failure under OnFailure restarts at once": {
+			info: onFailure, state: running, ev: event{kind: evExited, at: t1, result: res(1)},
+			want: containerState{phase: phaseBackOff, ran: true, startedAt: t0, containerID: "process://1", last: result(1, "process://1"),
+				notBefore: t1, backoff: restartBackoff{delay: BackoffInitial, lastRestart: t1}},
+		},
+		"second failure backs off with CrashLoopBackOff": {
+			info:  onFailure,
+			state: containerState{phase: phaseRunning, ran: true, attempt: 1, startedAt: t0, containerID: "process://2", started: true, last: result(1, "process://1"), backoff: restartBackoff{delay: BackoffInitial, lastRestart: t0}},
+			ev:    event{kind: evExited, at: t1, result: res(2)},
+			want: containerState{phase: phaseBackOff, ran: true, attempt: 1, startedAt: t0, containerID: "process://2",
+				last: result(2, "process://2"), prev: result(1, "process://1"),
+				notBefore: t1.Add(BackoffInitial), backoff: restartBackoff{delay: 2 * BackoffInitial, lastRestart: t1.Add(BackoffInitial)},
+				waitReason: ReasonCrashLoopBackOff, waitMessage: "back-off 10s restarting failed container=c pod=p_ns(u)"},
+			wantActions: []action{recordEvent(corev1.EventTypeWarning, "BackOff", "Back-off restarting failed container c in pod p_ns(u)")},
+		},
+		"sidecar restarts after success under Never": {
+			info: sidecar, state: containerState{phase: phaseRunning, ran: true, startedAt: t0, containerID: "process://1", started: true, initialized: true},
+			ev: event{kind: evExited, at: t1, result: res(0)},
+			want: containerState{phase: phaseBackOff, ran: true, startedAt: t0, containerID: "process://1", initialized: true, last: result(0, "process://1"),
+				notBefore: t1, backoff: restartBackoff{delay: BackoffInitial, lastRestart: t1}},
+		},
+		"sidecar is initialized once started": {
+			info: sidecar, state: containerState{}, ev: event{kind: evStarted, at: t0, containerID: "process://1"},
+			want:        containerState{phase: phaseRunning, ran: true, startedAt: t0, containerID: "process://1", started: true, initialized: true},
+			wantActions: []action{recordEvent(corev1.EventTypeNormal, "Started", "Started container s")},
+		},
+		"sidecar is initialized once its probe passes": {
+			info: sidecar, state: containerState{phase: phaseRunning, ran: true, startedAt: t0}, ev: event{kind: evProbeSucceeded, at: t1},
+			want: containerState{phase: phaseRunning, ran: true, startedAt: t0, started: true, initialized: true},
+		},
+		"failed start is an attempt that ended, started at the epoch": {
+			info: main, state: containerState{},
+			ev: event{kind: evStartFailed, at: t1, result: runtime.Result{ExitCode: 128, Reason: "StartError", Message: "not found", FinishedAt: t1}},
+			want: containerState{phase: phaseExited, ran: true,
+				last: &attemptResult{Result: runtime.Result{ExitCode: 128, Reason: "StartError", Message: "not found", StartedAt: failedStartedAt, FinishedAt: t1}}},
+			wantActions: []action{recordEvent(corev1.EventTypeWarning, "Failed", "Error: StartError: not found")},
+		},
+		"configuration error waits and retries": {
+			info: main, state: containerState{}, ev: event{kind: evConfigFailed, at: t0, message: `configmap "x" not found`},
+			want:        containerState{notBefore: t0.Add(retryConfigError), waitReason: ReasonCreateContainerConfigError, waitMessage: `configmap "x" not found`},
+			wantActions: []action{recordEvent(corev1.EventTypeWarning, "Failed", `Error: configmap "x" not found`)},
+		},
+		"stop a running container": {
+			info: main, state: running, ev: event{kind: evStop, at: t1, grace: 30 * time.Second},
+			want:        containerState{phase: phaseStopping, ran: true, startedAt: t0, containerID: "process://1", started: true},
+			wantActions: []action{recordEvent(corev1.EventTypeNormal, "Killing", "Stopping container c"), {kind: actStop, grace: 30 * time.Second}},
+		},
+		"stopped container exits for good whatever the policy": {
+			info: sidecar, state: containerState{phase: phaseStopping, ran: true, startedAt: t0, containerID: "process://1", initialized: true},
+			ev:   event{kind: evExited, at: t1, result: res(143)},
+			want: containerState{phase: phaseExited, ran: true, startedAt: t0, containerID: "process://1", initialized: true, last: result(143, "process://1")},
+		},
+		"stop a backing-off container": {
+			info: onFailure, state: containerState{phase: phaseBackOff, ran: true, last: result(1, "process://1"), waitReason: ReasonCrashLoopBackOff, waitMessage: "m"},
+			ev:   event{kind: evStop, at: t1},
+			want: containerState{phase: phaseExited, ran: true, last: result(1, "process://1")},
+		},
+		"stop an exited container does nothing": {
+			info: main, state: containerState{phase: phaseExited, ran: true, last: result(0, "x")}, ev: event{kind: evStop, at: t1},
+			want: containerState{phase: phaseExited, ran: true, last: result(0, "x")},
+		},
+		"failed startup probe kills a sidecar, which restarts": {
+			info: sidecar, state: containerState{phase: phaseRunning, ran: true, startedAt: t0, containerID: "process://1"},
+			ev:          event{kind: evProbeFailed, at: t1, grace: 30 * time.Second},
+			want:        containerState{phase: phaseStopping, ran: true, startedAt: t0, containerID: "process://1", policyDecides: true},
+			wantActions: []action{recordEvent(corev1.EventTypeNormal, "Killing", "Init container s failed startup probe"), {kind: actStop, grace: 30 * time.Second}},
+		},
+		"failed startup probe message says a main container restarts": {
+			info: onFailure, state: containerState{phase: phaseRunning, ran: true, startedAt: t0, containerID: "process://1"},
+			ev:          event{kind: evProbeFailed, at: t1, grace: time.Second},
+			want:        containerState{phase: phaseStopping, ran: true, startedAt: t0, containerID: "process://1", policyDecides: true},
+			wantActions: []action{recordEvent(corev1.EventTypeNormal, "Killing", "Container c failed startup probe, will be restarted"), {kind: actStop, grace: time.Second}},
+		},
+		"exit after a failed probe follows the policy": {
+			info: sidecar, state: containerState{phase: phaseStopping, ran: true, startedAt: t0, containerID: "process://1", policyDecides: true},
+			ev: event{kind: evExited, at: t1, result: res(143)},
+			want: containerState{phase: phaseBackOff, ran: true, startedAt: t0, containerID: "process://1", last: result(143, "process://1"),
+				notBefore: t1, backoff: restartBackoff{delay: BackoffInitial, lastRestart: t1}},
+		},
+		"pod stop during a probe kill makes the exit final": {
+			info: sidecar, state: containerState{phase: phaseStopping, ran: true, policyDecides: true}, ev: event{kind: evStop, at: t1},
+			want: containerState{phase: phaseStopping, ran: true},
+		},
+		"late probe result is ignored": {
+			info: main, state: containerState{phase: phaseExited, ran: true}, ev: event{kind: evProbeSucceeded, at: t1},
+			want: containerState{phase: phaseExited, ran: true},
+		},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			got, actions := transition(tc.state, tc.info, tc.ev)
+			if diff := cmp.Diff(tc.want, got, cmp.AllowUnexported(containerState{}, attemptResult{}, restartBackoff{})); diff != "" {
+				t.Errorf("state (-want +got):\n%s", diff)
+			}
+			if diff := cmp.Diff(tc.wantActions, actions, cmp.AllowUnexported(action{})); diff != "" {
+				t.Errorf("actions (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
