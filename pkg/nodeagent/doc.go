@@ -18,15 +18,41 @@
 //     the pod is terminal (statusmanager.go, status.go);
 //   - serves /containerLogs over TLS to the apiserver only (logserver.go).
 //
-// The pod worker's state machine, per container:
+// Container lifecycle (lifecycle.go: containerState, changed only by the
+// pure transition function; podplan.go: planPod decides whose turn it is):
 //
-//	waiting ──start──▶ running ──exit──▶ finished ──restartPolicy: no──▶ final
-//	   ▲                                     │
-//	   └──────── back-off (0, 10s, 20s … 5m) ┘ restartPolicy: yes
+//	            config error (retried at notBefore)
+//	              ┌────┐
+//	              ▼    │       started              pod finishing, or startup
+//	──────▶ ┌─────────┐┘ ─────────────────▶ ┌─────────┐  probe failed: Stop  ┌──────────┐
+//	        │ waiting │                     │ running │ ───────────────────▶ │ stopping │
+//	        └─────────┘          ┌────────▶ └─────────┘                      └──────────┘
+//	          │     │            │ started       │ exit                    exit │
+//	          │     │ start      │ (notBefore    ▼                              │
+//	          │     │ failed     │  reached) ╔═════════╗ ◀── only after a ──────┤
+//	          │     └────────────┼─────────▶ ║ restart ║   failed startup probe │
+//	          │                  │           ║ policy? ║                        │
+//	          │           ┌──────────┐ ◀─yes─╚═════════╝                        │
+//	          │           │ back-off │            │ no                          │
+//	          │           └──────────┘            ▼                             │
+//	          │                 │           ┌────────┐ ◀────────────────────────┘
+//	          └─────────────────┴─────────▶ │ exited │
+//	               pod finishing            └────────┘
 //
-// and per pod: init containers one at a time in order, then all containers;
-// deletion or activeDeadlineSeconds moves every state to "stopping" (SIGTERM,
-// grace period, SIGKILL), then terminal.
+// The restart policy: a sidecar (init container with restartPolicy Always)
+// always restarts, a regular init container only after a failure under
+// OnFailure or Always, a main container as restartPolicy says; back-off is
+// 0, then 10s doubling to 5m. A running container is "started" once its
+// startup probe passed (at once without one); a sidecar that started once
+// is initialized.
+//
+// Per pod (planPod): init containers one at a time in order (a sidecar must
+// have started, a regular one must have succeeded), then all main
+// containers. The pod is finishing once it is deleted, past
+// activeDeadlineSeconds, an init container failed for good, or every main
+// container exited for good; then main containers stop at once and sidecars
+// last-first, each once no main container and no later sidecar runs (or
+// the grace period is over): SIGTERM, grace period, SIGKILL.
 //
 // Restart of the agent: Run's end kills the processes it started and leaves
 // the API alone. The next Run finds pods bound to the node whose status says

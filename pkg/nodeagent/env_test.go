@@ -40,7 +40,7 @@ func TestResolveEnv(t *testing.T) {
 	}
 	alloc := corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("4"), corev1.ResourceMemory: resource.MustParse("1Gi")}
 	src := fakeSources{
-		configMaps: map[string]map[string]string{"cm": {"K1": "v1", "K2": "v2"}},
+		configMaps: map[string]map[string]string{"cm": {"K1": "v1", "K2": "v2"}, "files": {"app.conf": "a=1", "log-level": "debug"}},
 		secrets:    map[string]map[string][]byte{"s": {"pw": []byte("hunter2")}},
 	}
 	cases := map[string]struct {
@@ -61,6 +61,12 @@ func TestResolveEnv(t *testing.T) {
 				fieldEnv("HOSTIP", "status.hostIP"),
 			}},
 			want: []string{"JOB_COMPLETION_INDEX=2", "NAME=p", "NS=ns", "UID=uid-1", "APP=web", "NODE=node-a", "SA=sa", "IP=127.0.0.1", "HOSTIP=127.0.0.1"},
+		},
+		// Since relaxed env var names went GA (1.34) the kubelet passes every
+		// envFrom key as it is: no key skipped, no InvalidEnvironmentVariableNames event.
+		"envFrom keys that are not C identifiers are kept": {
+			container: corev1.Container{EnvFrom: []corev1.EnvFromSource{{ConfigMapRef: &corev1.ConfigMapEnvSource{LocalObjectReference: corev1.LocalObjectReference{Name: "files"}}}}},
+			want:      []string{"app.conf=a=1", "log-level=debug"},
 		},
 		"values expand earlier variables": {
 			container: corev1.Container{Env: []corev1.EnvVar{
