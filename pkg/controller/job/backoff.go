@@ -105,16 +105,19 @@ func podFinishTime(p *corev1.Pod) time.Time {
 }
 
 // containersFinishTime returns the latest finish time of the pod's containers
-// and sidecars, if all of them terminated with a finish time.
+// and sidecars, if all of them terminated with a finish time. As upstream, a
+// pod that reports no container status at all yet has terminated sidecars
+// finished when its last sidecar did; one with neither has no finish time.
 func containersFinishTime(p *corev1.Pod) (time.Time, bool) {
 	var latest time.Time
+	found := false
 	consider := func(s corev1.ContainerStatus) bool {
 		t := s.State.Terminated
 		if t == nil || t.FinishedAt.IsZero() {
 			return false
 		}
-		if t.FinishedAt.After(latest) {
-			latest = t.FinishedAt.Time
+		if !found || t.FinishedAt.After(latest) {
+			latest, found = t.FinishedAt.Time, true
 		}
 		return true
 	}
@@ -134,10 +137,7 @@ func containersFinishTime(p *corev1.Pod) (time.Time, bool) {
 			return time.Time{}, false
 		}
 	}
-	if len(p.Status.ContainerStatuses) == 0 {
-		return time.Time{}, false
-	}
-	return latest, true
+	return latest, found
 }
 
 // backoffDelay is the re-creation delay after n consecutive failures:

@@ -142,6 +142,23 @@ func TestPodFinishTime(t *testing.T) {
 			return p
 		}(), want: t0.Add(30 * time.Second)},
 		"creation": {pod: builder.MakePod("p", "ns").CreationTimestamp(metav1.NewTime(t0)).Obj(), want: t0},
+		// A sidecar stopped after the main container finishes later: its
+		// finish time is the pod's, as upstream's getFinishTimeFromContainers.
+		"sidecar finished last": {pod: withSidecar(builder.MakePod("p", "ns").Terminated(0, metav1.NewTime(t0.Add(3*time.Second))).Obj(), terminatedAt(t0.Add(5*time.Second))), want: t0.Add(5 * time.Second)},
+		"sidecar still running": {pod: func() *corev1.Pod {
+			p := withSidecar(builder.MakePod("p", "ns").Terminated(0, metav1.NewTime(t0.Add(3*time.Second))).CreationTimestamp(metav1.NewTime(t0)).Obj(), corev1.ContainerState{Running: &corev1.ContainerStateRunning{}})
+			return p
+		}(), want: t0},
+		"only a terminated sidecar reported": {pod: func() *corev1.Pod {
+			p := withSidecar(builder.MakePod("p", "ns").CreationTimestamp(metav1.NewTime(t0)).Obj(), terminatedAt(t0.Add(4*time.Second)))
+			p.Status.ContainerStatuses = nil
+			return p
+		}(), want: t0.Add(4 * time.Second)},
+		"no status at all": {pod: func() *corev1.Pod {
+			p := builder.MakePod("p", "ns").CreationTimestamp(metav1.NewTime(t0)).Obj()
+			p.Status.ContainerStatuses = nil
+			return p
+		}(), want: t0},
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
@@ -150,6 +167,18 @@ func TestPodFinishTime(t *testing.T) {
 			}
 		})
 	}
+}
+
+// withSidecar adds a native sidecar "proxy" in state st to pod.
+func withSidecar(pod *corev1.Pod, st corev1.ContainerState) *corev1.Pod {
+	pod.Spec.InitContainers = append(pod.Spec.InitContainers, corev1.Container{Name: "proxy", RestartPolicy: ptr.To(corev1.ContainerRestartPolicyAlways)})
+	pod.Status.InitContainerStatuses = append(pod.Status.InitContainerStatuses, corev1.ContainerStatus{Name: "proxy", State: st})
+	return pod
+}
+
+// terminatedAt is a terminated container state finished at t.
+func terminatedAt(t time.Time) corev1.ContainerState {
+	return corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{ExitCode: 143, FinishedAt: metav1.NewTime(t)}}
 }
 
 func TestDeadlineRemaining(t *testing.T) {

@@ -10,6 +10,7 @@ import (
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
 
 	"jobkeeper.dev/jobkeeper/test/builder"
 )
@@ -212,5 +213,27 @@ func TestIndexOutcomes(t *testing.T) {
 				t.Errorf("failed %q, want %q", got, tc.wantFail)
 			}
 		})
+	}
+}
+
+// TestAddIndexEnvReachesInitContainers checks JOB_COMPLETION_INDEX is set
+// in init containers (sidecars included) as in main containers, as
+// upstream's addCompletionIndexEnvVariables does, and never duplicated.
+func TestAddIndexEnvReachesInitContainers(t *testing.T) {
+	spec := corev1.PodSpec{
+		InitContainers: []corev1.Container{{Name: "setup"}, {Name: "proxy", RestartPolicy: ptr.To(corev1.ContainerRestartPolicyAlways)}},
+		Containers:     []corev1.Container{{Name: "main", Env: []corev1.EnvVar{{Name: completionIndexEnv, Value: "set"}}}},
+	}
+	addIndexEnv(&spec)
+	for _, c := range append(append([]corev1.Container{}, spec.InitContainers...), spec.Containers...) {
+		n := 0
+		for _, e := range c.Env {
+			if e.Name == completionIndexEnv {
+				n++
+			}
+		}
+		if n != 1 {
+			t.Errorf("container %s has %d %s variables, want 1", c.Name, n, completionIndexEnv)
+		}
 	}
 }
