@@ -62,13 +62,21 @@ func newUpCommand() *cobra.Command {
 		Short: "Run an embedded control plane with jobkeeper's controllers on this machine",
 		Long: `Start etcd, kube-apiserver and the garbage collector in this process, with jobkeeper's
 controllers, and write an admin kubeconfig. Objects are kept in --data-dir across restarts.
-Stop with Ctrl-C (SIGINT) or SIGTERM.`,
+Stop with Ctrl-C (SIGINT) or SIGTERM.
+
+A local node agent runs the pods on this machine as host processes: the host is the image (no
+image is pulled; a container's command, or its args when it has no command, runs as is). Where the
+machine allows it (root, or unprivileged user and mount namespaces), each container gets a private
+copy-on-write view of this host's filesystems, so its writes stay in the container, and its
+emptyDir, configMap, secret, downwardAPI, projected and hostPath volumes are mounted in that view.
+Where it does not (or with --pod-isolation=off), pods with volumes are refused with an event.
+Whoever can create pods runs commands on this host as the user running jobkeeper up.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if err := node.validate(); err != nil {
 				return err
 			}
-			return runUp(cmd.OutOrStdout(), up, opts, []upComponent{installCRDs, node.component()})
+			return runUp(cmd.OutOrStdout(), up, opts, []upComponent{installCRDs, node.component(cmd.OutOrStdout())})
 		},
 	}
 	fs := cmd.Flags()

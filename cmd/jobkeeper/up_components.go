@@ -3,7 +3,9 @@ package main
 import (
 	"context"
 	"fmt"
+	"io"
 	"path/filepath"
+	"time"
 
 	"github.com/spf13/pflag"
 	apiextensionsclientset "k8s.io/apiextensions-apiserver/pkg/client/clientset/clientset"
@@ -45,7 +47,8 @@ func (f *nodeAgentFlags) addFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&f.opts.NodeName, "node-name", "", "Name of the local Node (default: the host name).")
 	fs.IntVar(&f.opts.MaxPods, "max-pods", nodeagent.DefaultMaxPods, "Pod capacity of the local Node.")
 	fs.StringVar(&f.opts.Runtime, "runtime", nodeagent.DefaultRuntime, "How pods run: \"process\" (container commands as host processes) or \"simulated\" (outcome and duration from pod annotations).")
-	fs.IntVar(&f.opts.KubeletPort, "kubelet-port", 0, "Port of the node agent's kubelet API (logs) on 127.0.0.1; 0 picks a free port.")
+	fs.IntVar(&f.opts.KubeletPort, "kubelet-port", 0, "Port of the node agent's kubelet API (logs, exec, attach, port-forward) on 127.0.0.1; 0 picks a free port.")
+	fs.StringVar(&f.opts.Isolation, "pod-isolation", process.IsolationAuto, "Filesystem isolation of the process runtime: \"auto\" gives each container a private copy-on-write view of this host where the machine allows it (root, or user and mount namespaces), with volumes mounted in it; \"off\" never does, and pods with volumes are then refused.")
 }
 
 // validate checks the node agent flags before anything starts.
@@ -56,14 +59,18 @@ func (f *nodeAgentFlags) validate() error {
 	if f.opts.Runtime != process.Name && f.opts.Runtime != simulated.Name {
 		return fmt.Errorf("--runtime %q is not one of %q, %q", f.opts.Runtime, process.Name, simulated.Name)
 	}
+	if f.opts.Isolation != process.IsolationAuto && f.opts.Isolation != process.IsolationOff {
+		return fmt.Errorf("--pod-isolation %q is not one of %q, %q", f.opts.Isolation, process.IsolationAuto, process.IsolationOff)
+	}
 	if f.opts.KubeletPort < 0 || f.opts.KubeletPort > 65535 {
 		return fmt.Errorf("--kubelet-port %d is out of range 0-65535", f.opts.KubeletPort)
 	}
 	return nil
 }
 
-// component returns the upComponent that starts the node agent.
-func (f *nodeAgentFlags) component() upComponent {
+// component returns the upComponent that starts the node agent. Once the
+// agent's runtime is set up, it says on out how pods see this host.
+func (f *nodeAgentFlags) component(out io.Writer) upComponent {
 	return func(ctx context.Context, cp *controlplane.ControlPlane) (func(), error) {
 		if !f.enabled {
 			return func() {}, nil
@@ -92,6 +99,24 @@ func (f *nodeAgentFlags) component() upComponent {
 				klog.FromContext(ctx).Error(err, "Node agent stopped")
 			}
 		}()
+		isoCtx, cancel := context.WithTimeout(ctx, time.Minute)
+		defer cancel()
+		if ok, why, err := agent.Isolation(isoCtx); err == nil {
+			fmt.Fprintln(out, isolationBanner(f.opts.Runtime, ok, why))
+		}
 		return func() { <-done }, nil
 	}
+}
+
+// isolationBanner says how pods see this host.
+func isolationBanner(runtime string, isolated bool, why string) string {
+	switch {
+	case runtime == simulated.Name:
+		return "Pods are simulated: nothing runs on this host."
+	case isolated:
+		return "Pods run as processes on this host, and the host is the image: each container sees this host's\n" +
+			"filesystems copy-on-write (its writes stay in the container), with its volumes mounted in that view."
+	}
+	return "WARNING: containers cannot get a private filesystem view here (" + why + "):\n" +
+		"pods run as processes directly on this host's filesystem, and pods with volumes are refused."
 }

@@ -74,6 +74,14 @@ type Agent struct {
 	activeRequests requests
 	// runCtx is Run's context; workers derive theirs from it.
 	runCtx context.Context
+	// refused holds the pods refused at admission (their failed status is
+	// written once).
+	refused map[types.UID]bool
+
+	// volumes prepares pod volumes on the host.
+	volumes *volumeManager
+	// runtimeReady is closed once Run has set up the runtime.
+	runtimeReady chan struct{}
 }
 
 // New builds an agent. Nothing talks to the apiserver before Run.
@@ -82,16 +90,19 @@ func New(client kubernetes.Interface, opts Options) (*Agent, error) {
 		return nil, fmt.Errorf("node agent options: %w", err)
 	}
 	a := &Agent{
-		opts:     opts,
-		client:   client,
-		clock:    opts.Clock,
-		status:   newStatusManager(client),
-		workers:  map[types.UID]*worker{},
-		capacity: hostCapacity(opts.MaxPods),
+		refused:      map[types.UID]bool{},
+		runtimeReady: make(chan struct{}),
+		opts:         opts,
+		client:       client,
+		clock:        opts.Clock,
+		status:       newStatusManager(client),
+		workers:      map[types.UID]*worker{},
+		capacity:     hostCapacity(opts.MaxPods),
 	}
 	switch opts.Runtime {
 	case simulated.Name:
 		a.runtime = simulated.New(opts.Clock)
+		close(a.runtimeReady)
 	default:
 		// The process runtime is created in Run: it kills leftovers of a
 		// previous run, which must not happen at construction time.
@@ -117,6 +128,7 @@ func New(client kubernetes.Interface, opts Options) (*Agent, error) {
 		return nil, err
 	}
 	a.binder = b
+	a.volumes = newVolumeManager(a)
 	a.broadcaster = record.NewBroadcaster()
 	a.recorder = a.broadcaster.NewRecorder(scheme.Scheme, corev1.EventSource{Component: "kubelet", Host: opts.NodeName})
 	a.schedulerRecorder = a.broadcaster.NewRecorder(scheme.Scheme, corev1.EventSource{Component: "default-scheduler"})
@@ -143,11 +155,17 @@ func (a *Agent) Run(ctx context.Context) error {
 	logger := klog.FromContext(ctx).WithValues("node", a.opts.NodeName)
 	ctx = klog.NewContext(ctx, logger)
 	if a.opts.Runtime == process.Name {
-		rt, err := process.New(ctx, process.Options{StateDir: filepath.Join(a.opts.DataDir, "process-state"), LogMaxSize: a.opts.LogMaxSize, Clock: a.clock})
+		rt, err := process.New(ctx, process.Options{StateDir: filepath.Join(a.opts.DataDir, "process-state"), LogMaxSize: a.opts.LogMaxSize, Clock: a.clock, Isolation: a.opts.Isolation})
 		if err != nil {
 			return err
 		}
 		a.runtime = rt
+		close(a.runtimeReady)
+		if ok, why := rt.Isolation(); ok {
+			logger.Info("Containers get a private copy-on-write view of this host's filesystems; volumes are mounted in it")
+		} else {
+			logger.Info("WARNING: containers see this host's filesystem as it is, and pods with volumes are refused", "reason", why)
+		}
 	}
 	if a.broadcaster != nil {
 		a.broadcaster.StartStructuredLogging(3)
@@ -221,6 +239,9 @@ func (a *Agent) onPod(pod *corev1.Pod) {
 		// A zero grace period means the deletion is already final (only
 		// finalizers may hold the pod): there is nothing to confirm.
 		a.status.requestDelete(pod)
+	}
+	if !terminalInAPI && a.refuse(pod) {
+		return
 	}
 	a.mu.Lock()
 	w, ok := a.workers[pod.UID]
@@ -302,7 +323,9 @@ func (a *Agent) onPodDeleted(obj any) {
 			return
 		}
 	}
+	a.volumes.forget(pod.UID)
 	a.mu.Lock()
+	delete(a.refused, pod.UID)
 	w := a.workers[pod.UID]
 	delete(a.workers, pod.UID)
 	if w != nil {
@@ -392,13 +415,22 @@ func (a *Agent) containerSpec(ctx context.Context, pod *corev1.Pod, c *container
 		spec.Command = append(spec.Command, expand(s, defaults.get))
 	}
 	spec.WorkingDir = dir
-	if _, host := a.runtime.(runtime.HostDirs); c.spec.WorkingDir != "" && host {
+	if c.spec.WorkingDir != "" && a.isolated() {
+		// Created inside the container's view when missing, as container
+		// runtimes do.
+		spec.WorkingDir = c.spec.WorkingDir
+	} else if _, host := a.runtime.(runtime.HostDirs); c.spec.WorkingDir != "" && host {
 		st, err := os.Stat(c.spec.WorkingDir)
 		if err != nil || !st.IsDir() {
 			return spec, fmt.Errorf("workingDir %q is not a directory on this host", c.spec.WorkingDir)
 		}
 		spec.WorkingDir = c.spec.WorkingDir
 	}
+	mounts, err := a.volumes.mounts(ctx, pod, c.spec, defaults.get)
+	if err != nil {
+		return spec, err
+	}
+	spec.Mounts = mounts
 	return spec, nil
 }
 

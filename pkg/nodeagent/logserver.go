@@ -64,11 +64,13 @@ func (a *Agent) newLogServer() (*http.Server, net.Listener, error) {
 	return srv, tls.NewListener(ln, tlsConfig), nil
 }
 
-// logHandler serves /containerLogs/{namespace}/{pod}/{container} and /healthz.
+// logHandler serves /containerLogs/{namespace}/{pod}/{container}, /healthz
+// and the streaming endpoints (streaming.go).
 func (a *Agent) logHandler() http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("ok")) })
 	mux.HandleFunc("GET /containerLogs/{namespace}/{pod}/{container}", a.serveContainerLogs)
+	a.addStreamingRoutes(mux)
 	return mux
 }
 

@@ -50,6 +50,11 @@ type Options struct {
 	StatusWorkers int
 	// Clock is the clock; default the real one.
 	Clock clock.WithTicker
+	// Isolation is the process runtime's filesystem isolation (--pod-isolation):
+	// process.IsolationAuto (default) gives each container a private
+	// copy-on-write view of the host where the machine allows it;
+	// process.IsolationOff never does, and pods with volumes are refused.
+	Isolation string
 }
 
 // complete applies defaults and validates.
@@ -81,6 +86,12 @@ func (o *Options) complete() error {
 	}
 	if o.ServingCertFile != "" && o.ClientCAFile == "" {
 		return errors.New("ClientCAFile is required to serve logs")
+	}
+	if o.Isolation == "" {
+		o.Isolation = process.IsolationAuto
+	}
+	if o.Isolation != process.IsolationAuto && o.Isolation != process.IsolationOff {
+		return fmt.Errorf("unknown pod isolation %q (want %q or %q)", o.Isolation, process.IsolationAuto, process.IsolationOff)
 	}
 	if o.StatusWorkers <= 0 {
 		o.StatusWorkers = 16

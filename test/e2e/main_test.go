@@ -17,6 +17,9 @@ import (
 var binary, leanBinary string
 
 func TestMain(m *testing.M) {
+	if mode := os.Getenv(podModeEnv); mode != "" {
+		servePodMode(mode)
+	}
 	dir, err := os.MkdirTemp("", "jobkeeper-e2e-bin-")
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)

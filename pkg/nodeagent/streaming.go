@@ -1,0 +1,341 @@
+package nodeagent
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/creack/pty"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/cri-streaming/pkg/streaming/portforward"
+	"k8s.io/cri-streaming/pkg/streaming/remotecommand"
+	"k8s.io/klog/v2"
+	utilexec "k8s.io/utils/exec"
+
+	"jobkeeper.dev/jobkeeper/pkg/nodeagent/logfile"
+	"jobkeeper.dev/jobkeeper/pkg/nodeagent/runtime"
+)
+
+// Timeouts of the streaming endpoints, the kubelet's defaults.
+const (
+	// streamIdleTimeout closes an exec, attach or port-forward connection
+	// that carried nothing for that long.
+	streamIdleTimeout = 4 * time.Hour
+	// streamCreationTimeout bounds how long the client may take to open
+	// its streams.
+	streamCreationTimeout = 30 * time.Second
+)
+
+// addStreamingRoutes serves the kubelet's exec, attach and portForward
+// endpoints, which the apiserver proxies pods/exec, pods/attach and
+// pods/portforward to. The protocols (SPDY and WebSocket) are the
+// kubelet's own streaming library's.
+func (a *Agent) addStreamingRoutes(mux *http.ServeMux) {
+	for _, method := range []string{"GET", "POST"} {
+		mux.HandleFunc(method+" /exec/{namespace}/{pod}/{container}", a.serveExec)
+		mux.HandleFunc(method+" /exec/{namespace}/{pod}/{uid}/{container}", a.serveExec)
+		mux.HandleFunc(method+" /attach/{namespace}/{pod}/{container}", a.serveAttach)
+		mux.HandleFunc(method+" /attach/{namespace}/{pod}/{uid}/{container}", a.serveAttach)
+		mux.HandleFunc(method+" /portForward/{namespace}/{pod}", a.servePortForward)
+		mux.HandleFunc(method+" /portForward/{namespace}/{pod}/{uid}", a.servePortForward)
+	}
+}
+
+// streamTarget finds the pod of a streaming request; it answers the request
+// itself when it cannot.
+func (a *Agent) streamTarget(w http.ResponseWriter, r *http.Request) (*corev1.Pod, bool) {
+	ns, name := r.PathValue("namespace"), r.PathValue("pod")
+	pod, err := a.podLister.Pods(ns).Get(name)
+	if apierrors.IsNotFound(err) {
+		http.Error(w, fmt.Sprintf("pod %s/%s not found on node %s", ns, name, a.opts.NodeName), http.StatusNotFound)
+		return nil, false
+	}
+	if err != nil {
+		http.Error(w, err.Error(), http.StatusInternalServerError)
+		return nil, false
+	}
+	if uid := r.PathValue("uid"); uid != "" && uid != string(pod.UID) {
+		http.Error(w, fmt.Sprintf("pod %s/%s has UID %s, not %s", ns, name, pod.UID, uid), http.StatusNotFound)
+		return nil, false
+	}
+	if c := r.PathValue("container"); c != "" && !hasContainer(pod, c) {
+		http.Error(w, fmt.Sprintf("container %s is not valid for pod %s", c, name), http.StatusBadRequest)
+		return nil, false
+	}
+	return pod, true
+}
+
+// serveExec answers the apiserver's pods/exec proxy.
+func (a *Agent) serveExec(w http.ResponseWriter, r *http.Request) {
+	pod, ok := a.streamTarget(w, r)
+	if !ok {
+		return
+	}
+	opts, err := remotecommand.NewOptions(r)
+	if err != nil {
+		http.Error(w, err.Error(), http.StatusBadRequest)
+		return
+	}
+	cmd := r.URL.Query()["command"]
+	remotecommand.ServeExec(w, r, &streamer{a: a, pod: pod}, pod.Name, string(pod.UID), r.PathValue("container"), cmd, opts,
+		streamIdleTimeout, streamCreationTimeout, remotecommand.SupportedStreamingProtocols)
+}
+
+// serveAttach answers the apiserver's pods/attach proxy.
+func (a *Agent) serveAttach(w http.ResponseWriter, r *http.Request) {
+	pod, ok := a.streamTarget(w, r)
+	if !ok {
+		return
+	}
+	opts, err := remotecommand.NewOptions(r)
+	if err != nil {
+		http.Error(w, err.Error(), http.StatusBadRequest)
+		return
+	}
+	remotecommand.ServeAttach(w, r, &streamer{a: a, pod: pod}, pod.Name, string(pod.UID), r.PathValue("container"), opts,
+		streamIdleTimeout, streamCreationTimeout, remotecommand.SupportedStreamingProtocols)
+}
+
+// servePortForward answers the apiserver's pods/portforward proxy.
+func (a *Agent) servePortForward(w http.ResponseWriter, r *http.Request) {
+	pod, ok := a.streamTarget(w, r)
+	if !ok {
+		return
+	}
+	opts, err := portforward.NewV4Options(r)
+	if err != nil {
+		http.Error(w, err.Error(), http.StatusBadRequest)
+		return
+	}
+	portforward.ServePortForward(w, r, &streamer{a: a, pod: pod}, pod.Name, string(pod.UID), opts,
+		streamIdleTimeout, streamCreationTimeout, portforward.SupportedProtocols)
+}
+
+// streamer runs one streaming request against a pod; it implements the
+// streaming library's Executor, Attacher and PortForwarder.
+type streamer struct {
+	// a is the agent.
+	a *Agent
+	// pod is the request's pod.
+	pod *corev1.Pod
+}
+
+var (
+	_ remotecommand.Executor    = (*streamer)(nil)
+	_ remotecommand.Attacher    = (*streamer)(nil)
+	_ portforward.PortForwarder = (*streamer)(nil)
+)
+
+// running returns the running attempt of a container.
+func (s *streamer) running(container string) (runtime.Handle, error) {
+	s.a.mu.Lock()
+	w := s.a.workers[s.pod.UID]
+	s.a.mu.Unlock()
+	if w != nil {
+		if st, ok := w.logStateOf(container); ok && st.running && st.handle != nil {
+			return st.handle, nil
+		}
+	}
+	return nil, fmt.Errorf("container %s in pod %s/%s is not running", container, s.pod.Namespace, s.pod.Name)
+}
+
+// ExecInContainer implements remotecommand.Executor: the command runs in
+// the container's sandbox, with its environment, working directory and
+// filesystem view.
+func (s *streamer) ExecInContainer(ctx context.Context, _ string, _ string, container string, cmd []string, in io.Reader, out, errOut io.WriteCloser, tty bool, resize <-chan remotecommand.TerminalSize, _ time.Duration) error {
+	h, err := s.running(container)
+	if err != nil {
+		return err
+	}
+	ex, ok := h.(runtime.Execer)
+	if !ok {
+		return fmt.Errorf("the %s runtime cannot run commands in containers", s.a.runtime.Name())
+	}
+	if len(cmd) == 0 {
+		return errors.New("no command to run")
+	}
+	streams, err := newExecStreams(in, out, errOut, tty, resize)
+	if err != nil {
+		return err
+	}
+	req := streams.request(cmd)
+	code, err := ex.Exec(ctx, req)
+	streams.finish()
+	if err != nil {
+		var se *runtime.StartError
+		if errors.As(err, &se) {
+			return fmt.Errorf("%s: %s", se.Reason, se.Message)
+		}
+		return err
+	}
+	if code != 0 {
+		return utilexec.CodeExitError{Err: fmt.Errorf("command terminated with non-zero exit code: %d", code), Code: int(code)}
+	}
+	return nil
+}
+
+// execStreams connects a streaming request's streams to the files an exec'd
+// command gets: pipes, or one terminal.
+type execStreams struct {
+	// child are the command's stdin, stdout and stderr.
+	child [3]*os.File
+	// closeAfterStart are our copies of the command's ends.
+	closeAfterStart []*os.File
+	// copiers copy output; finish waits for them.
+	copiers sync.WaitGroup
+	// closers end what finish must end.
+	closers []io.Closer
+	// tty says child is a terminal.
+	tty bool
+}
+
+// newExecStreams creates the command's files and starts copying.
+func newExecStreams(in io.Reader, out, errOut io.Writer, tty bool, resize <-chan remotecommand.TerminalSize) (*execStreams, error) {
+	e := &execStreams{tty: tty}
+	if tty {
+		ptmx, tt, err := pty.Open()
+		if err != nil {
+			return nil, fmt.Errorf("allocating a terminal: %w", err)
+		}
+		e.child = [3]*os.File{tt, tt, tt}
+		e.closeAfterStart = []*os.File{tt}
+		e.closers = []io.Closer{ptmx}
+		if in != nil {
+			go func() { _, _ = io.Copy(ptmx, in) }()
+		}
+		if out != nil {
+			e.copiers.Add(1)
+			go func() { defer e.copiers.Done(); _, _ = io.Copy(out, ptmx) }()
+		}
+		go func() {
+			for size := range resize {
+				_ = pty.Setsize(ptmx, &pty.Winsize{Rows: size.Height, Cols: size.Width})
+			}
+		}()
+		return e, nil
+	}
+	devNull, err := os.OpenFile(os.DevNull, os.O_RDWR, 0)
+	if err != nil {
+		return nil, err
+	}
+	e.closeAfterStart = append(e.closeAfterStart, devNull)
+	e.child = [3]*os.File{devNull, devNull, devNull}
+	if in != nil {
+		r, w, err := os.Pipe()
+		if err != nil {
+			return nil, err
+		}
+		e.child[0] = r
+		e.closeAfterStart = append(e.closeAfterStart, r)
+		e.closers = append(e.closers, w)
+		go func() { _, _ = io.Copy(w, in); _ = w.Close() }()
+	}
+	for i, dst := range []io.Writer{out, errOut} {
+		if dst == nil {
+			continue
+		}
+		r, w, err := os.Pipe()
+		if err != nil {
+			return nil, err
+		}
+		e.child[i+1] = w
+		e.closeAfterStart = append(e.closeAfterStart, w)
+		e.copiers.Add(1)
+		go func() { defer e.copiers.Done(); _, _ = io.Copy(dst, r); _ = r.Close() }()
+	}
+	return e, nil
+}
+
+// request returns the runtime's exec request for cmd. Our copies of the
+// command's ends are closed once the runtime has passed them on (Exec
+// returns only after the command started or failed), in finish.
+func (e *execStreams) request(cmd []string) runtime.ExecRequest {
+	return runtime.ExecRequest{Command: cmd, TTY: e.tty, Stdin: e.child[0], Stdout: e.child[1], Stderr: e.child[2]}
+}
+
+// finish waits, briefly, for the command's output to drain and releases
+// everything. Output of processes the command left running in the
+// background is not waited for beyond a second.
+func (e *execStreams) finish() {
+	for _, f := range e.closeAfterStart {
+		_ = f.Close()
+	}
+	done := make(chan struct{})
+	go func() { e.copiers.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(time.Second):
+	}
+	for _, c := range e.closers {
+		_ = c.Close()
+	}
+}
+
+// AttachContainer implements remotecommand.Attacher: the container's
+// output from now on, until it stops or the client leaves. The process
+// runtime gives containers no stdin and no terminal, so neither can be
+// attached.
+func (s *streamer) AttachContainer(ctx context.Context, _ string, _ string, container string, in io.Reader, out, errOut io.WriteCloser, tty bool, _ <-chan remotecommand.TerminalSize) error {
+	if tty {
+		return errors.New("attach with a terminal is not supported: the local node agent gives containers no terminal")
+	}
+	if _, err := s.running(container); err != nil {
+		return err
+	}
+	attempt, _ := s.a.logAttempt(s.pod, container)
+	_ = in
+	dst := io.Writer(out)
+	if dst == nil {
+		dst = errOut
+	}
+	if dst == nil {
+		<-ctx.Done()
+		return nil
+	}
+	opts := logfile.ReadOptions{
+		TailLines:    -1,
+		SinceTime:    s.a.clock.Now(),
+		Follow:       true,
+		PollInterval: 100 * time.Millisecond,
+		Running: func() bool {
+			att, running := s.a.logAttempt(s.pod, container)
+			return running && att == attempt
+		},
+	}
+	return logfile.Read(ctx, s.a.logPath(s.pod.UID, container, attempt), opts, dst)
+}
+
+// PortForward implements portforward.PortForwarder: pods share the host's
+// network, so the pod's port is the port on 127.0.0.1.
+func (s *streamer) PortForward(ctx context.Context, _ string, _ string, port int32, stream io.ReadWriteCloser) error {
+	defer func() { _ = stream.Close() }()
+	var d net.Dialer
+	conn, err := d.DialContext(ctx, "tcp", net.JoinHostPort(nodeIP, strconv.Itoa(int(port))))
+	if err != nil {
+		return fmt.Errorf("forwarding to port %d of pod %s/%s: %w", port, s.pod.Namespace, s.pod.Name, err)
+	}
+	defer func() { _ = conn.Close() }()
+	klog.FromContext(ctx).V(3).Info("Forwarding", "pod", klog.KObj(s.pod), "port", port)
+	done := make(chan struct{}, 2)
+	go func() {
+		_, _ = io.Copy(conn, stream)
+		if tc, ok := conn.(*net.TCPConn); ok {
+			_ = tc.CloseWrite()
+		}
+		done <- struct{}{}
+	}()
+	go func() { _, _ = io.Copy(stream, conn); done <- struct{}{} }()
+	select {
+	case <-done:
+	case <-ctx.Done():
+	}
+	return nil
+}

@@ -1,0 +1,549 @@
+package nodeagent
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+
+	securejoin "github.com/cyphar/filepath-securejoin"
+	authenticationv1 "k8s.io/api/authentication/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/kubernetes/pkg/fieldpath"
+
+	"jobkeeper.dev/jobkeeper/pkg/nodeagent/runtime"
+)
+
+// Reasons of pods the node agent refuses to run. The pod fails at once
+// (phase Failed with this reason) and a Warning event with the same reason
+// and message is recorded on it, as a kubelet does for a pod it rejects at
+// admission.
+const (
+	// ReasonUnsupportedVolume: the pod has a volume of a kind the node
+	// agent cannot provide.
+	ReasonUnsupportedVolume = "UnsupportedVolume"
+	// ReasonNoPrivateFilesystem: the pod has volumes, and this machine
+	// cannot give containers the private filesystem view they are mounted
+	// in; running it would let it write to host paths.
+	ReasonNoPrivateFilesystem = "NoPrivateFilesystem"
+)
+
+// volumeManager prepares pod volumes on the host: a directory per volume
+// under the pod's directory (emptyDir; configMap, secret, downwardAPI and
+// projected files written once, when the pod's first container starts), or
+// the host path itself. The runtime mounts them in each container's view;
+// they go with the pod's directory.
+type volumeManager struct {
+	// agent gives the clients and directories.
+	agent *Agent
+	// mu guards ready.
+	mu sync.Mutex
+	// ready holds the pods whose volumes are written.
+	ready map[types.UID]bool
+}
+
+// newVolumeManager returns the agent's volume manager.
+func newVolumeManager(a *Agent) *volumeManager {
+	return &volumeManager{agent: a, ready: map[types.UID]bool{}}
+}
+
+// forget drops what is known about a pod's volumes.
+func (m *volumeManager) forget(uid types.UID) {
+	m.mu.Lock()
+	delete(m.ready, uid)
+	m.mu.Unlock()
+}
+
+// unsupportedVolume says why a volume cannot be provided here, "" when it
+// can.
+func unsupportedVolume(v *corev1.Volume) string {
+	s := v.VolumeSource
+	switch {
+	case s.EmptyDir != nil, s.ConfigMap != nil, s.Secret != nil, s.DownwardAPI != nil, s.HostPath != nil:
+		return ""
+	case s.Projected != nil:
+		for _, p := range s.Projected.Sources {
+			if p.ClusterTrustBundle != nil || p.PodCertificate != nil {
+				return fmt.Sprintf("volume %q: projected clusterTrustBundle and podCertificate sources are not supported by the local node agent", v.Name)
+			}
+		}
+		return ""
+	}
+	return fmt.Sprintf("volume %q: only emptyDir, configMap, secret, downwardAPI, projected and hostPath volumes are supported by the local node agent", v.Name)
+}
+
+// refusal returns why pod cannot run on this node, as a reason and a
+// message; empty when it can.
+func (a *Agent) refusal(pod *corev1.Pod) (string, string) {
+	iso, ok := a.runtime.(runtime.Isolator)
+	if !ok || len(pod.Spec.Volumes) == 0 {
+		return "", ""
+	}
+	for i := range pod.Spec.Volumes {
+		if msg := unsupportedVolume(&pod.Spec.Volumes[i]); msg != "" {
+			return ReasonUnsupportedVolume, "Pod was rejected: " + msg
+		}
+	}
+	if isolated, why := iso.Isolation(); !isolated {
+		names := make([]string, 0, len(pod.Spec.Volumes))
+		for _, v := range pod.Spec.Volumes {
+			names = append(names, v.Name)
+		}
+		return ReasonNoPrivateFilesystem, fmt.Sprintf("Pod was rejected: it has volumes (%s) and this node cannot give containers a private filesystem view to mount them in (%s); "+
+			"it is refused rather than run against the host's filesystem. See docs/node-agent.md for what a user needs.", strings.Join(names, ", "), why)
+	}
+	return "", ""
+}
+
+// mounts returns the mounts of container c, preparing the pod's volumes
+// first when they are not ready. env expands subPathExpr.
+func (m *volumeManager) mounts(ctx context.Context, pod *corev1.Pod, c *corev1.Container, env func(string) (string, bool)) ([]runtime.Mount, error) {
+	if _, ok := m.agent.runtime.(runtime.Isolator); !ok || (len(c.VolumeMounts) == 0 && len(pod.Spec.Volumes) == 0) {
+		// A runtime that runs nothing on the host needs no volumes.
+		return nil, nil
+	}
+	if err := m.prepare(ctx, pod); err != nil {
+		return nil, err
+	}
+	var out []runtime.Mount
+	for _, vm := range c.VolumeMounts {
+		v := volumeNamed(pod, vm.Name)
+		if v == nil {
+			return nil, fmt.Errorf("volume mount %q: no volume of that name", vm.Name)
+		}
+		source := m.source(pod, v)
+		sub := vm.SubPath
+		if vm.SubPathExpr != "" {
+			sub = expand(vm.SubPathExpr, env)
+		}
+		if sub != "" {
+			if filepath.IsAbs(sub) || strings.Contains(filepath.ToSlash(sub), "..") {
+				return nil, fmt.Errorf("volume mount %q: subPath %q must be a relative path without '..'", vm.Name, sub)
+			}
+			p, err := securejoin.SecureJoin(source, sub)
+			if err != nil {
+				return nil, fmt.Errorf("volume mount %q: subPath %q: %w", vm.Name, sub, err)
+			}
+			if _, err := os.Lstat(p); errors.Is(err, os.ErrNotExist) {
+				// As the kubelet does, a missing subPath is created.
+				if err := os.MkdirAll(p, 0o755); err != nil {
+					return nil, fmt.Errorf("volume mount %q: creating subPath %q: %w", vm.Name, sub, err)
+				}
+			}
+			source = p
+		}
+		out = append(out, runtime.Mount{Source: source, Target: vm.MountPath, ReadOnly: vm.ReadOnly || alwaysReadOnly(v)})
+	}
+	return out, nil
+}
+
+// alwaysReadOnly reports volumes the kubelet always mounts read-only.
+func alwaysReadOnly(v *corev1.Volume) bool {
+	s := v.VolumeSource
+	return s.ConfigMap != nil || s.Secret != nil || s.DownwardAPI != nil || s.Projected != nil
+}
+
+// volumeNamed returns the pod's volume called name.
+func volumeNamed(pod *corev1.Pod, name string) *corev1.Volume {
+	for i := range pod.Spec.Volumes {
+		if pod.Spec.Volumes[i].Name == name {
+			return &pod.Spec.Volumes[i]
+		}
+	}
+	return nil
+}
+
+// source is the host path a volume is mounted from.
+func (m *volumeManager) source(pod *corev1.Pod, v *corev1.Volume) string {
+	if v.HostPath != nil {
+		return filepath.Clean(v.HostPath.Path)
+	}
+	return filepath.Join(m.agent.podDir(pod.UID), "volumes", v.Name)
+}
+
+// prepare writes every volume of pod once. A failure records a FailedMount
+// event and is returned; the next attempt tries again.
+func (m *volumeManager) prepare(ctx context.Context, pod *corev1.Pod) error {
+	m.mu.Lock()
+	ready := m.ready[pod.UID]
+	m.mu.Unlock()
+	if ready {
+		return nil
+	}
+	for i := range pod.Spec.Volumes {
+		v := &pod.Spec.Volumes[i]
+		if err := m.prepareVolume(ctx, pod, v); err != nil {
+			msg := fmt.Sprintf("MountVolume.SetUp failed for volume %q : %v", v.Name, err)
+			m.agent.event(pod, corev1.EventTypeWarning, "FailedMount", msg)
+			return errors.New(msg)
+		}
+	}
+	m.mu.Lock()
+	m.ready[pod.UID] = true
+	m.mu.Unlock()
+	return nil
+}
+
+// prepareVolume makes one volume's source on the host.
+func (m *volumeManager) prepareVolume(ctx context.Context, pod *corev1.Pod, v *corev1.Volume) error {
+	if msg := unsupportedVolume(v); msg != "" {
+		return errors.New(msg)
+	}
+	if v.HostPath != nil {
+		return checkHostPath(v.HostPath)
+	}
+	dir := m.source(pod, v)
+	if v.EmptyDir != nil {
+		if err := os.MkdirAll(dir, 0o777); err != nil {
+			return err
+		}
+		// World-writable like the kubelet's, whatever the umask.
+		return os.Chmod(dir, 0o777)
+	}
+	files, err := m.projection(ctx, pod, v)
+	if err != nil {
+		return err
+	}
+	// Written afresh: a previous run of the agent may have left part of it.
+	if err := os.RemoveAll(dir); err != nil {
+		return err
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	for _, f := range files {
+		p, err := securejoin.SecureJoin(dir, f.path)
+		if err != nil {
+			return err
+		}
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			return err
+		}
+		if err := os.WriteFile(p, f.data, 0o600); err != nil {
+			return err
+		}
+		if err := os.Chmod(p, os.FileMode(f.mode)&os.ModePerm); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// checkHostPath applies a hostPath volume's type, creating the path for
+// the *OrCreate types.
+func checkHostPath(h *corev1.HostPathVolumeSource) error {
+	p := h.Path
+	t := corev1.HostPathUnset
+	if h.Type != nil {
+		t = *h.Type
+	}
+	if t == corev1.HostPathUnset {
+		return nil
+	}
+	switch t {
+	case corev1.HostPathDirectoryOrCreate:
+		if err := os.MkdirAll(p, 0o755); err != nil {
+			return fmt.Errorf("hostPath type check failed: creating %s: %w", p, err)
+		}
+	case corev1.HostPathFileOrCreate:
+		if _, err := os.Stat(p); errors.Is(err, os.ErrNotExist) {
+			f, err := os.OpenFile(p, os.O_CREATE|os.O_WRONLY, 0o644)
+			if err != nil {
+				return fmt.Errorf("hostPath type check failed: creating %s: %w", p, err)
+			}
+			_ = f.Close()
+		}
+	}
+	st, err := os.Stat(p)
+	if err != nil {
+		return fmt.Errorf("hostPath type check failed: %s does not exist", p)
+	}
+	mode := st.Mode()
+	ok := true
+	switch t {
+	case corev1.HostPathDirectoryOrCreate, corev1.HostPathDirectory:
+		ok = mode.IsDir()
+	case corev1.HostPathFileOrCreate, corev1.HostPathFile:
+		ok = mode.IsRegular()
+	case corev1.HostPathSocket:
+		ok = mode&os.ModeSocket != 0
+	case corev1.HostPathCharDev:
+		ok = mode&os.ModeCharDevice != 0
+	case corev1.HostPathBlockDev:
+		ok = mode&os.ModeDevice != 0 && mode&os.ModeCharDevice == 0
+	default:
+		return fmt.Errorf("hostPath type check failed: unknown type %q", t)
+	}
+	if !ok {
+		return fmt.Errorf("hostPath type check failed: %s is not a %s", p, hostPathNoun(t))
+	}
+	return nil
+}
+
+// hostPathNoun names what a hostPath type wants.
+func hostPathNoun(t corev1.HostPathType) string {
+	switch t {
+	case corev1.HostPathDirectoryOrCreate, corev1.HostPathDirectory:
+		return "directory"
+	case corev1.HostPathFileOrCreate, corev1.HostPathFile:
+		return "file"
+	case corev1.HostPathSocket:
+		return "socket file"
+	case corev1.HostPathCharDev:
+		return "character device"
+	}
+	return "block device"
+}
+
+// projectedFile is one file of a configMap, secret, downwardAPI or
+// projected volume.
+type projectedFile struct {
+	// path is relative to the volume.
+	path string
+	// data is the content.
+	data []byte
+	// mode is the file's permission bits.
+	mode int32
+}
+
+// projection computes the files of a configMap, secret, downwardAPI or
+// projected volume.
+func (m *volumeManager) projection(ctx context.Context, pod *corev1.Pod, v *corev1.Volume) ([]projectedFile, error) {
+	s := v.VolumeSource
+	switch {
+	case s.ConfigMap != nil:
+		return m.configMapFiles(ctx, pod.Namespace, s.ConfigMap.Name, s.ConfigMap.Items, modeOr(s.ConfigMap.DefaultMode), optional(s.ConfigMap.Optional))
+	case s.Secret != nil:
+		return m.secretFiles(ctx, pod.Namespace, s.Secret.SecretName, s.Secret.Items, modeOr(s.Secret.DefaultMode), optional(s.Secret.Optional))
+	case s.DownwardAPI != nil:
+		return m.downwardFiles(pod, s.DownwardAPI.Items, modeOr(s.DownwardAPI.DefaultMode))
+	}
+	var out []projectedFile
+	mode := modeOr(s.Projected.DefaultMode)
+	for _, p := range s.Projected.Sources {
+		var files []projectedFile
+		var err error
+		switch {
+		case p.ConfigMap != nil:
+			files, err = m.configMapFiles(ctx, pod.Namespace, p.ConfigMap.Name, p.ConfigMap.Items, mode, optional(p.ConfigMap.Optional))
+		case p.Secret != nil:
+			files, err = m.secretFiles(ctx, pod.Namespace, p.Secret.Name, p.Secret.Items, mode, optional(p.Secret.Optional))
+		case p.DownwardAPI != nil:
+			files, err = m.downwardFiles(pod, p.DownwardAPI.Items, mode)
+		case p.ServiceAccountToken != nil:
+			files, err = m.tokenFile(ctx, pod, p.ServiceAccountToken, mode)
+		}
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, files...)
+	}
+	return out, nil
+}
+
+// modeOr returns a volume's default mode, 0644 when unset (the API
+// server sets it, so only objects that bypassed defaulting lack it).
+func modeOr(m *int32) int32 {
+	if m == nil {
+		return 0o644
+	}
+	return *m
+}
+
+// keyFiles turns a ConfigMap's or Secret's data into files: every key, or
+// the listed items (a missing key is an error unless optional).
+func keyFiles(kind, name string, data map[string][]byte, items []corev1.KeyToPath, mode int32, opt bool) ([]projectedFile, error) {
+	var out []projectedFile
+	if len(items) == 0 {
+		for k, v := range data {
+			out = append(out, projectedFile{path: k, data: v, mode: mode})
+		}
+		return out, nil
+	}
+	for _, it := range items {
+		v, ok := data[it.Key]
+		if !ok {
+			if opt {
+				continue
+			}
+			return nil, fmt.Errorf("%s references non-existent %s key: %s", kind, kind, it.Key)
+		}
+		f := projectedFile{path: it.Path, data: v, mode: mode}
+		if it.Mode != nil {
+			f.mode = *it.Mode
+		}
+		out = append(out, f)
+	}
+	_ = name
+	return out, nil
+}
+
+// configMapFiles reads a ConfigMap's files.
+func (m *volumeManager) configMapFiles(ctx context.Context, ns, name string, items []corev1.KeyToPath, mode int32, opt bool) ([]projectedFile, error) {
+	cm, err := m.agent.client.CoreV1().ConfigMaps(ns).Get(ctx, name, metav1.GetOptions{})
+	if apierrors.IsNotFound(err) {
+		if opt {
+			return nil, nil
+		}
+		return nil, fmt.Errorf("configmap %q not found", name)
+	}
+	if err != nil {
+		return nil, err
+	}
+	data := map[string][]byte{}
+	for k, v := range cm.Data {
+		data[k] = []byte(v)
+	}
+	for k, v := range cm.BinaryData {
+		data[k] = v
+	}
+	return keyFiles("configmap", name, data, items, mode, opt)
+}
+
+// secretFiles reads a Secret's files.
+func (m *volumeManager) secretFiles(ctx context.Context, ns, name string, items []corev1.KeyToPath, mode int32, opt bool) ([]projectedFile, error) {
+	s, err := m.agent.client.CoreV1().Secrets(ns).Get(ctx, name, metav1.GetOptions{})
+	if apierrors.IsNotFound(err) {
+		if opt {
+			return nil, nil
+		}
+		return nil, fmt.Errorf("secret %q not found", name)
+	}
+	if err != nil {
+		return nil, err
+	}
+	return keyFiles("secret", name, s.Data, items, mode, opt)
+}
+
+// downwardFiles computes a downward API volume's files.
+func (m *volumeManager) downwardFiles(pod *corev1.Pod, items []corev1.DownwardAPIVolumeFile, mode int32) ([]projectedFile, error) {
+	var out []projectedFile
+	for _, it := range items {
+		var value string
+		switch {
+		case it.FieldRef != nil && it.FieldRef.FieldPath == "metadata.labels":
+			value = fieldpath.FormatMap(pod.Labels)
+		case it.FieldRef != nil && it.FieldRef.FieldPath == "metadata.annotations":
+			value = fieldpath.FormatMap(pod.Annotations)
+		case it.FieldRef != nil:
+			v, err := podField(pod, it.FieldRef.FieldPath)
+			if err != nil {
+				return nil, err
+			}
+			value = v
+		case it.ResourceFieldRef != nil:
+			c := containerNamed(pod, it.ResourceFieldRef.ContainerName)
+			if c == nil {
+				return nil, fmt.Errorf("downwardAPI item %q: no container %q", it.Path, it.ResourceFieldRef.ContainerName)
+			}
+			v, err := containerResource(c, it.ResourceFieldRef, m.agent.capacity)
+			if err != nil {
+				return nil, err
+			}
+			value = v
+		}
+		f := projectedFile{path: it.Path, data: []byte(value), mode: mode}
+		if it.Mode != nil {
+			f.mode = *it.Mode
+		}
+		out = append(out, f)
+	}
+	return out, nil
+}
+
+// containerNamed returns the pod's container (or init container) called
+// name.
+func containerNamed(pod *corev1.Pod, name string) *corev1.Container {
+	for _, list := range [][]corev1.Container{pod.Spec.Containers, pod.Spec.InitContainers} {
+		for i := range list {
+			if list[i].Name == name {
+				return &list[i]
+			}
+		}
+	}
+	return nil
+}
+
+// tokenFile requests a service account token bound to the pod.
+func (m *volumeManager) tokenFile(ctx context.Context, pod *corev1.Pod, p *corev1.ServiceAccountTokenProjection, mode int32) ([]projectedFile, error) {
+	sa := pod.Spec.ServiceAccountName
+	if sa == "" {
+		sa = "default"
+	}
+	req := &authenticationv1.TokenRequest{
+		Spec: authenticationv1.TokenRequestSpec{
+			ExpirationSeconds: p.ExpirationSeconds,
+			BoundObjectRef:    &authenticationv1.BoundObjectReference{Kind: "Pod", APIVersion: "v1", Name: pod.Name, UID: pod.UID},
+		},
+	}
+	if p.Audience != "" {
+		req.Spec.Audiences = []string{p.Audience}
+	}
+	tr, err := m.agent.client.CoreV1().ServiceAccounts(pod.Namespace).CreateToken(ctx, sa, req, metav1.CreateOptions{})
+	if err != nil {
+		return nil, fmt.Errorf("requesting a token for service account %q: %w", sa, err)
+	}
+	return []projectedFile{{path: p.Path, data: []byte(tr.Status.Token), mode: mode}}, nil
+}
+
+// refuse fails a pod this node cannot run, once, and reports whether it
+// did. A pod that already has a worker is not refused: its containers were
+// started by an earlier run of the agent under the same rules.
+func (a *Agent) refuse(pod *corev1.Pod) bool {
+	a.mu.Lock()
+	_, running := a.workers[pod.UID]
+	done := a.refused[pod.UID]
+	a.mu.Unlock()
+	if running {
+		return false
+	}
+	if done {
+		return true
+	}
+	reason, msg := a.refusal(pod)
+	if reason == "" {
+		return false
+	}
+	a.mu.Lock()
+	a.refused[pod.UID] = true
+	a.mu.Unlock()
+	a.event(pod, corev1.EventTypeWarning, reason, msg)
+	status := pod.Status.DeepCopy()
+	status.Phase = corev1.PodFailed
+	status.Reason = reason
+	status.Message = msg
+	a.status.set(pod, status)
+	return true
+}
+
+// isolated reports whether containers get a private filesystem view.
+func (a *Agent) isolated() bool {
+	iso, ok := a.runtime.(runtime.Isolator)
+	if !ok {
+		return false
+	}
+	yes, _ := iso.Isolation()
+	return yes
+}
+
+// Isolation waits until Run has set up the runtime, then reports whether
+// containers get a private filesystem view and, when not, why.
+func (a *Agent) Isolation(ctx context.Context) (bool, string, error) {
+	select {
+	case <-a.runtimeReady:
+	case <-ctx.Done():
+		return false, "", ctx.Err()
+	}
+	iso, ok := a.runtime.(runtime.Isolator)
+	if !ok {
+		return false, "the " + a.runtime.Name() + " runtime runs nothing on this host", nil
+	}
+	yes, why := iso.Isolation()
+	return yes, why, nil
+}
