@@ -224,7 +224,7 @@ func (a *Agent) stopWorkers() {
 	for _, w := range ws {
 		<-w.done
 	}
-	if rt, ok := a.runtime.(*process.Runtime); ok {
+	if rt, ok := a.runtime.(runtime.Killer); ok {
 		rt.KillAll(5 * time.Second)
 	}
 }

@@ -1,5 +1,7 @@
 package runtime
 
+import "time"
+
 // HostDirs is implemented by runtimes whose attempts are processes of this
 // host that run in a host directory and write their output to a log file.
 // For such a runtime the pod worker creates each attempt's directories,
@@ -16,4 +18,12 @@ type HostDirs interface {
 type Quiet interface {
 	// Quiet marks the runtime; it does nothing.
 	Quiet()
+}
+
+// Killer is implemented by runtimes whose attempts outlive the agent's
+// goroutines (host processes): the agent kills them all when it stops.
+type Killer interface {
+	// KillAll kills every running attempt and waits up to timeout for
+	// them to end.
+	KillAll(timeout time.Duration)
 }

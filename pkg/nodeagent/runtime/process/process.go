@@ -80,6 +80,7 @@ type Runtime struct {
 var (
 	_ runtime.Runtime  = (*Runtime)(nil)
 	_ runtime.Isolator = (*Runtime)(nil)
+	_ runtime.Killer   = (*Runtime)(nil)
 )
 
 // New returns a process runtime. It first kills what the sandboxes of a
