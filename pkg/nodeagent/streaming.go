@@ -75,22 +75,23 @@ func (a *Agent) streamTarget(w http.ResponseWriter, r *http.Request) (*corev1.Po
 
 // serveExec answers the apiserver's pods/exec proxy.
 func (a *Agent) serveExec(w http.ResponseWriter, r *http.Request) {
-	pod, ok := a.streamTarget(w, r)
-	if !ok {
-		return
-	}
-	opts, err := remotecommand.NewOptions(r)
-	if err != nil {
-		http.Error(w, err.Error(), http.StatusBadRequest)
-		return
-	}
-	cmd := r.URL.Query()["command"]
-	remotecommand.ServeExec(w, r, &streamer{a: a, pod: pod}, pod.Name, string(pod.UID), r.PathValue("container"), cmd, opts,
-		streamIdleTimeout, streamCreationTimeout, remotecommand.SupportedStreamingProtocols)
+	a.serveRemoteCommand(w, r, func(st *streamer, pod *corev1.Pod, opts *remotecommand.Options) {
+		remotecommand.ServeExec(w, r, st, pod.Name, string(pod.UID), r.PathValue("container"), r.URL.Query()["command"], opts,
+			streamIdleTimeout, streamCreationTimeout, remotecommand.SupportedStreamingProtocols)
+	})
 }
 
 // serveAttach answers the apiserver's pods/attach proxy.
 func (a *Agent) serveAttach(w http.ResponseWriter, r *http.Request) {
+	a.serveRemoteCommand(w, r, func(st *streamer, pod *corev1.Pod, opts *remotecommand.Options) {
+		remotecommand.ServeAttach(w, r, st, pod.Name, string(pod.UID), r.PathValue("container"), opts,
+			streamIdleTimeout, streamCreationTimeout, remotecommand.SupportedStreamingProtocols)
+	})
+}
+
+// serveRemoteCommand finds the pod and parses the stream options of an exec
+// or attach request, answering it itself when it cannot, then serves it.
+func (a *Agent) serveRemoteCommand(w http.ResponseWriter, r *http.Request, serve func(*streamer, *corev1.Pod, *remotecommand.Options)) {
 	pod, ok := a.streamTarget(w, r)
 	if !ok {
 		return
@@ -100,8 +101,7 @@ func (a *Agent) serveAttach(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, err.Error(), http.StatusBadRequest)
 		return
 	}
-	remotecommand.ServeAttach(w, r, &streamer{a: a, pod: pod}, pod.Name, string(pod.UID), r.PathValue("container"), opts,
-		streamIdleTimeout, streamCreationTimeout, remotecommand.SupportedStreamingProtocols)
+	serve(&streamer{a: a, pod: pod}, pod, opts)
 }
 
 // servePortForward answers the apiserver's pods/portforward proxy.
