@@ -59,7 +59,7 @@ var (
 	sharedCP   *controlplane.ControlPlane
 	sharedErr  error
 	sharedDir  string
-	sharedLog  *os.File
+	sharedLog  io.Closer
 )
 
 // inProcessControlPlane returns the package's embedded control plane
