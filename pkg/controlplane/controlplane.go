@@ -27,6 +27,7 @@ type Config struct {
 	// Port is the apiserver's secure port on 127.0.0.1; 0 picks a free port.
 	Port int
 	// KubeconfigOut is where the admin kubeconfig is written. Default <DataDir>/kubeconfig.
+	// An existing file is merged into (MergeKubeconfig), not overwritten.
 	KubeconfigOut string
 	// AuthorizationModes are the apiserver's authorizers. Default ["RBAC"]:
 	// the admin user is in system:masters, other identities need RBAC rules,
@@ -113,12 +114,16 @@ func Start(ctx context.Context, cfg Config) (_ *ControlPlane, err error) {
 		listener.Close()
 		return nil, fmt.Errorf("creating log directory: %w", err)
 	}
+	logger := klog.FromContext(ctx)
+	begin := time.Now()
 	var etcdURL string
 	cp.etcd, etcdURL, err = startEtcd(ctx, filepath.Join(cfg.DataDir, "etcd"), filepath.Join(logDir, "etcd.log"))
 	if err != nil {
 		listener.Close()
 		return nil, err
 	}
+
+	logger.Info("etcd is ready", "elapsed", time.Since(begin))
 
 	apiCtx, cancelAPI := context.WithCancel(context.WithoutCancel(ctx))
 	cp.cancelAPI = cancelAPI
@@ -132,9 +137,11 @@ func Start(ctx context.Context, cfg Config) (_ *ControlPlane, err error) {
 		listener.Close()
 		return nil, err
 	}
+	logger.Info("kube-apiserver created", "elapsed", time.Since(begin))
 	if err := cp.waitReady(ctx); err != nil {
 		return nil, err
 	}
+	logger.Info("kube-apiserver is ready", "elapsed", time.Since(begin))
 
 	gcCtx, cancelGC := context.WithCancel(context.WithoutCancel(ctx))
 	cp.cancelGC = cancelGC
@@ -147,7 +154,7 @@ func Start(ctx context.Context, cfg Config) (_ *ControlPlane, err error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := WriteKubeconfig(cfg.KubeconfigOut, kc); err != nil {
+	if err := MergeKubeconfig(cfg.KubeconfigOut, kc); err != nil {
 		return nil, err
 	}
 	return cp, nil
@@ -281,8 +288,8 @@ func EnsureWritableDir(dir string) error {
 }
 
 // CheckKubeconfigPath reports whether a kubeconfig can be written at path:
-// its parent must be an existing writable directory and path itself must not
-// be a directory.
+// its parent must be an existing writable directory, and path itself must not
+// be a directory nor a file that is not a valid kubeconfig.
 func CheckKubeconfigPath(path string) error {
 	if st, err := os.Stat(path); err == nil && st.IsDir() {
 		return fmt.Errorf("kubeconfig path %s is a directory", path)
@@ -299,6 +306,9 @@ func CheckKubeconfigPath(path string) error {
 	}
 	if !st.IsDir() {
 		return fmt.Errorf("kubeconfig path %s: %s is not a directory", path, parent)
+	}
+	if err := checkExistingKubeconfig(path); err != nil {
+		return err
 	}
 	f, err := os.CreateTemp(parent, ".kubeconfig-test-*")
 	if err != nil {

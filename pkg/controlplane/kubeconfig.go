@@ -1,14 +1,18 @@
 package controlplane
 
 import (
+	"errors"
 	"fmt"
+	"io/fs"
 	"os"
+	"path/filepath"
 
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 )
 
-// ContextName is the name of the cluster, user and context in the admin kubeconfig.
+// ContextName is the name of the cluster, user and context in the admin
+// kubeconfig, and of the entries MergeKubeconfig adds to an existing one.
 const ContextName = "jobkeeper"
 
 // AdminKubeconfig builds a kubeconfig for server that authenticates with the
@@ -42,4 +46,55 @@ func WriteKubeconfig(path string, cfg *clientcmdapi.Config) error {
 		return fmt.Errorf("encoding kubeconfig: %w", err)
 	}
 	return writeFileAtomic(path, data, 0o600)
+}
+
+// MergeKubeconfig writes the clusters, users and contexts of cfg into the
+// kubeconfig at path, as kind does: entries of the same names are replaced,
+// every other entry and setting is kept, and cfg's current context becomes
+// the current one. A missing file is created with mode 0600; an existing one
+// keeps its mode. A symbolic link is followed, so the file it points to is
+// updated. The file is replaced atomically; a file that is not a valid
+// kubeconfig is an error and is left as it is.
+func MergeKubeconfig(path string, cfg *clientcmdapi.Config) error {
+	target, err := filepath.EvalSymlinks(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		target = path
+	} else if err != nil {
+		return fmt.Errorf("kubeconfig %s: %w", path, err)
+	}
+	merged := clientcmdapi.NewConfig()
+	mode := os.FileMode(0o600)
+	if st, err := os.Stat(target); err == nil {
+		mode = st.Mode().Perm()
+		if merged, err = clientcmd.LoadFromFile(target); err != nil {
+			return fmt.Errorf("kubeconfig %s exists and is not a valid kubeconfig, so it was left as it is (choose another --kubeconfig-out): %w", path, err)
+		}
+	}
+	for name, c := range cfg.Clusters {
+		merged.Clusters[name] = c
+	}
+	for name, a := range cfg.AuthInfos {
+		merged.AuthInfos[name] = a
+	}
+	for name, c := range cfg.Contexts {
+		merged.Contexts[name] = c
+	}
+	merged.CurrentContext = cfg.CurrentContext
+	data, err := clientcmd.Write(*merged)
+	if err != nil {
+		return fmt.Errorf("encoding kubeconfig: %w", err)
+	}
+	return writeFileAtomic(target, data, mode)
+}
+
+// checkExistingKubeconfig reports an existing file at path that
+// MergeKubeconfig could not merge into, before anything is started.
+func checkExistingKubeconfig(path string) error {
+	if _, err := os.Stat(path); err != nil {
+		return nil
+	}
+	if _, err := clientcmd.LoadFromFile(path); err != nil {
+		return fmt.Errorf("kubeconfig %s exists and is not a valid kubeconfig, so it was left as it is (choose another --kubeconfig-out): %w", path, err)
+	}
+	return nil
 }
