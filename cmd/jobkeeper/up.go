@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+	"k8s.io/client-go/rest"
 	"k8s.io/klog/v2"
 
 	"jobkeeper.dev/jobkeeper/internal/cli"
@@ -31,6 +32,10 @@ type upOptions struct {
 // agent, CRD installation, ...). It returns a function that waits for the
 // component to stop after ctx is cancelled.
 type upComponent func(ctx context.Context, cp *controlplane.ControlPlane) (wait func(), err error)
+
+// bootstrapFunc creates objects in the control plane while it starts (see
+// controlplane.Config.Bootstrap), before the components and the controllers.
+type bootstrapFunc = func(ctx context.Context, admin *rest.Config) error
 
 // localQPS and localBurst are the controllers' client limits under `up`.
 const (
@@ -76,7 +81,8 @@ Whoever can create pods runs commands on this host as the user running jobkeeper
 			if err := node.validate(); err != nil {
 				return err
 			}
-			return runUp(cmd.OutOrStdout(), up, opts, []upComponent{installCRDs, node.component(cmd.OutOrStdout())})
+			bootstrap := []bootstrapFunc{installCRDs, installRefusals}
+			return runUp(cmd.OutOrStdout(), up, opts, bootstrap, []upComponent{node.component(cmd.OutOrStdout())})
 		},
 	}
 	fs := cmd.Flags()
@@ -112,9 +118,9 @@ func (u *upOptions) validate(opts *manager.Options) error {
 	return nil
 }
 
-// runUp starts the control plane, then components in order, then the
-// controllers, and stops them all on a signal.
-func runUp(out io.Writer, up *upOptions, opts *manager.Options, components []upComponent) error {
+// runUp starts the control plane (with the bootstrap functions), then
+// components in order, then the controllers, and stops them all on a signal.
+func runUp(out io.Writer, up *upOptions, opts *manager.Options, bootstrap []bootstrapFunc, components []upComponent) error {
 	if err := up.validate(opts); err != nil {
 		return err
 	}
@@ -150,6 +156,7 @@ func runUp(out io.Writer, up *upOptions, opts *manager.Options, components []upC
 		DataDir:       up.dataDir,
 		Port:          up.port,
 		KubeconfigOut: up.kubeconfigOut,
+		Bootstrap:     bootstrap,
 	})
 	if err != nil {
 		return err
@@ -159,7 +166,8 @@ func runUp(out io.Writer, up *upOptions, opts *manager.Options, components []upC
 	compCtx, cancelComponents := context.WithCancel(ctx)
 	defer cancelComponents()
 	var waits []func()
-	for _, start := range components {
+	logger.Info("Control plane started", "elapsed", time.Since(started))
+	for i, start := range components {
 		wait, err := start(compCtx, cp)
 		if err != nil {
 			cancelComponents()
@@ -169,6 +177,7 @@ func runUp(out io.Writer, up *upOptions, opts *manager.Options, components []upC
 			return err
 		}
 		waits = append(waits, wait)
+		logger.Info("Component started", "index", i, "elapsed", time.Since(started))
 	}
 
 	m, err := manager.New(cp.AdminConfig(), opts)

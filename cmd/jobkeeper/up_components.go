@@ -22,15 +22,15 @@ import (
 
 // installCRDs installs jobkeeper's CustomResourceDefinitions (CleanupPolicy)
 // before the controllers start watching them.
-func installCRDs(ctx context.Context, cp *controlplane.ControlPlane) (func(), error) {
-	client, err := apiextensionsclientset.NewForConfig(cp.AdminConfig())
+func installCRDs(ctx context.Context, admin *rest.Config) error {
+	client, err := apiextensionsclientset.NewForConfig(admin)
 	if err != nil {
-		return nil, err
+		return err
 	}
 	if err := crds.Install(ctx, client); err != nil {
-		return nil, fmt.Errorf("installing CRDs: %w", err)
+		return fmt.Errorf("installing CRDs: %w", err)
 	}
-	return func() {}, nil
+	return nil
 }
 
 // nodeAgentFlags are the node agent's flags in `jobkeeper up`.

@@ -1,0 +1,212 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"k8s.io/klog/v2"
+)
+
+// What `up` runs and what it refuses, as `up --help` and the refusal message
+// say it; README.md, section "What up runs and what it refuses", says the same.
+const (
+	// upRuns lists what acts on objects under `up`.
+	upRuns = "Jobs (jobkeeper's Job controller), CronJobs, TTL-after-finished cleanup, Pods (the local " +
+		"node agent), namespace deletion, garbage collection of dependents and pod garbage collection"
+	// upRefuses lists the kinds `up` refuses to create, because nothing would act on them.
+	upRefuses = "Deployments, ReplicaSets, StatefulSets and DaemonSets"
+	// upDocs is where a refused user is sent.
+	upDocs = `"jobkeeper up --help", or the section "What up runs and what it refuses" of jobkeeper's README.md`
+)
+
+// refusedResources are the apps/v1 resources whose creation `up` refuses.
+var refusedResources = []string{"deployments", "replicasets", "statefulsets", "daemonsets"}
+
+// refusePolicyName names the ValidatingAdmissionPolicy, and its binding, that
+// refuses refusedResources.
+const refusePolicyName = "jobkeeper-up-unsupported-workloads"
+
+// refuseFieldManager is the field manager of the policy's writes.
+const refuseFieldManager = "jobkeeper-up"
+
+// refusalWaitTimeout bounds the wait for the policy to be enforced. A variable
+// so tests can shorten it.
+var refusalWaitTimeout = 10 * time.Second
+
+// refusalMessage is the refusal's message for kind (e.g. "Deployment").
+func refusalMessage(kind string) string {
+	return "jobkeeper up does not run " + kind + "s: nothing here would act on this object. " +
+		"jobkeeper up runs " + upRuns + "; it refuses " + upRefuses + ". See " + upDocs + "."
+}
+
+// refusePolicy returns the policy that refuses the creation of
+// refusedResources, with a message naming the kind, what `up` runs and where
+// to read more. Only creation is refused, so objects left from before (or
+// created by another tool on the same data directory) can still be updated and
+// deleted.
+func refusePolicy() *admissionregistrationv1.ValidatingAdmissionPolicy {
+	fail := admissionregistrationv1.Fail
+	forbidden := metav1.StatusReasonForbidden
+	// The CEL message is the Go one with the request's kind substituted. Go's
+	// quoting of these ASCII strings is also a valid CEL string literal.
+	const kindMarker = "\x00KIND\x00"
+	parts := strings.Split(refusalMessage(kindMarker), kindMarker)
+	for i, p := range parts {
+		parts[i] = strconv.Quote(p)
+	}
+	messageExpression := strings.Join(parts, " + request.kind.kind + ")
+	return &admissionregistrationv1.ValidatingAdmissionPolicy{
+		ObjectMeta: metav1.ObjectMeta{Name: refusePolicyName},
+		Spec: admissionregistrationv1.ValidatingAdmissionPolicySpec{
+			FailurePolicy: &fail,
+			MatchConstraints: &admissionregistrationv1.MatchResources{
+				ResourceRules: []admissionregistrationv1.NamedRuleWithOperations{{
+					RuleWithOperations: admissionregistrationv1.RuleWithOperations{
+						Operations: []admissionregistrationv1.OperationType{admissionregistrationv1.Create},
+						Rule: admissionregistrationv1.Rule{
+							APIGroups:   []string{appsv1.GroupName},
+							APIVersions: []string{"*"},
+							Resources:   refusedResources,
+						},
+					},
+				}},
+			},
+			Validations: []admissionregistrationv1.Validation{{
+				Expression:        "false",
+				Message:           refusalMessage("such object"),
+				MessageExpression: messageExpression,
+				Reason:            &forbidden,
+			}},
+		},
+	}
+}
+
+// refuseBinding binds refusePolicy to every namespace, denying.
+func refuseBinding() *admissionregistrationv1.ValidatingAdmissionPolicyBinding {
+	return &admissionregistrationv1.ValidatingAdmissionPolicyBinding{
+		ObjectMeta: metav1.ObjectMeta{Name: refusePolicyName},
+		Spec: admissionregistrationv1.ValidatingAdmissionPolicyBindingSpec{
+			PolicyName:        refusePolicyName,
+			ValidationActions: []admissionregistrationv1.ValidationAction{admissionregistrationv1.Deny},
+		},
+	}
+}
+
+// installRefusals installs the admission policy that refuses what `up` does
+// not run, creating or updating it (so every start leaves the current
+// version), and waits until the apiserver enforces it, so that nothing
+// created after "jobkeeper is up" slips through.
+func installRefusals(ctx context.Context, admin *rest.Config) error {
+	cfg := rest.CopyConfig(admin)
+	cfg.UserAgent = refuseFieldManager
+	client, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		return err
+	}
+	if err := applyRefusals(ctx, client); err != nil {
+		return fmt.Errorf("installing the admission policy %s: %w", refusePolicyName, err)
+	}
+	if err := waitRefused(ctx, client, refusalWaitTimeout); err != nil {
+		// Not fatal: the policy is stored and will be enforced; say so in the log.
+		klog.FromContext(ctx).Error(err, "Admission policy not enforced yet", "policy", refusePolicyName)
+	}
+	return nil
+}
+
+// applyRefusals creates the policy and its binding, or updates their specs
+// when they exist.
+func applyRefusals(ctx context.Context, client kubernetes.Interface) error {
+	policies := client.AdmissionregistrationV1().ValidatingAdmissionPolicies()
+	policy := refusePolicy()
+	err := createOrUpdate(func() error {
+		_, err := policies.Create(ctx, policy, metav1.CreateOptions{FieldManager: refuseFieldManager})
+		return err
+	}, func() error {
+		cur, err := policies.Get(ctx, policy.Name, metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		cur.Spec = policy.Spec
+		_, err = policies.Update(ctx, cur, metav1.UpdateOptions{FieldManager: refuseFieldManager})
+		return err
+	})
+	if err != nil {
+		return err
+	}
+	bindings := client.AdmissionregistrationV1().ValidatingAdmissionPolicyBindings()
+	binding := refuseBinding()
+	return createOrUpdate(func() error {
+		_, err := bindings.Create(ctx, binding, metav1.CreateOptions{FieldManager: refuseFieldManager})
+		return err
+	}, func() error {
+		cur, err := bindings.Get(ctx, binding.Name, metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		cur.Spec = binding.Spec
+		_, err = bindings.Update(ctx, cur, metav1.UpdateOptions{FieldManager: refuseFieldManager})
+		return err
+	})
+}
+
+// createOrUpdate calls create, then update when the object already exists,
+// and starts again when the update lost a race (a conflict).
+func createOrUpdate(create, update func() error) error {
+	for {
+		err := create()
+		if apierrors.IsAlreadyExists(err) {
+			err = update()
+		}
+		if !apierrors.IsConflict(err) {
+			return err
+		}
+	}
+}
+
+// waitRefused makes dry-run creations of a Deployment until the policy
+// refuses one. A dry run goes through admission and stores nothing.
+func waitRefused(ctx context.Context, client kubernetes.Interface, timeout time.Duration) error {
+	deadline := time.Now().Add(timeout)
+	probe := refusalProbe()
+	for {
+		_, err := client.AppsV1().Deployments(probe.Namespace).Create(ctx, probe, metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
+		switch {
+		case apierrors.IsForbidden(err) && strings.Contains(err.Error(), refusePolicyName):
+			return nil
+		case ctx.Err() != nil:
+			return ctx.Err()
+		case time.Now().After(deadline):
+			if err == nil {
+				err = errors.New("a dry-run Deployment was still accepted")
+			}
+			return fmt.Errorf("not enforced within %s: %w", timeout, err)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// refusalProbe is a valid Deployment for waitRefused's dry runs.
+func refusalProbe() *appsv1.Deployment {
+	labels := map[string]string{"app": "jobkeeper-admission-probe"}
+	return &appsv1.Deployment{
+		ObjectMeta: metav1.ObjectMeta{Name: "jobkeeper-admission-probe", Namespace: metav1.NamespaceDefault},
+		Spec: appsv1.DeploymentSpec{
+			Selector: &metav1.LabelSelector{MatchLabels: labels},
+			Template: corev1.PodTemplateSpec{
+				ObjectMeta: metav1.ObjectMeta{Labels: labels},
+				Spec:       corev1.PodSpec{Containers: []corev1.Container{{Name: "probe", Image: "probe"}}},
+			},
+		},
+	}
+}
