@@ -188,3 +188,49 @@ func TestRejectsArguments(t *testing.T) {
 		t.Errorf("controller with a positional argument: want an error")
 	}
 }
+
+// TestUpHiddenFlags checks that the flags meaningless under `up` are still
+// accepted but not listed by `up --help`.
+func TestUpHiddenFlags(t *testing.T) {
+	cmd := newUpCommand()
+	args := []string{"--leader-elect=false", "--leader-elect-resource-namespace=x", "--leader-elect-resource-name=y",
+		"--leader-elect-lease-duration=20s", "--leader-elect-renew-deadline=15s", "--leader-elect-retry-period=3s",
+		"--manage-unclaimed-jobs=true"}
+	if err := cmd.ParseFlags(args); err != nil {
+		t.Fatalf("hidden flags no longer accepted: %v", err)
+	}
+	var help bytes.Buffer
+	cmd.SetOut(&help)
+	if err := cmd.Help(); err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range hiddenUpFlags {
+		if strings.Contains(help.String(), "--"+name+" ") {
+			t.Errorf("up --help lists --%s", name)
+		}
+	}
+	for _, want := range []string{"--data-dir", "--kubeconfig-out", "--port", "What up runs:", "What it refuses:", upRefuses[:20]} {
+		if !strings.Contains(help.String(), want) {
+			t.Errorf("up --help does not mention %q", want)
+		}
+	}
+}
+
+// TestRootVersionFlag checks that `jobkeeper --version` prints what
+// `jobkeeper version` prints.
+func TestRootVersionFlag(t *testing.T) {
+	run := func(args ...string) string {
+		root := newRootCommand()
+		var out bytes.Buffer
+		root.SetOut(&out)
+		root.SetArgs(args)
+		if err := root.Execute(); err != nil {
+			t.Fatalf("jobkeeper %v: %v", args, err)
+		}
+		return out.String()
+	}
+	flag, command := run("--version"), run("version")
+	if flag != command || !strings.HasPrefix(flag, "jobkeeper ") {
+		t.Errorf("--version printed %q, version printed %q", flag, command)
+	}
+}

@@ -7,6 +7,8 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -43,6 +45,20 @@ const (
 	localBurst = 1000
 )
 
+// hiddenUpFlags are controller flags that mean nothing under `up` (one
+// process on one machine: no replicas to elect a leader among, and no other
+// Job controller for plain Jobs to be left to). They are still accepted, so
+// scripts that pass them keep working, but `up --help` does not list them.
+var hiddenUpFlags = []string{
+	"leader-elect",
+	"leader-elect-resource-namespace",
+	"leader-elect-resource-name",
+	"leader-elect-lease-duration",
+	"leader-elect-renew-deadline",
+	"leader-elect-retry-period",
+	"manage-unclaimed-jobs",
+}
+
 // shutdownTimeout bounds the whole shutdown after a signal.
 const shutdownTimeout = 10 * time.Second
 
@@ -66,8 +82,13 @@ func newUpCommand() *cobra.Command {
 		Use:   "up",
 		Short: "Run an embedded control plane with jobkeeper's controllers on this machine",
 		Long: `Start etcd, kube-apiserver and the garbage collector in this process, with jobkeeper's
-controllers, and write an admin kubeconfig. Objects are kept in --data-dir across restarts.
-Stop with Ctrl-C (SIGINT) or SIGTERM.
+controllers, and write an admin kubeconfig. Objects are kept in --data-dir across restarts;
+jobkeeper reset removes them. Stop with Ctrl-C (SIGINT) or SIGTERM.
+
+What up runs:
+` + wrap(upRuns+".", 96, "  ") + `
+What it refuses:
+` + wrap(upRefuses+": nothing here would run them, so an admission policy refuses their creation, with a message saying so.", 96, "  ") + `
 
 A local node agent runs the pods on this machine as host processes: the host is the image (no
 image is pulled; a container's command, or its args when it has no command, runs as is). Where the
@@ -75,7 +96,12 @@ machine allows it (root, or unprivileged user and mount namespaces), each contai
 copy-on-write view of this host's filesystems, so its writes stay in the container, and its
 emptyDir, configMap, secret, downwardAPI, projected and hostPath volumes are mounted in that view.
 Where it does not (or with --pod-isolation=off), pods with volumes are refused with an event.
-Whoever can create pods runs commands on this host as the user running jobkeeper up.`,
+Whoever can create pods runs commands on this host as the user running jobkeeper up.
+
+The kubeconfig (--kubeconfig-out) is merged into an existing file: its cluster, user and context
+named "` + controlplane.ContextName + `" are added or replaced and made current; other entries are kept.
+Logs of all components are in <data-dir>/logs, each rotated at ` + strconv.Itoa(controlplane.LogMaxSizeMB) + ` MB with ` + strconv.Itoa(controlplane.LogMaxBackups) + ` compressed
+backups kept.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if err := node.validate(); err != nil {
@@ -91,7 +117,31 @@ Whoever can create pods runs commands on this host as the user running jobkeeper
 	fs.StringVar(&up.kubeconfigOut, "kubeconfig-out", "", "Where to write the admin kubeconfig (default <data-dir>/kubeconfig).")
 	cli.AddControllerFlags(fs, opts)
 	node.addFlags(fs)
+	for _, name := range hiddenUpFlags {
+		if err := fs.MarkHidden(name); err != nil {
+			panic(err)
+		}
+	}
 	return cmd
+}
+
+// wrap breaks text into lines of at most width characters (words longer
+// than that stay whole), each starting with indent.
+func wrap(text string, width int, indent string) string {
+	var b strings.Builder
+	line := indent
+	for _, word := range strings.Fields(text) {
+		if line != indent && len(line)+1+len(word) > width {
+			b.WriteString(line + "\n")
+			line = indent
+		}
+		if line != indent {
+			line += " "
+		}
+		line += word
+	}
+	b.WriteString(line)
+	return b.String()
 }
 
 // validate checks the flags before anything is written.

@@ -2,6 +2,7 @@ package cli
 
 import (
 	goflag "flag"
+	"io"
 
 	"github.com/spf13/cobra"
 	"k8s.io/klog/v2"
@@ -9,7 +10,8 @@ import (
 	"jobkeeper.dev/jobkeeper/pkg/version"
 )
 
-// AddKlogFlags adds klog's -v and --vmodule to cmd and its subcommands.
+// AddKlogFlags adds klog's -v and --vmodule to cmd and its subcommands;
+// --vmodule, for debugging one file's logs, is accepted but not listed.
 func AddKlogFlags(cmd *cobra.Command) {
 	klogFlags := goflag.NewFlagSet("klog", goflag.ContinueOnError)
 	klog.InitFlags(klogFlags)
@@ -18,6 +20,15 @@ func AddKlogFlags(cmd *cobra.Command) {
 			cmd.PersistentFlags().AddGoFlag(f)
 		}
 	})
+	cmd.PersistentFlags().Lookup("v").Usage = "Log verbosity (0: default; 2: state changes; 4: per-sync detail)."
+	_ = cmd.PersistentFlags().MarkHidden("vmodule")
+}
+
+// PrintVersion writes the version of jobkeeper and of the Kubernetes release
+// it embeds, one line, as `version` and `jobkeeper --version` print it.
+func PrintVersion(w io.Writer) error {
+	_, err := io.WriteString(w, version.Get().String()+"\n")
+	return err
 }
 
 // NewVersionCommand is `version`.
@@ -27,8 +38,7 @@ func NewVersionCommand() *cobra.Command {
 		Short: "Print the version of jobkeeper and of the Kubernetes components it embeds",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			_, err := cmd.OutOrStdout().Write([]byte(version.Get().String() + "\n"))
-			return err
+			return PrintVersion(cmd.OutOrStdout())
 		},
 	}
 }
