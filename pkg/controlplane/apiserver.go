@@ -55,6 +55,9 @@ func startAPIServer(ctx context.Context, c apiserverConfig) (<-chan error, error
 	// token controller runs here: the ServiceAccount admission plugin would
 	// reject them.
 	s.Admission.GenericAdmission.DisablePlugins = []string{"ServiceAccount"}
+	// Every other default plugin stays on, ValidatingAdmissionPolicy among
+	// them (with admissionregistration.k8s.io/v1, both GA since 1.30): `up`
+	// refuses the workloads it does not run with such a policy.
 
 	s.ServiceAccountSigningKeyFile = c.pki.ServiceAccountKey()
 	s.Authentication.ServiceAccounts.KeyFiles = []string{c.pki.ServiceAccountKey()}

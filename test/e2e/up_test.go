@@ -140,6 +140,10 @@ func TestUpBadInput(t *testing.T) {
 	if err := os.WriteFile(file, []byte("x"), 0o600); err != nil {
 		t.Fatal(err)
 	}
+	junk := filepath.Join(base, "junk-kubeconfig")
+	if err := os.WriteFile(junk, []byte("clusters: [not a kubeconfig\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
 	cases := map[string]struct {
 		args    []string
 		wantErr string
@@ -163,6 +167,11 @@ func TestUpBadInput(t *testing.T) {
 			args:    []string{"--data-dir", filepath.Join(base, "kcdir"), "--kubeconfig-out", base},
 			wantErr: "is a directory",
 			absent:  filepath.Join(base, "kcdir"),
+		},
+		"kubeconfig is not a kubeconfig": {
+			args:    []string{"--data-dir", filepath.Join(base, "junk"), "--kubeconfig-out", junk},
+			wantErr: "not a valid kubeconfig",
+			absent:  filepath.Join(base, "junk"),
 		},
 		"invalid controller flag": {
 			args:    []string{"--data-dir", filepath.Join(base, "flag"), "--concurrent-job-syncs", "0"},
