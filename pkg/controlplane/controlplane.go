@@ -161,9 +161,12 @@ func Start(ctx context.Context, cfg Config) (_ *ControlPlane, err error) {
 		return nil, err
 	}
 	logger.Info("kube-apiserver serves its APIs", "elapsed", time.Since(begin))
+	bootCtx, cancelBoot := context.WithCancel(ctx)
+	defer cancelBoot()
 	bootstrapped := make(chan error, 1)
-	go func() { bootstrapped <- cp.bootstrap(ctx) }()
+	go func() { bootstrapped <- cp.bootstrap(bootCtx) }()
 	if err := cp.waitReady(ctx, nil); err != nil {
+		cancelBoot()
 		<-bootstrapped
 		return nil, err
 	}
