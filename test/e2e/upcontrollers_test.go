@@ -90,3 +90,55 @@ func TestUpRunsCronJobs(t *testing.T) {
 		t.Errorf("the CronJob's finished Job was not deleted by its TTL")
 	}
 }
+
+// TestUpCollectsStuckPods: a Job's pod bound to a node that does not exist
+// is deleted and stays terminating, since no kubelet will ever finish it.
+// Upstream's pod garbage collector marks it Failed and deletes it after its
+// quarantine, and the Job counts the failure and creates the replacement
+// that podReplacementPolicy Failed held back.
+func TestUpCollectsStuckPods(t *testing.T) {
+	ctx := context.Background()
+	up, c, _ := startUp(t, t.TempDir())
+	defer up.stop(t)
+	ns := "default"
+	tmpl := builder.MakeJob("stranded", ns).BackoffLimit(3).Command("sleep", "300").Obj()
+	tmpl.Spec.PodReplacementPolicy = ptr.To(batchv1.Failed)
+	tmpl.Spec.Template.Spec.NodeName = "gone-node"
+	job, err := c.BatchV1().Jobs(ns).Create(ctx, tmpl, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var first *corev1.Pod
+	err = wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
+		pods := podsOf(t, c, job)
+		if len(pods) == 1 {
+			first = &pods[0]
+		}
+		return first != nil, nil
+	})
+	if err != nil {
+		t.Fatal("the Job created no pod")
+	}
+	if err := c.CoreV1().Pods(ns).Delete(ctx, first.Name, metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	j := waitJob(t, c, ns, job.Name, "one terminating pod", func(j *batchv1.Job) bool {
+		return ptr.Deref(j.Status.Terminating, 0) == 1
+	})
+	if j.Status.Failed != 0 {
+		t.Fatalf("the deleted pod was counted before it terminated: %+v", j.Status)
+	}
+	// Quarantine (40 s) plus a check period (20 s), with margin.
+	err = wait.PollUntilContextTimeout(ctx, 500*time.Millisecond, 2*time.Minute, true, func(ctx context.Context) (bool, error) {
+		_, err := c.CoreV1().Pods(ns).Get(ctx, first.Name, metav1.GetOptions{})
+		return apierrors.IsNotFound(err), nil
+	})
+	if err != nil {
+		p, _ := c.CoreV1().Pods(ns).Get(ctx, first.Name, metav1.GetOptions{})
+		t.Fatalf("the stuck terminating pod was not collected: phase %s, deletionTimestamp %v, finalizers %v",
+			p.Status.Phase, p.DeletionTimestamp, p.Finalizers)
+	}
+	waitJob(t, c, ns, job.Name, "the collected pod counted as failed and replaced", func(j *batchv1.Job) bool {
+		return j.Status.Failed == 1 && ptr.Deref(j.Status.Terminating, 0) == 0 && len(podsOf(t, c, job)) >= 1
+	})
+}
