@@ -15,7 +15,7 @@ const methodology = "Run it yourself (about three hours for the default suite at
 	"to `-out`), `-keep` (keep the control plane's directory and every controller's log).\n\n" +
 	"How it measures:\n\n" +
 	"- One embedded control plane (`pkg/controlplane`: etcd, kube-apiserver v1.36.3, garbage collector) for the\n" +
-	"  whole run, with jobkeeper's CleanupPolicy CRD installed as `jobkeeper up` does. No node agent: the benchmark plays the kubelet itself and writes every pod `Succeeded` the\n" +
+	"  whole run, with jobkeeper's TTLPolicy CRD installed as `jobkeeper up` does. No node agent: the benchmark plays the kubelet itself and writes every pod `Succeeded` the\n" +
 	"  moment it appears (`bench/harness.InstantKubelet`), so the controllers are the bottleneck, not pods.\n" +
 	"- Each controller under test runs in a **child process**, a lean binary the bench builds first, as a user\n" +
 	"  would deploy it: `bench/cmd/jobkeeper-child` links `pkg/manager` as `jobkeeper-controller` does, and\n" +

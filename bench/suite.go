@@ -93,7 +93,7 @@ func runSuite(cfg *suiteConfig) error {
 			os.RemoveAll(dir)
 		}
 	}()
-	// jobkeeper's CleanupPolicy CRD, as `jobkeeper up` and deploy/ install it:
+	// jobkeeper's TTLPolicy CRD, as `jobkeeper up` and deploy/ install it:
 	// without it the TTL controller would retry listing a missing resource.
 	ext, err := apiextensionsclientset.NewForConfig(cp.AdminConfig())
 	if err != nil {

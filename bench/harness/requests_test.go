@@ -28,7 +28,7 @@ func TestRequestKind(t *testing.T) {
 		"namespace get":          {method: http.MethodGet, url: "/api/v1/namespaces/ns", want: "get namespaces"},
 		"namespace status":       {method: http.MethodPut, url: "/api/v1/namespaces/ns/status", want: "update namespaces/status"},
 		"events.k8s.io event":    {method: http.MethodPost, url: "/apis/events.k8s.io/v1/namespaces/ns/events", want: "create events"},
-		"custom resource":        {method: http.MethodGet, url: "/apis/jobkeeper.dev/v1alpha1/cleanuppolicies?watch=true", want: "watch cleanuppolicies"},
+		"custom resource":        {method: http.MethodGet, url: "/apis/jobkeeper.dev/v1alpha1/ttlpolicies?watch=true", want: "watch ttlpolicies"},
 		"core discovery":         {method: http.MethodGet, url: "/api", want: "get discovery"},
 		"group discovery":        {method: http.MethodGet, url: "/apis/batch/v1", want: "get discovery"},
 		"version":                {method: http.MethodGet, url: "/version", want: "get discovery"},

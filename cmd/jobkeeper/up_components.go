@@ -20,7 +20,7 @@ import (
 	"jobkeeper.dev/jobkeeper/pkg/nodeagent/runtime/simulated"
 )
 
-// installCRDs installs jobkeeper's CustomResourceDefinitions (CleanupPolicy)
+// installCRDs installs jobkeeper's CustomResourceDefinitions (TTLPolicy)
 // before the controllers start watching them.
 func installCRDs(ctx context.Context, admin *rest.Config) error {
 	client, err := apiextensionsclientset.NewForConfig(admin)

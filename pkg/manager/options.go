@@ -55,6 +55,10 @@ type Options struct {
 	// API writes of a deletion. Policies can turn them on for their own
 	// deletions (spec.deletionEvents).
 	TTLDeletionEvents bool
+	// TTLDryRun makes every deletion of the TTL-after-finished controller
+	// (own TTLs, policies and history limits) a report: a TTLExpiredDryRun
+	// event and the dry-run metrics, nothing deleted.
+	TTLDryRun bool
 	// PodFailureBackoff is the base delay before re-creating a failed pod. Default 10s.
 	PodFailureBackoff time.Duration
 	// MaxPodFailureBackoff caps the pod re-creation delay. Default 10m.

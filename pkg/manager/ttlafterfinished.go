@@ -29,6 +29,7 @@ func startTTLAfterFinishedController(ctx context.Context, cc ControllerContext) 
 		Clock:          cc.Clock,
 		Registerer:     cc.Registerer,
 		DeletionEvents: cc.Options.TTLDeletionEvents,
+		DryRun:         cc.Options.TTLDryRun,
 	}, ttlafterfinished.Clients{
 		Client:  cc.Client,
 		Dynamic: cc.Dynamic,

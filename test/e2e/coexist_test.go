@@ -77,15 +77,15 @@ func TestCoexistWithUpstreamJobController(t *testing.T) {
 	p := startChartReplica(t, args, kubeconfig)
 	p.waitForOutput(t, healthAddr, 30*time.Second)
 
-	// A CleanupPolicy that selects nothing: jobkeeper's TTL controller must
+	// A TTLPolicy that selects nothing: jobkeeper's TTL controller must
 	// still read it and write its status as the ServiceAccount.
 	dyn, err := dynamic.NewForConfig(cp.AdminConfig())
 	if err != nil {
 		t.Fatal(err)
 	}
-	policy := builder.MakeCleanupPolicy("coexist-"+ns).Target("batch/v1", "Job").
+	policy := builder.MakeTTLPolicy("coexist-"+ns).Target("batch/v1", "Job").
 		NamespaceSelector("jobkeeper.dev/e2e", "no-such-namespace").TTLAfterSuccess(3600).Unstructured()
-	if _, err := dyn.Resource(v1alpha1.CleanupPolicyResource).Create(context.Background(), policy, metav1.CreateOptions{}); err != nil {
+	if _, err := dyn.Resource(v1alpha1.TTLPolicyResource).Create(context.Background(), policy, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
 
@@ -155,8 +155,8 @@ func TestCoexistWithUpstreamJobController(t *testing.T) {
 		}
 	}
 
-	framework.WaitFor(t, "jobkeeper to write the CleanupPolicy's status", func(ctx context.Context) (bool, error) {
-		u, err := dyn.Resource(v1alpha1.CleanupPolicyResource).Get(ctx, policy.GetName(), metav1.GetOptions{})
+	framework.WaitFor(t, "jobkeeper to write the TTLPolicy's status", func(ctx context.Context) (bool, error) {
+		u, err := dyn.Resource(v1alpha1.TTLPolicyResource).Get(ctx, policy.GetName(), metav1.GetOptions{})
 		if err != nil {
 			return false, err
 		}

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -30,7 +31,11 @@ import (
 	"k8s.io/utils/clock"
 
 	"jobkeeper.dev/jobkeeper/pkg/apis/jobkeeper/v1alpha1"
+	"jobkeeper.dev/jobkeeper/pkg/controller/ttlafterfinished/policy"
 )
+
+// jobResource is the resource of Jobs.
+var jobResource = batchv1.SchemeGroupVersion.WithResource("jobs")
 
 // DefaultFieldManager is the field manager of the controller's writes.
 const DefaultFieldManager = "jobkeeper-ttl-after-finished-controller"
@@ -76,7 +81,7 @@ type Options struct {
 type Clients struct {
 	// Client is the typed clientset (Jobs, Pods, events, discovery).
 	Client kubernetes.Interface
-	// Dynamic reads CleanupPolicies and custom resources.
+	// Dynamic reads TTLPolicies and custom resources.
 	Dynamic dynamic.Interface
 	// Events, if set, writes events instead of Client. Give it its own rate
 	// limiter so that events, which are written asynchronously, never take
@@ -128,33 +133,40 @@ type Controller struct {
 	nsLister corelisters.NamespaceLister
 	// cachesSynced are the shared informers' HasSynced functions.
 	cachesSynced []cache.InformerSynced
-	// policyInformer watches CleanupPolicies (not part of the shared factory).
+	// policyInformer watches TTLPolicies (not part of the shared factory).
 	policyInformer cache.SharedIndexInformer
 
 	// jobQueue holds Job keys (namespace/name), as upstream's queue.
 	jobQueue workqueue.TypedRateLimitingInterface[string]
 	// objectQueue holds Pods and custom resources.
 	objectQueue workqueue.TypedRateLimitingInterface[objectKey]
-	// policyQueue holds CleanupPolicy names.
+	// policyQueue holds TTLPolicy names.
 	policyQueue workqueue.TypedRateLimitingInterface[string]
+	// historyQueue holds history-limit groups.
+	historyQueue workqueue.TypedRateLimitingInterface[groupKey]
+	// pending tracks scheduled deletions, for the expired-objects gauge.
+	pending *pendingSet
 
 	// mu guards the fields below.
 	mu sync.RWMutex
 	// policies are the compiled policies by name, ready or not.
-	policies map[string]*compiledPolicy
+	policies map[string]*policy.Policy
 	// byKind holds the ready policies per target kind, sorted by name.
-	byKind map[schema.GroupVersionKind][]*compiledPolicy
+	byKind map[schema.GroupVersionKind][]*policy.Policy
 	// targets are the running dynamic informers per resource.
 	targets map[schema.GroupVersionResource]*dynamicTarget
 	// stats are deletions not yet written to policy status.
 	stats map[string]*policyStats
-	// reported holds the UIDs that already got a dry-run event.
-	reported map[types.UID]struct{}
+	// reported holds, per object UID, the policies whose dry-run report it
+	// already got.
+	reported map[types.UID]map[string]struct{}
+	// inFlight holds the UIDs of history-limit deletions not yet observed.
+	inFlight map[types.UID]struct{}
 }
 
 // New creates the controller and registers its event handlers on the shared
 // informers of factory (Jobs, Pods, Namespaces). The caller starts factory;
-// Run starts the controller's own CleanupPolicy and custom resource informers.
+// Run starts the controller's own TTLPolicy and custom resource informers.
 func New(ctx context.Context, opts Options, clients Clients, factory informers.SharedInformerFactory) (*Controller, error) {
 	logger := klog.FromContext(ctx)
 	c := &Controller{
@@ -166,11 +178,13 @@ func New(ctx context.Context, opts Options, clients Clients, factory informers.S
 		fieldManager:   opts.FieldManager,
 		globalDryRun:   opts.DryRun,
 		deletionEvents: opts.DeletionEvents,
-		policies:       map[string]*compiledPolicy{},
-		byKind:         map[schema.GroupVersionKind][]*compiledPolicy{},
+		policies:       map[string]*policy.Policy{},
+		byKind:         map[schema.GroupVersionKind][]*policy.Policy{},
 		targets:        map[schema.GroupVersionResource]*dynamicTarget{},
 		stats:          map[string]*policyStats{},
-		reported:       map[types.UID]struct{}{},
+		reported:       map[types.UID]map[string]struct{}{},
+		inFlight:       map[types.UID]struct{}{},
+		pending:        newPendingSet(),
 	}
 	if c.clock == nil {
 		c.clock = clock.RealClock{}
@@ -184,6 +198,9 @@ func New(ctx context.Context, opts Options, clients Clients, factory informers.S
 	}
 	var err error
 	if c.metrics, err = newMetrics(reg); err != nil {
+		return nil, fmt.Errorf("registering metrics: %w", err)
+	}
+	if err := reg.Register(newPendingCollector(c.pending, c.clock)); err != nil {
 		return nil, fmt.Errorf("registering metrics: %w", err)
 	}
 	c.schemas = c.crdSchema
@@ -206,7 +223,9 @@ func New(ctx context.Context, opts Options, clients Clients, factory informers.S
 	c.objectQueue = workqueue.NewTypedRateLimitingQueueWithConfig(workqueue.DefaultTypedControllerRateLimiter[objectKey](),
 		workqueue.TypedRateLimitingQueueConfig[objectKey]{Name: "ttl_objects_to_delete", Clock: c.clock})
 	c.policyQueue = workqueue.NewTypedRateLimitingQueueWithConfig(rl(),
-		workqueue.TypedRateLimitingQueueConfig[string]{Name: "ttl_cleanup_policies", Clock: c.clock})
+		workqueue.TypedRateLimitingQueueConfig[string]{Name: "ttl_policies", Clock: c.clock})
+	c.historyQueue = workqueue.NewTypedRateLimitingQueueWithConfig(workqueue.DefaultTypedControllerRateLimiter[groupKey](),
+		workqueue.TypedRateLimitingQueueConfig[groupKey]{Name: "ttl_history_limits", Clock: c.clock})
 
 	jobInformer := factory.Batch().V1().Jobs()
 	podInformer := factory.Core().V1().Pods()
@@ -217,14 +236,14 @@ func New(ctx context.Context, opts Options, clients Clients, factory informers.S
 	if _, err := jobInformer.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
 		AddFunc:    func(obj interface{}) { c.onJob(logger, obj) },
 		UpdateFunc: func(_, obj interface{}) { c.onJob(logger, obj) },
-		DeleteFunc: c.onDelete,
+		DeleteFunc: c.onDeleteOf(policy.JobGVK),
 	}); err != nil {
 		return nil, err
 	}
 	if _, err := podInformer.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
 		AddFunc:    func(obj interface{}) { c.onPod(logger, obj) },
 		UpdateFunc: func(_, obj interface{}) { c.onPod(logger, obj) },
-		DeleteFunc: c.onDelete,
+		DeleteFunc: c.onDeleteOf(policy.PodGVK),
 	}); err != nil {
 		return nil, err
 	}
@@ -237,7 +256,7 @@ func New(ctx context.Context, opts Options, clients Clients, factory informers.S
 		jobInformer.Informer().HasSynced, podInformer.Informer().HasSynced, nsInformer.Informer().HasSynced,
 	}
 
-	c.policyInformer = dynamicinformer.NewFilteredDynamicInformer(clients.Dynamic, v1alpha1.CleanupPolicyResource,
+	c.policyInformer = dynamicinformer.NewFilteredDynamicInformer(clients.Dynamic, v1alpha1.TTLPolicyResource,
 		"", 0, cache.Indexers{}, nil).Informer()
 	if _, err := c.policyInformer.AddEventHandler(cache.ResourceEventHandlerFuncs{
 		AddFunc:    c.onPolicy,
@@ -250,7 +269,8 @@ func New(ctx context.Context, opts Options, clients Clients, factory informers.S
 }
 
 // Run waits for the shared caches, then runs workers workers for Jobs,
-// workers for other objects and one for policies, until ctx is done.
+// workers for other objects, one for history limits and one for policies,
+// until ctx is done.
 func (c *Controller) Run(ctx context.Context, workers int) {
 	defer utilruntime.HandleCrash()
 	logger := klog.FromContext(ctx)
@@ -267,6 +287,7 @@ func (c *Controller) Run(ctx context.Context, workers int) {
 		c.jobQueue.ShutDown()
 		c.objectQueue.ShutDown()
 		c.policyQueue.ShutDown()
+		c.historyQueue.ShutDown()
 		c.stopAllTargets()
 		wg.Wait()
 	}()
@@ -282,6 +303,7 @@ func (c *Controller) Run(ctx context.Context, workers int) {
 		wg.Go(func() { wait.UntilWithContext(ctx, c.jobWorker, time.Second) })
 		wg.Go(func() { wait.UntilWithContext(ctx, c.objectWorker, time.Second) })
 	}
+	wg.Go(func() { wait.UntilWithContext(ctx, c.historyWorker, time.Second) })
 	wg.Go(func() { wait.UntilWithContext(ctx, c.policyWorker, time.Second) })
 	<-ctx.Done()
 }
@@ -298,7 +320,13 @@ func (c *Controller) objectWorker(ctx context.Context) {
 	}
 }
 
-// policyWorker processes CleanupPolicy names.
+// historyWorker processes history-limit groups.
+func (c *Controller) historyWorker(ctx context.Context) {
+	for processNext(ctx, c.historyQueue, c.syncGroup) {
+	}
+}
+
+// policyWorker processes TTLPolicy names.
 func (c *Controller) policyWorker(ctx context.Context) {
 	for processNext(ctx, c.policyQueue, c.syncPolicy) {
 	}

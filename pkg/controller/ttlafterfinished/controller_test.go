@@ -3,6 +3,7 @@ package ttlafterfinished
 import (
 	"context"
 	"fmt"
+	"jobkeeper.dev/jobkeeper/pkg/controller/ttlafterfinished/policy"
 	"sync"
 	"testing"
 	"time"
@@ -97,8 +98,8 @@ func newFixture(t *testing.T, now time.Time, live []runtime.Object, dynLive []ru
 	scheme := runtime.NewScheme()
 	_ = v1alpha1.AddToScheme(scheme)
 	f.dynamic = dynamicfake.NewSimpleDynamicClientWithCustomListKinds(scheme, map[schema.GroupVersionResource]string{
-		widgetGVR:                      "WidgetList",
-		v1alpha1.CleanupPolicyResource: "CleanupPolicyList",
+		widgetGVR:                  "WidgetList",
+		v1alpha1.TTLPolicyResource: "TTLPolicyList",
 	}, dynLive...)
 	f.client.PrependReactor("delete", "*", preconditionReactor(f.client.Tracker()))
 	f.dynamic.PrependReactor("delete", "*", preconditionReactor(f.dynamic.Tracker()))
@@ -141,11 +142,11 @@ func (f *fixture) cache(t *testing.T, objs ...runtime.Object) {
 }
 
 // addPolicies compiles policies straight into the controller.
-func (f *fixture) addPolicies(ps ...*v1alpha1.CleanupPolicy) {
+func (f *fixture) addPolicies(ps ...*v1alpha1.TTLPolicy) {
 	f.c.mu.Lock()
 	defer f.c.mu.Unlock()
 	for _, p := range ps {
-		f.c.policies[p.Name] = compilePolicy(p, f.c.mapper)
+		f.c.policies[p.Name] = policy.Compile(p, f.c.mapper)
 	}
 	f.c.rebuildIndex()
 }
@@ -357,3 +358,19 @@ func TestJobDeleteOptions(t *testing.T) {
 }
 
 func ptrTo[T any](v T) *T { return &v }
+
+var (
+	widgetGVK       = schema.GroupVersionKind{Group: "example.com", Version: "v1", Kind: "Widget"}
+	widgetGVR       = schema.GroupVersionResource{Group: "example.com", Version: "v1", Resource: "widgets"}
+	clusterThingGVK = schema.GroupVersionKind{Group: "example.com", Version: "v1", Kind: "ClusterThing"}
+)
+
+// testMapper knows Jobs, Pods, Widgets and a cluster-scoped kind.
+func testMapper() meta.RESTMapper {
+	m := meta.NewDefaultRESTMapper(nil)
+	m.Add(policy.JobGVK, meta.RESTScopeNamespace)
+	m.Add(policy.PodGVK, meta.RESTScopeNamespace)
+	m.Add(widgetGVK, meta.RESTScopeNamespace)
+	m.Add(clusterThingGVK, meta.RESTScopeRoot)
+	return m
+}

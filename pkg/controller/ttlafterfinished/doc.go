@@ -15,17 +15,25 @@
 //     a Pod is finished in phase Succeeded or Failed, at the latest container
 //     finishedAt (see podFinishTime for the fallbacks). Pods controlled by a
 //     Job are left to the Job.
-//   - CleanupPolicy objects (jobkeeper.dev/v1alpha1) give finished objects of
-//     any kind a TTL for success and one for failure. The controller starts
-//     and stops trimmed dynamic informers for the target kinds as policies
-//     come and go.
+//   - TTLPolicy objects (jobkeeper.dev/v1alpha1) give finished objects of any
+//     kind a TTL for success and one for failure, and a keepLast history
+//     limit per group. The policy engine (compiling policies, reading
+//     "finished, how and when" for Jobs, Pods and custom resources alike,
+//     choosing among policies, ranking history) is the pure package policy;
+//     this package owns informers, queues and deletions. The controller
+//     starts and stops trimmed dynamic informers for the target kinds as
+//     policies come and go.
 //
-// Precedence: an object's own TTL (the Job field, else the annotation) wins;
-// among policies that consider an object finished and have a TTL for its
-// outcome, the longest TTL wins, ties going to the policy whose name sorts
-// first. The winning policy also decides dry-run and propagation.
+// Precedence: an object's own TTL (the Job field, else the annotation, else
+// a policy's ownTTL field) wins; among live policies that consider an object
+// finished and have a TTL for its outcome, the longest TTL wins, ties going
+// to the policy whose name sorts first. The winning policy also decides
+// propagation. Dry-run policies are evaluated on their own and never change
+// what live policies do. A history limit deletes an object beyond the last N
+// of its group whatever its TTL.
 //
-// The controller has three queues: ttl_jobs_to_delete (as upstream, keyed by
+// The controller has four queues: ttl_jobs_to_delete (as upstream, keyed by
 // namespace/name), ttl_objects_to_delete (Pods and custom resources, keyed by
-// resource and namespace/name) and ttl_cleanup_policies (policy names).
+// resource and namespace/name), ttl_history_limits (policy, namespace and
+// group) and ttl_policies (policy names).
 package ttlafterfinished

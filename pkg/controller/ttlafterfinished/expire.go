@@ -3,11 +3,14 @@ package ttlafterfinished
 import (
 	"context"
 	"fmt"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/klog/v2"
 )
 
@@ -19,7 +22,8 @@ import (
 //  2. if the TTL has not expired, requeues the object for exactly the
 //     remaining time (a finish time in the future, i.e. clock skew, is
 //     logged and simply defers deletion);
-//  3. in dry-run, records a WouldDelete event once per object;
+//  3. in dry run, records a TTLExpiredDryRun event once per object and
+//     policy;
 //  4. otherwise deletes it with the cached UID and resourceVersion as
 //     preconditions: one API call in the common case.
 //  5. Only if the apiserver refuses the preconditions (the object changed or
@@ -53,85 +57,124 @@ func (c *Controller) expire(ctx context.Context, ops *kindOps, cached runtime.Ob
 }
 
 // tryExpire runs steps 1-4 of expire on obj. done is false only when the
-// delete was refused by a precondition.
+// delete was refused by a precondition. Dry-run policies' verdicts are
+// reported first, each on its own; they never change the live verdict.
 func (c *Controller) tryExpire(ctx context.Context, ops *kindOps, obj runtime.Object) (done bool, err error) {
 	logger := klog.FromContext(ctx)
 	m := accessor(obj)
-	v, err := ops.evaluate(logger, obj)
-	if err != nil || v == nil {
+	ref := pendingRef{group: ops.gvk.Group, kind: ops.gvk.Kind, namespace: m.GetNamespace(), name: m.GetName()}
+	ev, err := ops.evaluate(logger, obj)
+	if err != nil {
 		return true, err
 	}
+	c.noteHistory(ops.gvk, obj, m)
 	now := c.clock.Now()
-	if v.finishedInFuture(now) {
-		logger.Info("Warning: Found object finished in the future. This is likely due to time skew in the cluster. Cleanup will be deferred.",
-			"kind", ops.gvk.Kind, "object", klog.KObj(m), "finishTime", v.finishedAt.UTC(), "now", now.UTC())
+	for _, r := range ev.reports {
+		if d := r.Remaining(now); d > 0 {
+			ops.requeueAfter(m.GetNamespace(), m.GetName(), d)
+		} else {
+			c.reportDryRun(logger, ops.gvk, obj, r)
+		}
 	}
-	if d := v.remaining(now); d > 0 {
+	v := ev.live
+	if v == nil {
+		c.pending.forget(ref)
+		return true, nil
+	}
+	if v.FinishedAt.After(now) {
+		logger.Info("Warning: Found object finished in the future. This is likely due to time skew in the cluster. Cleanup will be deferred.",
+			"kind", ops.gvk.Kind, "object", klog.KObj(m), "finishTime", v.FinishedAt.UTC(), "now", now.UTC())
+	}
+	if d := v.Remaining(now); d > 0 {
 		logger.V(4).Info("Found finished object, TTL not expired", "kind", ops.gvk.Kind, "object", klog.KObj(m),
-			"finishTime", v.finishedAt.UTC(), "remainingTTL", d, "policy", v.policy)
+			"finishTime", v.FinishedAt.UTC(), "remainingTTL", d, "policy", v.Policy)
+		c.pending.set(ref, v.ExpireAt())
 		ops.requeueAfter(m.GetNamespace(), m.GetName(), d)
 		return true, nil
 	}
-	if v.dryRun {
-		c.reportDryRun(logger, ops, obj, v)
+	if v.DryRun {
+		c.pending.forget(ref)
+		c.reportDryRun(logger, ops.gvk, obj, v)
 		return true, nil
 	}
+	c.pending.set(ref, v.ExpireAt())
 	uid, rv := m.GetUID(), m.GetResourceVersion()
 	opts := metav1.DeleteOptions{
-		PropagationPolicy: &v.propagation,
+		PropagationPolicy: &v.Propagation,
 		Preconditions:     &metav1.Preconditions{UID: &uid, ResourceVersion: &rv},
 	}
-	logger.V(4).Info("Cleaning up", "kind", ops.gvk.Kind, "object", klog.KObj(m), "policy", v.policy)
+	logger.V(4).Info("Cleaning up", "kind", ops.gvk.Kind, "object", klog.KObj(m), "policy", v.Policy)
 	err = ops.delete(ctx, m.GetNamespace(), m.GetName(), opts)
 	switch {
 	case apierrors.IsNotFound(err):
+		c.pending.forget(ref)
 		return true, nil
 	case apierrors.IsConflict(err):
 		return false, nil
 	case err != nil:
-		return true, fmt.Errorf("deleting %s %s/%s: %w", ops.gvk.Kind, m.GetNamespace(), m.GetName(), err)
+		err = fmt.Errorf("deleting %s %s/%s: %w", ops.gvk.Kind, m.GetNamespace(), m.GetName(), err)
+		c.noteError(v.Policy, err)
+		return true, err
 	}
-	c.metrics.observeDeletion(ops.gvk, false, c.clock.Since(v.expireAt()))
-	if v.events || c.deletionEvents {
-		c.recorder.Eventf(obj, corev1.EventTypeNormal, ReasonDeleted, "Deleted %s %s", v.outcome(), v.describe())
+	c.pending.forget(ref)
+	c.metrics.observeDeletion(ops.gvk, false, c.clock.Since(v.ExpireAt()))
+	if v.Events || c.deletionEvents {
+		c.recorder.Eventf(obj, corev1.EventTypeNormal, ReasonDeleted, "Deleted %s %s", outcome(v.Failed), describe(v, now))
 	}
-	if v.policy != "" {
-		c.countDeletion(v.policy, now)
+	if v.Policy != "" {
+		c.countDeletion(v.Policy, now, false)
 	}
-	logger.V(2).Info("Deleted expired object", "kind", ops.gvk.Kind, "object", klog.KObj(m), "policy", v.policy)
+	logger.V(2).Info("Deleted expired object", "kind", ops.gvk.Kind, "object", klog.KObj(m), "policy", v.Policy)
 	return true, nil
 }
 
-// reportDryRun records one WouldDelete event per object and counts it.
-func (c *Controller) reportDryRun(logger klog.Logger, ops *kindOps, obj runtime.Object, v *verdict) {
+// reportDryRun records one TTLExpiredDryRun event per object and dry-run
+// policy, and counts it.
+func (c *Controller) reportDryRun(logger klog.Logger, gvk schema.GroupVersionKind, obj runtime.Object, v *verdict) {
 	m := accessor(obj)
-	c.mu.Lock()
-	_, seen := c.reported[m.GetUID()]
-	c.reported[m.GetUID()] = struct{}{}
-	c.mu.Unlock()
-	if seen {
+	if !c.markReported(m.GetUID(), v.Policy) {
 		return
 	}
-	c.metrics.observeDeletion(ops.gvk, true, 0)
-	c.recorder.Eventf(obj, corev1.EventTypeNormal, ReasonWouldDelete, "Would delete %s %s (dry-run)", v.outcome(), v.describe())
-	if v.policy != "" {
-		c.countDeletion(v.policy, c.clock.Now())
+	now := c.clock.Now()
+	c.metrics.observeDeletion(gvk, true, 0)
+	c.recorder.Eventf(obj, corev1.EventTypeNormal, ReasonWouldDelete, "Would delete %s %s (dry run)", outcome(v.Failed), describe(v, now))
+	if v.Policy != "" {
+		c.countDeletion(v.Policy, now, true)
 	}
-	logger.V(2).Info("Dry-run: would delete expired object", "kind", ops.gvk.Kind, "object", klog.KObj(m), "policy", v.policy)
+	logger.V(2).Info("Dry run: would delete expired object", "kind", gvk.Kind, "object", klog.KObj(m), "policy", v.Policy)
 }
 
-// outcome names the verdict's outcome for messages.
-func (v *verdict) outcome() string {
-	if v.failed {
+// markReported records that a dry-run report was made for an object under
+// a policy; it returns false when one already was.
+func (c *Controller) markReported(uid types.UID, policy string) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	byPolicy := c.reported[uid]
+	if byPolicy == nil {
+		byPolicy = map[string]struct{}{}
+		c.reported[uid] = byPolicy
+	}
+	if _, seen := byPolicy[policy]; seen {
+		return false
+	}
+	byPolicy[policy] = struct{}{}
+	return true
+}
+
+// outcome names an outcome for messages.
+func outcome(failed bool) string {
+	if failed {
 		return "failed object"
 	}
 	return "succeeded object"
 }
 
-// describe says which TTL expired, for event messages.
-func (v *verdict) describe() string {
-	if v.policy == "" {
-		return fmt.Sprintf("%s after it finished (own TTL)", v.ttl)
+// describe says how old the object is and which TTL expired, for event
+// messages.
+func describe(v *verdict, now time.Time) string {
+	age := now.Sub(v.FinishedAt).Round(time.Second)
+	if v.Policy == "" {
+		return fmt.Sprintf("%s after it finished (own TTL %s)", age, v.TTL)
 	}
-	return fmt.Sprintf("%s after it finished (CleanupPolicy %s)", v.ttl, v.policy)
+	return fmt.Sprintf("%s after it finished (TTL %s, TTLPolicy %s)", age, v.TTL, v.Policy)
 }

@@ -1,6 +1,7 @@
 package ttlafterfinished
 
 import (
+	"jobkeeper.dev/jobkeeper/pkg/controller/ttlafterfinished/policy"
 	"testing"
 	"time"
 
@@ -29,7 +30,7 @@ func view(v *verdict) *verdictView {
 	if v == nil {
 		return nil
 	}
-	return &verdictView{v.finishedAt, v.ttl, v.policy, v.failed, v.dryRun, v.propagation}
+	return &verdictView{v.FinishedAt, v.TTL, v.Policy, v.Failed, v.DryRun, v.Propagation}
 }
 
 func TestJobOwnVerdict(t *testing.T) {
@@ -92,7 +93,7 @@ func TestJobOwnVerdict(t *testing.T) {
 }
 
 func TestVerdictRemaining(t *testing.T) {
-	v := &verdict{finishedAt: t0, ttl: 10 * time.Second}
+	v := &verdict{FinishedAt: t0, TTL: 10 * time.Second}
 	cases := map[string]struct {
 		now        time.Time
 		want       time.Duration
@@ -106,10 +107,10 @@ func TestVerdictRemaining(t *testing.T) {
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
-			if got := v.remaining(tc.now); got != tc.want {
+			if got := v.Remaining(tc.now); got != tc.want {
 				t.Errorf("remaining %v, want %v", got, tc.want)
 			}
-			if got := v.finishedInFuture(tc.now); got != tc.wantFuture {
+			if got := v.FinishedAt.After(tc.now); got != tc.wantFuture {
 				t.Errorf("finishedInFuture %v, want %v", got, tc.wantFuture)
 			}
 		})
@@ -162,7 +163,7 @@ func TestPodFinishTime(t *testing.T) {
 			pod := builder.MakePod("p", "ns").Obj()
 			pod.Status = tc.status
 			pod.CreationTimestamp = ts(tc.created)
-			if got := podFinishTime(pod); !got.Equal(tc.want) {
+			if got := policy.PodFinishTime(pod); !got.Equal(tc.want) {
 				t.Errorf("podFinishTime %v, want %v", got, tc.want)
 			}
 		})

@@ -11,6 +11,7 @@ import (
 	"k8s.io/klog/v2"
 
 	"jobkeeper.dev/jobkeeper/pkg/apis/jobkeeper/v1alpha1"
+	"jobkeeper.dev/jobkeeper/pkg/controller/ttlafterfinished/policy"
 )
 
 // onJob enqueues a Job that is finished, not being deleted, and has a TTL
@@ -20,7 +21,7 @@ func (c *Controller) onJob(logger klog.Logger, obj interface{}) {
 	if !ok || job.DeletionTimestamp != nil || !jobFinished(job) {
 		return
 	}
-	if job.Spec.TTLSecondsAfterFinished == nil && !c.hasPolicies(jobGVK) {
+	if job.Spec.TTLSecondsAfterFinished == nil && !c.hasPolicies(policy.JobGVK) {
 		return
 	}
 	logger.V(4).Info("Add job to cleanup", "job", klog.KObj(job))
@@ -39,10 +40,10 @@ func (c *Controller) onPod(logger klog.Logger, obj interface{}) {
 	if !ok || pod.DeletionTimestamp != nil {
 		return
 	}
-	if finished, _ := podFinished(pod); !finished {
+	if finished, _ := policy.PodFinished(pod); !finished {
 		return
 	}
-	if _, has := pod.Annotations[v1alpha1.TTLAnnotation]; !has && !c.hasPolicies(podGVK) {
+	if _, has := pod.Annotations[v1alpha1.TTLAnnotation]; !has && !c.hasPolicies(policy.PodGVK) {
 		return
 	}
 	logger.V(4).Info("Add pod to cleanup", "pod", klog.KObj(pod))
@@ -50,7 +51,7 @@ func (c *Controller) onPod(logger klog.Logger, obj interface{}) {
 }
 
 // onDynamic returns the handler that enqueues objects of a custom resource.
-func (c *Controller) onDynamic(gvr schema.GroupVersionResource) cache.ResourceEventHandler {
+func (c *Controller) onDynamic(gvr schema.GroupVersionResource, gvk schema.GroupVersionKind) cache.ResourceEventHandler {
 	add := func(obj interface{}) {
 		u, ok := obj.(*unstructured.Unstructured)
 		if !ok || u.GetDeletionTimestamp() != nil {
@@ -61,7 +62,7 @@ func (c *Controller) onDynamic(gvr schema.GroupVersionResource) cache.ResourceEv
 	return cache.ResourceEventHandlerFuncs{
 		AddFunc:    add,
 		UpdateFunc: func(_, obj interface{}) { add(obj) },
-		DeleteFunc: c.onDelete,
+		DeleteFunc: c.onDeleteOf(gvk),
 	}
 }
 
@@ -75,9 +76,9 @@ func (c *Controller) onNamespaceUpdate(oldObj, newObj interface{}) {
 		return
 	}
 	c.mu.RLock()
-	var affected []*compiledPolicy
+	var affected []*policy.Policy
 	for _, p := range c.policies {
-		if p.ready && p.hasNamespaceSelector {
+		if p.Ready && p.HasNamespaceSelector {
 			affected = append(affected, p)
 		}
 	}
@@ -87,18 +88,25 @@ func (c *Controller) onNamespaceUpdate(oldObj, newObj interface{}) {
 	}
 }
 
-// onDelete forgets the dry-run report of a deleted object.
-func (c *Controller) onDelete(obj interface{}) {
-	if t, ok := obj.(cache.DeletedFinalStateUnknown); ok {
-		obj = t.Obj
+// onDeleteOf returns the delete handler of a kind: it forgets the object's
+// dry-run reports, its in-flight history deletion and its pending expiry.
+// Deleting a finished object can also let a history-limit group keep one
+// more, which needs no action: nothing was deleted for it.
+func (c *Controller) onDeleteOf(gvk schema.GroupVersionKind) func(obj interface{}) {
+	return func(obj interface{}) {
+		if t, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+			obj = t.Obj
+		}
+		m, err := meta.Accessor(obj)
+		if err != nil {
+			return
+		}
+		c.mu.Lock()
+		delete(c.reported, m.GetUID())
+		delete(c.inFlight, m.GetUID())
+		c.mu.Unlock()
+		c.pending.forget(pendingRef{group: gvk.Group, kind: gvk.Kind, namespace: m.GetNamespace(), name: m.GetName()})
 	}
-	m, err := meta.Accessor(obj)
-	if err != nil {
-		return
-	}
-	c.mu.Lock()
-	delete(c.reported, m.GetUID())
-	c.mu.Unlock()
 }
 
 // onPolicy enqueues a policy that was added or deleted.
@@ -127,7 +135,7 @@ func (c *Controller) hasPolicies(gvk schema.GroupVersionKind) bool {
 }
 
 // policiesFor returns the ready policies that target gvk, sorted by name.
-func (c *Controller) policiesFor(gvk schema.GroupVersionKind) []*compiledPolicy {
+func (c *Controller) policiesFor(gvk schema.GroupVersionKind) []*policy.Policy {
 	c.mu.RLock()
 	defer c.mu.RUnlock()
 	return c.byKind[gvk]

@@ -5,6 +5,8 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+
+	"jobkeeper.dev/jobkeeper/pkg/controller/ttlafterfinished/policy"
 )
 
 // Metric subsystem, as upstream's.
@@ -26,6 +28,8 @@ type metrics struct {
 	deleted *prometheus.CounterVec
 	// conflicts counts deletes refused by a precondition.
 	conflicts *prometheus.CounterVec
+	// historyDeleted counts deletions by keepLast history limits.
+	historyDeleted *prometheus.CounterVec
 }
 
 // newMetrics creates the collectors and registers them on reg.
@@ -54,8 +58,13 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 			Name:      "delete_conflicts_total",
 			Help:      "Deletes refused because the object changed since it was read (resourceVersion or UID precondition).",
 		}, []string{"group", "kind"}),
+		historyDeleted: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Subsystem: metricsSubsystem,
+			Name:      "history_limit_deleted_objects_total",
+			Help:      "Objects deleted because they were beyond a TTLPolicy's keepLast history limit (also counted in deleted_objects_total).",
+		}, []string{"group", "kind"}),
 	}
-	for _, c := range []prometheus.Collector{m.jobDeletionDuration, m.deletionDuration, m.deleted, m.conflicts} {
+	for _, c := range []prometheus.Collector{m.jobDeletionDuration, m.deletionDuration, m.deleted, m.conflicts, m.historyDeleted} {
 		if err := reg.Register(c); err != nil {
 			return nil, err
 		}
@@ -72,7 +81,7 @@ func (m *metrics) observeDeletion(gvk schema.GroupVersionKind, dryRun bool, late
 	}
 	m.deleted.WithLabelValues(gvk.Group, gvk.Kind, modeDelete).Inc()
 	m.deletionDuration.WithLabelValues(gvk.Group, gvk.Kind).Observe(late.Seconds())
-	if gvk == jobGVK {
+	if gvk == policy.JobGVK {
 		m.jobDeletionDuration.Observe(late.Seconds())
 	}
 }

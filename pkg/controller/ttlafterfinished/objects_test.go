@@ -28,7 +28,7 @@ func TestSyncPod(t *testing.T) {
 	owner := builder.MakeJob("j", "ns").UID("job-uid").Obj()
 	cases := map[string]struct {
 		pod         *corev1.Pod
-		policies    []*v1alpha1.CleanupPolicy
+		policies    []*v1alpha1.TTLPolicy
 		now         time.Time
 		wantActions []string
 		wantRequeue time.Duration
@@ -59,31 +59,31 @@ func TestSyncPod(t *testing.T) {
 		},
 		"job pod, policy without includeJobPods": {
 			pod:      pod("a").OwnedByJob(owner).Terminated(0, at).Obj(),
-			policies: []*v1alpha1.CleanupPolicy{builder.MakeCleanupPolicy("pods").Target("v1", "Pod").TTLAfterSuccess(0).Obj()},
+			policies: []*v1alpha1.TTLPolicy{builder.MakeTTLPolicy("pods").Target("v1", "Pod").TTLAfterSuccess(0).Obj()},
 			now:      t0.Add(time.Hour),
 		},
 		"job pod, policy with includeJobPods": {
 			pod:         pod("a").OwnedByJob(owner).Terminated(0, at).Obj(),
-			policies:    []*v1alpha1.CleanupPolicy{builder.MakeCleanupPolicy("pods").Target("v1", "Pod").TTLAfterSuccess(0).IncludeJobPods().DeletionEvents().Obj()},
+			policies:    []*v1alpha1.TTLPolicy{builder.MakeTTLPolicy("pods").Target("v1", "Pod").TTLAfterSuccess(0).IncludeJobPods().DeletionEvents().Obj()},
 			now:         t0.Add(time.Hour),
 			wantActions: []string{"delete pods"},
 			wantEvents:  1,
 		},
 		"policy with different TTLs: failure TTL applies": {
 			pod:         pod("a").Terminated(2, at).Obj(),
-			policies:    []*v1alpha1.CleanupPolicy{builder.MakeCleanupPolicy("pods").Target("v1", "Pod").TTLAfterSuccess(10).TTLAfterFailure(60).Obj()},
+			policies:    []*v1alpha1.TTLPolicy{builder.MakeTTLPolicy("pods").Target("v1", "Pod").TTLAfterSuccess(10).TTLAfterFailure(60).Obj()},
 			now:         t0.Add(10 * time.Second),
 			wantRequeue: 50 * time.Second,
 		},
 		"own annotation beats the policy": {
 			pod:         pod("a").Annotation(v1alpha1.TTLAnnotation, "3600").Terminated(0, at).Obj(),
-			policies:    []*v1alpha1.CleanupPolicy{builder.MakeCleanupPolicy("pods").Target("v1", "Pod").TTLAfterSuccess(0).Obj()},
+			policies:    []*v1alpha1.TTLPolicy{builder.MakeTTLPolicy("pods").Target("v1", "Pod").TTLAfterSuccess(0).Obj()},
 			now:         t0.Add(time.Minute),
 			wantRequeue: 59 * time.Minute,
 		},
 		"label selector does not match": {
 			pod:      pod("a").Label("app", "web").Terminated(0, at).Obj(),
-			policies: []*v1alpha1.CleanupPolicy{builder.MakeCleanupPolicy("pods").Target("v1", "Pod").TTLAfterSuccess(0).Selector("app", "batch").Obj()},
+			policies: []*v1alpha1.TTLPolicy{builder.MakeTTLPolicy("pods").Target("v1", "Pod").TTLAfterSuccess(0).Selector("app", "batch").Obj()},
 			now:      t0.Add(time.Minute),
 		},
 	}
@@ -114,7 +114,7 @@ func TestJobPolicies(t *testing.T) {
 	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "ns", Labels: map[string]string{"env": "ci"}}}
 	cases := map[string]struct {
 		job         *batchv1.Job
-		policies    []*v1alpha1.CleanupPolicy
+		policies    []*v1alpha1.TTLPolicy
 		now         time.Time
 		wantActions []string
 		wantRequeue time.Duration
@@ -124,38 +124,38 @@ func TestJobPolicies(t *testing.T) {
 	}{
 		"own TTL beats a policy": {
 			job:         job("a", "1").TTLSecondsAfterFinished(100).Condition(batchv1.JobComplete, "", at).Obj(),
-			policies:    []*v1alpha1.CleanupPolicy{builder.MakeCleanupPolicy("jobs").TTLAfterSuccess(0).Obj()},
+			policies:    []*v1alpha1.TTLPolicy{builder.MakeTTLPolicy("jobs").TTLAfterSuccess(0).Obj()},
 			now:         t0,
 			wantRequeue: 100 * time.Second,
 		},
 		"policy success TTL": {
 			job:         job("a", "1").Condition(batchv1.JobComplete, "", at).Obj(),
-			policies:    []*v1alpha1.CleanupPolicy{builder.MakeCleanupPolicy("jobs").TTLAfterSuccess(10).TTLAfterFailure(20).Obj()},
+			policies:    []*v1alpha1.TTLPolicy{builder.MakeTTLPolicy("jobs").TTLAfterSuccess(10).TTLAfterFailure(20).Obj()},
 			now:         t0.Add(10 * time.Second),
 			wantActions: []string{"delete jobs"},
 			wantStats:   map[string]int64{"jobs": 1},
 		},
 		"policy failure TTL": {
 			job:         job("a", "1").Condition(batchv1.JobFailed, "", at).Obj(),
-			policies:    []*v1alpha1.CleanupPolicy{builder.MakeCleanupPolicy("jobs").TTLAfterSuccess(10).TTLAfterFailure(20).Obj()},
+			policies:    []*v1alpha1.TTLPolicy{builder.MakeTTLPolicy("jobs").TTLAfterSuccess(10).TTLAfterFailure(20).Obj()},
 			now:         t0.Add(10 * time.Second),
 			wantRequeue: 10 * time.Second,
 		},
 		"longest TTL among matching policies": {
 			job: job("a", "1").Label("team", "x").Condition(batchv1.JobComplete, "", at).Obj(),
-			policies: []*v1alpha1.CleanupPolicy{
-				builder.MakeCleanupPolicy("short").TTLAfterSuccess(5).Obj(),
-				builder.MakeCleanupPolicy("long").TTLAfterSuccess(50).Selector("team", "x").Obj(),
-				builder.MakeCleanupPolicy("other-team").TTLAfterSuccess(500).Selector("team", "y").Obj(),
+			policies: []*v1alpha1.TTLPolicy{
+				builder.MakeTTLPolicy("short").TTLAfterSuccess(5).Obj(),
+				builder.MakeTTLPolicy("long").TTLAfterSuccess(50).Selector("team", "x").Obj(),
+				builder.MakeTTLPolicy("other-team").TTLAfterSuccess(500).Selector("team", "y").Obj(),
 			},
 			now:         t0.Add(10 * time.Second),
 			wantRequeue: 40 * time.Second,
 		},
 		"namespace selector": {
 			job: job("a", "1").Condition(batchv1.JobComplete, "", at).Obj(),
-			policies: []*v1alpha1.CleanupPolicy{
-				builder.MakeCleanupPolicy("prod").TTLAfterSuccess(0).NamespaceSelector("env", "prod").Obj(),
-				builder.MakeCleanupPolicy("ci").TTLAfterSuccess(1).NamespaceSelector("env", "ci").Obj(),
+			policies: []*v1alpha1.TTLPolicy{
+				builder.MakeTTLPolicy("prod").TTLAfterSuccess(0).NamespaceSelector("env", "prod").Obj(),
+				builder.MakeTTLPolicy("ci").TTLAfterSuccess(1).NamespaceSelector("env", "ci").Obj(),
 			},
 			now:         t0.Add(10 * time.Second),
 			wantActions: []string{"delete jobs"},
@@ -163,7 +163,7 @@ func TestJobPolicies(t *testing.T) {
 		},
 		"dry-run policy": {
 			job:       job("a", "1").Condition(batchv1.JobComplete, "", at).Obj(),
-			policies:  []*v1alpha1.CleanupPolicy{builder.MakeCleanupPolicy("jobs").TTLAfterSuccess(0).DryRun().Obj()},
+			policies:  []*v1alpha1.TTLPolicy{builder.MakeTTLPolicy("jobs").TTLAfterSuccess(0).DryRun().Obj()},
 			now:       t0,
 			wantStats: map[string]int64{"jobs": 1},
 			syncs:     2, // reported once only
@@ -187,7 +187,7 @@ func TestJobPolicies(t *testing.T) {
 			}
 			got := map[string]int64{}
 			for name, s := range f.c.stats {
-				got[name] = s.deleted
+				got[name] = s.deleted + s.wouldDelete
 			}
 			if diff := cmp.Diff(tc.wantStats, got, cmpEmptyMap); diff != "" {
 				t.Errorf("policy stats (-want +got):\n%s", diff)
@@ -218,13 +218,13 @@ func TestSyncCustomObject(t *testing.T) {
 	widget := func(uid, rv string) *builder.CustomObjectWrapper {
 		return builder.MakeCustomObject("example.com/v1", "Widget", "w", "ns").UID(uid).ResourceVersion(rv)
 	}
-	byConditions := builder.MakeCleanupPolicy("widgets").Target("example.com/v1", "Widget").
+	byConditions := builder.MakeTTLPolicy("widgets").Target("example.com/v1", "Widget").
 		Conditions([]string{"Done"}, []string{"Broken"}).TTLAfterSuccess(10).TTLAfterFailure(100)
-	byPhase := builder.MakeCleanupPolicy("widgets").Target("example.com/v1", "Widget").
+	byPhase := builder.MakeTTLPolicy("widgets").Target("example.com/v1", "Widget").
 		Phase("status.phase", []string{"Succeeded"}, []string{"Failed"}).FinishTime("status.endTime").TTLAfterSuccess(10).TTLAfterFailure(100)
 	cases := map[string]struct {
 		cached, live *unstructured.Unstructured
-		policy       *v1alpha1.CleanupPolicy
+		policy       *v1alpha1.TTLPolicy
 		now          time.Time
 		wantActions  []string
 		wantRequeue  time.Duration
@@ -299,7 +299,7 @@ func TestNamespaceLabelChange(t *testing.T) {
 	j2 := job("2", "1").Condition(batchv1.JobComplete, "", at).Obj()
 	j2.Namespace = "other"
 	f.cache(t, j1, j2)
-	f.addPolicies(builder.MakeCleanupPolicy("ci").TTLAfterSuccess(0).NamespaceSelector("env", "ci").Obj())
+	f.addPolicies(builder.MakeTTLPolicy("ci").TTLAfterSuccess(0).NamespaceSelector("env", "ci").Obj())
 	old := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "ns"}}
 	cur := old.DeepCopy()
 	f.c.onNamespaceUpdate(old, cur)

@@ -1,6 +1,7 @@
 package ttlafterfinished
 
 import (
+	"jobkeeper.dev/jobkeeper/pkg/controller/ttlafterfinished/policy"
 	"testing"
 	"time"
 
@@ -18,32 +19,34 @@ import (
 func TestSyncPolicyStatus(t *testing.T) {
 	at := metav1.NewTime(t0)
 	cases := map[string]struct {
-		policy      *v1alpha1.CleanupPolicy
+		policy      *v1alpha1.TTLPolicy
 		pending     int64
-		wantStatus  v1alpha1.CleanupPolicyStatus
+		wantStatus  v1alpha1.TTLPolicyStatus
 		wantRequeue time.Duration
 		wantIndexed bool
 	}{
 		"ready, counts matches and deletions": {
-			policy:  builder.MakeCleanupPolicy("jobs").TTLAfterSuccess(1).Selector("team", "a").Obj(),
+			policy:  builder.MakeTTLPolicy("jobs").TTLAfterSuccess(1).Selector("team", "a").Obj(),
 			pending: 3,
-			wantStatus: v1alpha1.CleanupPolicyStatus{
+			wantStatus: v1alpha1.TTLPolicyStatus{
 				ObservedGeneration: 1,
 				Conditions: []metav1.Condition{{Type: v1alpha1.PolicyReady, Status: metav1.ConditionTrue, Reason: v1alpha1.ReasonReady,
 					ObservedGeneration: 1, LastTransitionTime: at}},
-				MatchedObjects:   2,
-				DeletedObjects:   3,
+				Target:           "Job.batch",
+				Matched:          2,
+				Deleted:          3,
 				LastDeletionTime: &at,
 			},
 			wantRequeue: PolicyResyncPeriod,
 			wantIndexed: true,
 		},
 		"unknown kind": {
-			policy: builder.MakeCleanupPolicy("gadgets").Target("example.com/v1", "Gadget").Conditions([]string{"Done"}, nil).TTLAfterSuccess(1).Obj(),
-			wantStatus: v1alpha1.CleanupPolicyStatus{
+			policy: builder.MakeTTLPolicy("gadgets").Target("example.com/v1", "Gadget").Conditions([]string{"Done"}, nil).TTLAfterSuccess(1).Obj(),
+			wantStatus: v1alpha1.TTLPolicyStatus{
 				ObservedGeneration: 1,
 				Conditions: []metav1.Condition{{Type: v1alpha1.PolicyReady, Status: metav1.ConditionFalse, Reason: v1alpha1.ReasonUnknownKind,
 					ObservedGeneration: 1, LastTransitionTime: at}},
+				Target: "Gadget.example.com",
 			},
 			wantRequeue: UnreadyPolicyRetryPeriod,
 		},
@@ -66,10 +69,10 @@ func TestSyncPolicyStatus(t *testing.T) {
 			if err := f.c.syncPolicy(f.ctx, tc.policy.Name); err != nil {
 				t.Fatalf("syncPolicy: %v", err)
 			}
-			var got *v1alpha1.CleanupPolicy
+			var got *v1alpha1.TTLPolicy
 			for _, a := range f.dynamic.Actions() {
 				if ua, ok := a.(k8stesting.UpdateActionImpl); ok && ua.GetSubresource() == "status" {
-					got = &v1alpha1.CleanupPolicy{}
+					got = &v1alpha1.TTLPolicy{}
 					if err := runtime.DefaultUnstructuredConverter.FromUnstructured(ua.GetObject().(*unstructured.Unstructured).Object, got); err != nil {
 						t.Fatal(err)
 					}
@@ -85,7 +88,7 @@ func TestSyncPolicyStatus(t *testing.T) {
 			if got := f.policyQ.after[tc.policy.Name]; got != tc.wantRequeue {
 				t.Errorf("requeued after %v, want %v", got, tc.wantRequeue)
 			}
-			if got := f.c.hasPolicies(jobGVK); got != tc.wantIndexed {
+			if got := f.c.hasPolicies(policy.JobGVK); got != tc.wantIndexed {
 				t.Errorf("Job policies indexed %v, want %v", got, tc.wantIndexed)
 			}
 			if tc.wantIndexed && f.c.jobQueue.Len() != 3 {
@@ -99,14 +102,14 @@ func TestSyncPolicyStatus(t *testing.T) {
 			if err := f.c.syncPolicy(f.ctx, tc.policy.Name); err != nil {
 				t.Fatal(err)
 			}
-			if f.c.hasPolicies(jobGVK) {
+			if f.c.hasPolicies(policy.JobGVK) {
 				t.Error("policy still indexed after deletion")
 			}
 		})
 	}
 }
 
-func unstructuredPolicy(t *testing.T, p *v1alpha1.CleanupPolicy) *unstructured.Unstructured {
+func unstructuredPolicy(t *testing.T, p *v1alpha1.TTLPolicy) *unstructured.Unstructured {
 	t.Helper()
 	content, err := runtime.DefaultUnstructuredConverter.ToUnstructured(p)
 	if err != nil {

@@ -42,39 +42,3 @@ func (c *Controller) crdSchema(ctx context.Context, gvr schema.GroupVersionResou
 	}
 	return nil, nil
 }
-
-// pathInSchema reports whether a field path resolves in an OpenAPI v3
-// schema. A node that preserves unknown fields resolves everything below it.
-func pathInSchema(s map[string]interface{}, path []string) bool {
-	for _, seg := range path {
-		if preserve, _ := s["x-kubernetes-preserve-unknown-fields"].(bool); preserve {
-			return true
-		}
-		props, _ := s["properties"].(map[string]interface{})
-		if next, ok := props[seg].(map[string]interface{}); ok {
-			s = next
-			continue
-		}
-		if next, ok := s["additionalProperties"].(map[string]interface{}); ok {
-			s = next
-			continue
-		}
-		return false
-	}
-	return true
-}
-
-// fieldPaths lists the paths a rule reads, for schema checks.
-func fieldPaths(r completionRule) [][]string {
-	switch r := r.(type) {
-	case conditionsRule:
-		out := [][]string{{"status", "conditions"}}
-		if r.finishTime != nil {
-			out = append(out, r.finishTime)
-		}
-		return out
-	case phaseRule:
-		return [][]string{r.field, r.finishTime}
-	}
-	return nil
-}

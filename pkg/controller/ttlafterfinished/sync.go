@@ -15,14 +15,16 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/klog/v2"
+
+	"jobkeeper.dev/jobkeeper/pkg/controller/ttlafterfinished/policy"
 )
 
 // kindOps are the per-kind operations the shared expiry path needs.
 type kindOps struct {
 	// gvk is the kind handled.
 	gvk schema.GroupVersionKind
-	// evaluate decides whether and when obj expires; nil when it does not.
-	evaluate func(logger klog.Logger, obj runtime.Object) (*verdict, error)
+	// evaluate decides whether and when obj expires.
+	evaluate func(logger klog.Logger, obj runtime.Object) (evaluation, error)
 	// get reads the live object from the apiserver.
 	get func(ctx context.Context, ns, name string) (runtime.Object, error)
 	// delete deletes with the given options.
@@ -34,7 +36,7 @@ type kindOps struct {
 // jobOps handles batch/v1 Jobs through the typed client.
 func (c *Controller) jobOps() *kindOps {
 	return &kindOps{
-		gvk:      jobGVK,
+		gvk:      policy.JobGVK,
 		evaluate: c.evaluateJob,
 		get: func(ctx context.Context, ns, name string) (runtime.Object, error) {
 			return c.client.BatchV1().Jobs(ns).Get(ctx, name, metav1.GetOptions{})
@@ -49,7 +51,7 @@ func (c *Controller) jobOps() *kindOps {
 // podOps handles v1 Pods through the typed client.
 func (c *Controller) podOps() *kindOps {
 	return &kindOps{
-		gvk:      podGVK,
+		gvk:      policy.PodGVK,
 		evaluate: c.evaluatePod,
 		get: func(ctx context.Context, ns, name string) (runtime.Object, error) {
 			return c.client.CoreV1().Pods(ns).Get(ctx, name, metav1.GetOptions{})
@@ -111,73 +113,126 @@ func (c *Controller) syncObject(ctx context.Context, key objectKey) error {
 	return c.expire(ctx, ops, obj)
 }
 
+// evaluation is what the controller decided for one object.
+type evaluation struct {
+	// live is the verdict of the object's own TTL or of the live policies;
+	// nil when nothing deletes the object by age.
+	live *verdict
+	// reports are the verdicts of dry-run policies, each reported on its
+	// own; they never change live.
+	reports []*verdict
+}
+
 // evaluateJob applies a Job's own TTL, as upstream, or else the policies.
-func (c *Controller) evaluateJob(logger klog.Logger, obj runtime.Object) (*verdict, error) {
+func (c *Controller) evaluateJob(logger klog.Logger, obj runtime.Object) (evaluation, error) {
 	job, ok := obj.(*batchv1.Job)
 	if !ok {
-		return nil, fmt.Errorf("expected a Job, got %T", obj)
+		return evaluation{}, fmt.Errorf("expected a Job, got %T", obj)
 	}
 	if job.DeletionTimestamp != nil {
-		return nil, nil
+		return evaluation{}, nil
 	}
 	if job.Spec.TTLSecondsAfterFinished != nil {
-		return c.withGlobalDryRun(jobOwnVerdict(job))
+		v, err := jobOwnVerdict(job)
+		return c.withGlobalDryRun(evaluation{live: v}), err
 	}
-	return c.withGlobalDryRun(c.evaluatePolicies(logger, jobGVK, obj, job, false))
+	return c.withGlobalDryRun(c.evaluatePolicies(logger, policy.JobGVK, obj, job, false)), nil
 }
 
 // evaluatePod applies a Pod's TTL annotation, or else the policies. Pods
 // controlled by a Job only go to policies that include them.
-func (c *Controller) evaluatePod(logger klog.Logger, obj runtime.Object) (*verdict, error) {
+func (c *Controller) evaluatePod(logger klog.Logger, obj runtime.Object) (evaluation, error) {
 	pod, ok := obj.(*corev1.Pod)
 	if !ok {
-		return nil, fmt.Errorf("expected a Pod, got %T", obj)
+		return evaluation{}, fmt.Errorf("expected a Pod, got %T", obj)
 	}
 	if pod.DeletionTimestamp != nil {
-		return nil, nil
+		return evaluation{}, nil
 	}
 	jobPod := controlledByJob(pod)
 	if !jobPod {
 		if _, has, err := annotationTTL(pod); has {
 			if err != nil {
 				c.recorder.Event(pod, corev1.EventTypeWarning, ReasonInvalidTTL, err.Error())
-				return nil, nil
+				return evaluation{}, nil
 			}
-			return c.withGlobalDryRun(podOwnVerdict(pod))
+			v, err := podOwnVerdict(pod)
+			return c.withGlobalDryRun(evaluation{live: v}), err
 		}
 	}
-	return c.withGlobalDryRun(c.evaluatePolicies(logger, podGVK, obj, pod, jobPod))
+	return c.withGlobalDryRun(c.evaluatePolicies(logger, policy.PodGVK, obj, pod, jobPod)), nil
 }
 
-// evaluatePolicies applies the ready policies that target gvk to one object
-// and picks the winner with choose. The object's TTL annotation, if any,
-// overrides the winner's TTL.
-func (c *Controller) evaluatePolicies(logger klog.Logger, gvk schema.GroupVersionKind, obj runtime.Object, m metav1.Object, jobPod bool) (*verdict, error) {
+// evaluatePolicies applies the ready policies that target gvk to one
+// object: the live ones decide together (Choose), and each dry-run one is
+// reported on its own. The object's own TTL (the annotation, else the
+// ownTTL field of the first live policy, by name, that declares one the
+// object sets) replaces the policies' TTLs.
+func (c *Controller) evaluatePolicies(logger klog.Logger, gvk schema.GroupVersionKind, obj runtime.Object, m metav1.Object, jobPod bool) evaluation {
 	policies := c.policiesFor(gvk)
 	if len(policies) == 0 {
-		return nil, nil
+		return evaluation{}
 	}
 	nsLabels := c.namespaceLabelsFunc()
-	var cands []candidate
+	var live, dry []policy.Candidate
 	for _, p := range policies {
-		if !p.matches(m, nsLabels(m.GetNamespace()), jobPod) {
+		if !p.Matches(m, nsLabels(m.GetNamespace()), jobPod) {
 			continue
 		}
-		st, err := p.rule.read(obj)
-		if err != nil {
-			logger.V(2).Info("Cannot read finish state", "policy", p.name, "object", klog.KObj(m), "err", err)
-			c.recorder.Eventf(obj, corev1.EventTypeWarning, ReasonFinishTimeUnreadable, "CleanupPolicy %s: %v", p.name, err)
+		st := p.Rule.Read(obj)
+		if st.Finished && st.Err != nil {
+			logger.V(2).Info("Cannot read finish time", "policy", p.Name, "object", klog.KObj(m), "err", st.Err)
+			c.recorder.Eventf(obj, corev1.EventTypeWarning, ReasonFinishTimeUnreadable, "TTLPolicy %s: %v", p.Name, st.Err)
 			continue
 		}
-		cands = append(cands, candidate{policy: p, state: st})
+		if !st.Finished {
+			continue
+		}
+		cand := policy.Candidate{Policy: p, State: st}
+		if p.DryRun {
+			dry = append(dry, cand)
+		} else {
+			live = append(live, cand)
+		}
 	}
-	var own *int32
+	if len(live) == 0 && len(dry) == 0 {
+		return evaluation{}
+	}
+	own := c.ownTTL(obj, m, live)
+	var ev evaluation
+	for i := range live {
+		live[i].Own = own
+	}
+	ev.live = policy.Choose(live)
+	for i := range dry {
+		dry[i].Own = own
+		if dry[i].HasTTL() {
+			ev.reports = append(ev.reports, policy.VerdictFor(&dry[i]))
+		}
+	}
+	return ev
+}
+
+// ownTTL is an object's own TTL: its annotation, else the ownTTL field of
+// the first live candidate policy that declares one the object sets. An
+// unreadable value is reported with an event and ignored.
+func (c *Controller) ownTTL(obj runtime.Object, m metav1.Object, live []policy.Candidate) *int32 {
 	if ttl, has, err := annotationTTL(m); err != nil {
 		c.recorder.Event(obj, corev1.EventTypeWarning, ReasonInvalidTTL, err.Error())
 	} else if has {
-		own = &ttl
+		return &ttl
 	}
-	return choose(cands, own), nil
+	for _, cand := range live {
+		ttl, has, err := cand.Policy.OwnTTL(obj)
+		if err != nil {
+			c.recorder.Eventf(obj, corev1.EventTypeWarning, ReasonInvalidTTL, "TTLPolicy %s: %v", cand.Policy.Name, err)
+			continue
+		}
+		if has {
+			return &ttl
+		}
+	}
+	return nil
 }
 
 // namespaceLabelsFunc returns a memoising lookup of namespace labels.
@@ -196,12 +251,12 @@ func (c *Controller) namespaceLabelsFunc() func(ns string) labels.Set {
 	}
 }
 
-// withGlobalDryRun applies Options.DryRun to a verdict.
-func (c *Controller) withGlobalDryRun(v *verdict, err error) (*verdict, error) {
-	if v != nil && c.globalDryRun {
-		v.dryRun = true
+// withGlobalDryRun applies Options.DryRun to an evaluation.
+func (c *Controller) withGlobalDryRun(ev evaluation) evaluation {
+	if ev.live != nil && c.globalDryRun {
+		ev.live.DryRun = true
 	}
-	return v, err
+	return ev
 }
 
 // accessor returns obj's metadata; every object the controller handles has it.

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -53,12 +54,12 @@ func (c *Controller) dynamicOps(t *dynamicTarget) *kindOps {
 	gvk, gvr := t.gvk, t.gvr
 	return &kindOps{
 		gvk: gvk,
-		evaluate: func(logger klog.Logger, obj runtime.Object) (*verdict, error) {
+		evaluate: func(logger klog.Logger, obj runtime.Object) (evaluation, error) {
 			m := accessor(obj)
 			if m.GetDeletionTimestamp() != nil {
-				return nil, nil
+				return evaluation{}, nil
 			}
-			return c.withGlobalDryRun(c.evaluatePolicies(logger, gvk, obj, m, false))
+			return c.withGlobalDryRun(c.evaluatePolicies(logger, gvk, obj, m, false)), nil
 		},
 		get: func(ctx context.Context, ns, name string) (runtime.Object, error) {
 			return c.dynamic.Resource(gvr).Namespace(ns).Get(ctx, name, metav1.GetOptions{})
@@ -79,15 +80,18 @@ func (c *Controller) wantedTargets() map[schema.GroupVersionResource]*dynamicTar
 	want := map[schema.GroupVersionResource]*dynamicTarget{}
 	fieldSets := map[schema.GroupVersionResource]map[string]bool{}
 	for _, p := range c.policies {
-		if !p.ready || p.gvr == jobResource || p.gvr == podResource {
+		if !p.Ready || p.GVR == jobResource || p.GVR == podResource {
 			continue
 		}
-		if want[p.gvr] == nil {
-			want[p.gvr] = &dynamicTarget{gvr: p.gvr, gvk: p.gvk}
-			fieldSets[p.gvr] = map[string]bool{}
+		if want[p.GVR] == nil {
+			want[p.GVR] = &dynamicTarget{gvr: p.GVR, gvk: p.GVK}
+			fieldSets[p.GVR] = map[string]bool{}
 		}
-		for _, f := range p.rule.topLevelFields() {
-			fieldSets[p.gvr][f] = true
+		for _, f := range p.Rule.TopLevelFields() {
+			fieldSets[p.GVR][f] = true
+		}
+		if f := p.OwnTTLTopLevelField(); f != "" {
+			fieldSets[p.GVR][f] = true
 		}
 	}
 	for gvr, set := range fieldSets {
@@ -122,7 +126,8 @@ func (c *Controller) reconcileTargets(ctx context.Context) map[schema.GroupVersi
 		w.informer = dynamicinformer.NewFilteredDynamicInformer(c.dynamic, gvr, metav1.NamespaceAll, 0,
 			cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc}, nil).Informer()
 		_ = w.informer.SetTransform(trimmer(w.fields))
-		_, _ = w.informer.AddEventHandler(c.onDynamic(gvr))
+		_ = w.informer.SetWatchErrorHandlerWithContext(c.onTargetWatchError(gvr))
+		_, _ = w.informer.AddEventHandler(c.onDynamic(gvr, w.gvk))
 		tctx, cancel := context.WithCancel(ctx)
 		w.cancel = cancel
 		go w.informer.RunWithContext(tctx)
@@ -166,4 +171,42 @@ func trimmer(fields []string) cache.TransformFunc {
 		}
 		return out, nil
 	}
+}
+
+// onTargetWatchError handles a failed list or watch of a target resource.
+// When the resource is gone (its CRD deleted), the policies that target it
+// are compiled again at once: discovery is refreshed, they become
+// Ready=False (UnknownKind) and the informer is stopped, instead of logging a
+// watch error every few seconds. Other errors (a restarting apiserver) are
+// logged at V(2) and retried by the informer as usual.
+func (c *Controller) onTargetWatchError(gvr schema.GroupVersionResource) cache.WatchErrorHandlerWithContext {
+	return func(ctx context.Context, _ *cache.Reflector, err error) {
+		logger := klog.FromContext(ctx)
+		if !errors.IsNotFound(err) && !isResourceGone(err) {
+			logger.V(2).Info("Watch of cleanup target failed, retrying", "resource", gvr.String(), "err", err)
+			return
+		}
+		logger.V(2).Info("Cleanup target is no longer served", "resource", gvr.String(), "err", err)
+		if r, ok := c.mapper.(meta.ResettableRESTMapper); ok {
+			r.Reset()
+		}
+		c.mu.RLock()
+		var names []string
+		for _, p := range c.policies {
+			if p.GVR == gvr {
+				names = append(names, p.Name)
+			}
+		}
+		c.mu.RUnlock()
+		for _, n := range names {
+			c.policyQueue.Add(n)
+		}
+	}
+}
+
+// isResourceGone reports the errors a reflector returns when the resource
+// no longer exists: 404 on list, or the server saying it could not find
+// the requested resource.
+func isResourceGone(err error) bool {
+	return strings.Contains(err.Error(), "the server could not find the requested resource")
 }

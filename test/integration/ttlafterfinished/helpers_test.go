@@ -173,29 +173,29 @@ func (e *env) sentinel(t *testing.T) {
 	e.waitJobGone(t, s)
 }
 
-// createPolicy creates a CleanupPolicy and deletes it when the test ends.
-func (e *env) createPolicy(t *testing.T, p *v1alpha1.CleanupPolicy) {
+// createPolicy creates a TTLPolicy and deletes it when the test ends.
+func (e *env) createPolicy(t *testing.T, p *v1alpha1.TTLPolicy) {
 	t.Helper()
 	content, err := runtime.DefaultUnstructuredConverter.ToUnstructured(p)
 	if err != nil {
 		t.Fatal(err)
 	}
 	u := &unstructured.Unstructured{Object: content}
-	u.SetGroupVersionKind(v1alpha1.CleanupPolicyKind)
-	api := e.dyn.Resource(v1alpha1.CleanupPolicyResource)
+	u.SetGroupVersionKind(v1alpha1.TTLPolicyKind)
+	api := e.dyn.Resource(v1alpha1.TTLPolicyResource)
 	if _, err := api.Create(e.ctx, u, metav1.CreateOptions{FieldManager: fieldManager}); err != nil {
-		t.Fatalf("creating CleanupPolicy %s: %v", p.Name, err)
+		t.Fatalf("creating TTLPolicy %s: %v", p.Name, err)
 	}
 	t.Cleanup(func() { _ = api.Delete(context.Background(), p.Name, metav1.DeleteOptions{}) })
 }
 
-// getPolicy reads a CleanupPolicy.
-func (e *env) getPolicy(ctx context.Context, name string) (*v1alpha1.CleanupPolicy, error) {
-	u, err := e.dyn.Resource(v1alpha1.CleanupPolicyResource).Get(ctx, name, metav1.GetOptions{})
+// getPolicy reads a TTLPolicy.
+func (e *env) getPolicy(ctx context.Context, name string) (*v1alpha1.TTLPolicy, error) {
+	u, err := e.dyn.Resource(v1alpha1.TTLPolicyResource).Get(ctx, name, metav1.GetOptions{})
 	if err != nil {
 		return nil, err
 	}
-	p := &v1alpha1.CleanupPolicy{}
+	p := &v1alpha1.TTLPolicy{}
 	return p, runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, p)
 }
 

@@ -113,15 +113,15 @@ func (e *env) objectExists(ctx context.Context, gvr schema.GroupVersionResource,
 }
 
 // waitPolicy waits until the policy's status satisfies ok.
-func (e *env) waitPolicy(t *testing.T, name, what string, ok func(*v1alpha1.CleanupPolicy) bool) {
+func (e *env) waitPolicy(t *testing.T, name, what string, ok func(*v1alpha1.TTLPolicy) bool) {
 	t.Helper()
-	framework.WaitFor(t, "CleanupPolicy "+name+" "+what, func(ctx context.Context) (bool, error) {
+	framework.WaitFor(t, "TTLPolicy "+name+" "+what, func(ctx context.Context) (bool, error) {
 		p, err := e.getPolicy(ctx, name)
 		return err == nil && ok(p), err
 	})
 }
 
-func readyIs(p *v1alpha1.CleanupPolicy, status metav1.ConditionStatus, reason string) bool {
+func readyIs(p *v1alpha1.TTLPolicy, status metav1.ConditionStatus, reason string) bool {
 	c := apimeta.FindStatusCondition(p.Status.Conditions, v1alpha1.PolicyReady)
 	return c != nil && c.Status == status && c.Reason == reason && c.ObservedGeneration == p.Generation
 }
@@ -176,9 +176,9 @@ func TestCustomResourcePolicies(t *testing.T) {
 	e := setup(t)
 	installTestCRDs(t)
 	long := int32(3600)
-	e.createPolicy(t, builder.MakeCleanupPolicy(e.ns+"-widgets").Target("ttl.example.com/v1", "Widget").
+	e.createPolicy(t, builder.MakeTTLPolicy(e.ns+"-widgets").Target("ttl.example.com/v1", "Widget").
 		Selector("test", e.ns).Conditions([]string{"Done"}, []string{"Broken"}).TTLAfterSuccess(1).TTLAfterFailure(long).DeletionEvents().Obj())
-	e.createPolicy(t, builder.MakeCleanupPolicy(e.ns+"-gizmos").Target("ttl.example.com/v1", "Gizmo").
+	e.createPolicy(t, builder.MakeTTLPolicy(e.ns+"-gizmos").Target("ttl.example.com/v1", "Gizmo").
 		Selector("test", e.ns).Phase("status.phase", []string{"Succeeded"}, []string{"Failed", "Error"}).
 		FinishTime("status.endTime").TTLAfterSuccess(long).TTLAfterFailure(1).Obj())
 
@@ -204,11 +204,11 @@ func TestCustomResourcePolicies(t *testing.T) {
 		}
 		return !a && !b, nil
 	})
-	e.waitPolicy(t, e.ns+"-widgets", "counts its deletion", func(p *v1alpha1.CleanupPolicy) bool {
-		return readyIs(p, metav1.ConditionTrue, v1alpha1.ReasonReady) && p.Status.DeletedObjects == 1 && p.Status.MatchedObjects == 2
+	e.waitPolicy(t, e.ns+"-widgets", "counts its deletion", func(p *v1alpha1.TTLPolicy) bool {
+		return readyIs(p, metav1.ConditionTrue, v1alpha1.ReasonReady) && p.Status.Deleted == 1 && p.Status.Matched == 2
 	})
-	e.waitPolicy(t, e.ns+"-gizmos", "counts its deletion", func(p *v1alpha1.CleanupPolicy) bool {
-		return readyIs(p, metav1.ConditionTrue, v1alpha1.ReasonReady) && p.Status.DeletedObjects == 1 && p.Status.MatchedObjects == 2
+	e.waitPolicy(t, e.ns+"-gizmos", "counts its deletion", func(p *v1alpha1.TTLPolicy) bool {
+		return readyIs(p, metav1.ConditionTrue, v1alpha1.ReasonReady) && p.Status.Deleted == 1 && p.Status.Matched == 2
 	})
 	for _, o := range []struct {
 		gvr  schema.GroupVersionResource
@@ -230,9 +230,9 @@ func TestCustomResourcePolicies(t *testing.T) {
 
 func TestPolicyPrecedence(t *testing.T) {
 	e := setup(t)
-	e.createPolicy(t, builder.MakeCleanupPolicy(e.ns+"-short").Selector("test", e.ns).TTLAfterSuccess(0).Obj())
-	e.createPolicy(t, builder.MakeCleanupPolicy(e.ns+"-long").Selector("test", e.ns).Selector("keep", "long").TTLAfterSuccess(3600).Obj())
-	e.waitPolicy(t, e.ns+"-long", "ready", func(p *v1alpha1.CleanupPolicy) bool { return readyIs(p, metav1.ConditionTrue, v1alpha1.ReasonReady) })
+	e.createPolicy(t, builder.MakeTTLPolicy(e.ns+"-short").Selector("test", e.ns).TTLAfterSuccess(0).Obj())
+	e.createPolicy(t, builder.MakeTTLPolicy(e.ns+"-long").Selector("test", e.ns).Selector("keep", "long").TTLAfterSuccess(3600).Obj())
+	e.waitPolicy(t, e.ns+"-long", "ready", func(p *v1alpha1.TTLPolicy) bool { return readyIs(p, metav1.ConditionTrue, v1alpha1.ReasonReady) })
 
 	both := e.createJob(t, builder.MakeJob("both", e.ns).Label("test", e.ns).Label("keep", "long").Obj())
 	shortOnly := e.createJob(t, builder.MakeJob("short-only", e.ns).Label("test", e.ns).Obj())
@@ -253,27 +253,27 @@ func TestInvalidPolicies(t *testing.T) {
 	installTestCRDs(t)
 	// Rejected by the apiserver, with a message naming the field.
 	rejected := map[string]struct {
-		policy *v1alpha1.CleanupPolicy
+		policy *v1alpha1.TTLPolicy
 		field  string
 	}{
-		"no TTL":            {builder.MakeCleanupPolicy(e.ns + "-a").Obj(), "spec.ttlSecondsAfterSuccess"},
-		"negative TTL":      {builder.MakeCleanupPolicy(e.ns + "-b").TTLAfterSuccess(-1).Obj(), "spec.ttlSecondsAfterSuccess"},
-		"bad apiVersion":    {builder.MakeCleanupPolicy(e.ns+"-c").Target("Batch/V1!", "Job").TTLAfterSuccess(1).Obj(), "spec.target.apiVersion"},
-		"bad kind":          {builder.MakeCleanupPolicy(e.ns+"-d").Target("batch/v1", "job").TTLAfterSuccess(1).Obj(), "spec.target.kind"},
-		"no completion":     {builder.MakeCleanupPolicy(e.ns+"-e").Target("ttl.example.com/v1", "Widget").TTLAfterSuccess(1).Obj(), "spec.completion"},
-		"phase, no time":    {builder.MakeCleanupPolicy(e.ns+"-f").Target("ttl.example.com/v1", "Gizmo").Phase("status.phase", []string{"Done"}, nil).TTLAfterSuccess(1).Obj(), "spec.completion.finishTime"},
-		"both rules":        {builder.MakeCleanupPolicy(e.ns+"-g").Target("ttl.example.com/v1", "Gizmo").Phase("status.phase", []string{"Done"}, nil).Conditions([]string{"Done"}, nil).FinishTime("status.t").TTLAfterSuccess(1).Obj(), "spec.completion"},
-		"bad field path":    {builder.MakeCleanupPolicy(e.ns+"-h").Target("ttl.example.com/v1", "Gizmo").Phase("status[0]", []string{"Done"}, nil).FinishTime("status.t").TTLAfterSuccess(1).Obj(), "spec.completion.phase.field"},
-		"bad propagation":   {builder.MakeCleanupPolicy(e.ns + "-i").TTLAfterSuccess(1).Propagation("Sideways").Obj(), "spec.propagationPolicy"},
-		"forbidden kind":    {builder.MakeCleanupPolicy(e.ns+"-j").Target("v1", "Namespace").Conditions([]string{"Done"}, nil).TTLAfterSuccess(1).Obj(), "spec.target.kind"},
-		"jobPods, not Pods": {builder.MakeCleanupPolicy(e.ns + "-k").TTLAfterSuccess(1).IncludeJobPods().Obj(), "spec.includeJobPods"},
+		"no TTL":            {builder.MakeTTLPolicy(e.ns + "-a").Obj(), "spec.ttlSecondsAfterSuccess"},
+		"negative TTL":      {builder.MakeTTLPolicy(e.ns + "-b").TTLAfterSuccess(-1).Obj(), "spec.ttlSecondsAfterSuccess"},
+		"bad apiVersion":    {builder.MakeTTLPolicy(e.ns+"-c").Target("Batch/V1!", "Job").TTLAfterSuccess(1).Obj(), "spec.target.apiVersion"},
+		"bad kind":          {builder.MakeTTLPolicy(e.ns+"-d").Target("batch/v1", "job").TTLAfterSuccess(1).Obj(), "spec.target.kind"},
+		"no completion":     {builder.MakeTTLPolicy(e.ns+"-e").Target("ttl.example.com/v1", "Widget").TTLAfterSuccess(1).Obj(), "spec.completion"},
+		"phase, no time":    {builder.MakeTTLPolicy(e.ns+"-f").Target("ttl.example.com/v1", "Gizmo").Phase("status.phase", []string{"Done"}, nil).TTLAfterSuccess(1).Obj(), "spec.completion.finishTime"},
+		"both rules":        {builder.MakeTTLPolicy(e.ns+"-g").Target("ttl.example.com/v1", "Gizmo").Phase("status.phase", []string{"Done"}, nil).Conditions([]string{"Done"}, nil).FinishTime("status.t").TTLAfterSuccess(1).Obj(), "spec.completion"},
+		"bad field path":    {builder.MakeTTLPolicy(e.ns+"-h").Target("ttl.example.com/v1", "Gizmo").Phase("status[0]", []string{"Done"}, nil).FinishTime("status.t").TTLAfterSuccess(1).Obj(), "spec.completion.phase.field"},
+		"bad propagation":   {builder.MakeTTLPolicy(e.ns + "-i").TTLAfterSuccess(1).Propagation("Sideways").Obj(), "spec.propagationPolicy"},
+		"forbidden kind":    {builder.MakeTTLPolicy(e.ns+"-j").Target("v1", "Namespace").Conditions([]string{"Done"}, nil).TTLAfterSuccess(1).Obj(), "spec.target.kind"},
+		"jobPods, not Pods": {builder.MakeTTLPolicy(e.ns + "-k").TTLAfterSuccess(1).IncludeJobPods().Obj(), "spec.includeJobPods"},
 	}
 	for name, tc := range rejected {
 		t.Run(name, func(t *testing.T) {
-			u := builder.CleanupPolicyWrapper{CleanupPolicy: *tc.policy}
-			_, err := e.dyn.Resource(v1alpha1.CleanupPolicyResource).Create(e.ctx, u.Unstructured(), metav1.CreateOptions{FieldManager: fieldManager})
+			u := builder.TTLPolicyWrapper{TTLPolicy: *tc.policy}
+			_, err := e.dyn.Resource(v1alpha1.TTLPolicyResource).Create(e.ctx, u.Unstructured(), metav1.CreateOptions{FieldManager: fieldManager})
 			if err == nil {
-				_ = e.dyn.Resource(v1alpha1.CleanupPolicyResource).Delete(e.ctx, tc.policy.Name, metav1.DeleteOptions{})
+				_ = e.dyn.Resource(v1alpha1.TTLPolicyResource).Delete(e.ctx, tc.policy.Name, metav1.DeleteOptions{})
 				t.Fatal("policy accepted")
 			}
 			if !apierrors.IsInvalid(err) || !strings.Contains(err.Error(), tc.field) {
@@ -283,24 +283,24 @@ func TestInvalidPolicies(t *testing.T) {
 	}
 
 	// Accepted, but only the controller can tell they are unusable.
-	e.createPolicy(t, builder.MakeCleanupPolicy(e.ns+"-unknown").Target("ttl.example.com/v1", "Nonexistent").
+	e.createPolicy(t, builder.MakeTTLPolicy(e.ns+"-unknown").Target("ttl.example.com/v1", "Nonexistent").
 		Conditions([]string{"Done"}, nil).TTLAfterSuccess(1).Obj())
-	e.createPolicy(t, builder.MakeCleanupPolicy(e.ns+"-cluster").Target("v1", "PersistentVolume").
+	e.createPolicy(t, builder.MakeTTLPolicy(e.ns+"-cluster").Target("v1", "PersistentVolume").
 		Phase("status.phase", []string{"Released"}, nil).FinishTime("status.lastPhaseTransitionTime").TTLAfterSuccess(1).Obj())
-	e.createPolicy(t, builder.MakeCleanupPolicy(e.ns+"-badpath").Target("ttl.example.com/v1", "Sprocket").
+	e.createPolicy(t, builder.MakeTTLPolicy(e.ns+"-badpath").Target("ttl.example.com/v1", "Sprocket").
 		Phase("status.state", []string{"Done"}, nil).FinishTime("status.endTime").TTLAfterSuccess(1).Obj())
-	e.createPolicy(t, builder.MakeCleanupPolicy(e.ns+"-goodpath").Target("ttl.example.com/v1", "Sprocket").
+	e.createPolicy(t, builder.MakeTTLPolicy(e.ns+"-goodpath").Target("ttl.example.com/v1", "Sprocket").
 		Phase("status.phase", []string{"Done"}, nil).FinishTime("status.endTime").TTLAfterSuccess(1).Obj())
-	e.waitPolicy(t, e.ns+"-badpath", "FieldPathNotFound", func(p *v1alpha1.CleanupPolicy) bool {
+	e.waitPolicy(t, e.ns+"-badpath", "FieldPathNotFound", func(p *v1alpha1.TTLPolicy) bool {
 		return readyIs(p, metav1.ConditionFalse, v1alpha1.ReasonFieldPathNotFound)
 	})
-	e.waitPolicy(t, e.ns+"-goodpath", "Ready", func(p *v1alpha1.CleanupPolicy) bool {
+	e.waitPolicy(t, e.ns+"-goodpath", "Ready", func(p *v1alpha1.TTLPolicy) bool {
 		return readyIs(p, metav1.ConditionTrue, v1alpha1.ReasonReady)
 	})
-	e.waitPolicy(t, e.ns+"-unknown", "UnknownKind", func(p *v1alpha1.CleanupPolicy) bool {
+	e.waitPolicy(t, e.ns+"-unknown", "UnknownKind", func(p *v1alpha1.TTLPolicy) bool {
 		return readyIs(p, metav1.ConditionFalse, v1alpha1.ReasonUnknownKind)
 	})
-	e.waitPolicy(t, e.ns+"-cluster", "NotNamespaced", func(p *v1alpha1.CleanupPolicy) bool {
+	e.waitPolicy(t, e.ns+"-cluster", "NotNamespaced", func(p *v1alpha1.TTLPolicy) bool {
 		return readyIs(p, metav1.ConditionFalse, v1alpha1.ReasonNotNamespaced)
 	})
 	// Everything else keeps working.
@@ -310,15 +310,15 @@ func TestInvalidPolicies(t *testing.T) {
 func TestDryRun(t *testing.T) {
 	e := setup(t)
 	name := e.ns + "-dry"
-	e.createPolicy(t, builder.MakeCleanupPolicy(name).Selector("test", e.ns).TTLAfterSuccess(0).TTLAfterFailure(0).DryRun().Obj())
-	e.waitPolicy(t, name, "ready", func(p *v1alpha1.CleanupPolicy) bool { return readyIs(p, metav1.ConditionTrue, v1alpha1.ReasonReady) })
+	e.createPolicy(t, builder.MakeTTLPolicy(name).Selector("test", e.ns).TTLAfterSuccess(0).TTLAfterFailure(0).DryRun().Obj())
+	e.waitPolicy(t, name, "ready", func(p *v1alpha1.TTLPolicy) bool { return readyIs(p, metav1.ConditionTrue, v1alpha1.ReasonReady) })
 	job := e.createJob(t, builder.MakeJob("j", e.ns).Label("test", e.ns).Obj())
 	e.finishJob(t, job, batchv1.JobFailed, time.Now())
 	framework.WaitFor(t, "WouldDelete event", func(ctx context.Context) (bool, error) {
 		return e.hasEvent(ctx, job.Name, ttlafterfinished.ReasonWouldDelete)
 	})
-	e.waitPolicy(t, name, "counts the dry-run deletion", func(p *v1alpha1.CleanupPolicy) bool {
-		return p.Status.DeletedObjects == 1 && p.Status.MatchedObjects == 1
+	e.waitPolicy(t, name, "counts the dry-run deletion", func(p *v1alpha1.TTLPolicy) bool {
+		return p.Status.Deleted == 1 && p.Status.Matched == 1
 	})
 	e.sentinel(t)
 	if !e.jobExists(t, job) {

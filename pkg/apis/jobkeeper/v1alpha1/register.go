@@ -12,11 +12,11 @@ const GroupName = "jobkeeper.dev"
 // SchemeGroupVersion is the group and version of this package.
 var SchemeGroupVersion = schema.GroupVersion{Group: GroupName, Version: "v1alpha1"}
 
-// CleanupPolicyResource is the resource of CleanupPolicy, for dynamic clients.
-var CleanupPolicyResource = SchemeGroupVersion.WithResource("cleanuppolicies")
+// TTLPolicyResource is the resource of TTLPolicy, for dynamic clients.
+var TTLPolicyResource = SchemeGroupVersion.WithResource("ttlpolicies")
 
-// CleanupPolicyKind is the group, version and kind of CleanupPolicy.
-var CleanupPolicyKind = SchemeGroupVersion.WithKind("CleanupPolicy")
+// TTLPolicyKind is the group, version and kind of TTLPolicy.
+var TTLPolicyKind = SchemeGroupVersion.WithKind("TTLPolicy")
 
 var (
 	// SchemeBuilder collects the functions that add this group to a scheme.
@@ -26,7 +26,7 @@ var (
 )
 
 func addKnownTypes(scheme *runtime.Scheme) error {
-	scheme.AddKnownTypes(SchemeGroupVersion, &CleanupPolicy{}, &CleanupPolicyList{})
+	scheme.AddKnownTypes(SchemeGroupVersion, &TTLPolicy{}, &TTLPolicyList{})
 	metav1.AddToGroupVersion(scheme, SchemeGroupVersion)
 	return nil
 }
