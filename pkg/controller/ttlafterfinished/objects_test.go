@@ -161,6 +161,27 @@ func TestJobPolicies(t *testing.T) {
 			wantActions: []string{"delete jobs"},
 			wantStats:   map[string]int64{"ci": 1},
 		},
+		"a longer dry-run policy does not keep the object from a live one": {
+			job: job("a", "1").Condition(batchv1.JobComplete, "", at).Obj(),
+			policies: []*v1alpha1.TTLPolicy{
+				builder.MakeTTLPolicy("live").TTLAfterSuccess(5).Obj(),
+				builder.MakeTTLPolicy("trial").TTLAfterSuccess(60).DryRun().Obj(),
+			},
+			now:         t0.Add(10 * time.Second),
+			wantActions: []string{"delete jobs"},
+			wantRequeue: 50 * time.Second, // the dry-run report, had the Job stayed
+			wantStats:   map[string]int64{"live": 1},
+		},
+		"a shorter dry-run policy reports and the live one deletes later": {
+			job: job("a", "1").Condition(batchv1.JobComplete, "", at).Obj(),
+			policies: []*v1alpha1.TTLPolicy{
+				builder.MakeTTLPolicy("live").TTLAfterSuccess(60).Obj(),
+				builder.MakeTTLPolicy("trial").TTLAfterSuccess(5).DryRun().Obj(),
+			},
+			now:         t0.Add(10 * time.Second),
+			wantRequeue: 50 * time.Second,
+			wantStats:   map[string]int64{"trial": 1},
+		},
 		"dry-run policy": {
 			job:       job("a", "1").Condition(batchv1.JobComplete, "", at).Obj(),
 			policies:  []*v1alpha1.TTLPolicy{builder.MakeTTLPolicy("jobs").TTLAfterSuccess(0).DryRun().Obj()},

@@ -50,8 +50,12 @@ func (c *Controller) noteError(policy string, err error) {
 	if policy == "" {
 		return
 	}
+	msg := err.Error()
+	if len(msg) > 1024 {
+		msg = msg[:1024]
+	}
 	c.mu.Lock()
-	c.statsFor(policy).lastError = err.Error()
+	c.statsFor(policy).lastError = msg
 	c.mu.Unlock()
 	c.policyQueue.AddAfter(policy, StatusBatchPeriod)
 }

@@ -256,17 +256,25 @@ func TestInvalidPolicies(t *testing.T) {
 		policy *v1alpha1.TTLPolicy
 		field  string
 	}{
-		"no TTL":            {builder.MakeTTLPolicy(e.ns + "-a").Obj(), "spec.ttlSecondsAfterSuccess"},
+		"nothing to do":     {builder.MakeTTLPolicy(e.ns + "-a").Obj(), "spec.ttlSecondsAfterSuccess"},
 		"negative TTL":      {builder.MakeTTLPolicy(e.ns + "-b").TTLAfterSuccess(-1).Obj(), "spec.ttlSecondsAfterSuccess"},
 		"bad apiVersion":    {builder.MakeTTLPolicy(e.ns+"-c").Target("Batch/V1!", "Job").TTLAfterSuccess(1).Obj(), "spec.target.apiVersion"},
 		"bad kind":          {builder.MakeTTLPolicy(e.ns+"-d").Target("batch/v1", "job").TTLAfterSuccess(1).Obj(), "spec.target.kind"},
-		"no completion":     {builder.MakeTTLPolicy(e.ns+"-e").Target("ttl.example.com/v1", "Widget").TTLAfterSuccess(1).Obj(), "spec.completion"},
-		"phase, no time":    {builder.MakeTTLPolicy(e.ns+"-f").Target("ttl.example.com/v1", "Gizmo").Phase("status.phase", []string{"Done"}, nil).TTLAfterSuccess(1).Obj(), "spec.completion.finishTime"},
-		"both rules":        {builder.MakeTTLPolicy(e.ns+"-g").Target("ttl.example.com/v1", "Gizmo").Phase("status.phase", []string{"Done"}, nil).Conditions([]string{"Done"}, nil).FinishTime("status.t").TTLAfterSuccess(1).Obj(), "spec.completion"},
-		"bad field path":    {builder.MakeTTLPolicy(e.ns+"-h").Target("ttl.example.com/v1", "Gizmo").Phase("status[0]", []string{"Done"}, nil).FinishTime("status.t").TTLAfterSuccess(1).Obj(), "spec.completion.phase.field"},
+		"no outcome":        {builder.MakeTTLPolicy(e.ns+"-e").Target("ttl.example.com/v1", "Widget").TTLAfterSuccess(1).Obj(), "spec.outcome"},
+		"empty outcome":     {builder.MakeTTLPolicy(e.ns+"-f").Target("ttl.example.com/v1", "Gizmo").FinishTime("status.t").TTLAfterSuccess(1).Obj(), "spec.outcome"},
+		"matcher with both": {builder.MakeTTLPolicy(e.ns+"-g").Target("ttl.example.com/v1", "Gizmo").Succeeded(v1alpha1.Matcher{Condition: &v1alpha1.ConditionMatcher{Type: "Done"}, Field: &v1alpha1.FieldMatcher{Path: "status.phase", Values: []string{"Done"}}}).TTLAfterSuccess(1).Obj(), "spec.outcome.succeeded[0]"},
+		"bad field path":    {builder.MakeTTLPolicy(e.ns+"-h").Target("ttl.example.com/v1", "Gizmo").Phase("status[0]", []string{"Done"}, nil).FinishTime("status.t").TTLAfterSuccess(1).Obj(), "spec.outcome.succeeded[0].field.path"},
+		"leading dot":       {builder.MakeTTLPolicy(e.ns+"-h2").Target("ttl.example.com/v1", "Gizmo").Phase("status.phase", []string{"Done"}, nil).FinishTime(".status.t").TTLAfterSuccess(1).Obj(), "remove the leading '.'"},
+		"condition status":  {builder.MakeTTLPolicy(e.ns+"-h3").Target("ttl.example.com/v1", "Gizmo").Succeeded(builder.Cond("Done", "Yes")).TTLAfterSuccess(1).Obj(), "spec.outcome.succeeded[0].condition.status"},
 		"bad propagation":   {builder.MakeTTLPolicy(e.ns + "-i").TTLAfterSuccess(1).Propagation("Sideways").Obj(), "spec.propagationPolicy"},
 		"forbidden kind":    {builder.MakeTTLPolicy(e.ns+"-j").Target("v1", "Namespace").Conditions([]string{"Done"}, nil).TTLAfterSuccess(1).Obj(), "spec.target.kind"},
 		"jobPods, not Pods": {builder.MakeTTLPolicy(e.ns + "-k").TTLAfterSuccess(1).IncludeJobPods().Obj(), "spec.includeJobPods"},
+		"keepLast, no counts": {func() *v1alpha1.TTLPolicy {
+			p := builder.MakeTTLPolicy(e.ns + "-l").Obj()
+			p.Spec.KeepLast = &v1alpha1.KeepLast{}
+			return p
+		}(), "spec.keepLast"},
+		"groupBy, bad label": {builder.MakeTTLPolicy(e.ns+"-m").KeepLast(1, 1).GroupByLabel("not a label").Obj(), "spec.keepLast.groupBy.labelKey"},
 	}
 	for name, tc := range rejected {
 		t.Run(name, func(t *testing.T) {
@@ -281,6 +289,21 @@ func TestInvalidPolicies(t *testing.T) {
 			}
 		})
 	}
+
+	t.Run("TTL beyond int32", func(t *testing.T) {
+		u := builder.MakeTTLPolicy(e.ns + "-b2").TTLAfterSuccess(1).Unstructured()
+		if err := unstructured.SetNestedField(u.Object, int64(1)<<33, "spec", "ttlSecondsAfterFailure"); err != nil {
+			t.Fatal(err)
+		}
+		_, err := e.dyn.Resource(v1alpha1.TTLPolicyResource).Create(e.ctx, u, metav1.CreateOptions{FieldManager: fieldManager})
+		if err == nil {
+			_ = e.dyn.Resource(v1alpha1.TTLPolicyResource).Delete(e.ctx, u.GetName(), metav1.DeleteOptions{})
+			t.Fatal("policy accepted")
+		}
+		if !strings.Contains(err.Error(), "spec.ttlSecondsAfterFailure") {
+			t.Errorf("error %q does not name spec.ttlSecondsAfterFailure", err)
+		}
+	})
 
 	// Accepted, but only the controller can tell they are unusable.
 	e.createPolicy(t, builder.MakeTTLPolicy(e.ns+"-unknown").Target("ttl.example.com/v1", "Nonexistent").
@@ -318,7 +341,7 @@ func TestDryRun(t *testing.T) {
 		return e.hasEvent(ctx, job.Name, ttlafterfinished.ReasonWouldDelete)
 	})
 	e.waitPolicy(t, name, "counts the dry-run deletion", func(p *v1alpha1.TTLPolicy) bool {
-		return p.Status.Deleted == 1 && p.Status.Matched == 1
+		return p.Status.WouldDelete == 1 && p.Status.Deleted == 0 && p.Status.Matched == 1
 	})
 	e.sentinel(t)
 	if !e.jobExists(t, job) {
