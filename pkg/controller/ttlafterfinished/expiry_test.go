@@ -1,7 +1,6 @@
 package ttlafterfinished
 
 import (
-	"jobkeeper.dev/jobkeeper/pkg/controller/ttlafterfinished/policy"
 	"testing"
 	"time"
 
@@ -11,6 +10,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"jobkeeper.dev/jobkeeper/pkg/apis/jobkeeper/v1alpha1"
+	"jobkeeper.dev/jobkeeper/pkg/controller/ttlafterfinished/policy"
 	"jobkeeper.dev/jobkeeper/test/builder"
 )
 

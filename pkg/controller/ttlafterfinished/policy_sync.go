@@ -236,8 +236,8 @@ type policyCounts struct {
 	neverSet []string
 }
 
-// countObjects walks the cached objects a ready policy targets and counts
-// what its status shows. An object finished "with no applicable TTL" is one
+// countObjects walks the cached objects a ready policy targets (not those
+// being deleted) and counts what its status shows. An object finished "with no applicable TTL" is one
 // this policy selects and that finished, for which it has no TTL for the
 // outcome, the object has no own TTL, and no history limit covers the
 // outcome: nothing this policy does will ever delete it.
@@ -252,7 +252,7 @@ func (c *Controller) countObjects(p *policy.Policy) policyCounts {
 	seen := make([]bool, len(paths))
 	for _, obj := range c.targetObjects(p) {
 		m := accessor(obj)
-		if !p.Matches(m, nsLabels(m.GetNamespace()), p.GVR == podResource && controlledByJob(m)) {
+		if m.GetDeletionTimestamp() != nil || !p.Matches(m, nsLabels(m.GetNamespace()), p.GVR == podResource && controlledByJob(m)) {
 			continue
 		}
 		pc.matched++

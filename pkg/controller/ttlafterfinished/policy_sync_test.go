@@ -1,18 +1,21 @@
 package ttlafterfinished
 
 import (
-	"jobkeeper.dev/jobkeeper/pkg/controller/ttlafterfinished/policy"
+	"errors"
 	"testing"
 	"time"
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/google/go-cmp/cmp/cmpopts"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	k8stesting "k8s.io/client-go/testing"
 
 	"jobkeeper.dev/jobkeeper/pkg/apis/jobkeeper/v1alpha1"
+	"jobkeeper.dev/jobkeeper/pkg/controller/ttlafterfinished/policy"
 	"jobkeeper.dev/jobkeeper/test/builder"
 )
 
@@ -116,4 +119,41 @@ func unstructuredPolicy(t *testing.T, p *v1alpha1.TTLPolicy) *unstructured.Unstr
 		t.Fatal(err)
 	}
 	return &unstructured.Unstructured{Object: content}
+}
+
+// resettableMapper counts Reset calls.
+type resettableMapper struct {
+	meta.RESTMapper
+	resets int
+}
+
+func (m *resettableMapper) Reset() { m.resets++ }
+
+func TestTargetWatchError(t *testing.T) {
+	f := newFixture(t, t0, nil, nil)
+	mapper := &resettableMapper{RESTMapper: testMapper()}
+	f.c.mapper = mapper
+	f.addPolicies(
+		builder.MakeTTLPolicy("widgets").Target("example.com/v1", "Widget").Conditions([]string{"Done"}, nil).TTLAfterSuccess(1).Obj(),
+		builder.MakeTTLPolicy("jobs").TTLAfterSuccess(1).Obj(),
+	)
+	handler := f.c.onTargetWatchError(widgetGVR)
+
+	// A transient error (apiserver restarting) changes nothing.
+	handler(f.ctx, nil, errors.New("connection refused"))
+	if mapper.resets != 0 || f.c.policyQueue.Len() != 0 {
+		t.Fatalf("transient error: %d resets, %d policies queued", mapper.resets, f.c.policyQueue.Len())
+	}
+	// The resource is gone: discovery is refreshed and only the policies
+	// that target it are compiled again.
+	handler(f.ctx, nil, apierrors.NewNotFound(widgetGVR.GroupResource(), ""))
+	if mapper.resets != 1 {
+		t.Errorf("%d resets, want 1", mapper.resets)
+	}
+	if got := f.c.policyQueue.Len(); got != 1 {
+		t.Fatalf("%d policies queued, want 1", got)
+	}
+	if key, _ := f.c.policyQueue.Get(); key != "widgets" {
+		t.Errorf("queued %q, want widgets", key)
+	}
 }

@@ -1,0 +1,251 @@
+package ttlafterfinished
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"errors"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	apiextensionsclientset "k8s.io/apiextensions-apiserver/pkg/client/clientset/clientset"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/util/wait"
+	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
+	"sigs.k8s.io/yaml"
+
+	"jobkeeper.dev/jobkeeper/pkg/apis/jobkeeper/v1alpha1"
+	"jobkeeper.dev/jobkeeper/test/integration/framework"
+)
+
+// goldenDir holds the real status shapes the policy engine's golden tests
+// use; each shape names its example policy in deploy/examples.
+const goldenDir = "../../../pkg/controller/ttlafterfinished/policy/testdata/golden"
+
+// TestExamplesApply: every example in deploy/examples is accepted by the
+// apiserver (schema and CEL), as a server-side dry run.
+func TestExamplesApply(t *testing.T) {
+	e := setup(t)
+	files, err := filepath.Glob("../../../deploy/examples/*.yaml")
+	if err != nil || len(files) < 10 {
+		t.Fatalf("examples: %v, %v", files, err)
+	}
+	for _, f := range files {
+		u := &unstructured.Unstructured{}
+		if err := yaml.Unmarshal(mustReadFile(t, f), &u.Object); err != nil {
+			t.Fatalf("%s: %v", f, err)
+		}
+		if _, err := e.dyn.Resource(v1alpha1.TTLPolicyResource).Create(e.ctx, u, metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}}); err != nil {
+			t.Errorf("%s is refused: %v", filepath.Base(f), err)
+		}
+	}
+}
+
+// TestExamplesDeleteOnTime installs, for each real CRD shape, its minimal
+// CRD and its example policy (restricted to the test's namespace), then
+// creates the shape's objects with their real statuses: the finished ones
+// (finished in 2025, long past their TTL) are deleted, the running ones and
+// those with a malformed finish time are kept, and the policy's status
+// counts them.
+func TestExamplesDeleteOnTime(t *testing.T) {
+	e := setup(t)
+	ext := apiextensionsclientset.NewForConfigOrDie(framework.Config())
+	dirs, err := os.ReadDir(goldenDir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, d := range dirs {
+		crdFile := filepath.Join(goldenDir, d.Name(), "crd.yaml")
+		if _, err := os.Stat(crdFile); err != nil {
+			continue // Jobs and Pods: covered by the other tests
+		}
+		t.Run(d.Name(), func(t *testing.T) {
+			t.Parallel()
+			crd := &apiextensionsv1.CustomResourceDefinition{}
+			if err := yaml.UnmarshalStrict(mustReadFile(t, crdFile), crd); err != nil {
+				t.Fatal(err)
+			}
+			installCRD(t, ext, crd)
+			v := crd.Spec.Versions[0]
+			gvr := schema.GroupVersionResource{Group: crd.Spec.Group, Version: v.Name, Resource: crd.Spec.Names.Plural}
+
+			example := strings.TrimSpace(string(mustReadFile(t, filepath.Join(goldenDir, d.Name(), "example"))))
+			pol := &v1alpha1.TTLPolicy{}
+			if err := yaml.UnmarshalStrict(mustReadFile(t, filepath.Join("../../../deploy/examples", example)), pol); err != nil {
+				t.Fatal(err)
+			}
+			pol.Name = e.ns + "-" + pol.Name
+			pol.Spec.NamespaceSelector = &metav1.LabelSelector{MatchLabels: map[string]string{"kubernetes.io/metadata.name": e.ns}}
+			pol.Spec.KeepLast = nil // history limits have their own test
+			start := time.Now()
+			e.createPolicy(t, pol)
+			e.waitPolicy(t, pol.Name, "Ready", func(p *v1alpha1.TTLPolicy) bool {
+				return readyIs(p, metav1.ConditionTrue, v1alpha1.ReasonReady)
+			})
+			t.Logf("policy Ready after %v", time.Since(start).Round(time.Millisecond))
+			start = time.Now()
+
+			var gone, kept []string
+			unreadable := 0
+			for _, obj := range readDocs(t, filepath.Join(goldenDir, d.Name(), "objects.yaml")) {
+				expect := obj.GetAnnotations()["test.jobkeeper.dev/expect"]
+				status := obj.Object["status"]
+				obj.SetNamespace(e.ns)
+				created, err := e.dyn.Resource(gvr).Namespace(e.ns).Create(e.ctx, obj, metav1.CreateOptions{FieldManager: fieldManager})
+				if err != nil {
+					t.Fatalf("creating %s: %v", obj.GetName(), err)
+				}
+				created.Object["status"] = status
+				if _, err := e.dyn.Resource(gvr).Namespace(e.ns).UpdateStatus(e.ctx, created, metav1.UpdateOptions{FieldManager: fieldManager}); err != nil {
+					if expect == "unreadable" && apierrors.IsInvalid(err) {
+						// The CRD's schema refuses the malformed time: it
+						// can never be stored, so it needs no handling.
+						_ = e.dyn.Resource(gvr).Namespace(e.ns).Delete(e.ctx, obj.GetName(), metav1.DeleteOptions{})
+						continue
+					}
+					t.Fatalf("writing the status of %s: %v", obj.GetName(), err)
+				}
+				switch expect {
+				case "succeeded", "failed":
+					gone = append(gone, obj.GetName())
+				default:
+					kept = append(kept, obj.GetName())
+					if expect == "unreadable" {
+						unreadable++
+					}
+				}
+			}
+			err := wait.PollUntilContextTimeout(e.ctx, framework.Interval, framework.Timeout, true, func(ctx context.Context) (bool, error) {
+				// Deleted means the delete call was made: with Foreground
+				// propagation the object then waits for the garbage
+				// collector, which discovers a new CRD only at its next
+				// discovery resync (up to 10 s here).
+				for _, n := range gone {
+					o, err := e.dyn.Resource(gvr).Namespace(e.ns).Get(ctx, n, metav1.GetOptions{})
+					if !apierrors.IsNotFound(err) && (err != nil || o.GetDeletionTimestamp() == nil) {
+						return false, nil
+					}
+				}
+				return true, nil
+			})
+			if err != nil {
+				t.Fatalf("expired objects %v not all deleted: %v", gone, err)
+			}
+			t.Logf("objects created and the expired ones deleted (delete calls made) in %v", time.Since(start).Round(time.Millisecond))
+			start = time.Now()
+			e.waitPolicy(t, pol.Name, "status counts", func(p *v1alpha1.TTLPolicy) bool {
+				return p.Status.Deleted == int64(len(gone)) && p.Status.Matched == int32(len(kept)) && p.Status.UnreadableFinishTime == int32(unreadable)
+			})
+			t.Logf("status counted them after %v", time.Since(start).Round(time.Millisecond))
+			for _, n := range kept {
+				o, err := e.dyn.Resource(gvr).Namespace(e.ns).Get(e.ctx, n, metav1.GetOptions{})
+				if err != nil || o.GetDeletionTimestamp() != nil {
+					t.Errorf("%s was deleted: it is running or its finish time is unreadable (%v)", n, err)
+				}
+			}
+		})
+	}
+}
+
+// TestTargetCRDDeleted: deleting the CRD a policy targets turns it
+// Ready=False (UnknownKind) within seconds, not at the next periodic resync.
+func TestTargetCRDDeleted(t *testing.T) {
+	e := setup(t)
+	ext := apiextensionsclientset.NewForConfigOrDie(framework.Config())
+	crd := &apiextensionsv1.CustomResourceDefinition{}
+	if err := yaml.UnmarshalStrict(mustReadFile(t, filepath.Join(goldenDir, "rayjob", "crd.yaml")), crd); err != nil {
+		t.Fatal(err)
+	}
+	// A group of its own, so that no other test's policy targets it.
+	crd.Spec.Group = "doomed.example.com"
+	crd.Name = crd.Spec.Names.Plural + "." + crd.Spec.Group
+	installCRD(t, ext, crd)
+	name := e.ns + "-doomed"
+	e.createPolicy(t, func() *v1alpha1.TTLPolicy {
+		pol := &v1alpha1.TTLPolicy{}
+		if err := yaml.UnmarshalStrict(mustReadFile(t, "../../../deploy/examples/rayjobs.yaml"), pol); err != nil {
+			t.Fatal(err)
+		}
+		pol.Name = name
+		pol.Spec.Target.APIVersion = "doomed.example.com/v1"
+		return pol
+	}())
+	e.waitPolicy(t, name, "Ready", func(p *v1alpha1.TTLPolicy) bool { return readyIs(p, metav1.ConditionTrue, v1alpha1.ReasonReady) })
+	// The target informer's watch fails as the CRD goes; the controller
+	// then refreshes discovery and compiles the policy again at once (the
+	// unit test TestTargetWatchError checks that path on its own).
+	if err := ext.ApiextensionsV1().CustomResourceDefinitions().Delete(e.ctx, crd.Name, metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	e.waitPolicy(t, name, "Ready=False after its CRD was deleted", func(p *v1alpha1.TTLPolicy) bool {
+		return readyIs(p, metav1.ConditionFalse, v1alpha1.ReasonUnknownKind)
+	})
+	t.Logf("Ready=False %v after the CRD deletion", time.Since(start).Round(time.Millisecond))
+}
+
+// installCRD creates a CRD (or keeps an existing one), waits until it is
+// established, and deletes it when the test ends.
+func installCRD(t *testing.T, ext apiextensionsclientset.Interface, crd *apiextensionsv1.CustomResourceDefinition) {
+	t.Helper()
+	api := ext.ApiextensionsV1().CustomResourceDefinitions()
+	if _, err := api.Create(context.Background(), crd, metav1.CreateOptions{FieldManager: fieldManager}); err != nil && !apierrors.IsAlreadyExists(err) {
+		t.Fatalf("creating CRD %s: %v", crd.Name, err)
+	}
+	t.Cleanup(func() { _ = api.Delete(context.Background(), crd.Name, metav1.DeleteOptions{}) })
+	err := wait.PollUntilContextTimeout(context.Background(), framework.Interval, framework.Timeout, true, func(ctx context.Context) (bool, error) {
+		got, err := api.Get(ctx, crd.Name, metav1.GetOptions{})
+		if err != nil {
+			return false, err
+		}
+		for _, c := range got.Status.Conditions {
+			if c.Type == apiextensionsv1.Established && c.Status == apiextensionsv1.ConditionTrue {
+				return true, nil
+			}
+		}
+		return false, nil
+	})
+	if err != nil {
+		t.Fatalf("CRD %s not established: %v", crd.Name, err)
+	}
+}
+
+func mustReadFile(t *testing.T, path string) []byte {
+	t.Helper()
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return data
+}
+
+// readDocs decodes a multi-document YAML file into unstructured objects.
+func readDocs(t *testing.T, path string) []*unstructured.Unstructured {
+	t.Helper()
+	var out []*unstructured.Unstructured
+	r := utilyaml.NewYAMLReader(bufio.NewReader(bytes.NewReader(mustReadFile(t, path))))
+	for {
+		doc, err := r.Read()
+		if errors.Is(err, io.EOF) {
+			return out
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		u := &unstructured.Unstructured{}
+		if err := yaml.Unmarshal(doc, &u.Object); err != nil {
+			t.Fatal(err)
+		}
+		if len(u.Object) > 0 {
+			out = append(out, u)
+		}
+	}
+}
