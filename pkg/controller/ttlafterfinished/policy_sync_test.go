@@ -2,6 +2,7 @@ package ttlafterfinished
 
 import (
 	"errors"
+	"strings"
 	"testing"
 	"time"
 
@@ -9,6 +10,7 @@ import (
 	"github.com/google/go-cmp/cmp/cmpopts"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
+
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -155,5 +157,70 @@ func TestTargetWatchError(t *testing.T) {
 	}
 	if key, _ := f.c.policyQueue.Get(); key != "widgets" {
 		t.Errorf("queued %q, want widgets", key)
+	}
+}
+
+func TestPolicyCounts(t *testing.T) {
+	at := metav1.NewTime(t0)
+	w := func(name string) *builder.CustomObjectWrapper {
+		return builder.MakeCustomObject("example.com/v1", "Widget", name, "ns").UID(name)
+	}
+	objs := []*unstructured.Unstructured{
+		w("running").Field("status.phase", "Running").Obj(),
+		w("done").Field("status.phase", "Succeeded").TimeField("status.endTime", at).Obj(),
+		w("done-own-ttl").Field("status.phase", "Succeeded").TimeField("status.endTime", at).Annotation(v1alpha1.TTLAnnotation, "5").Obj(),
+		w("failed").Field("status.phase", "Failed").TimeField("status.endTime", at).Obj(),
+		w("bad-time").Field("status.phase", "Succeeded").Field("status.endTime", "yesterday").Obj(),
+		func() *unstructured.Unstructured {
+			o := w("going").Field("status.phase", "Succeeded").TimeField("status.endTime", at).Obj()
+			o.SetDeletionTimestamp(&at)
+			return o
+		}(),
+	}
+	f := newFixture(t, t0.Add(time.Second), nil, nil)
+	f.addWidgetTarget(t, objs...)
+	// A success TTL only: the failed object has no applicable TTL.
+	f.addPolicies(builder.MakeTTLPolicy("widgets").Target("example.com/v1", "Widget").
+		Phase("status.phase", []string{"Succeeded"}, []string{"Failed"}).FinishTime("status.endTime").TTLAfterSuccess(60).Obj())
+	got := f.c.countObjects(f.c.policies["widgets"])
+	want := policyCounts{matched: 5, finished: 4, noTTL: 1, unreadable: 1, nextExpiry: t0.Add(5 * time.Second)}
+	if diff := cmp.Diff(want, got, cmp.AllowUnexported(policyCounts{})); diff != "" {
+		t.Errorf("counts (-want +got):\n%s", diff)
+	}
+
+	// A mistyped path on a kind whose schema keeps unknown fields: Ready,
+	// with a Warning naming the path.
+	typo := builder.MakeTTLPolicy("typo").Target("example.com/v1", "Widget").
+		Phase("status.phaze", []string{"Succeeded"}, nil).FinishTime("status.endTime").TTLAfterSuccess(60).TTLAfterFailure(60).Obj()
+	u := unstructuredPolicy(t, typo)
+	f = newFixture(t, t0, nil, []runtime.Object{u})
+	f.addWidgetTarget(t, objs...)
+	f.c.targets[widgetGVR].fields = []string{"status"} // as the policy needs: no restart
+	if err := f.c.policyInformer.GetStore().Add(u); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.c.syncPolicy(f.ctx, "typo"); err != nil {
+		t.Fatal(err)
+	}
+	var status *v1alpha1.TTLPolicyStatus
+	for _, a := range f.dynamic.Actions() {
+		if ua, ok := a.(k8stesting.UpdateActionImpl); ok && ua.GetSubresource() == "status" {
+			p := &v1alpha1.TTLPolicy{}
+			if err := runtime.DefaultUnstructuredConverter.FromUnstructured(ua.GetObject().(*unstructured.Unstructured).Object, p); err != nil {
+				t.Fatal(err)
+			}
+			status = &p.Status
+		}
+	}
+	if status == nil {
+		t.Fatal("no status update")
+	}
+	ready := meta.FindStatusCondition(status.Conditions, v1alpha1.PolicyReady)
+	warn := meta.FindStatusCondition(status.Conditions, v1alpha1.PolicyWarning)
+	if ready == nil || ready.Status != metav1.ConditionTrue {
+		t.Errorf("Ready = %+v, want True", ready)
+	}
+	if warn == nil || warn.Status != metav1.ConditionTrue || !strings.Contains(warn.Message, "status.phaze") || !strings.Contains(warn.Message, "ttlSecondsAfterFailure") {
+		t.Errorf("Warning = %+v, want True naming status.phaze and the useless failure TTL", warn)
 	}
 }

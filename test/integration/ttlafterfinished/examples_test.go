@@ -20,9 +20,13 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/wait"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
+	"k8s.io/client-go/discovery"
+	"k8s.io/client-go/discovery/cached/memory"
+	"k8s.io/client-go/restmapper"
 	"sigs.k8s.io/yaml"
 
 	"jobkeeper.dev/jobkeeper/pkg/apis/jobkeeper/v1alpha1"
+	"jobkeeper.dev/jobkeeper/test/builder"
 	"jobkeeper.dev/jobkeeper/test/integration/framework"
 )
 
@@ -247,5 +251,71 @@ func readDocs(t *testing.T, path string) []*unstructured.Unstructured {
 		if len(u.Object) > 0 {
 			out = append(out, u)
 		}
+	}
+}
+
+// TestBesideKyverno: with Kyverno's cleanuppolicies.kyverno.io installed
+// beside ours, each name resolves to its own kind, as kubectl resolves
+// resource names and short names, and neither controller's objects are
+// touched by the other's name.
+func TestBesideKyverno(t *testing.T) {
+	e := setup(t)
+	ext := apiextensionsclientset.NewForConfigOrDie(framework.Config())
+	// The names, short names and categories Kyverno's CRDs declare.
+	for _, k := range []struct{ plural, singular, kind, short string }{
+		{"cleanuppolicies", "cleanuppolicy", "CleanupPolicy", "cleanpol"},
+		{"clustercleanuppolicies", "clustercleanuppolicy", "ClusterCleanupPolicy", "ccleanpol"},
+	} {
+		installCRD(t, ext, &apiextensionsv1.CustomResourceDefinition{
+			ObjectMeta: metav1.ObjectMeta{Name: k.plural + ".kyverno.io"},
+			Spec: apiextensionsv1.CustomResourceDefinitionSpec{
+				Group: "kyverno.io",
+				Scope: apiextensionsv1.NamespaceScoped,
+				Names: apiextensionsv1.CustomResourceDefinitionNames{Plural: k.plural, Singular: k.singular, Kind: k.kind, ListKind: k.kind + "List",
+					ShortNames: []string{k.short}, Categories: []string{"kyverno"}},
+				Versions: []apiextensionsv1.CustomResourceDefinitionVersion{{
+					Name: "v2", Served: true, Storage: true,
+					Schema: &apiextensionsv1.CustomResourceValidation{OpenAPIV3Schema: &apiextensionsv1.JSONSchemaProps{Type: "object", XPreserveUnknownFields: ptrTo(true)}},
+				}},
+			},
+		})
+	}
+	disco := memory.NewMemCacheClient(discovery.NewDiscoveryClientForConfigOrDie(framework.Config()))
+	mapper := restmapper.NewShortcutExpander(restmapper.NewDeferredDiscoveryRESTMapper(disco), disco, nil)
+	for name, want := range map[string]string{
+		"ttlpolicies": "jobkeeper.dev", "ttlpolicy": "jobkeeper.dev", "ttlp": "jobkeeper.dev",
+		"cleanuppolicies": "kyverno.io", "cleanuppolicy": "kyverno.io", "cleanpol": "kyverno.io",
+	} {
+		var gvr schema.GroupVersionResource
+		err := wait.PollUntilContextTimeout(e.ctx, framework.Interval, framework.Timeout, true, func(ctx context.Context) (bool, error) {
+			disco.Invalidate()
+			var err error
+			gvr, err = mapper.ResourceFor(schema.GroupVersionResource{Resource: name})
+			return err == nil && gvr.Group == want, nil
+		})
+		if err != nil {
+			t.Errorf("%q resolves to %v, want group %s", name, gvr, want)
+		}
+	}
+	// A Kyverno policy is left alone, and a TTLPolicy still works.
+	kyverno := &unstructured.Unstructured{Object: map[string]interface{}{
+		"apiVersion": "kyverno.io/v2", "kind": "CleanupPolicy",
+		"metadata": map[string]interface{}{"name": "theirs", "namespace": e.ns},
+		"spec":     map[string]interface{}{"schedule": "*/5 * * * *"},
+	}}
+	kgvr := schema.GroupVersionResource{Group: "kyverno.io", Version: "v2", Resource: "cleanuppolicies"}
+	if _, err := e.dyn.Resource(kgvr).Namespace(e.ns).Create(e.ctx, kyverno, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	name := e.ns + "-ours"
+	e.createPolicy(t, builder.MakeTTLPolicy(name).Selector("test", e.ns).TTLAfterSuccess(0).Obj())
+	e.waitPolicy(t, name, "Ready", func(p *v1alpha1.TTLPolicy) bool { return readyIs(p, metav1.ConditionTrue, v1alpha1.ReasonReady) })
+	e.sentinel(t)
+	got, err := e.dyn.Resource(kgvr).Namespace(e.ns).Get(e.ctx, "theirs", metav1.GetOptions{})
+	if err != nil {
+		t.Fatalf("Kyverno's policy: %v", err)
+	}
+	if len(got.GetManagedFields()) != 1 || got.GetDeletionTimestamp() != nil {
+		t.Errorf("Kyverno's policy was written by someone else: %+v", got.GetManagedFields())
 	}
 }
