@@ -1,0 +1,83 @@
+package follow
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	tea "github.com/charmbracelet/bubbletea"
+	"github.com/charmbracelet/lipgloss"
+	"github.com/muesli/termenv"
+)
+
+func init() {
+	// Plain glyphs, no colour codes, whatever terminal runs the tests.
+	lipgloss.SetColorProfile(termenv.Ascii)
+}
+
+func TestRenderView(t *testing.T) {
+	s := State{
+		Namespace: "demo", Name: "big", Indexed: true, Completions: 12, Parallelism: 4,
+		Succeeded: 6, Active: 4, Ready: 3, Failed: 1, Started: t0,
+		Indexes:    phasesOf("ssssssrrrfpp"),
+		Conditions: []Condition{{Type: "Suspended", Status: "False", Reason: "JobResumed", Message: "Job resumed"}},
+		Warnings:   []Warning{{Object: "pod/big-9-x", Index: "9", Reason: "BackOff", Message: "Back-off", Count: 2, Last: t0}},
+	}
+	got := renderView(s, t0.Add(65*time.Second), 60, newTUIModel(t0).bar, false)
+	for _, want := range []string{
+		"RUNNING job demo/big  Indexed, 12 completions, parallelism 4",
+		" 6/12  50%",
+		"active 4  ready 3  terminating 0  failed 1  elapsed 1m5s",
+		"█ succeeded 6  ▒ running 3  · pending 2  ✗ failed 1",
+		"██████▒▒▒✗··\n",
+		"  Suspended=False (JobResumed): Job resumed",
+		"pod/big-9-x [index 9] BackOff: Back-off (x2)",
+		"Ctrl-C or q: stop following",
+	} {
+		if !strings.Contains(got, want) {
+			t.Errorf("view lacks %q:\n%s", want, got)
+		}
+	}
+
+	s.Outcome, s.Reason, s.Message, s.Elapsed = Failed, "BackoffLimitExceeded", "Job has reached the specified backoff limit", 9*time.Second
+	got = renderView(s, t0.Add(time.Hour), 60, newTUIModel(t0).bar, false)
+	for _, want := range []string{"FAILED job demo/big", "elapsed 9s", "job demo/big failed after 9s: BackoffLimitExceeded: Job has reached the specified backoff limit"} {
+		if !strings.Contains(got, want) {
+			t.Errorf("view of the failed Job lacks %q:\n%s", want, got)
+		}
+	}
+}
+
+func TestRenderViewBigIndexMap(t *testing.T) {
+	s := State{Namespace: "d", Name: "huge", Indexed: true, Completions: 100000, Indexes: make([]IndexPhase, 100000)}
+	got := renderView(s, t0, 80, newTUIModel(t0).bar, false)
+	// 100,000 indexes in at most 8 rows of 79 cells: 159 a cell, 629 cells.
+	if !strings.Contains(got, "(a cell: 159 indexes)") {
+		t.Errorf("view lacks the cell size:\n%s", got)
+	}
+	if rows := strings.Count(got, strings.Repeat("·", 79)+"\n"); rows != 7 || !strings.Contains(got, "\n"+strings.Repeat("·", 76)+"\n") {
+		t.Errorf("index map not 7 full rows and one of 76 cells:\n%s", got)
+	}
+}
+
+func TestTUIModel(t *testing.T) {
+	var m tea.Model = newTUIModel(t0)
+	if got := m.View(); !strings.Contains(got, "waiting for the Job") {
+		t.Errorf("view before any State: %q", got)
+	}
+	m, _ = m.Update(stateMsg(State{Namespace: "ns", Name: "j", Completions: 1}))
+	m, _ = m.Update(tea.WindowSizeMsg{Width: 100, Height: 40})
+	if got := m.View(); !strings.Contains(got, "job ns/j") {
+		t.Errorf("view after a State: %q", got)
+	}
+	if _, cmd := m.Update(finishMsg{}); cmd == nil || cmd() != tea.Quit() {
+		t.Error("finishing does not quit")
+	}
+	m, cmd := m.Update(tea.KeyMsg{Type: tea.KeyCtrlC})
+	if cmd == nil || cmd() != tea.Quit() || !m.(tuiModel).stopped {
+		t.Error("Ctrl-C does not stop following")
+	}
+	if got := m.View(); !strings.Contains(got, "stopped following; the Job goes on") {
+		t.Errorf("view after Ctrl-C: %q", got)
+	}
+}
