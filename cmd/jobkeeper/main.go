@@ -4,13 +4,22 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 	"os"
 )
 
 func main() {
 	if err := newRootCommand().Execute(); err != nil {
-		fmt.Fprintf(os.Stderr, "jobkeeper: %v\n", err)
-		os.Exit(1)
+		code := 1
+		var ee *exitError
+		if errors.As(err, &ee) {
+			code = ee.code
+			err = ee.err
+		}
+		if err != nil {
+			fmt.Fprintf(os.Stderr, "jobkeeper: %v\n", err)
+		}
+		os.Exit(code)
 	}
 }

@@ -10,13 +10,15 @@ import (
 
 // indexPhases returns the phase of every completion index of an Indexed
 // Job: succeeded and failed from the status (completedIndexes,
-// failedIndexes), running where an active pod of the index is in phase
-// Running, pending elsewhere.
+// failedIndexes); running where a pod of the index runs, or has succeeded
+// but is not counted in the status yet (so the map never runs ahead of the
+// progress bar); pending elsewhere.
 func indexPhases(job *batchv1.Job, pods []*corev1.Pod) []IndexPhase {
 	n := int(deref(job.Spec.Completions, 0))
 	phases := make([]IndexPhase, n)
 	for _, p := range pods {
-		if !podActive(p) || p.Status.Phase != corev1.PodRunning {
+		running := podActive(p) && p.Status.Phase == corev1.PodRunning
+		if !running && p.Status.Phase != corev1.PodSucceeded {
 			continue
 		}
 		if i, ok := podIndex(p); ok && i < n {

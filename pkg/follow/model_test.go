@@ -142,10 +142,12 @@ func TestBuildIndexes(t *testing.T) {
 		builder.MakePod("j-8", "ns").OwnedByJob(job).Index("8").Phase(corev1.PodRunning).DeletionTimestamp(mt0).Obj(),
 		builder.MakePod("j-1", "ns").OwnedByJob(job).Index("1").Phase(corev1.PodRunning).Obj(),
 		builder.MakePod("j-99", "ns").OwnedByJob(job).Index("99").Phase(corev1.PodRunning).Obj(),
+		builder.MakePod("j-7", "ns").OwnedByJob(job).Index("7").Terminated(0, mt0).Obj(), // not counted yet
+		builder.MakePod("j-9", "ns").OwnedByJob(job).Index("9").Terminated(1, mt0).Obj(), // will be retried
 	}
 	got := Build(Input{Job: job, Pods: pods}, t0).Indexes
 	P, R, S, F := IndexPending, IndexRunning, IndexSucceeded, IndexFailed
-	want := []IndexPhase{S, S, S, R, F, S, P, P, P, P}
+	want := []IndexPhase{S, S, S, R, F, S, P, R, P, P}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("indexes (-want +got):\n%s", diff)
 	}

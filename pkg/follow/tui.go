@@ -199,7 +199,8 @@ func renderView(s State, now time.Time, width int, bar progress.Model, stopped b
 
 	if s.Indexed && len(s.Indexes) > 0 {
 		n := CountIndexes(s.Indexes)
-		cols := min(width-1, maxIndexColumns)
+		// Rows of a multiple of ten cells, so that indexes can be counted.
+		cols := max(10, min(width-1, maxIndexColumns)/10*10)
 		cells, per := Cells(s.Indexes, cols*maxIndexRows)
 		legend := fmt.Sprintf("%s succeeded %d  %s running %d  %s pending %d  %s failed %d",
 			indexGlyphs[IndexSucceeded], n[IndexSucceeded], indexGlyphs[IndexRunning], n[IndexRunning],
