@@ -135,8 +135,9 @@ func catchSignals() *signals {
 }
 
 // watch follows the Job as the flags say, on cmd's output, and turns the
-// outcome into the command's error (nil for a Complete Job).
-func watch(cmd *cobra.Command, sig *signals, client kubernetes.Interface, ns, name string, uid string, f watchFlags) error {
+// outcome into the command's error (nil for a Complete Job). rm says the
+// Job will be deleted afterwards (run --rm).
+func watch(cmd *cobra.Command, sig *signals, client kubernetes.Interface, ns, name, uid string, f watchFlags, rm bool) error {
 	out := cmd.OutOrStdout()
 	opts := follow.Options{Namespace: ns, Name: name, Logs: f.logs, MaxLogStreams: f.maxLogRequests}
 	opts.UID = types.UID(uid)
@@ -147,7 +148,10 @@ func watch(cmd *cobra.Command, sig *signals, client kubernetes.Interface, ns, na
 			code = follow.ExitInterrupted
 		}
 		if !d.Interactive {
-			fmt.Fprintf(out, "%s stopped following job %s/%s; the Job goes on\n", time.Now().Format(time.RFC3339), ns, name)
+			fmt.Fprintf(out, "%s stopped following job %s/%s\n", time.Now().Format(time.RFC3339), ns, name)
+		}
+		if !rm {
+			fmt.Fprintf(out, "job.batch/%s goes on: jobkeeper follow -n %s %s\n", name, ns, name)
 		}
 		return &exitError{code: int(code)}
 	}
@@ -218,7 +222,7 @@ followed (not found, bad kubeconfig, API errors); 3 it was deleted before it fin
 			}
 			sig := catchSignals()
 			defer sig.stop()
-			return watch(cmd, sig, client, ns, name, "", wf)
+			return watch(cmd, sig, client, ns, name, "", wf, false)
 		},
 	}
 	cmd.SetFlagErrorFunc(usageError)
@@ -277,7 +281,7 @@ kubeconfig context's.`,
 			}
 			out := cmd.OutOrStdout()
 			fmt.Fprintf(out, "job.batch/%s created\n", created.Name)
-			result := watch(cmd, sig, client, ns, created.Name, string(created.UID), wf)
+			result := watch(cmd, sig, client, ns, created.Name, string(created.UID), wf, rm)
 			if rm {
 				ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 				defer cancel()

@@ -105,7 +105,9 @@ func (m tuiModel) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
 		m.now = time.Time(msg)
 		return m, tick()
 	case tea.WindowSizeMsg:
-		m.width = msg.Width
+		if msg.Width > 0 { // 0: a terminal that does not know its size
+			m.width = msg.Width
+		}
 	case tea.KeyMsg:
 		switch msg.String() {
 		case "ctrl+c", "q":
@@ -239,7 +241,7 @@ func renderView(s State, now time.Time, width int, bar progress.Model, stopped b
 	case s.Finished():
 		b.WriteString("\n" + st.Render(oneLine(resultLine(s))) + "\n")
 	case stopped:
-		b.WriteString("\n" + dimStyle.Render("stopped following; the Job goes on") + "\n")
+		b.WriteString("\n" + dimStyle.Render("stopped following") + "\n")
 	default:
 		b.WriteString("\n" + dimStyle.Render("Ctrl-C or q: stop following") + "\n")
 	}

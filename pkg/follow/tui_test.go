@@ -85,7 +85,7 @@ func TestTUIModel(t *testing.T) {
 	if cmd == nil || cmd() != tea.Quit() || !m.(tuiModel).stopped {
 		t.Error("Ctrl-C does not stop following")
 	}
-	if got := m.View(); !strings.Contains(got, "stopped following; the Job goes on") {
+	if got := m.View(); !strings.Contains(got, "stopped following") {
 		t.Errorf("view after Ctrl-C: %q", got)
 	}
 }
