@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"os"
 	"os/signal"
 	"strings"
@@ -19,6 +20,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
+	"k8s.io/klog/v2"
 
 	"jobkeeper.dev/jobkeeper/pkg/follow"
 )
@@ -76,6 +78,9 @@ func (f *clientFlags) client() (kubernetes.Interface, string, error) {
 		return nil, "", fmt.Errorf("reading the namespace from the kubeconfig: %w", err)
 	}
 	config.UserAgent = "jobkeeper-follow"
+	// kubectl's client limits: with --logs every pod costs a request, and
+	// client-go's default of 5 per second would hold the lines back.
+	config.QPS, config.Burst = 50, 300
 	c, err := kubernetes.NewForConfig(config)
 	if err != nil {
 		return nil, "", err
@@ -142,6 +147,11 @@ func watch(cmd *cobra.Command, sig *signals, client kubernetes.Interface, ns, na
 	opts := follow.Options{Namespace: ns, Name: name, Logs: f.logs, MaxLogStreams: f.maxLogRequests}
 	opts.UID = types.UID(uid)
 	d := follow.Display{Out: out, Interactive: !f.plain && isTerminal(out)}
+	if d.Interactive && !klog.V(1).Enabled() {
+		// client-go's own log lines (throttling, watch retries) would tear
+		// the live view: drop them unless -v asks for them.
+		klog.SetSlogLogger(slog.New(slog.DiscardHandler))
+	}
 	st, stopped, err := follow.Watch(sig.ctx, client, opts, d)
 	if code := sig.got.Load(); code != 0 || stopped {
 		if code == 0 {

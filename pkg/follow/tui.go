@@ -188,11 +188,12 @@ func renderView(s State, now time.Time, width int, bar progress.Model, stopped b
 	if s.WorkQueue {
 		fmt.Fprintf(&b, "succeeded %d\n", s.Succeeded)
 	} else {
-		frac := 0.0
+		frac, percent := 0.0, int64(0)
 		if s.Completions > 0 {
 			frac = float64(s.Succeeded) / float64(s.Completions)
+			percent = int64(s.Succeeded) * 100 / int64(s.Completions) // 199/200 is 99%, not 100%
 		}
-		count := fmt.Sprintf(" %d/%d %3.0f%%", s.Succeeded, s.Completions, 100*frac)
+		count := fmt.Sprintf(" %d/%d %3d%%", s.Succeeded, s.Completions, percent)
 		bar.Width = min(width-len(count)-1, 80)
 		b.WriteString(bar.ViewAs(frac) + count + "\n")
 	}

@@ -50,6 +50,13 @@ func TestRenderView(t *testing.T) {
 	}
 }
 
+func TestRenderViewPercentRoundsDown(t *testing.T) {
+	s := State{Namespace: "d", Name: "j", Completions: 200, Succeeded: 199}
+	if got := renderView(s, t0, 80, newTUIModel(t0).bar, false); !strings.Contains(got, " 199/200  99%") {
+		t.Errorf("199 of 200 is not shown as 99%%:\n%s", got)
+	}
+}
+
 func TestRenderViewBigIndexMap(t *testing.T) {
 	s := State{Namespace: "d", Name: "huge", Indexed: true, Completions: 100000, Indexes: make([]IndexPhase, 100000)}
 	got := renderView(s, t0, 80, newTUIModel(t0).bar, false)
