@@ -81,8 +81,9 @@ type tuiModel struct {
 	width int
 	// bar draws the progress bar.
 	bar progress.Model
-	// stopped is true when the user stopped following.
-	stopped bool
+	// stopped is true when the user stopped following; finished once
+	// Follow returned.
+	stopped, finished bool
 }
 
 func newTUIModel(now time.Time) tuiModel {
@@ -115,6 +116,7 @@ func (m tuiModel) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
 			return m, tea.Quit
 		}
 	case finishMsg:
+		m.finished = true
 		return m, tea.Quit
 	}
 	return m, nil
@@ -123,7 +125,7 @@ func (m tuiModel) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
 // View draws the view.
 func (m tuiModel) View() string {
 	if !m.have {
-		if m.stopped {
+		if m.stopped || m.finished { // nothing to leave on the screen
 			return ""
 		}
 		return dimStyle.Render("waiting for the Job...") + "\n"

@@ -80,6 +80,9 @@ func TestTUIModel(t *testing.T) {
 	if got := m.View(); !strings.Contains(got, "waiting for the Job") {
 		t.Errorf("view before any State: %q", got)
 	}
+	if done, _ := m.Update(finishMsg{}); done.View() != "" {
+		t.Errorf("view of a follow that ended before any State: %q", done.View())
+	}
 	m, _ = m.Update(stateMsg(State{Namespace: "ns", Name: "j", Completions: 1}))
 	m, _ = m.Update(tea.WindowSizeMsg{Width: 100, Height: 40})
 	if got := m.View(); !strings.Contains(got, "job ns/j") {
