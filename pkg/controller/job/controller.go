@@ -99,6 +99,9 @@ type Controller struct {
 	recorder record.EventRecorder
 	// metrics are the controller's collectors.
 	metrics *metrics.Metrics
+	// staleFinalizers computes the stale tracking finalizer gauges while
+	// the controller runs (stale_finalizers.go).
+	staleFinalizers *staleFinalizerScanner
 
 	// syncHandler is syncJob; tests may replace it.
 	syncHandler func(ctx context.Context, key string) error
@@ -137,6 +140,7 @@ func NewController(ctx context.Context, podInformer coreinformers.PodInformer, j
 			workqueue.TypedRateLimitingQueueConfig[orphanKey]{Name: orphanQueueName, Clock: opts.Clock}),
 	}
 	c.syncHandler = c.syncJob
+	c.staleFinalizers = newStaleFinalizerScanner(c)
 	if !opts.DisableReadYourWrites {
 		c.writes = newWriteTracker(map[schema.GroupResource]syncedVersioner{
 			podsResource: podInformer.Informer().GetStore(),
@@ -197,6 +201,10 @@ func (c *Controller) Run(ctx context.Context, workers int) {
 	if !cache.WaitForNamedCacheSyncWithContext(ctx, c.synced...) {
 		return
 	}
+	// The gauges read the caches, so they are exported once these have
+	// synced, and no longer once the controller stops.
+	c.metrics.StaleFinalizers.SetSource(c.staleFinalizers)
+	defer c.metrics.StaleFinalizers.ClearSource(c.staleFinalizers)
 	for range workers {
 		wg.Go(func() { wait.UntilWithContext(ctx, c.worker, time.Second) })
 		wg.Go(func() { wait.UntilWithContext(ctx, c.orphanWorker, time.Second) })

@@ -95,6 +95,10 @@ type Metrics struct {
 	// StaleSyncSkips counts syncs skipped because an informer had not yet
 	// observed the controller's own last write, by group and resource.
 	StaleSyncSkips *prometheus.CounterVec
+	// StaleFinalizers exports the stale tracking finalizer gauges
+	// (job_controller_stale_tracking_finalizer_pods and _oldest_seconds)
+	// from the source a running controller sets.
+	StaleFinalizers *StaleFinalizerCollector
 }
 
 // New builds the collectors and registers them on reg. If reg already holds
@@ -143,10 +147,14 @@ func New(reg prometheus.Registerer) (*Metrics, error) {
 			Subsystem: Subsystem, Name: "stale_sync_skips_total",
 			Help: "Total number of Job syncs skipped due to a stale watch cache.",
 		}, []string{"group", "resource"}),
+		StaleFinalizers: NewStaleFinalizerCollector(),
 	}
 	var err error
 	m.SyncDuration, err = register(reg, m.SyncDuration)
 	if err != nil {
+		return nil, err
+	}
+	if m.StaleFinalizers, err = register(reg, m.StaleFinalizers); err != nil {
 		return nil, err
 	}
 	counters := []**prometheus.CounterVec{&m.Syncs, &m.JobsFinished, &m.JobsByExternalController,

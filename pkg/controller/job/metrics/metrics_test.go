@@ -61,3 +61,60 @@ func TestNamesAndReuse(t *testing.T) {
 		t.Errorf("metric names (-want +got):\n%s", diff)
 	}
 }
+
+// fixedSource is a StaleFinalizerSource returning one reading.
+type fixedSource struct{ r StaleFinalizers }
+
+func (s *fixedSource) StaleFinalizers() StaleFinalizers { return s.r }
+
+func TestStaleFinalizerCollector(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	m, err := New(reg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	gather := func() map[string]float64 {
+		t.Helper()
+		families, err := reg.Gather()
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := map[string]float64{}
+		for _, f := range families {
+			got[f.GetName()] = f.GetMetric()[0].GetGauge().GetValue()
+		}
+		return got
+	}
+	if got := gather(); len(got) != 0 {
+		t.Errorf("without a source the registry exports %v, want nothing", got)
+	}
+	first := &fixedSource{StaleFinalizers{Pods: 3, OldestSeconds: 125.5}}
+	m.StaleFinalizers.SetSource(first)
+	want := map[string]float64{
+		"job_controller_stale_tracking_finalizer_pods":           3,
+		"job_controller_stale_tracking_finalizer_oldest_seconds": 125.5,
+	}
+	if diff := cmp.Diff(want, gather()); diff != "" {
+		t.Errorf("with a source (-want +got):\n%s", diff)
+	}
+	// A controller restarted in the same process registers again and takes
+	// over the collector; the old one's ClearSource leaves the new source.
+	again, err := New(reg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	second := &fixedSource{}
+	again.StaleFinalizers.SetSource(second)
+	m.StaleFinalizers.ClearSource(first)
+	want = map[string]float64{
+		"job_controller_stale_tracking_finalizer_pods":           0,
+		"job_controller_stale_tracking_finalizer_oldest_seconds": 0,
+	}
+	if diff := cmp.Diff(want, gather()); diff != "" {
+		t.Errorf("after a restart (-want +got):\n%s", diff)
+	}
+	again.StaleFinalizers.ClearSource(second)
+	if got := gather(); len(got) != 0 {
+		t.Errorf("after ClearSource the registry exports %v, want nothing", got)
+	}
+}
