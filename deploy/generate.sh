@@ -5,7 +5,8 @@
 #                                     (plus createNamespace=true), the kustomize base
 # Usage:
 #   deploy/generate.sh            regenerate (run after changing the chart or a CRD)
-#   deploy/generate.sh --verify   lint the chart and fail if the committed files are stale (CI)
+#   deploy/generate.sh --verify   lint the chart and fail if the committed files are stale (CI);
+#                                 also render the monitoring add-ons (dashboard, PrometheusRule)
 # helm (and, for --verify, kustomize) come from the Go module proxy, built once
 # into a cache directory, not added to go.mod; set HELM=/path/to/helm or
 # KUSTOMIZE=/path/to/kustomize to use other ones.
@@ -53,6 +54,56 @@ render() {
   } >"$root/deploy/manifests/jobkeeper.yaml"
 }
 
+# block FILE TEMPLATE LINE INDENT prints the lines that follow the line LINE
+# in the document rendered from templates/TEMPLATE in FILE (helm template's
+# output), up to the document's end, with INDENT leading spaces removed.
+block() {
+  awk -v src="# Source: jobkeeper/templates/$2" -v start="$3" -v n="$4" '
+    /^---/ { doc = 0; on = 0; next }
+    $0 == src { doc = 1; next }
+    doc && on { print substr($0, n + 1); next }
+    doc && $0 == start { on = 1 }
+  ' "$1"
+}
+
+# verify_monitoring DIR checks the monitoring add-ons (monitoring.dashboard and
+# monitoring.prometheusRule, off by default) in renders written under DIR:
+# both render and lint when enabled, the PrometheusRule's spec is exactly
+# files/prometheus-rules.yaml (what deploy/monitoring/promtool.sh tests) and the
+# ConfigMap's JSON exactly files/grafana-dashboard.json for a release named
+# jobkeeper, and another release's selector replaces the placeholder everywhere.
+verify_monitoring() {
+  local dir=$1 both=(--set monitoring.dashboard.enabled=true --set monitoring.prometheusRule.enabled=true)
+  "$helm" lint --strict --kube-version "$KUBE_VERSION" "$CHART" "${both[@]}"
+  "$helm" template "$RELEASE" "$CHART" --namespace "$NAMESPACE" --kube-version "$KUBE_VERSION" "${both[@]}" \
+    >"$dir/monitoring.yaml"
+  local kind
+  for kind in PrometheusRule ConfigMap; do
+    if ! grep -qx "kind: $kind" "$dir/monitoring.yaml"; then
+      echo "the chart renders no $kind with the monitoring add-ons enabled" >&2
+      exit 1
+    fi
+  done
+  if ! block "$dir/monitoring.yaml" grafana-dashboard.yaml "metadata:" 0 | grep -qx '    grafana_dashboard: "1"'; then
+    echo "the dashboard ConfigMap lacks the grafana_dashboard: \"1\" label" >&2
+    exit 1
+  fi
+  block "$dir/monitoring.yaml" prometheusrule.yaml "spec:" 2 >"$dir/rules.yaml"
+  block "$dir/monitoring.yaml" grafana-dashboard.yaml "  jobkeeper.json: |-" 4 >"$dir/dashboard.json"
+  if ! diff -u "$CHART/files/prometheus-rules.yaml" "$dir/rules.yaml" ||
+    ! diff -u "$CHART/files/grafana-dashboard.json" "$dir/dashboard.json"; then
+    echo "the rendered PrometheusRule or dashboard differs from the file under $CHART/files" >&2
+    exit 1
+  fi
+  "$helm" template other "$CHART" --namespace ops --kube-version "$KUBE_VERSION" "${both[@]}" >"$dir/other.yaml"
+  if grep -q 'job=\\\?"jobkeeper-metrics' "$dir/other.yaml" ||
+    [ "$(grep -c 'job=\\\?"other-jobkeeper-metrics' "$dir/other.yaml")" -lt 10 ]; then
+    echo "the release other-jobkeeper's selector does not replace the placeholder in the rules and dashboard" >&2
+    exit 1
+  fi
+  echo "monitoring add-ons: both render and lint; the PrometheusRule and dashboard are the files under $CHART/files"
+}
+
 if [ "${1:-}" = "--verify" ]; then
   "$helm" lint --strict --kube-version "$KUBE_VERSION" "$CHART"
   "$helm" lint --strict --kube-version "$KUBE_VERSION" "$CHART" --set metrics.serviceMonitor.enabled=true \
@@ -65,6 +116,7 @@ if [ "${1:-}" = "--verify" ]; then
   fi
   scratch=$(mktemp -d)
   trap 'rm -rf "$scratch"' EXIT
+  verify_monitoring "$scratch"
   mkdir -p "$scratch/deploy"
   cp -r deploy/helm "$scratch/deploy/"
   render "$scratch"

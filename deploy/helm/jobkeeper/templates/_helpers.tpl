@@ -39,3 +39,30 @@ app.kubernetes.io/managed-by: {{ .Release.Service }}
 {{- end -}}
 {{- end -}}
 {{- end -}}
+
+{{/* PromQL label matchers of this release's series, for the alerting rules
+and the dashboard: monitoring.selector, or the job label Prometheus Operator
+gives the chart's ServiceMonitor (the metrics Service's name). */}}
+{{- define "jobkeeper.monitoringSelector" -}}
+{{- $sel := default (printf "job=%q" (printf "%s-metrics" (include "jobkeeper.fullname" .))) .Values.monitoring.selector -}}
+{{- if or (contains "{" $sel) (contains "}" $sel) -}}
+{{- fail (printf "monitoring.selector: give the label matchers without braces, e.g. job=\"jobkeeper-metrics\" (got %s)" $sel) -}}
+{{- end -}}
+{{- $sel -}}
+{{- end -}}
+
+{{/* The matcher written in files/prometheus-rules.yaml and
+files/grafana-dashboard.json, which the chart replaces with the selector. */}}
+{{- define "jobkeeper.monitoringPlaceholder" -}}
+job="jobkeeper-metrics"
+{{- end -}}
+
+{{/* The content of a file under files/, failing the render if it is missing
+(e.g. dropped by a .helmignore). */}}
+{{- define "jobkeeper.file" -}}
+{{- $content := .root.Files.Get .path -}}
+{{- if not $content -}}
+{{- fail (printf "the chart has no %s" .path) -}}
+{{- end -}}
+{{- $content -}}
+{{- end -}}
