@@ -9,7 +9,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
-	corelisters "k8s.io/client-go/listers/core/v1"
+	batchlisters "k8s.io/client-go/listers/batch/v1"
+	"k8s.io/client-go/tools/cache"
 	"k8s.io/utils/clock"
 
 	"jobkeeper.dev/jobkeeper/pkg/controller/job/metrics"
@@ -35,8 +36,8 @@ import (
 // A pod is counted once it is stale for staleFinalizerGrace, so that removals
 // in flight normally (the finished Job's last sync, the orphan queue) are
 // not. Everything is read from the informer caches at scrape time, with no
-// API call: one pass over the cached pods, and one Job lookup per
-// controller.
+// API call: one pass over the cached Jobs, and over the cached pods grouped
+// by controller, skipping the pods of unfinished Jobs without reading them.
 
 // staleFinalizerGrace is how long a pod may keep a stale tracking finalizer
 // before the gauges count it. A removal normally lands within a second of
@@ -51,11 +52,10 @@ var staleFinalizerGrace = time.Minute
 type staleFinalizerScanner struct {
 	// clock gives the scrape time.
 	clock clock.PassiveClock
-	// pods lists the cached pods.
-	pods corelisters.PodLister
-	// resolve returns the cached Job a controller reference points to, nil
-	// when the cache has no Job of that name and UID.
-	resolve func(namespace string, ref *metav1.OwnerReference) *batchv1.Job
+	// jobs lists the cached Jobs.
+	jobs batchlisters.JobLister
+	// pods is the pod cache, indexed by controller (podControllerIndex).
+	pods cache.Indexer
 	// manages reports whether this controller manages a Job.
 	manages func(*batchv1.Job) bool
 
@@ -73,65 +73,77 @@ var _ metrics.StaleFinalizerSource = (*staleFinalizerScanner)(nil)
 func newStaleFinalizerScanner(c *Controller) *staleFinalizerScanner {
 	return &staleFinalizerScanner{
 		clock:     c.clock,
-		pods:      c.podLister,
-		resolve:   c.resolveControllerRef,
+		jobs:      c.jobLister,
+		pods:      c.podIndexer,
 		manages:   c.manages,
 		goneSince: map[types.UID]time.Time{},
 	}
 }
 
-// StaleFinalizers implements metrics.StaleFinalizerSource.
+// StaleFinalizers implements metrics.StaleFinalizerSource. It walks the pod
+// cache by controller: the pods of an unfinished Job, or of a Job another
+// controller manages, are skipped as a group without being looked at, so a
+// scrape costs little even while a big Job runs.
 func (s *staleFinalizerScanner) StaleFinalizers() metrics.StaleFinalizers {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	now := s.clock.Now()
-	pods, err := s.pods.List(labels.Everything())
+	jobs, err := s.jobs.List(labels.Everything())
 	if err != nil {
 		// A cache lister does not fail; report nothing rather than guess.
 		return metrics.StaleFinalizers{}
 	}
-	// jobs caches the lookups of this scan, by controller UID.
-	jobs := map[types.UID]*batchv1.Job{}
+	byUID := make(map[types.UID]*batchv1.Job, len(jobs))
+	for _, j := range jobs {
+		byUID[j.UID] = j
+	}
 	gone := make(map[types.UID]time.Time, len(s.goneSince))
 	var out metrics.StaleFinalizers
-	for _, pod := range pods {
-		if !hasTrackingFinalizer(pod) {
+	count := func(since time.Time) {
+		if age := now.Sub(since); age >= staleFinalizerGrace {
+			out.Pods++
+			out.OldestSeconds = max(out.OldestSeconds, age.Seconds())
+		}
+	}
+	for _, key := range s.pods.ListIndexFuncValues(podControllerIndex) {
+		job, known := byUID[types.UID(key)]
+		if known && (!s.manages(job) || !isFinished(job)) {
 			continue
 		}
-		var job *batchv1.Job
-		if ref := metav1.GetControllerOfNoCopy(pod); ref != nil {
-			if ref.Kind != "Job" || ref.APIVersion != batchv1.SchemeGroupVersion.String() {
+		objs, err := s.pods.ByIndex(podControllerIndex, key)
+		if err != nil {
+			continue
+		}
+		for _, o := range objs {
+			pod, ok := o.(*corev1.Pod)
+			if !ok || !hasTrackingFinalizer(pod) {
 				continue
 			}
-			var seen bool
-			if job, seen = jobs[ref.UID]; !seen {
-				job = s.resolve(pod.Namespace, ref)
-				jobs[ref.UID] = job
+			if known && pod.Namespace == job.Namespace {
+				if since, stale := finishedJobFinalizerSince(pod, job, true); stale {
+					count(since)
+				}
+				continue
 			}
-		}
-		var since time.Time
-		if job == nil {
-			since = now
-			if first, ok := s.goneSince[pod.UID]; ok {
-				since = first
+			// Not a cached Job's pod: no controller at all, a controller of
+			// another kind, or a Job that is gone.
+			if ref := metav1.GetControllerOfNoCopy(pod); ref != nil && (ref.Kind != "Job" || ref.APIVersion != batchGroupVersion) {
+				continue
+			}
+			since, seen := s.goneSince[pod.UID]
+			if !seen {
+				since = now
 			}
 			gone[pod.UID] = since
-		} else {
-			var stale bool
-			if since, stale = finishedJobFinalizerSince(pod, job, s.manages(job)); !stale {
-				continue
-			}
+			count(since)
 		}
-		age := now.Sub(since)
-		if age < staleFinalizerGrace {
-			continue
-		}
-		out.Pods++
-		out.OldestSeconds = max(out.OldestSeconds, age.Seconds())
 	}
 	s.goneSince = gone
 	return out
 }
+
+// batchGroupVersion is the apiVersion of a Job owner reference.
+var batchGroupVersion = batchv1.SchemeGroupVersion.String()
 
 // finishedJobFinalizerSince reports whether pod, which holds the tracking
 // finalizer and is controlled by job, holds it although job is finished, and

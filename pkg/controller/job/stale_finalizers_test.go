@@ -322,38 +322,48 @@ func TestJobFinishTime(t *testing.T) {
 }
 
 // BenchmarkStaleFinalizerScan measures one scrape over 100,000 cached pods
-// of 1,000 running Jobs, all holding the finalizer (the worst case: every
-// pod is looked at and none can be skipped early).
+// of 1,000 Jobs: running Jobs, whose pods hold the finalizer and are skipped
+// by controller without being read, and finished Jobs, whose released pods
+// are all read.
 func BenchmarkStaleFinalizerScan(b *testing.B) {
-	var jobs []*batchv1.Job
-	var pods []*corev1.Pod
-	for j := range 1000 {
-		job := builder.MakeJob(fmt.Sprintf("job-%d", j), ns).Selector(fmt.Sprintf("uid-%d", j)).ManagedBy(DefaultManagedBy).Obj()
-		jobs = append(jobs, job)
-		for p := range 100 {
-			pods = append(pods, builder.MakePod(fmt.Sprintf("job-%d-%d", j, p), ns).
-				Finalizer(batchv1.JobTrackingFinalizer).OwnedByJob(job).Phase(corev1.PodRunning).Obj())
+	for _, finished := range []bool{false, true} {
+		name := "running"
+		if finished {
+			name = "finished"
 		}
-	}
-	factory := informers.NewSharedInformerFactory(fake.NewClientset(), 0)
-	c, err := NewController(b.Context(), factory.Core().V1().Pods(), factory.Batch().V1().Jobs(), fake.NewClientset(), Options{})
-	if err != nil {
-		b.Fatal(err)
-	}
-	for _, j := range jobs {
-		if err := factory.Batch().V1().Jobs().Informer().GetIndexer().Add(j); err != nil {
-			b.Fatal(err)
-		}
-	}
-	for _, p := range pods {
-		if err := factory.Core().V1().Pods().Informer().GetIndexer().Add(p); err != nil {
-			b.Fatal(err)
-		}
-	}
-	b.ReportAllocs()
-	for b.Loop() {
-		if got := c.staleFinalizers.StaleFinalizers(); got.Pods != 0 {
-			b.Fatalf("%d stale pods, want 0", got.Pods)
-		}
+		b.Run(name, func(b *testing.B) {
+			factory := informers.NewSharedInformerFactory(fake.NewClientset(), 0)
+			c, err := NewController(b.Context(), factory.Core().V1().Pods(), factory.Batch().V1().Jobs(), fake.NewClientset(), Options{})
+			if err != nil {
+				b.Fatal(err)
+			}
+			for j := range 1000 {
+				w := builder.MakeJob(fmt.Sprintf("job-%d", j), ns).Selector(fmt.Sprintf("uid-%d", j)).ManagedBy(DefaultManagedBy)
+				if finished {
+					w.Condition(batchv1.JobComplete, "CompletionsReached", metav1.NewTime(t0))
+				}
+				job := w.Obj()
+				if err := factory.Batch().V1().Jobs().Informer().GetIndexer().Add(job); err != nil {
+					b.Fatal(err)
+				}
+				for p := range 100 {
+					pw := builder.MakePod(fmt.Sprintf("job-%d-%d", j, p), ns).OwnedByJob(job)
+					if finished {
+						pw.Phase(corev1.PodSucceeded)
+					} else {
+						pw.Finalizer(batchv1.JobTrackingFinalizer).Phase(corev1.PodRunning)
+					}
+					if err := factory.Core().V1().Pods().Informer().GetIndexer().Add(pw.Obj()); err != nil {
+						b.Fatal(err)
+					}
+				}
+			}
+			b.ReportAllocs()
+			for b.Loop() {
+				if got := c.staleFinalizers.StaleFinalizers(); got.Pods != 0 {
+					b.Fatalf("%d stale pods, want 0", got.Pods)
+				}
+			}
+		})
 	}
 }
