@@ -272,6 +272,15 @@ func TestUpExecAndPortForward(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitPod(t, c, "default", pod.Name, "running", time.Minute, phaseIs(corev1.PodRunning))
+	// Running means the process started, not that it listens yet: wait for
+	// the line it prints once its socket is open, or port-forward finds
+	// nothing to connect to.
+	if err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
+		logs, err := c.CoreV1().Pods("default").GetLogs(pod.Name, &corev1.PodLogOptions{Container: "main"}).DoRaw(ctx)
+		return err == nil && bytes.Contains(logs, []byte("serving\n")), nil
+	}); err != nil {
+		t.Fatalf("the pod's server never said it was serving: %v", err)
+	}
 
 	exec := func(command ...string) (string, string, error) {
 		req := c.CoreV1().RESTClient().Post().Resource("pods").Namespace("default").Name(pod.Name).SubResource("exec").
