@@ -80,6 +80,9 @@ func TestExamplesDeleteOnTime(t *testing.T) {
 			installCRD(t, ext, crd)
 			v := crd.Spec.Versions[0]
 			gvr := schema.GroupVersionResource{Group: crd.Spec.Group, Version: v.Name, Resource: crd.Spec.Names.Plural}
+			// Argo's CRDs have no status subresource: its controller writes
+			// status with the object.
+			statusSubresource := v.Subresources != nil && v.Subresources.Status != nil
 
 			example := strings.TrimSpace(string(mustReadFile(t, filepath.Join(goldenDir, d.Name(), "example"))))
 			pol := &v1alpha1.TTLPolicy{}
@@ -101,21 +104,18 @@ func TestExamplesDeleteOnTime(t *testing.T) {
 			unreadable := 0
 			for _, obj := range readDocs(t, filepath.Join(goldenDir, d.Name(), "objects.yaml")) {
 				expect := obj.GetAnnotations()["test.jobkeeper.dev/expect"]
-				status := obj.Object["status"]
 				obj.SetNamespace(e.ns)
-				created, err := e.dyn.Resource(gvr).Namespace(e.ns).Create(e.ctx, obj, metav1.CreateOptions{FieldManager: fieldManager})
-				if err != nil {
-					t.Fatalf("creating %s: %v", obj.GetName(), err)
-				}
-				created.Object["status"] = status
-				if _, err := e.dyn.Resource(gvr).Namespace(e.ns).UpdateStatus(e.ctx, created, metav1.UpdateOptions{FieldManager: fieldManager}); err != nil {
+				// The owners named in the shapes do not exist here, and the
+				// garbage collector would delete their dependents: the
+				// kept objects must stay for another reason than this.
+				obj.SetOwnerReferences(nil)
+				if err := e.createWithStatus(gvr, statusSubresource, obj); err != nil {
 					if expect == "unreadable" && apierrors.IsInvalid(err) {
 						// The CRD's schema refuses the malformed time: it
 						// can never be stored, so it needs no handling.
-						_ = e.dyn.Resource(gvr).Namespace(e.ns).Delete(e.ctx, obj.GetName(), metav1.DeleteOptions{})
 						continue
 					}
-					t.Fatalf("writing the status of %s: %v", obj.GetName(), err)
+					t.Fatalf("creating %s with its status: %v", obj.GetName(), err)
 				}
 				switch expect {
 				case "succeeded", "failed":
@@ -196,16 +196,52 @@ func TestTargetCRDDeleted(t *testing.T) {
 	t.Logf("Ready=False %v after the CRD deletion", time.Since(start).Round(time.Millisecond))
 }
 
+// createWithStatus creates obj with the status it carries: through the
+// status subresource after the create when the CRD has one (as each
+// project's controller writes it), else in the create itself. An object
+// whose status is refused is deleted again.
+func (e *env) createWithStatus(gvr schema.GroupVersionResource, statusSubresource bool, obj *unstructured.Unstructured) error {
+	client := e.dyn.Resource(gvr).Namespace(obj.GetNamespace())
+	if !statusSubresource {
+		_, err := client.Create(e.ctx, obj, metav1.CreateOptions{FieldManager: fieldManager})
+		return err
+	}
+	status := obj.Object["status"]
+	created, err := client.Create(e.ctx, obj, metav1.CreateOptions{FieldManager: fieldManager})
+	if err != nil {
+		return err
+	}
+	created.Object["status"] = status
+	if _, err := client.UpdateStatus(e.ctx, created, metav1.UpdateOptions{FieldManager: fieldManager}); err != nil {
+		_ = client.Delete(e.ctx, obj.GetName(), metav1.DeleteOptions{})
+		return err
+	}
+	return nil
+}
+
 // installCRD creates a CRD (or keeps an existing one), waits until it is
 // established, and deletes it when the test ends.
 func installCRD(t *testing.T, ext apiextensionsclientset.Interface, crd *apiextensionsv1.CustomResourceDefinition) {
 	t.Helper()
 	api := ext.ApiextensionsV1().CustomResourceDefinitions()
-	if _, err := api.Create(context.Background(), crd, metav1.CreateOptions{FieldManager: fieldManager}); err != nil && !apierrors.IsAlreadyExists(err) {
+	// A CRD an earlier run of the test deleted may still be terminating (its
+	// objects are being removed): wait for it to go, then create it anew.
+	err := wait.PollUntilContextTimeout(context.Background(), framework.Interval, framework.Timeout, true, func(ctx context.Context) (bool, error) {
+		_, err := api.Create(ctx, crd, metav1.CreateOptions{FieldManager: fieldManager})
+		if !apierrors.IsAlreadyExists(err) {
+			return err == nil, err
+		}
+		got, err := api.Get(ctx, crd.Name, metav1.GetOptions{})
+		if apierrors.IsNotFound(err) {
+			return false, nil
+		}
+		return err == nil && got.DeletionTimestamp == nil, err
+	})
+	if err != nil {
 		t.Fatalf("creating CRD %s: %v", crd.Name, err)
 	}
 	t.Cleanup(func() { _ = api.Delete(context.Background(), crd.Name, metav1.DeleteOptions{}) })
-	err := wait.PollUntilContextTimeout(context.Background(), framework.Interval, framework.Timeout, true, func(ctx context.Context) (bool, error) {
+	err = wait.PollUntilContextTimeout(context.Background(), framework.Interval, framework.Timeout, true, func(ctx context.Context) (bool, error) {
 		got, err := api.Get(ctx, crd.Name, metav1.GetOptions{})
 		if err != nil {
 			return false, err

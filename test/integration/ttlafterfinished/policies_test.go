@@ -115,10 +115,22 @@ func (e *env) objectExists(ctx context.Context, gvr schema.GroupVersionResource,
 // waitPolicy waits until the policy's status satisfies ok.
 func (e *env) waitPolicy(t *testing.T, name, what string, ok func(*v1alpha1.TTLPolicy) bool) {
 	t.Helper()
-	framework.WaitFor(t, "TTLPolicy "+name+" "+what, func(ctx context.Context) (bool, error) {
+	var last *v1alpha1.TTLPolicy
+	err := wait.PollUntilContextTimeout(e.ctx, framework.Interval, framework.Timeout, true, func(ctx context.Context) (bool, error) {
 		p, err := e.getPolicy(ctx, name)
-		return err == nil && ok(p), err
+		if err != nil {
+			return false, err
+		}
+		last = p
+		return ok(p), nil
 	})
+	if err != nil {
+		var status any
+		if last != nil {
+			status = last.Status
+		}
+		t.Fatalf("TTLPolicy %s %s: %v; last status %+v", name, what, err, status)
+	}
 }
 
 func readyIs(p *v1alpha1.TTLPolicy, status metav1.ConditionStatus, reason string) bool {
