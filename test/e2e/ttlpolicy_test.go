@@ -1,13 +1,9 @@
 package e2e
 
 import (
-	"bufio"
-	"bytes"
 	"context"
-	"io"
 	"os"
 	"path/filepath"
-	"strings"
 	"testing"
 	"time"
 
@@ -20,11 +16,11 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/wait"
-	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"k8s.io/client-go/dynamic"
 	"sigs.k8s.io/yaml"
 
 	"jobkeeper.dev/jobkeeper/pkg/apis/jobkeeper/v1alpha1"
+	"jobkeeper.dev/jobkeeper/test/manifests"
 )
 
 // goldenShapes holds each project's CRD and objects with its real status
@@ -54,8 +50,8 @@ func TestUpTTLPolicyExamples(t *testing.T) {
 		if err := yaml.UnmarshalStrict(readFile(t, f), crd); err != nil {
 			t.Fatalf("%s: %v", f, err)
 		}
-		if _, err := ext.ApiextensionsV1().CustomResourceDefinitions().Create(ctx, crd, metav1.CreateOptions{}); err != nil {
-			t.Fatalf("installing %s: %v", crd.Name, err)
+		if err := manifests.InstallCRD(ctx, ext, crd, time.Minute); err != nil {
+			t.Fatal(err)
 		}
 	}
 
@@ -114,7 +110,11 @@ func TestUpTTLPolicyExamples(t *testing.T) {
 		t.Fatal(err)
 	}
 	var gone, kept []string
-	for _, obj := range readObjectDocs(t, filepath.Join(goldenShapes, "tekton-pipelinerun", "objects.yaml")) {
+	objs, err := manifests.ReadObjects(filepath.Join(goldenShapes, "tekton-pipelinerun", "objects.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, obj := range objs {
 		expect := obj.GetAnnotations()["test.jobkeeper.dev/expect"]
 		status := obj.Object["status"]
 		obj.SetNamespace("default")
@@ -168,28 +168,4 @@ func readFile(t *testing.T, path string) []byte {
 		t.Fatal(err)
 	}
 	return data
-}
-
-// readObjectDocs decodes a multi-document YAML file into unstructured
-// objects.
-func readObjectDocs(t *testing.T, path string) []*unstructured.Unstructured {
-	t.Helper()
-	var out []*unstructured.Unstructured
-	r := utilyaml.NewYAMLReader(bufio.NewReader(bytes.NewReader(readFile(t, path))))
-	for {
-		doc, err := r.Read()
-		if err == io.EOF {
-			return out
-		}
-		if err != nil {
-			t.Fatal(err)
-		}
-		u := &unstructured.Unstructured{}
-		if err := yaml.Unmarshal(doc, &u.Object); err != nil {
-			t.Fatal(err)
-		}
-		if len(u.Object) > 0 && strings.TrimSpace(u.GetKind()) != "" {
-			out = append(out, u)
-		}
-	}
 }

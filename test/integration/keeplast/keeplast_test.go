@@ -15,7 +15,6 @@ import (
 
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	apiextensionsclientset "k8s.io/apiextensions-apiserver/pkg/client/clientset/clientset"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -32,6 +31,7 @@ import (
 	"jobkeeper.dev/jobkeeper/pkg/manager"
 	"jobkeeper.dev/jobkeeper/test/builder"
 	"jobkeeper.dev/jobkeeper/test/integration/framework"
+	"jobkeeper.dev/jobkeeper/test/manifests"
 )
 
 func TestMain(m *testing.M) { framework.Main(m) }
@@ -259,23 +259,7 @@ func installRunCRD(t *testing.T, ext apiextensionsclientset.Interface) {
 			}},
 		},
 	}
-	api := ext.ApiextensionsV1().CustomResourceDefinitions()
-	if _, err := api.Create(context.Background(), crd, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
-		t.Fatal(err)
-	}
-	err := wait.PollUntilContextTimeout(context.Background(), 100*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
-		got, err := api.Get(ctx, crd.Name, metav1.GetOptions{})
-		if err != nil {
-			return false, err
-		}
-		for _, c := range got.Status.Conditions {
-			if c.Type == apiextensionsv1.Established && c.Status == apiextensionsv1.ConditionTrue {
-				return true, nil
-			}
-		}
-		return false, nil
-	})
-	if err != nil {
+	if err := manifests.InstallCRD(context.Background(), ext, crd, time.Minute); err != nil {
 		t.Fatal(err)
 	}
 }

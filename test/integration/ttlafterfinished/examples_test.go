@@ -1,11 +1,7 @@
 package ttlafterfinished
 
 import (
-	"bufio"
-	"bytes"
 	"context"
-	"errors"
-	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -19,7 +15,6 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/wait"
-	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"k8s.io/client-go/discovery"
 	"k8s.io/client-go/discovery/cached/memory"
 	"k8s.io/client-go/restmapper"
@@ -28,6 +23,7 @@ import (
 	"jobkeeper.dev/jobkeeper/pkg/apis/jobkeeper/v1alpha1"
 	"jobkeeper.dev/jobkeeper/test/builder"
 	"jobkeeper.dev/jobkeeper/test/integration/framework"
+	"jobkeeper.dev/jobkeeper/test/manifests"
 )
 
 // goldenDir holds the real status shapes the policy engine's golden tests
@@ -223,39 +219,12 @@ func (e *env) createWithStatus(gvr schema.GroupVersionResource, statusSubresourc
 // established, and deletes it when the test ends.
 func installCRD(t *testing.T, ext apiextensionsclientset.Interface, crd *apiextensionsv1.CustomResourceDefinition) {
 	t.Helper()
-	api := ext.ApiextensionsV1().CustomResourceDefinitions()
-	// A CRD an earlier run of the test deleted may still be terminating (its
-	// objects are being removed): wait for it to go, then create it anew.
-	err := wait.PollUntilContextTimeout(context.Background(), framework.Interval, framework.Timeout, true, func(ctx context.Context) (bool, error) {
-		_, err := api.Create(ctx, crd, metav1.CreateOptions{FieldManager: fieldManager})
-		if !apierrors.IsAlreadyExists(err) {
-			return err == nil, err
-		}
-		got, err := api.Get(ctx, crd.Name, metav1.GetOptions{})
-		if apierrors.IsNotFound(err) {
-			return false, nil
-		}
-		return err == nil && got.DeletionTimestamp == nil, err
-	})
-	if err != nil {
-		t.Fatalf("creating CRD %s: %v", crd.Name, err)
+	if err := manifests.InstallCRD(context.Background(), ext, crd, framework.Timeout); err != nil {
+		t.Fatal(err)
 	}
-	t.Cleanup(func() { _ = api.Delete(context.Background(), crd.Name, metav1.DeleteOptions{}) })
-	err = wait.PollUntilContextTimeout(context.Background(), framework.Interval, framework.Timeout, true, func(ctx context.Context) (bool, error) {
-		got, err := api.Get(ctx, crd.Name, metav1.GetOptions{})
-		if err != nil {
-			return false, err
-		}
-		for _, c := range got.Status.Conditions {
-			if c.Type == apiextensionsv1.Established && c.Status == apiextensionsv1.ConditionTrue {
-				return true, nil
-			}
-		}
-		return false, nil
+	t.Cleanup(func() {
+		_ = ext.ApiextensionsV1().CustomResourceDefinitions().Delete(context.Background(), crd.Name, metav1.DeleteOptions{})
 	})
-	if err != nil {
-		t.Fatalf("CRD %s not established: %v", crd.Name, err)
-	}
 }
 
 func mustReadFile(t *testing.T, path string) []byte {
@@ -270,24 +239,11 @@ func mustReadFile(t *testing.T, path string) []byte {
 // readDocs decodes a multi-document YAML file into unstructured objects.
 func readDocs(t *testing.T, path string) []*unstructured.Unstructured {
 	t.Helper()
-	var out []*unstructured.Unstructured
-	r := utilyaml.NewYAMLReader(bufio.NewReader(bytes.NewReader(mustReadFile(t, path))))
-	for {
-		doc, err := r.Read()
-		if errors.Is(err, io.EOF) {
-			return out
-		}
-		if err != nil {
-			t.Fatal(err)
-		}
-		u := &unstructured.Unstructured{}
-		if err := yaml.Unmarshal(doc, &u.Object); err != nil {
-			t.Fatal(err)
-		}
-		if len(u.Object) > 0 {
-			out = append(out, u)
-		}
+	objs, err := manifests.ReadObjects(path)
+	if err != nil {
+		t.Fatal(err)
 	}
+	return objs
 }
 
 // TestBesideKyverno: with Kyverno's cleanuppolicies.kyverno.io installed

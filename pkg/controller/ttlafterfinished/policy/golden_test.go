@@ -1,10 +1,7 @@
 package policy
 
 import (
-	"bufio"
-	"bytes"
 	"errors"
-	"io"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -16,13 +13,12 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
-	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"sigs.k8s.io/yaml"
 
 	"jobkeeper.dev/jobkeeper/pkg/apis/jobkeeper/v1alpha1"
+	"jobkeeper.dev/jobkeeper/test/manifests"
 )
 
 // Annotations of the golden objects.
@@ -177,39 +173,26 @@ func mustRead(t *testing.T, path string) []byte {
 // unstructured.
 func readObjects(t *testing.T, path string) []runtime.Object {
 	t.Helper()
+	docs, err := manifests.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
 	var out []runtime.Object
-	r := utilyaml.NewYAMLReader(bytesReader(mustRead(t, path)))
-	for {
-		doc, err := r.Read()
-		if err == io.EOF {
-			return out
-		}
-		if err != nil {
-			t.Fatal(err)
-		}
-		u := &unstructured.Unstructured{}
-		if err := yaml.Unmarshal(doc, &u.Object); err != nil {
-			t.Fatal(err)
-		}
-		if len(u.Object) == 0 {
-			continue
-		}
+	for _, d := range docs {
 		var typed runtime.Object
-		switch u.GetKind() {
+		switch d.Object.GetKind() {
 		case "Pod":
 			typed = &corev1.Pod{}
 		case "Job":
 			typed = &batchv1.Job{}
-		}
-		if typed != nil {
-			if err := yaml.UnmarshalStrict(doc, typed); err != nil {
-				t.Fatal(err)
-			}
-			out = append(out, typed)
+		default:
+			out = append(out, d.Object)
 			continue
 		}
-		out = append(out, u)
+		if err := yaml.UnmarshalStrict(d.Raw, typed); err != nil {
+			t.Fatal(err)
+		}
+		out = append(out, typed)
 	}
+	return out
 }
-
-func bytesReader(b []byte) *bufio.Reader { return bufio.NewReader(bytes.NewReader(b)) }
