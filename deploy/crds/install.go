@@ -66,7 +66,7 @@ func Install(ctx context.Context, client apiextensionsclientset.Interface) error
 		}
 	}
 	for _, crd := range crds {
-		if err := waitEstablished(ctx, client, crd.Name); err != nil {
+		if err := WaitEstablished(ctx, client, crd.Name); err != nil {
 			return err
 		}
 	}
@@ -92,8 +92,9 @@ func updateCRD(ctx context.Context, client apiextensionsclientset.Interface, wan
 	}
 }
 
-// waitEstablished polls the CRD until its Established condition is True.
-func waitEstablished(ctx context.Context, client apiextensionsclientset.Interface, name string) error {
+// WaitEstablished polls the named CRD until its Established condition is
+// True, for at most EstablishTimeout.
+func WaitEstablished(ctx context.Context, client apiextensionsclientset.Interface, name string) error {
 	err := wait.PollUntilContextTimeout(ctx, 50*time.Millisecond, EstablishTimeout, true, func(ctx context.Context) (bool, error) {
 		crd, err := client.ApiextensionsV1().CustomResourceDefinitions().Get(ctx, name, metav1.GetOptions{})
 		if err != nil {

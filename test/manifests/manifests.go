@@ -21,6 +21,8 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"sigs.k8s.io/yaml"
+
+	"jobkeeper.dev/jobkeeper/deploy/crds"
 )
 
 // Doc is one document of a multi-document YAML file: its raw bytes and the
@@ -71,10 +73,11 @@ func ReadObjects(path string) ([]*unstructured.Unstructured, error) {
 	return out, nil
 }
 
-// InstallCRD creates crd and waits until it is Established. A CRD of that
-// name that is still terminating (an earlier test deleted it while its
-// objects were being removed) is waited out first; one that exists and is
-// not terminating is kept.
+// InstallCRD creates crd and waits until it is Established (for at most
+// crds.EstablishTimeout). A CRD of that name that is still terminating (an
+// earlier test deleted it while its objects were being removed) is waited
+// out first, for at most timeout; one that exists and is not terminating is
+// kept.
 func InstallCRD(ctx context.Context, ext apiextensionsclientset.Interface, crd *apiextensionsv1.CustomResourceDefinition, timeout time.Duration) error {
 	api := ext.ApiextensionsV1().CustomResourceDefinitions()
 	err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, timeout, true, func(ctx context.Context) (bool, error) {
@@ -91,20 +94,5 @@ func InstallCRD(ctx context.Context, ext apiextensionsclientset.Interface, crd *
 	if err != nil {
 		return fmt.Errorf("creating CRD %s: %w", crd.Name, err)
 	}
-	err = wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, timeout, true, func(ctx context.Context) (bool, error) {
-		got, err := api.Get(ctx, crd.Name, metav1.GetOptions{})
-		if err != nil {
-			return false, err
-		}
-		for _, c := range got.Status.Conditions {
-			if c.Type == apiextensionsv1.Established && c.Status == apiextensionsv1.ConditionTrue {
-				return true, nil
-			}
-		}
-		return false, nil
-	})
-	if err != nil {
-		return fmt.Errorf("CRD %s not established: %w", crd.Name, err)
-	}
-	return nil
+	return crds.WaitEstablished(ctx, ext, crd.Name)
 }

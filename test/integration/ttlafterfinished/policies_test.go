@@ -22,6 +22,7 @@ import (
 	"jobkeeper.dev/jobkeeper/pkg/controller/ttlafterfinished"
 	"jobkeeper.dev/jobkeeper/test/builder"
 	"jobkeeper.dev/jobkeeper/test/integration/framework"
+	"jobkeeper.dev/jobkeeper/test/manifests"
 )
 
 // Test kinds: Widgets report their outcome with conditions, Gizmos with a
@@ -65,22 +66,7 @@ func installTestCRDs(t *testing.T) {
 					}},
 				},
 			}
-			if _, err = ext.ApiextensionsV1().CustomResourceDefinitions().Create(context.Background(), crd, metav1.CreateOptions{FieldManager: fieldManager}); err != nil && !apierrors.IsAlreadyExists(err) {
-				return
-			}
-			err = wait.PollUntilContextTimeout(context.Background(), framework.Interval, framework.Timeout, true, func(ctx context.Context) (bool, error) {
-				got, err := ext.ApiextensionsV1().CustomResourceDefinitions().Get(ctx, crd.Name, metav1.GetOptions{})
-				if err != nil {
-					return false, err
-				}
-				for _, c := range got.Status.Conditions {
-					if c.Type == apiextensionsv1.Established && c.Status == apiextensionsv1.ConditionTrue {
-						return true, nil
-					}
-				}
-				return false, nil
-			})
-			if err != nil {
+			if err = manifests.InstallCRD(context.Background(), ext, crd, framework.Timeout); err != nil {
 				return
 			}
 		}
