@@ -406,3 +406,33 @@ func TestManyPods(t *testing.T) {
 		t.Fatal("not all pods succeeded")
 	}
 }
+
+// TestNodeReadinessTaintsLifted: the not-ready and unreachable taints the
+// apiserver or a past outage left on the Node go once the agent reports
+// Ready; other taints stay.
+func TestNodeReadinessTaintsLifted(t *testing.T) {
+	custom := corev1.Taint{Key: "example.com/dedicated", Value: "batch", Effect: corev1.TaintEffectNoSchedule}
+	node := &corev1.Node{
+		ObjectMeta: metav1.ObjectMeta{Name: testNode},
+		Spec: corev1.NodeSpec{Taints: []corev1.Taint{
+			{Key: corev1.TaintNodeNotReady, Effect: corev1.TaintEffectNoSchedule},
+			custom,
+			{Key: corev1.TaintNodeUnreachable, Effect: corev1.TaintEffectNoExecute},
+		}},
+	}
+	ta := startAgent(t, 7, node)
+	var last *corev1.Node
+	if err := wait.PollUntilContextTimeout(context.Background(), 5*time.Millisecond, 10*time.Second, true, func(ctx context.Context) (bool, error) {
+		n, err := ta.client.CoreV1().Nodes().Get(ctx, testNode, metav1.GetOptions{})
+		if err != nil {
+			return false, nil
+		}
+		last = n
+		return len(n.Status.Conditions) > 0 && len(n.Spec.Taints) == 1, nil
+	}); err != nil {
+		t.Fatalf("taints never lifted: %+v", last.Spec.Taints)
+	}
+	if diff := cmp.Diff([]corev1.Taint{custom}, last.Spec.Taints); diff != "" {
+		t.Errorf("taints (-want +got):\n%s", diff)
+	}
+}

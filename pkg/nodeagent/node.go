@@ -126,10 +126,38 @@ func (a *Agent) writeNode(ctx context.Context, port int) error {
 	}
 	node = node.DeepCopy()
 	node.Status = nodeStatus(a.opts.NodeName, a.capacity, port, a.clock.Now(), node.Status.Conditions)
-	if _, err := nodes.UpdateStatus(ctx, node, metav1.UpdateOptions{FieldManager: FieldManager}); err != nil {
+	node, err = nodes.UpdateStatus(ctx, node, metav1.UpdateOptions{FieldManager: FieldManager})
+	if err != nil {
 		return fmt.Errorf("writing node status: %w", err)
 	}
+	// The apiserver's TaintNodesByCondition admission gives every new Node
+	// the not-ready taint, and in a cluster the node lifecycle controller
+	// lifts it once the node reports Ready. up runs no such controller (there
+	// is one node, and this agent is its only judge of readiness), so the
+	// agent lifts the taints that say "not ready" itself, now that it has
+	// written Ready=True. Left in place, they told every tool that reads
+	// taints that the node refuses pods, which it does not.
+	if taints, changed := withoutReadinessTaints(node.Spec.Taints); changed {
+		node = node.DeepCopy()
+		node.Spec.Taints = taints
+		if _, err := nodes.Update(ctx, node, metav1.UpdateOptions{FieldManager: FieldManager}); err != nil {
+			return fmt.Errorf("removing the not-ready taints: %w", err)
+		}
+	}
 	return nil
+}
+
+// withoutReadinessTaints returns taints without those that mark a node not
+// ready or unreachable, and whether any were removed.
+func withoutReadinessTaints(taints []corev1.Taint) ([]corev1.Taint, bool) {
+	var kept []corev1.Taint
+	for _, t := range taints {
+		if t.Key == corev1.TaintNodeNotReady || t.Key == corev1.TaintNodeUnreachable {
+			continue
+		}
+		kept = append(kept, t)
+	}
+	return kept, len(kept) != len(taints)
 }
 
 // heartbeat rewrites the node status periodically.

@@ -17,6 +17,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/klog/v2/ktesting"
 
@@ -99,6 +100,26 @@ func waitNodeReady(t *testing.T, c kubernetes.Interface, name string) {
 		}
 		return false, nil
 	})
+}
+
+// TestNodeIsNotLeftTainted: the apiserver's TaintNodesByCondition admission
+// taints the new Node not-ready; with no node lifecycle controller in up,
+// the agent must lift it once Ready, or every tool that reads taints sees a
+// node that refuses pods.
+func TestNodeIsNotLeftTainted(t *testing.T) {
+	startSharedAgent(t)
+	var taints []corev1.Taint
+	err := wait.PollUntilContextTimeout(context.Background(), framework.Interval, framework.Timeout, true, func(ctx context.Context) (bool, error) {
+		n, err := framework.Client(t).CoreV1().Nodes().Get(ctx, sharedNode, metav1.GetOptions{})
+		if err != nil {
+			return false, err
+		}
+		taints = n.Spec.Taints
+		return len(taints) == 0, nil
+	})
+	if err != nil {
+		t.Fatalf("node %s keeps taints %+v: %v", sharedNode, taints, err)
+	}
 }
 
 // childPod is a pod whose container re-runs this test binary in mode.
