@@ -1,13 +1,17 @@
 package follow
 
 import (
+	"bufio"
 	"bytes"
+	"errors"
 	"fmt"
+	"io"
 	"strings"
 
 	batchv1 "k8s.io/api/batch/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	k8sjson "k8s.io/apimachinery/pkg/runtime/serializer/json"
+	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"k8s.io/client-go/kubernetes/scheme"
 	"sigs.k8s.io/yaml"
 )
@@ -17,7 +21,10 @@ import (
 // found: another kind or API version, several documents, or fields a Job
 // does not have (so a typo is not silently dropped before the Job is sent).
 func DecodeJob(data []byte) (*batchv1.Job, error) {
-	docs := splitDocuments(data)
+	docs, err := splitDocuments(data)
+	if err != nil {
+		return nil, fmt.Errorf("not a YAML or JSON manifest: %w", err)
+	}
 	switch {
 	case len(docs) == 0:
 		return nil, fmt.Errorf("no object in the file: want one batch/v1 Job")
@@ -50,27 +57,24 @@ func DecodeJob(data []byte) (*batchv1.Job, error) {
 var strictSerializer = k8sjson.NewSerializerWithOptions(k8sjson.DefaultMetaFactory, scheme.Scheme, scheme.Scheme,
 	k8sjson.SerializerOptions{Yaml: true, Strict: true})
 
-// splitDocuments splits a YAML stream at its "---" lines and drops the
-// documents that are empty or only comments.
-func splitDocuments(data []byte) [][]byte {
+// splitDocuments splits a YAML stream into its documents (JSON is one
+// document) and drops those that are empty or only comments.
+func splitDocuments(data []byte) ([][]byte, error) {
 	var docs [][]byte
-	var cur bytes.Buffer
-	flush := func() {
-		for _, l := range strings.Split(cur.String(), "\n") {
-			if t := strings.TrimSpace(l); t != "" && !strings.HasPrefix(t, "#") {
-				docs = append(docs, bytes.Clone(cur.Bytes()))
-				break
-			}
+	r := utilyaml.NewYAMLReader(bufio.NewReader(bytes.NewReader(data)))
+	for {
+		doc, err := r.Read()
+		if errors.Is(err, io.EOF) {
+			return docs, nil
 		}
-		cur.Reset()
-	}
-	for _, l := range strings.SplitAfter(string(data), "\n") {
-		if t := strings.TrimRight(l, " \t\r\n"); t == "---" || strings.HasPrefix(t, "--- ") {
-			flush()
-			continue
+		if err != nil {
+			return nil, err
 		}
-		cur.WriteString(l)
+		var v any
+		if err := yaml.Unmarshal(doc, &v); err != nil || v != nil {
+			// Not empty: a syntax error is reported by the decoder, with
+			// its line.
+			docs = append(docs, doc)
+		}
 	}
-	flush()
-	return docs
 }
