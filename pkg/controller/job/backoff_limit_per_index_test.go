@@ -542,7 +542,7 @@ func TestSyncBackoffLimitPerIndex(t *testing.T) {
 				{Name: "a", Index: "0", FailureCount: "1"},
 				{Name: "b", Index: "1", FailureCount: "0"},
 			},
-			wantWrites:     map[string]int{"update jobs/status": 1, "patch pods": 2},
+			wantWrites:     map[string]int{"update jobs/status": 2, "patch pods": 2},
 			wantFailedIdx:  1,
 			wantSucceedIdx: 1,
 		},
@@ -629,7 +629,7 @@ func TestSyncBackoffLimitPerIndex(t *testing.T) {
 				{Name: "b", Index: "1", FailureCount: "0"},
 				{Name: "c", Index: "2", FailureCount: "0"},
 			},
-			wantWrites:     map[string]int{"update jobs/status": 1, "patch pods": 3},
+			wantWrites:     map[string]int{"update jobs/status": 2, "patch pods": 3},
 			wantSucceedIdx: 1,
 		},
 	}

@@ -12,6 +12,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/resourceversion"
@@ -298,9 +299,15 @@ func (c *Controller) awaitOwnWrites(ctx context.Context, key string) error {
 // its version as written: a status write of the Job that was applied is in
 // the Job's version; a pod whose create was applied exists, and its version
 // is one the pod informer receives. A pod that does not exist was not
-// created (a write the client gave up on that lands even later is not
-// covered: it can cost an extra pod, counted exactly). Pods are created
-// with a name chosen by the controller so that this read is possible.
+// created (creates are sent once, never resent by the client, so none
+// lands later). Pods are created with a name chosen by the controller so
+// that this read is possible.
+//
+// A read that fails (a role without "get", say) falls back to a LIST of
+// one item (listVersion): the version of a collection is the store's
+// current one, at least as new as any write that was applied, so the
+// informer reaching it shows that write too. Only when both fail does the
+// sync fail, and the barrier stays for the retry.
 func (c *Controller) readBarrier(ctx context.Context, key string, b barrier) error {
 	ns, name, err := cache.SplitMetaNamespaceKey(key)
 	if err != nil {
@@ -310,24 +317,63 @@ func (c *Controller) readBarrier(ctx context.Context, key string, b barrier) err
 	switch b.resource {
 	case jobsResource:
 		job, err := c.client.BatchV1().Jobs(ns).Get(ctx, name, metav1.GetOptions{})
-		if apierrors.IsNotFound(err) {
+		switch {
+		case apierrors.IsNotFound(err):
 			c.writes.forget(key, "")
 			return nil
+		case err != nil:
+			var exists bool
+			rv, exists, err = c.listVersion(ctx, ns, b, err)
+			if err != nil {
+				return err
+			}
+			if !exists {
+				c.writes.forget(key, "")
+				return nil
+			}
+		default:
+			rv = job.ResourceVersion
 		}
-		if err != nil {
-			return err
-		}
-		rv = job.ResourceVersion
 	case podsResource:
 		pod, err := c.client.CoreV1().Pods(ns).Get(ctx, b.name, metav1.GetOptions{})
 		switch {
 		case apierrors.IsNotFound(err):
 		case err != nil:
-			return err
+			if rv, _, err = c.listVersion(ctx, ns, b, err); err != nil {
+				return err
+			}
 		default:
 			rv = pod.ResourceVersion
 		}
 	}
 	c.writes.passedBarrier(key, b, rv)
 	return nil
+}
+
+// listVersion lists object b by name, one item at most, after its read
+// failed with getErr, and returns the collection's resourceVersion and
+// whether the object exists.
+func (c *Controller) listVersion(ctx context.Context, ns string, b barrier, getErr error) (string, bool, error) {
+	opts := metav1.ListOptions{FieldSelector: fields.OneTermEqualSelector("metadata.name", b.name).String(), Limit: 1}
+	var rv string
+	var n int
+	var err error
+	switch b.resource {
+	case jobsResource:
+		var list *batchv1.JobList
+		if list, err = c.client.BatchV1().Jobs(ns).List(ctx, opts); err == nil {
+			rv, n = list.ResourceVersion, len(list.Items)
+		}
+	case podsResource:
+		var list *corev1.PodList
+		if list, err = c.client.CoreV1().Pods(ns).List(ctx, opts); err == nil {
+			rv, n = list.ResourceVersion, len(list.Items)
+		}
+	default:
+		return "", false, fmt.Errorf("no barrier read for %s", b.resource)
+	}
+	if err != nil {
+		return "", false, fmt.Errorf("reading it failed (%w), and listing it too: %w", getErr, err)
+	}
+	return rv, n > 0, nil
 }

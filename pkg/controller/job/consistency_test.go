@@ -338,3 +338,81 @@ var cmpSortOrphans = cmp.Transformer("sortOrphans", func(in []orphanKey) []orpha
 	}
 	return out
 })
+
+// TestBarrierReadRefused: the pod read that resolves an ambiguous create
+// is refused (403, as under a role without pods "get"). The sync falls back
+// to a LIST of the Job's pods, whose collection version is at least as new
+// as the create could have been, and waits for the informer to reach it;
+// when the LIST is refused too, the sync fails, counted as a sync error,
+// and the barrier stays for the retry.
+func TestBarrierReadRefused(t *testing.T) {
+	for name, tc := range map[string]struct {
+		// listRefused makes the fallback LIST fail too.
+		listRefused bool
+		// want
+		wantStale  bool
+		wantReads  []string
+		wantErrors float64
+	}{
+		"get refused, list allowed": {wantStale: true, wantReads: []string{"get pods", "list pods"}},
+		"get and list refused":      {listRefused: true, wantReads: []string{"get pods", "list pods"}, wantErrors: 1},
+	} {
+		t.Run(name, func(t *testing.T) {
+			job := builder.MakeJob("j", ns).Selector("u").UID("u").ManagedBy(DefaultManagedBy).Parallelism(1).Completions(1).Obj()
+			other := builder.MakePod("other", ns).UID("other").Obj()
+			other.ResourceVersion = "1"
+			h := newHarness(t, Options{}, job, other)
+			h.client.PrependReactor("create", "pods", func(a k8stesting.Action) (bool, runtime.Object, error) {
+				return true, nil, apierrors.NewInternalError(errors.New("injected"))
+			})
+			forbidden := func(verb string) k8stesting.ReactionFunc {
+				return func(a k8stesting.Action) (bool, runtime.Object, error) {
+					return true, nil, apierrors.NewForbidden(podsResource, "", fmt.Errorf("cannot %s pods", verb))
+				}
+			}
+			h.client.PrependReactor("get", "pods", forbidden("get"))
+			if tc.listRefused {
+				h.client.PrependReactor("list", "pods", forbidden("list"))
+			} else {
+				h.client.PrependReactor("list", "pods", func(a k8stesting.Action) (bool, runtime.Object, error) {
+					return true, &corev1.PodList{ListMeta: metav1.ListMeta{ResourceVersion: "77"}}, nil
+				})
+			}
+			key := jobKey(job)
+			if err := h.c.syncJob(h.ctx, key); err == nil {
+				t.Fatal("first sync: want the create error")
+			}
+			errorsBefore := testutil.ToFloat64(h.c.metrics.Syncs.WithLabelValues("NonIndexed", "error", "reconciling"))
+			h.client.ClearActions()
+			err := h.c.syncJob(h.ctx, key)
+			if got := errors.Is(err, errStaleCache); got != tc.wantStale {
+				t.Errorf("second sync: err %v; stale-cache skip %v, want %v", err, got, tc.wantStale)
+			}
+			if !tc.wantStale && err == nil {
+				t.Error("second sync: want an error")
+			}
+			var reads []string
+			for _, a := range h.client.Actions() {
+				reads = append(reads, a.GetVerb()+" "+a.GetResource().Resource)
+			}
+			if diff := cmp.Diff(tc.wantReads, reads); diff != "" {
+				t.Errorf("barrier reads (-want +got):\n%s", diff)
+			}
+			got := testutil.ToFloat64(h.c.metrics.Syncs.WithLabelValues("NonIndexed", "error", "reconciling")) - errorsBefore
+			if got != tc.wantErrors {
+				t.Errorf("sync errors counted: %v, want %v", got, tc.wantErrors)
+			}
+			if tc.wantStale {
+				// The informer must reach the LIST's version.
+				h.c.writes.mu.Lock()
+				got := h.c.writes.jobs[key].versions[podsResource]
+				h.c.writes.mu.Unlock()
+				if got != "77" {
+					t.Errorf("after the fallback the pod informer must reach %q, want the list's version 77", got)
+				}
+			} else if len(h.c.writes.barriers(key)) != 1 {
+				t.Errorf("barriers %v, want the pod's kept for the retry", h.c.writes.barriers(key))
+			}
+		})
+	}
+}

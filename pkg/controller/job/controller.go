@@ -25,6 +25,7 @@ import (
 	"k8s.io/client-go/util/workqueue"
 	"k8s.io/klog/v2"
 	"k8s.io/utils/clock"
+	"k8s.io/utils/lru"
 
 	"jobkeeper.dev/jobkeeper/pkg/controller/job/metrics"
 )
@@ -52,6 +53,11 @@ const eventSource = "job-controller"
 // podControllerIndex indexes pods by the UID of their controller, and pods
 // without one by "orphan/<namespace>".
 const podControllerIndex = "jobkeeper.dev/controller-uid"
+
+// podFinalizerIndex is podControllerIndex restricted to the pods holding
+// the tracking finalizer: the stale finalizer scan reads only those, never
+// the cluster's other pods.
+const podFinalizerIndex = "jobkeeper.dev/tracking-finalizer-controller-uid"
 
 // Controller keeps the pods of managed Jobs in line with their specs and
 // tracks the pods' outcomes in the Jobs' status.
@@ -92,6 +98,9 @@ type Controller struct {
 	// finishedJobs holds UIDs of Jobs this controller marked finished whose
 	// update the informer has not delivered yet.
 	finishedJobs sync.Map
+	// goneJobs holds UIDs of Jobs the apiserver confirmed gone, so the
+	// orphan path reads each missing Job once, not once per pod.
+	goneJobs *lru.Cache
 
 	// broadcaster sends recorded events to the apiserver.
 	broadcaster record.EventBroadcaster
@@ -129,6 +138,7 @@ func NewController(ctx context.Context, podInformer coreinformers.PodInformer, j
 		expectations: newPodExpectations(opts.Clock),
 		finalizers:   newFinalizerExpectations(),
 		backoff:      newBackoffStore(),
+		goneJobs:     lru.New(goneJobsCacheSize),
 		broadcaster:  broadcaster,
 		recorder:     recorder,
 		metrics:      m,
@@ -149,7 +159,7 @@ func NewController(ctx context.Context, podInformer coreinformers.PodInformer, j
 	}
 	c.pods = &podControl{client: client, meta: opts.Metadata, recorder: recorder, onWrite: c.writes.wrotePod}
 
-	if err := podInformer.Informer().AddIndexers(cache.Indexers{podControllerIndex: indexPodByController}); err != nil {
+	if err := podInformer.Informer().AddIndexers(cache.Indexers{podControllerIndex: indexPodByController, podFinalizerIndex: indexFinalizerPodByController}); err != nil {
 		return nil, fmt.Errorf("adding pod controller index: %w", err)
 	}
 	if _, err := jobInformer.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
@@ -179,6 +189,14 @@ func indexPodByController(obj any) ([]string, error) {
 		return []string{string(ref.UID)}, nil
 	}
 	return []string{"orphan/" + pod.Namespace}, nil
+}
+
+// indexFinalizerPodByController is the podFinalizerIndex function.
+func indexFinalizerPodByController(obj any) ([]string, error) {
+	if pod, ok := obj.(*corev1.Pod); !ok || !hasTrackingFinalizer(pod) {
+		return nil, nil
+	}
+	return indexPodByController(obj)
 }
 
 // Run waits for the informers to sync, then runs workers Job workers and as

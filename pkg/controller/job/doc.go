@@ -19,7 +19,7 @@
 //     newly succeeded and failed pods that still carry the
 //     batch.kubernetes.io/job-tracking finalizer, succeeded and failed
 //     indexes;
-//  3. decides whether the Job is heading to an end (decideFinish, finish.go),
+//  3. decides whether the Job is heading to an end (decideFinish, end_decision.go),
 //     or else creates or deletes pods (manage.go) honouring expectations,
 //     suspend and the exponential re-creation backoff;
 //  4. tracks finished pods with finalizers (tracking.go, KEP-2307): the plan
@@ -27,7 +27,9 @@
 //     interim FailureTarget/SuccessCriteriaMet condition in one status
 //     write, then the finalizers are removed, then a second write moves the
 //     released UIDs into the counters and, when nothing is uncounted or
-//     terminating, sets the terminal Complete/Failed condition.
+//     terminating, sets the terminal Complete/Failed condition. Never
+//     earlier: a Job showing Complete or Failed has every pod counted and
+//     released (KEP-2307's order, as upstream).
 //
 // The invariant: a pod is counted in status.succeeded/failed exactly once,
 // because it is counted only after its finalizer is gone and its UID was in
@@ -36,7 +38,7 @@
 // writes is recovered by the next sync from the API state alone.
 //
 // A finished Job is forgotten, and any pod of it still holding the
-// finalizer is released (finished.go). Orphaned pods (Job deleted,
+// finalizer is released (finished_cleanup.go). Orphaned pods (Job deleted,
 // finished, or no controller) lose their finalizer through a separate queue
 // (orphan.go).
 //

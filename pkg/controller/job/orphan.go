@@ -92,9 +92,15 @@ func (c *Controller) syncOrphan(ctx context.Context, key orphanKey) error {
 	return firstErr
 }
 
+// goneJobsCacheSize bounds how many gone Jobs' UIDs are remembered (a UID
+// is 36 bytes; evicting one costs one more read of a Job that is gone).
+const goneJobsCacheSize = 4096
+
 // releaseOrphanFinalizer removes the finalizer of pod unless a Job can still
 // count it: a pod controlled by something other than a batch/v1 Job, by a
-// Job of another controller, or by an unfinished Job keeps it.
+// Job of another controller, or by an unfinished Job keeps it. The patch
+// is made on the pod's version in the cache: a pod that changed since (a
+// conflict) is looked at again on the retry.
 func (c *Controller) releaseOrphanFinalizer(ctx context.Context, pod *corev1.Pod) error {
 	if !hasTrackingFinalizer(pod) {
 		return nil
@@ -103,25 +109,40 @@ func (c *Controller) releaseOrphanFinalizer(ctx context.Context, pod *corev1.Pod
 		if ref.Kind != "Job" || ref.APIVersion != batchv1.SchemeGroupVersion.String() {
 			return nil
 		}
-		job := c.resolveControllerRef(pod.Namespace, ref)
-		if job == nil {
-			// The cache may lag behind the pod's: ask the apiserver before
-			// releasing a pod whose Job may still count it.
-			live, err := c.client.BatchV1().Jobs(pod.Namespace).Get(ctx, ref.Name, metav1.GetOptions{})
-			switch {
-			case err == nil && live.UID == ref.UID:
-				job = live
-			case err != nil && !apierrors.IsNotFound(err):
-				return fmt.Errorf("checking the Job of orphan pod %s: %w", klog.KObj(pod), err)
-			}
+		job, err := c.liveControllerJob(ctx, pod.Namespace, ref)
+		if err != nil {
+			return fmt.Errorf("checking the Job of orphan pod %s: %w", klog.KObj(pod), err)
 		}
 		if job != nil && (!c.manages(job) || !isFinished(job)) {
 			return nil
 		}
 	}
 	klog.FromContext(ctx).V(2).Info("Removing tracking finalizer from orphan pod", "pod", klog.KObj(pod))
-	if err := c.pods.removeFinalizer(ctx, pod.Namespace, pod.Name, removeFinalizerPatch(pod)); err != nil && !apierrors.IsNotFound(err) {
+	if err := c.pods.releaseOrphan(ctx, pod); err != nil && !apierrors.IsNotFound(err) {
 		return fmt.Errorf("removing tracking finalizer from %s: %w", klog.KObj(pod), err)
 	}
 	return nil
+}
+
+// liveControllerJob returns the Job ref points to, or nil if it is gone
+// (none with its UID): from the cache when it is there, else from the
+// apiserver, since the cache may lag behind the pod's and a Job that still
+// counts the pod must not lose it. A Job confirmed gone is remembered.
+func (c *Controller) liveControllerJob(ctx context.Context, ns string, ref *metav1.OwnerReference) (*batchv1.Job, error) {
+	if job := c.resolveControllerRef(ns, ref); job != nil {
+		return job, nil
+	}
+	if _, gone := c.goneJobs.Get(ref.UID); gone {
+		return nil, nil
+	}
+	live, err := c.client.BatchV1().Jobs(ns).Get(ctx, ref.Name, metav1.GetOptions{})
+	switch {
+	case err == nil && live.UID == ref.UID:
+		return live, nil
+	case err != nil && !apierrors.IsNotFound(err):
+		return nil, err
+	}
+	// Not found, or a new Job of the same name: a UID never comes back.
+	c.goneJobs.Add(ref.UID, struct{}{})
+	return nil, nil
 }

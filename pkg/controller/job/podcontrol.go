@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"k8s.io/client-go/metadata"
-	"time"
 
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -13,8 +12,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/apimachinery/pkg/util/validation"
-	"k8s.io/apiserver/pkg/storage/names"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/record"
 	"k8s.io/klog/v2"
@@ -51,105 +48,6 @@ type podControl struct {
 
 var _ controller.PodControlInterface = (*podControl)(nil)
 
-// create creates one pod from tmpl, controlled by job, and returns its
-// name. An empty generateName means "<job>-". The controller picks the
-// random name suffix itself, as the apiserver would for generateName (which
-// the pod also carries), so that a create whose outcome is unknown can be
-// looked up by name (readBarrier).
-func (c *podControl) create(ctx context.Context, job *batchv1.Job, tmpl *corev1.PodTemplateSpec, generateName string) (string, error) {
-	if generateName == "" {
-		generateName = job.Name + "-"
-		if len(validation.IsDNS1123Subdomain(generateName+"abcde")) != 0 {
-			generateName = job.Name
-		}
-	}
-	if len(tmpl.Labels) == 0 {
-		return "", errors.New("unable to create pods, no labels")
-	}
-	pod := &corev1.Pod{
-		ObjectMeta: metav1.ObjectMeta{
-			GenerateName:    generateName,
-			Labels:          copyMap(tmpl.Labels),
-			Annotations:     copyMap(tmpl.Annotations),
-			Finalizers:      append([]string(nil), tmpl.Finalizers...),
-			OwnerReferences: []metav1.OwnerReference{*metav1.NewControllerRef(job, batchv1.SchemeGroupVersion.WithKind("Job"))},
-		},
-		Spec: *tmpl.Spec.DeepCopy(),
-	}
-	created, err := c.createNamed(ctx, job, pod)
-	if err == nil && c.onWrite != nil {
-		c.onWrite(created)
-	}
-	if err != nil {
-		if !apierrors.HasStatusCause(err, corev1.NamespaceTerminatingCause) {
-			c.recorder.Eventf(job, corev1.EventTypeWarning, ReasonFailedCreate, "Error creating: %v", err)
-		}
-		return pod.Name, err
-	}
-	klog.FromContext(ctx).V(4).Info("Created pod", "job", klog.KObj(job), "pod", klog.KObj(created))
-	c.recorder.Eventf(job, corev1.EventTypeNormal, ReasonSuccessfulCreate, "Created pod: %v", created.Name)
-	return created.Name, nil
-}
-
-// maxNameAttempts bounds the names tried for one pod, as the apiserver
-// bounds its own generateName retries.
-const maxNameAttempts = 8
-
-// ownCreateWindow is how recent a pod of the Job found under a freshly
-// generated name must be to be possibly this very create (clock skew
-// between controller and apiserver included).
-const ownCreateWindow = 10 * time.Second
-
-// createNamed creates pod under a random name from its generateName. A name
-// already taken is the birthday problem of 5-character suffixes (about four
-// collisions in a Job of 10,000 pods), which the apiserver hides by retrying
-// generateName; this retries with a fresh name too. The exception is a name
-// taken by a pod of this Job created moments ago: client-go resends a POST
-// answered with a 5xx and Retry-After, which may have been applied, so that
-// pod may be this very create. Then the outcome is unknown, and the error
-// says so (ambiguous), so that the next sync first reads the pod by name.
-func (c *podControl) createNamed(ctx context.Context, job *batchv1.Job, pod *corev1.Pod) (*corev1.Pod, error) {
-	started := time.Now()
-	for attempt := 1; ; attempt++ {
-		pod.Name = names.SimpleNameGenerator.GenerateName(pod.GenerateName)
-		created, err := c.client.CoreV1().Pods(job.Namespace).Create(ctx, pod, metav1.CreateOptions{FieldManager: FieldManager})
-		if !apierrors.IsAlreadyExists(err) || attempt == maxNameAttempts {
-			return created, err
-		}
-		existing, getErr := c.client.CoreV1().Pods(job.Namespace).Get(ctx, pod.Name, metav1.GetOptions{})
-		switch {
-		case apierrors.IsNotFound(getErr):
-			// Deleted in between; another name is as good.
-		case getErr != nil:
-			return nil, &unknownOutcomeError{name: pod.Name, err: getErr}
-		case mayBeOwnCreate(existing, job, started):
-			return nil, &unknownOutcomeError{name: pod.Name, err: err}
-		}
-		klog.FromContext(ctx).V(2).Info("Pod name taken, trying another", "job", klog.KObj(job), "pod", klog.KObj(pod))
-	}
-}
-
-// mayBeOwnCreate reports whether p, found under a name just generated for a
-// new pod of job, may be that pod: controlled by job and created within
-// ownCreateWindow of started.
-func mayBeOwnCreate(p *corev1.Pod, job *batchv1.Job, started time.Time) bool {
-	ref := metav1.GetControllerOfNoCopy(p)
-	return ref != nil && ref.UID == job.UID && !p.CreationTimestamp.Time.Before(started.Add(-ownCreateWindow))
-}
-
-// unknownOutcomeError is a pod create that may or may not have created the
-// pod it names.
-type unknownOutcomeError struct {
-	name string
-	err  error
-}
-
-func (e *unknownOutcomeError) Error() string {
-	return fmt.Sprintf("pod %s may have been created by this request: %v", e.name, e.err)
-}
-
-func (e *unknownOutcomeError) Unwrap() error { return e.err }
-
 // delete deletes the named pod of job. A pod already gone is reported as
 // NotFound without an event.
 func (c *podControl) delete(ctx context.Context, job *batchv1.Job, name string) error {
@@ -179,6 +77,25 @@ func (c *podControl) removeFinalizer(ctx context.Context, namespace, name string
 	if err == nil && c.onWrite != nil {
 		c.onWrite(m)
 	}
+	return err
+}
+
+// releaseOrphan removes the tracking finalizer from pod, a pod no Job
+// counts any more, provided it is still at the resourceVersion the caller
+// decided from (a conflict otherwise). The write is not reported to
+// onWrite: no sync of a Job waits for it, and a record of it would never
+// be cleared.
+func (c *podControl) releaseOrphan(ctx context.Context, pod *corev1.Pod) error {
+	patch := removeFinalizerPatchAt(pod)
+	if patch == nil {
+		return nil
+	}
+	if c.meta != nil {
+		_, err := c.meta.Resource(corev1.SchemeGroupVersion.WithResource("pods")).Namespace(pod.Namespace).
+			Patch(ctx, pod.Name, types.StrategicMergePatchType, patch, metav1.PatchOptions{FieldManager: FieldManager})
+		return err
+	}
+	_, err := c.client.CoreV1().Pods(pod.Namespace).Patch(ctx, pod.Name, types.StrategicMergePatchType, patch, metav1.PatchOptions{FieldManager: FieldManager})
 	return err
 }
 

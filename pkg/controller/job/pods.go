@@ -6,7 +6,6 @@ import (
 
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/util/json"
 	podutil "k8s.io/kubernetes/pkg/api/v1/pod"
 	"k8s.io/kubernetes/pkg/controller"
 )
@@ -119,18 +118,4 @@ func restartsExceedBackoffLimit(job *batchv1.Job, pods []*corev1.Pod) bool {
 		return restarts > 0
 	}
 	return restarts >= limit
-}
-
-// removeFinalizerPatch is the strategic merge patch that drops the tracking
-// finalizer, or nil if the pod does not hold it.
-func removeFinalizerPatch(pod *corev1.Pod) []byte {
-	if !hasTrackingFinalizer(pod) {
-		return nil
-	}
-	b, _ := json.Marshal(map[string]any{
-		"metadata": map[string]any{
-			"$deleteFromPrimitiveList/finalizers": []string{batchv1.JobTrackingFinalizer},
-		},
-	})
-	return b
 }

@@ -36,8 +36,10 @@ import (
 // A pod is counted once it is stale for staleFinalizerGrace, so that removals
 // in flight normally (the finished Job's last sync, the orphan queue) are
 // not. Everything is read from the informer caches at scrape time, with no
-// API call: one pass over the cached Jobs, and over the cached pods grouped
-// by controller, skipping the pods of unfinished Jobs without reading them.
+// API call: one pass over the cached Jobs, and over the cached pods that hold
+// the finalizer, grouped by controller (podFinalizerIndex), skipping the
+// pods of unfinished Jobs without reading them; pods without the finalizer,
+// most of a busy cluster's, are never read.
 
 // staleFinalizerGrace is how long a pod may keep a stale tracking finalizer
 // before the gauges count it. A removal normally lands within a second of
@@ -54,7 +56,7 @@ type staleFinalizerScanner struct {
 	clock clock.PassiveClock
 	// jobs lists the cached Jobs.
 	jobs batchlisters.JobLister
-	// pods is the pod cache, indexed by controller (podControllerIndex).
+	// pods is the pod cache, indexed by controller (podFinalizerIndex).
 	pods cache.Indexer
 	// manages reports whether this controller manages a Job.
 	manages func(*batchv1.Job) bool
@@ -105,12 +107,12 @@ func (s *staleFinalizerScanner) StaleFinalizers() metrics.StaleFinalizers {
 			out.OldestSeconds = max(out.OldestSeconds, age.Seconds())
 		}
 	}
-	for _, key := range s.pods.ListIndexFuncValues(podControllerIndex) {
+	for _, key := range s.pods.ListIndexFuncValues(podFinalizerIndex) {
 		job, known := byUID[types.UID(key)]
 		if known && (!s.manages(job) || !isFinished(job)) {
 			continue
 		}
-		objs, err := s.pods.ByIndex(podControllerIndex, key)
+		objs, err := s.pods.ByIndex(podFinalizerIndex, key)
 		if err != nil {
 			continue
 		}

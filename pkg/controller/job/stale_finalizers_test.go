@@ -15,6 +15,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes/fake"
+	"k8s.io/client-go/tools/cache"
 	"k8s.io/klog/v2/ktesting"
 	"k8s.io/utils/ptr"
 
@@ -365,5 +366,40 @@ func BenchmarkStaleFinalizerScan(b *testing.B) {
 				}
 			}
 		})
+	}
+}
+
+// readCounter is a pod cache that counts the pods its index reads return.
+type readCounter struct {
+	cache.Indexer
+	// read counts the pods returned by ByIndex.
+	read int
+}
+
+func (r *readCounter) ByIndex(name, key string) ([]any, error) {
+	objs, err := r.Indexer.ByIndex(name, key)
+	r.read += len(objs)
+	return objs, err
+}
+
+// TestStaleFinalizerScanSkipsPodsWithoutFinalizer: a scrape reads only pods
+// that hold the tracking finalizer, not the cluster's other pods (here 500
+// pods of a ReplicaSet and 500 without a controller).
+func TestStaleFinalizerScanSkipsPodsWithoutFinalizer(t *testing.T) {
+	gone := builder.MakeJob("gone", ns).Selector("gone-uid").Obj()
+	running := builder.MakeJob("running", ns).Selector("running-uid").ManagedBy(DefaultManagedBy).Obj()
+	var pods []*corev1.Pod
+	for i := range 500 {
+		p := builder.MakePod(fmt.Sprintf("rs-%d", i), ns).UID(fmt.Sprintf("rs-%d", i)).Obj()
+		p.OwnerReferences = []metav1.OwnerReference{{APIVersion: "apps/v1", Kind: "ReplicaSet", Name: "rs", UID: "rs-uid", Controller: ptr.To(true)}}
+		pods = append(pods, p, builder.MakePod(fmt.Sprintf("bare-%d", i), ns).UID(fmt.Sprintf("bare-%d", i)).Obj())
+	}
+	pods = append(pods, builder.MakePod("orphan", ns).UID("orphan").Finalizer(batchv1.JobTrackingFinalizer).OwnedByJob(gone).Obj())
+	f := newStaleFixture(t, []*batchv1.Job{running}, pods)
+	counter := &readCounter{Indexer: f.h.c.staleFinalizers.pods}
+	f.h.c.staleFinalizers.pods = counter
+	f.h.c.staleFinalizers.StaleFinalizers()
+	if counter.read != 1 {
+		t.Errorf("a scrape read %d pods, want 1 (the one holding the finalizer)", counter.read)
 	}
 }

@@ -172,7 +172,7 @@ func TestSyncSuccessPolicy(t *testing.T) {
 				Conditions: []string{"SuccessCriteriaMet=True/SuccessPolicy", "Complete=True/SuccessPolicy"}},
 			wantMessage: "Matched rules at index 0",
 			wantPods:    2,
-			wantWrites:  map[string]int{"update jobs/status": 1, "patch pods": 2},
+			wantWrites:  map[string]int{"update jobs/status": 2, "patch pods": 2},
 			wantEvents:  []string{"Completed"},
 		},
 		"rule not met yet: the job keeps running": {
@@ -218,7 +218,7 @@ func TestSyncSuccessPolicy(t *testing.T) {
 				Conditions: []string{"SuccessCriteriaMet=True/SuccessPolicy", "Complete=True/SuccessPolicy"}},
 			wantMessage: "Matched rules at index 0",
 			wantPods:    1,
-			wantWrites:  map[string]int{"update jobs/status": 1, "patch pods": 1},
+			wantWrites:  map[string]int{"update jobs/status": 2, "patch pods": 1},
 			wantEvents:  []string{"Completed"},
 		},
 		"SuccessCriteriaMet waits for terminating pods": {

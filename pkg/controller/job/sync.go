@@ -2,6 +2,7 @@ package job
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
@@ -88,7 +89,7 @@ func (sc *syncContext) failing() bool {
 //  1. wait until the informers show this controller's own last writes
 //     for the Job (read-your-writes, consistency.go);
 //  2. skip Jobs that are gone, not managed or finished (a finished Job only
-//     gets its leftover finalizers released, finished.go);
+//     gets its leftover finalizers released, finished_cleanup.go);
 //  3. list and claim pods, and count outcomes;
 //  4. decide the end (decideFinish: failure first, then success policy);
 //  5. if an end is decided, delete the active pods; else create or delete
@@ -107,6 +108,11 @@ func (c *Controller) syncJob(ctx context.Context, key string) (rErr error) {
 		return err
 	}
 	if err := c.awaitOwnWrites(ctx, key); err != nil {
+		if !errors.Is(err, errStaleCache) {
+			// A barrier that cannot be read blocks the Job: an error
+			// that alerts see, not a silent wait.
+			c.recordBlockedSync(ns, name, start)
+		}
 		return err
 	}
 	shared, err := c.jobLister.Jobs(ns).Get(name)
@@ -216,7 +222,9 @@ func (c *Controller) syncJob(ctx context.Context, key string) (rErr error) {
 			active, action, manageErr = c.manageJob(ctx, sc)
 			managed = true
 		}
-		if succeededEnough(job, sc.succeeded, active) {
+		// Pods created but not yet in the cache may be running: the Job
+		// is judged complete only once the cache shows every create.
+		if satisfied && succeededEnough(job, sc.succeeded, active) {
 			sc.setEnd(newCondition(batchv1.JobSuccessCriteriaMet, corev1.ConditionTrue, batchv1.JobReasonCompletionsReached, msgCompletionsReached, now), now)
 		} else if managed {
 			// Only a sync that acted on pods may flip Suspended.
@@ -236,6 +244,18 @@ func (c *Controller) syncJob(ctx context.Context, key string) (rErr error) {
 		return fmt.Errorf("tracking status of job %s: %w", key, err)
 	}
 	return manageErr
+}
+
+// recordBlockedSync counts a sync of the Job ns/name that failed before it
+// could read the Job (a barrier read refused, say) as a sync error, labelled
+// with the completion mode the cache shows (NonIndexed if it shows none).
+func (c *Controller) recordBlockedSync(ns, name string, start time.Time) {
+	mode := string(batchv1.NonIndexedCompletion)
+	if job, err := c.jobLister.Jobs(ns).Get(name); err == nil {
+		mode = completionModeLabel(job)
+	}
+	c.metrics.SyncDuration.WithLabelValues(mode, metrics.Error, metrics.ActionReconciling).Observe(c.clock.Since(start).Seconds())
+	c.metrics.Syncs.WithLabelValues(mode, metrics.Error, metrics.ActionReconciling).Inc()
 }
 
 // succeededEnough reports whether the Job met its completions: with

@@ -260,8 +260,10 @@ func TestSyncOutcomes(t *testing.T) {
 			},
 			want: statusCounts{Succeeded: 2, Started: true, Completed: true,
 				Conditions: []string{"SuccessCriteriaMet=True/CompletionsReached", "Complete=True/CompletionsReached"}},
-			wantPods:   2,
-			wantWrites: map[string]int{"update jobs/status": 1, "patch pods": 2},
+			wantPods: 2,
+			// Uncounted UIDs and the interim condition, the finalizers,
+			// then the counters and the terminal condition.
+			wantWrites: map[string]int{"update jobs/status": 2, "patch pods": 2},
 			wantEvents: []string{"Completed"},
 		},
 		"backoff limit exceeded fails the job": {
@@ -275,7 +277,7 @@ func TestSyncOutcomes(t *testing.T) {
 			want: statusCounts{Failed: 2, Started: true,
 				Conditions: []string{"FailureTarget=True/BackoffLimitExceeded", "Failed=True/BackoffLimitExceeded"}},
 			wantPods:   2,
-			wantWrites: map[string]int{"update jobs/status": 1, "patch pods": 2},
+			wantWrites: map[string]int{"update jobs/status": 2, "patch pods": 2},
 			wantEvents: []string{"BackoffLimitExceeded"},
 		},
 		"failing job deletes active pods and waits for them": {
@@ -599,29 +601,76 @@ func TestSyncStalePodCacheDoesNotRecount(t *testing.T) {
 	}
 }
 
-// TestSyncFinishWithFailedReleaseQueuesCleanup: the Job is finished in one
-// write; a finalizer patch that then fails leaves the cleanup to the orphan
-// queue.
-func TestSyncFinishWithFailedReleaseQueuesCleanup(t *testing.T) {
+// TestSyncFailedReleaseHoldsTheTerminalCondition: a finalizer patch that
+// fails keeps the pod's UID uncounted, so the Job is not marked Complete
+// (KEP-2307's order: the terminal condition only once every pod is counted
+// and released); the next sync releases the pod and completes the Job.
+func TestSyncFailedReleaseHoldsTheTerminalCondition(t *testing.T) {
 	started := metav1.NewTime(t0.Add(-time.Minute))
 	job := builder.MakeJob("j", ns).Selector("u").ManagedBy(DefaultManagedBy).Parallelism(1).Completions(1).
 		Status(batchv1.JobStatus{StartTime: &started, Active: 1, Ready: ptr.To[int32](0), Terminating: ptr.To[int32](0)}).Obj()
 	pod := builder.MakePod("a", ns).UID("a").OwnedByJob(job).Finalizer(batchv1.JobTrackingFinalizer).Terminated(0, metav1.NewTime(t0)).Obj()
 	h := newHarness(t, Options{}, job, pod)
+	failPatch := true
 	h.client.PrependReactor("patch", "pods", func(k8stesting.Action) (bool, runtime.Object, error) {
-		return true, nil, fmt.Errorf("injected patch failure")
+		if failPatch {
+			return true, nil, fmt.Errorf("injected patch failure")
+		}
+		return false, nil, nil
 	})
-	got, pods := h.sync(t, job)
+	if err := h.c.syncJob(h.ctx, jobKey(job)); err == nil {
+		t.Fatal("first sync: want the patch error")
+	}
+	got, err := h.client.BatchV1().Jobs(ns).Get(h.ctx, job.Name, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff(statusCounts{Uncounted: 1, Started: true,
+		Conditions: []string{"SuccessCriteriaMet=True/CompletionsReached"}}, countsOf(got), cmpopts.EquateEmpty()); diff != "" {
+		t.Errorf("status after the failed release (-want +got):\n%s", diff)
+	}
+	if _, orphans := queued(h.c); len(orphans) != 0 {
+		t.Errorf("orphan queue %v, want empty: the Job itself retries", orphans)
+	}
+
+	failPatch = false
+	if err := refreshJob(h, got); err != nil {
+		t.Fatal(err)
+	}
+	got, pods := h.sync(t, got)
 	if diff := cmp.Diff(statusCounts{Succeeded: 1, Started: true, Completed: true,
 		Conditions: []string{"SuccessCriteriaMet=True/CompletionsReached", "Complete=True/CompletionsReached"}}, countsOf(got), cmpopts.EquateEmpty()); diff != "" {
-		t.Errorf("status (-want +got):\n%s", diff)
+		t.Errorf("status after the retry (-want +got):\n%s", diff)
 	}
-	if n := finalizersLeft(pods); n != 1 {
-		t.Errorf("%d pods hold the finalizer, want 1 (the patch failed)", n)
+	if n := finalizersLeft(pods); n != 0 {
+		t.Errorf("%d pods hold the finalizer, want 0", n)
 	}
-	_, orphans := queued(h.c)
-	want := []orphanKey{{namespace: ns, selector: batchv1.ControllerUidLabel + "=u"}}
-	if diff := cmp.Diff(want, orphans, cmp.AllowUnexported(orphanKey{})); diff != "" {
-		t.Errorf("orphan queue (-want +got):\n%s", diff)
+}
+
+// TestSyncCompletionWaitsForExpectations: the Job's pods all succeeded as
+// far as the cache shows, but a pod create of an earlier sync is not in
+// the cache yet; the Job is not judged complete until it is (that pod
+// would run for a finished Job), as upstream waits for its expectations.
+func TestSyncCompletionWaitsForExpectations(t *testing.T) {
+	started := metav1.NewTime(t0.Add(-time.Minute))
+	job := builder.MakeJob("j", ns).Selector("u").ManagedBy(DefaultManagedBy).Parallelism(2).Completions(2).
+		Status(batchv1.JobStatus{StartTime: &started, Active: 2, Ready: ptr.To[int32](0), Terminating: ptr.To[int32](0)}).Obj()
+	p := func(name string) *corev1.Pod {
+		return builder.MakePod(name, ns).UID(name).OwnedByJob(job).Finalizer(batchv1.JobTrackingFinalizer).Terminated(0, metav1.NewTime(t0)).Obj()
+	}
+	h := newHarness(t, Options{}, job, p("a"), p("b"))
+	key := jobKey(job)
+	h.c.expectations.expect(key, 1, 0)
+	got, _ := h.sync(t, job)
+	if conds := countsOf(got).Conditions; len(conds) != 0 {
+		t.Errorf("conditions %v with a create unseen, want none", conds)
+	}
+	h.c.expectations.observe(key, 1, 0)
+	if err := refreshJob(h, got); err != nil {
+		t.Fatal(err)
+	}
+	got, _ = h.sync(t, got)
+	if diff := cmp.Diff([]string{"SuccessCriteriaMet=True/CompletionsReached", "Complete=True/CompletionsReached"}, countsOf(got).Conditions); diff != "" {
+		t.Errorf("conditions once the create is seen (-want +got):\n%s", diff)
 	}
 }

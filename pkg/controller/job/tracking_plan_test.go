@@ -183,3 +183,31 @@ func TestCountReleased(t *testing.T) {
 		t.Error("a second call with the same pods changed the status")
 	}
 }
+
+func TestTerminalDue(t *testing.T) {
+	cases := map[string]struct {
+		// setup
+		uncounted   *batchv1.UncountedTerminatedPods
+		terminating int32
+		// want
+		due  bool
+		wait string
+	}{
+		"nothing left":              {uncounted: &batchv1.UncountedTerminatedPods{}, due: true},
+		"no list at all":            {due: true},
+		"a success still uncounted": {uncounted: &batchv1.UncountedTerminatedPods{Succeeded: []types.UID{"a"}}, wait: "1 uncounted pods"},
+		"failures still uncounted":  {uncounted: &batchv1.UncountedTerminatedPods{Failed: []types.UID{"a", "b"}}, wait: "2 uncounted pods"},
+		"a pod terminating":         {uncounted: &batchv1.UncountedTerminatedPods{}, terminating: 1, wait: "1 terminating pods"},
+		"uncounted first": {
+			uncounted: &batchv1.UncountedTerminatedPods{Succeeded: []types.UID{"a"}}, terminating: 3, wait: "1 uncounted pods",
+		},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			due, wait := terminalDue(batchv1.JobStatus{UncountedTerminatedPods: tc.uncounted}, tc.terminating)
+			if due != tc.due || wait != tc.wait {
+				t.Errorf("terminalDue = %v, %q; want %v, %q", due, wait, tc.due, tc.wait)
+			}
+		})
+	}
+}
