@@ -15,6 +15,7 @@ import (
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/cache"
+	"k8s.io/klog/v2"
 	"k8s.io/utils/clock"
 )
 
@@ -93,10 +94,12 @@ var ErrNotFound = fmt.Errorf("not found")
 //  3. After the caches sync, build a State at every change (coalesced, at
 //     most one per MinInterval) and hand it to sink; with Logs, open a log
 //     stream for each container that started.
-//  4. Once the State is finished, with Logs: list the pods once more from
-//     the API (a pod's last update may not have reached the informer yet),
-//     stream the logs not streamed yet, and wait for the streams to end, at
-//     most LogDrainTimeout.
+//  4. Once the State is finished, if the Job failed or with Logs: list the
+//     pods once more from the API (a pod's last update may not have reached
+//     the informer yet) and build the last State from them, which names the
+//     failed pods of a Failed Job (State.FailedPods); with Logs, stream the
+//     logs not streamed yet, and wait for the streams to end, at most
+//     LogDrainTimeout. A failed LIST leaves the cached pods in its place.
 func Follow(ctx context.Context, client kubernetes.Interface, opts Options, sink Sink) (State, error) {
 	opts = opts.withDefaults()
 	ns, name := opts.Namespace, opts.Name
@@ -172,8 +175,17 @@ func Follow(ctx context.Context, client kubernetes.Interface, opts Options, sink
 	}
 	var st State
 	for {
-		var pods []*corev1.Pod
-		st, pods = f.build()
+		pods := f.cachedPods()
+		st = f.build(pods)
+		if st.Finished() && (st.Outcome == Failed || logs != nil) {
+			// The one LIST of the Job's pods (see step 4).
+			if listed, err := f.listPods(ctx, selector); err == nil {
+				pods = listed
+				st = f.build(pods)
+			} else {
+				klog.FromContext(ctx).V(2).Info("Listing the pods of the finished Job, using the cached ones", "job", klog.KRef(ns, name), "err", err)
+			}
+		}
 		sink.State(st)
 		if logs != nil {
 			logs.observe(podsOf(f.job, pods))
@@ -195,13 +207,6 @@ func Follow(ctx context.Context, client kubernetes.Interface, opts Options, sink
 		}
 	}
 	if logs != nil {
-		if list, err := client.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: selector.String()}); err == nil {
-			pods := make([]*corev1.Pod, len(list.Items))
-			for i := range list.Items {
-				pods[i] = &list.Items[i]
-			}
-			logs.observe(podsOf(f.job, pods))
-		}
 		logs.drain(opts.LogDrainTimeout)
 	}
 	return st, nil
@@ -240,8 +245,33 @@ func (f *follower) poke() {
 	}
 }
 
-// build reads the caches and returns the current State and the pods read.
-func (f *follower) build() (State, []*corev1.Pod) {
+// cachedPods returns the pods in the pod informer's cache.
+func (f *follower) cachedPods() []*corev1.Pod {
+	var pods []*corev1.Pod
+	for _, o := range f.pods.GetStore().List() {
+		if p, ok := o.(*corev1.Pod); ok {
+			pods = append(pods, p)
+		}
+	}
+	return pods
+}
+
+// listPods lists the pods of the Job's selector from the API.
+func (f *follower) listPods(ctx context.Context, selector labels.Selector) ([]*corev1.Pod, error) {
+	list, err := f.client.CoreV1().Pods(f.opts.Namespace).List(ctx, metav1.ListOptions{LabelSelector: selector.String()})
+	if err != nil {
+		return nil, err
+	}
+	pods := make([]*corev1.Pod, len(list.Items))
+	for i := range list.Items {
+		pods[i] = &list.Items[i]
+	}
+	return pods, nil
+}
+
+// build reads the Job and events caches and returns the current State,
+// built with pods.
+func (f *follower) build(pods []*corev1.Pod) State {
 	found := false
 	for _, o := range f.jobs.GetStore().List() {
 		if j, ok := o.(*batchv1.Job); ok && j.Name == f.opts.Name && j.UID == f.uid {
@@ -251,19 +281,13 @@ func (f *follower) build() (State, []*corev1.Pod) {
 	if !found {
 		f.deleted = true
 	}
-	var pods []*corev1.Pod
-	for _, o := range f.pods.GetStore().List() {
-		if p, ok := o.(*corev1.Pod); ok {
-			pods = append(pods, p)
-		}
-	}
 	var events []*corev1.Event
 	for _, o := range f.events.GetStore().List() {
 		if e, ok := o.(*corev1.Event); ok {
 			events = append(events, e)
 		}
 	}
-	return Build(Input{Job: f.job, Deleted: f.deleted, Pods: pods, Events: events}, f.opts.Clock.Now()), pods
+	return Build(Input{Job: f.job, Deleted: f.deleted, Pods: pods, Events: events}, f.opts.Clock.Now())
 }
 
 // stripManagedFields drops managed fields from cached objects: follow never

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/go-cmp/cmp"
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -193,6 +194,37 @@ func TestFollowFinishedJob(t *testing.T) {
 	r := waitResult(t, startFollow(context.Background(), c, Options{Namespace: "ns", Name: "j"}, newRecorder()))
 	if r.err != nil || r.state.Outcome != Failed || r.state.Reason != "DeadlineExceeded" || r.state.Message != "too slow" {
 		t.Errorf("Follow returned %+v, %v", r.state, r.err)
+	}
+	if len(r.state.FailedPods) != 0 || r.state.MoreFailedPods != 0 {
+		t.Errorf("failed pods %+v (and %d more) of a Job without pods", r.state.FailedPods, r.state.MoreFailedPods)
+	}
+}
+
+// TestFollowFailedPods checks that the last State of a Failed Job names its
+// failed pods, read with one LIST of its pods once it failed.
+func TestFollowFailedPods(t *testing.T) {
+	job := testJob()
+	job.Status.Failed = 1
+	job.Status.Conditions = []batchv1.JobCondition{{Type: batchv1.JobFailed, Status: corev1.ConditionTrue, Reason: "FailedIndexes", Message: "Job has failed indexes"}}
+	failedPod := builder.MakePod("j-1-abc", "ns").UID("pod-1").OwnedByJob(job).Index("1").Terminated(3, mt0).Obj()
+	other := builder.MakePod("other", "ns").UID("other").Terminated(1, mt0).Obj() // not the Job's
+	c, _ := newFakeClient(job, failedPod, other)
+	r := waitResult(t, startFollow(context.Background(), c, Options{Namespace: "ns", Name: "j"}, newRecorder()))
+	if r.err != nil || r.state.Outcome != Failed {
+		t.Fatalf("Follow returned %+v, %v", r.state, r.err)
+	}
+	want := []FailedPod{{Name: "j-1-abc", Index: "1", Container: "main", ExitCode: 3, Reason: "Error"}}
+	if diff := cmp.Diff(want, r.state.FailedPods); diff != "" {
+		t.Errorf("failed pods (-want +got):\n%s", diff)
+	}
+	lists := 0
+	for _, a := range c.Actions() {
+		if a.GetVerb() == "list" && a.GetResource().Resource == "pods" {
+			lists++
+		}
+	}
+	if lists != 2 { // the informer's and the last one
+		t.Errorf("%d LISTs of pods, want 2", lists)
 	}
 }
 

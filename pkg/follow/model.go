@@ -30,7 +30,8 @@ type Input struct {
 // Steps: copy the spec and status counters; find the outcome from the
 // Complete and Failed conditions (a Job that finished before it was
 // deleted keeps its outcome); compute the elapsed time up to the end, or
-// now; then the per-index phases of an Indexed Job and the Warnings.
+// now; then the per-index phases of an Indexed Job, the Warnings, and,
+// for a Failed Job, the failed pods that explain it (failedPods).
 func Build(in Input, now time.Time) State {
 	job := in.Job
 	if job == nil {
@@ -93,6 +94,9 @@ func Build(in Input, now time.Time) State {
 		s.Indexes = indexPhases(job, pods)
 	}
 	s.Warnings = warningsOf(job, pods, in.Events)
+	if s.Outcome == Failed {
+		s.FailedPods, s.MoreFailedPods = failedPods(pods, MaxFailedPods)
+	}
 	return s
 }
 

@@ -21,6 +21,13 @@ import (
 //	2026-01-02T15:04:30Z condition Complete=True (CompletionsReached): Reached expected number of succeeded pods
 //	2026-01-02T15:04:30Z job demo/big complete: 200/200 succeeded in 25s
 //
+// A Failed Job's last lines name its failed pods (failureLines):
+//
+//	2026-01-02T15:04:30Z condition Failed=True (FailedIndexes): Job has failed indexes
+//	2026-01-02T15:04:30Z failed pod/big-3-x7k2p [index 3]: container main exit code 2 (Error): no input
+//	2026-01-02T15:04:30Z failed pod/big-7-q9z8m [index 7]: container main exit code 137 (OOMKilled)
+//	2026-01-02T15:04:30Z job demo/big failed after 25s: FailedIndexes: Job has failed indexes
+//
 // Log lines are printed as they come, prefixed with their pod or index and
 // without a timestamp of their own.
 type Plain struct {
@@ -100,6 +107,9 @@ func (p *Plain) State(s State) {
 	p.seen, p.last = true, s
 	if s.Finished() {
 		p.done = true
+		for _, line := range failureLines(s, "failed ") {
+			p.printf("%s", line)
+		}
 		p.printf("%s", resultLine(s))
 	}
 }
@@ -187,6 +197,27 @@ func resultLine(s State) string {
 		return job + " was deleted before it finished"
 	}
 	return job + " " + s.Outcome.String()
+}
+
+// failureLines are the lines that name a Failed Job's failed pods: one per
+// pod shown (failedPodLine, after podPrefix), "and N more failed pods"
+// when some are not, or noFailedPod when none is left. Nil for other
+// outcomes.
+func failureLines(s State, podPrefix string) []string {
+	if s.Outcome != Failed {
+		return nil
+	}
+	if len(s.FailedPods) == 0 && s.MoreFailedPods == 0 {
+		return []string{noFailedPod}
+	}
+	var lines []string
+	for _, f := range s.FailedPods {
+		lines = append(lines, podPrefix+failedPodLine(f))
+	}
+	if s.MoreFailedPods > 0 {
+		lines = append(lines, moreFailedPods(s.MoreFailedPods))
+	}
+	return lines
 }
 
 // formatDuration rounds to the second ("1m2s"), or to the tenth of a

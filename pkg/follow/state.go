@@ -162,6 +162,39 @@ type State struct {
 	Outcome Outcome
 	Reason  string
 	Message string
+	// FailedPods are, once the Job has Failed, the failed pods of it still
+	// present that explain the failure, at most MaxFailedPods (see
+	// failedPods for which and in what order); MoreFailedPods counts the
+	// others. Both are empty before the Job failed and for other outcomes.
+	FailedPods     []FailedPod
+	MoreFailedPods int
+}
+
+// FailedPod is one failed pod of a Failed Job, with what `kubectl describe
+// pod` would show of its failure.
+type FailedPod struct {
+	// Name is the pod's name.
+	Name string
+	// Index is its completion index ("" for a NonIndexed Job).
+	Index string
+	// Container is the container whose failure is shown: the first (init
+	// containers first) that exited with a non-zero code, in its current
+	// state or, restarted since, its last one. Empty when none did, e.g. a
+	// pod evicted or rejected before its containers ran.
+	Container string
+	// ExitCode is that container's exit code (when Container is set).
+	ExitCode int32
+	// Reason is the pod's status.reason (Evicted, DeadlineExceeded, ...)
+	// when set, else the container's termination reason (Error, OOMKilled,
+	// ContainerCannotRun, ...).
+	Reason string
+	// Message goes with Reason: the pod's status.message, or the
+	// container's termination message; shortened to one line of at most
+	// maxFailureMessage characters.
+	Message string
+	// Deleting is true when the pod is being deleted: usually a pod the Job
+	// controller stopped because the Job failed, not one that caused it.
+	Deleting bool
 }
 
 // Finished reports whether the Job reached an outcome.

@@ -168,7 +168,8 @@ const (
 )
 
 // renderView draws a State: header, progress bar, counters, index map,
-// conditions and the latest warnings. It is a pure function of its
+// conditions, the latest warnings and, once the Job failed, its failed
+// pods. It is a pure function of its
 // arguments.
 func renderView(s State, now time.Time, width int, bar progress.Model, stopped bool) string {
 	width = max(width, 40)
@@ -240,6 +241,19 @@ func renderView(s State, now time.Time, width int, bar progress.Model, stopped b
 			b.WriteString("  " + truncate(w.Last.Local().Format("15:04:05")+" "+warningLine(w), width-2) + "\n")
 		}
 	}
+	if lines := failureLines(s, ""); len(lines) > 0 {
+		b.WriteString("\n" + titleStyle.Render("failed pods") + "\n")
+		for _, l := range lines {
+			// Wrapped, not cut: this is what the user reads last.
+			for i, part := range wrap(l, width-4) {
+				indent := "  "
+				if i > 0 {
+					indent = "    "
+				}
+				b.WriteString(indent + part + "\n")
+			}
+		}
+	}
 	switch {
 	case s.Finished():
 		b.WriteString("\n" + st.Render(oneLine(resultLine(s))) + "\n")
@@ -262,4 +276,37 @@ func truncate(s string, width int) string {
 		r = r[:len(r)-1]
 	}
 	return string(r) + "…"
+}
+
+// wrap breaks a one-line text into lines of at most width cells, at spaces
+// where it can, cutting words longer than a line.
+func wrap(s string, width int) []string {
+	width = max(width, 1)
+	var lines []string
+	line := ""
+	for _, word := range strings.Fields(s) {
+		for lipgloss.Width(word) > width {
+			if line != "" {
+				lines, line = append(lines, line), ""
+			}
+			r := []rune(word)
+			n := len(r)
+			for n > 1 && lipgloss.Width(string(r[:n])) > width {
+				n--
+			}
+			lines, word = append(lines, string(r[:n])), string(r[n:])
+		}
+		switch {
+		case line == "":
+			line = word
+		case lipgloss.Width(line)+1+lipgloss.Width(word) <= width:
+			line += " " + word
+		default:
+			lines, line = append(lines, line), word
+		}
+	}
+	if line != "" {
+		lines = append(lines, line)
+	}
+	return lines
 }

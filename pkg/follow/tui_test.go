@@ -9,6 +9,7 @@ import (
 
 	tea "github.com/charmbracelet/bubbletea"
 	"github.com/charmbracelet/lipgloss"
+	"github.com/google/go-cmp/cmp"
 	"github.com/muesli/termenv"
 )
 
@@ -42,8 +43,11 @@ func TestRenderView(t *testing.T) {
 	}
 
 	s.Outcome, s.Reason, s.Message, s.Elapsed = Failed, "BackoffLimitExceeded", "Job has reached the specified backoff limit", 9*time.Second
+	s.FailedPods, s.MoreFailedPods = []FailedPod{{Name: "big-9-x", Index: "9", Container: "main", ExitCode: 137, Reason: "OOMKilled"}}, 2
 	got = renderView(s, t0.Add(time.Hour), 60, newTUIModel(t0).bar, false)
-	for _, want := range []string{"FAILED job demo/big", "elapsed 9s", "job demo/big failed after 9s: BackoffLimitExceeded: Job has reached the specified backoff limit"} {
+	for _, want := range []string{"FAILED job demo/big", "elapsed 9s",
+		"failed pods\n  pod/big-9-x [index 9]: container main exit code 137\n    (OOMKilled)\n  and 2 more failed pods\n",
+		"job demo/big failed after 9s: BackoffLimitExceeded: Job has reached the specified backoff limit"} {
 		if !strings.Contains(got, want) {
 			t.Errorf("view of the failed Job lacks %q:\n%s", want, got)
 		}
@@ -97,5 +101,27 @@ func TestTUIModel(t *testing.T) {
 	}
 	if got := m.View(); !strings.Contains(got, "stopped following") {
 		t.Errorf("view after Ctrl-C: %q", got)
+	}
+}
+
+func TestWrap(t *testing.T) {
+	cases := map[string]struct {
+		text  string
+		width int
+		want  []string
+	}{
+		"fits":           {text: "pod/a: exit code 1", width: 20, want: []string{"pod/a: exit code 1"}},
+		"at spaces":      {text: "pod/a: container main exit code 1", width: 15, want: []string{"pod/a:", "container main", "exit code 1"}},
+		"a long word":    {text: "ab abcdefghij c", width: 4, want: []string{"ab", "abcd", "efgh", "ij c"}},
+		"wide runes":     {text: "ééé ü", width: 3, want: []string{"ééé", "ü"}},
+		"empty":          {text: "", width: 10},
+		"width too thin": {text: "ab", width: 0, want: []string{"a", "b"}},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			if diff := cmp.Diff(tc.want, wrap(tc.text, tc.width)); diff != "" {
+				t.Errorf("lines (-want +got):\n%s", diff)
+			}
+		})
 	}
 }

@@ -17,6 +17,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/yaml"
 
 	"jobkeeper.dev/jobkeeper/test/builder"
@@ -77,7 +78,7 @@ func TestRunFollow(t *testing.T) {
 		})
 	})
 
-	t.Run("run exits 1 on a Job that fails, printing the reason", func(t *testing.T) {
+	t.Run("run exits 1 on a Job that fails, printing the reason and the failed pod", func(t *testing.T) {
 		ns := createTestNamespace(t, c, "run-fail")
 		job := builder.MakeJob("failing", ns).BackoffLimit(0).Command("/bin/sh", "-c", "echo about to fail; exit 3").Obj()
 		code, out := jk("run", "-f", writeJob(t, job), "--logs").waitExit(t, followTimeout)
@@ -93,6 +94,27 @@ func TestRunFollow(t *testing.T) {
 			if !strings.Contains(out, want) {
 				t.Errorf("output lacks %q:\n%s", want, out)
 			}
+		}
+		// The pod that failed, its container and exit code, before the
+		// last line.
+		failedPod := regexp.MustCompile(`(?m)^\S+ failed pod/failing-\w+: container main exit code 3 \(Error\)\n\S+ job ` + ns + `/failing failed after `)
+		if !failedPod.MatchString(out) {
+			t.Errorf("output does not name the failed pod and its exit code before the last line:\n%s", out)
+		}
+	})
+
+	t.Run("an Indexed Job's failed indexes are named with their pods", func(t *testing.T) {
+		ns := createTestNamespace(t, c, "run-fail-indexed")
+		job := builder.MakeJob("indexes", ns).Indexed().Completions(3).Parallelism(3).
+			Command("/bin/sh", "-c", `[ "$JOB_COMPLETION_INDEX" != 1 ] || exit 42`).Obj()
+		job.Spec.BackoffLimitPerIndex = ptr.To[int32](0)
+		code, out := jk("run", "-f", writeJob(t, job)).waitExit(t, followTimeout)
+		if code != 1 {
+			t.Fatalf("exit code %d, want 1; output:\n%s", code, out)
+		}
+		failedPod := regexp.MustCompile(`(?m) failed pod/indexes-1-\w+ \[index 1\]: container main exit code 42 \(Error\)$`)
+		if !failedPod.MatchString(out) || !strings.Contains(out, ": FailedIndexes: Job has failed indexes") {
+			t.Errorf("output does not name index 1's failed pod and its exit code:\n%s", out)
 		}
 	})
 
