@@ -18,12 +18,15 @@
 //     one per change (for CI logs and pipes); TUI redraws a live view in
 //     place on a terminal (charmbracelet's bubbletea, bubbles/progress and
 //     lipgloss).
+//   - failedpods.go: for a Failed Job, the failed pods that explain it
+//     (pod, index, container, exit code, reason, termination message),
+//     read from one LIST of the Job's pods once it failed;
 //   - manifest.go: reading the one batch/v1 Job of a file, for `run -f`.
 //
 // Outcomes and the exit codes the commands map them to:
 //
 //	Running ──► Complete (Complete=True)             exit 0
-//	        ├─► Failed   (Failed=True)               exit 1, reason and message printed
+//	        ├─► Failed   (Failed=True)               exit 1, reason, message and failed pods printed
 //	        └─► Deleted  (gone before finishing)     exit 3
 //	(Ctrl-C or SIGTERM while following: exit 130 or 143; errors: exit 2)
 //
