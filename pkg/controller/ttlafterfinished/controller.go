@@ -48,9 +48,15 @@ var (
 	// UnreadyPolicyRetryPeriod is how often a policy that is not ready (e.g.
 	// its kind is not installed yet) is compiled again.
 	UnreadyPolicyRetryPeriod = 10 * time.Second
-	// StatusBatchPeriod delays a policy status write after a deletion, so a
-	// burst of deletions costs one write.
-	StatusBatchPeriod = 2 * time.Second
+	// StatusSettleDelay is how long after a deletion its policy's status is
+	// written, at the soonest: time for the informers to see the object go,
+	// so that the matched count written with the deletion is right.
+	StatusSettleDelay = 100 * time.Millisecond
+	// StatusWriteInterval is the shortest time between two status syncs of a
+	// policy that its deletions ask for: a burst of deletions costs at most
+	// one status write per policy per interval (see statusPacer), and its
+	// last deletion is in the status at most this long after it.
+	StatusWriteInterval = time.Second
 )
 
 // Options configures the controller. Every field has a working default.
@@ -146,6 +152,8 @@ type Controller struct {
 	historyQueue workqueue.TypedRateLimitingInterface[groupKey]
 	// pending tracks scheduled deletions, for the expired-objects gauge.
 	pending *pendingSet
+	// pacer spaces the policy status syncs that deletions ask for.
+	pacer *statusPacer
 
 	// mu guards the fields below.
 	mu sync.RWMutex
@@ -189,6 +197,7 @@ func New(ctx context.Context, opts Options, clients Clients, factory informers.S
 	if c.clock == nil {
 		c.clock = clock.RealClock{}
 	}
+	c.pacer = newStatusPacer(c.clock)
 	if c.fieldManager == "" {
 		c.fieldManager = DefaultFieldManager
 	}

@@ -31,7 +31,8 @@ type policyStats struct {
 }
 
 // countDeletion records a deletion (or a dry-run report) for a policy and
-// schedules a status write.
+// schedules a status write, paced (see statusPacer): promptly after a quiet
+// spell, at most once per StatusWriteInterval during a burst.
 func (c *Controller) countDeletion(policy string, at time.Time, dryRun bool) {
 	c.mu.Lock()
 	s := c.statsFor(policy)
@@ -42,7 +43,13 @@ func (c *Controller) countDeletion(policy string, at time.Time, dryRun bool) {
 	}
 	s.last = at
 	c.mu.Unlock()
-	c.policyQueue.AddAfter(policy, StatusBatchPeriod)
+	c.schedulePolicyStatus(policy)
+}
+
+// schedulePolicyStatus asks for a status sync of policy, to write stats
+// just recorded, when the pacer allows it.
+func (c *Controller) schedulePolicyStatus(policy string) {
+	c.policyQueue.AddAfter(policy, c.pacer.delay(policy, StatusSettleDelay, StatusWriteInterval))
 }
 
 // noteError records the last error of a policy (empty name: none).
@@ -57,7 +64,7 @@ func (c *Controller) noteError(policy string, err error) {
 	c.mu.Lock()
 	c.statsFor(policy).lastError = msg
 	c.mu.Unlock()
-	c.policyQueue.AddAfter(policy, StatusBatchPeriod)
+	c.schedulePolicyStatus(policy)
 }
 
 // statsFor returns a policy's pending stats, creating them. Callers hold
@@ -83,6 +90,13 @@ func (c *Controller) takeStats(policy string) policyStats {
 	return *s
 }
 
+// hasStats reports whether a policy has stats not yet written.
+func (c *Controller) hasStats(policy string) bool {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	return c.stats[policy] != nil
+}
+
 // returnStats puts back stats that could not be written.
 func (c *Controller) returnStats(policy string, s policyStats) {
 	c.mu.Lock()
@@ -101,6 +115,10 @@ func (c *Controller) returnStats(policy string, s policyStats) {
 // syncPolicy compiles one TTLPolicy, starts or stops the informers its
 // target needs, re-enqueues the target's objects when the policy changed,
 // and writes the policy's status (Ready, matched and deleted objects).
+// After writing deletions it checks the status once more
+// StatusWriteInterval later, which writes only if something changed since:
+// the end of a burst, or an object whose deletion the informers had not
+// seen yet.
 func (c *Controller) syncPolicy(ctx context.Context, name string) error {
 	logger := klog.FromContext(ctx)
 	obj, exists, err := c.policyInformer.GetStore().GetByKey(name)
@@ -109,6 +127,7 @@ func (c *Controller) syncPolicy(ctx context.Context, name string) error {
 	}
 	if !exists {
 		logger.V(2).Info("TTLPolicy removed", "policy", name)
+		c.pacer.forget(name)
 		c.mu.Lock()
 		old := c.policies[name]
 		delete(c.policies, name)
@@ -159,6 +178,8 @@ func (c *Controller) syncPolicy(ctx context.Context, name string) error {
 		}
 	}
 
+	c.pacer.syncing(name)
+	flushing := c.hasStats(name)
 	if err := c.updatePolicyStatus(ctx, pol, cp); err != nil {
 		return err
 	}
@@ -166,6 +187,10 @@ func (c *Controller) syncPolicy(ctx context.Context, name string) error {
 		c.policyQueue.AddAfter(name, PolicyResyncPeriod)
 	} else {
 		c.policyQueue.AddAfter(name, UnreadyPolicyRetryPeriod)
+	}
+	if flushing {
+		logger.V(4).Info("TTLPolicy status written with deletions, checking again", "policy", name, "after", StatusWriteInterval)
+		c.policyQueue.AddAfter(name, StatusWriteInterval)
 	}
 	return nil
 }

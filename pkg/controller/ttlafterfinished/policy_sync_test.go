@@ -42,7 +42,8 @@ func TestSyncPolicyStatus(t *testing.T) {
 				Deleted:          3,
 				LastDeletionTime: &at,
 			},
-			wantRequeue: PolicyResyncPeriod,
+			// Deletions were written: checked again an interval later.
+			wantRequeue: StatusWriteInterval,
 			wantIndexed: true,
 		},
 		"unknown kind": {

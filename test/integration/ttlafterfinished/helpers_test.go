@@ -54,10 +54,11 @@ func startController(t testing.TB) {
 		}
 		client := kubernetes.NewForConfigOrDie(cfg)
 		dyn := dynamic.NewForConfigOrDie(cfg)
-		// Short periods so policy status and new kinds show up quickly.
-		ttlafterfinished.PolicyResyncPeriod = time.Second
+		// A short retry so that new kinds show up quickly. The status
+		// periods are left as shipped: TestPolicyStatusCountsDeletionPromptly
+		// checks how soon a deletion shows, which a short periodic refresh
+		// would hide.
 		ttlafterfinished.UnreadyPolicyRetryPeriod = 500 * time.Millisecond
-		ttlafterfinished.StatusBatchPeriod = 100 * time.Millisecond
 		ctx := context.Background()
 		factory := informers.NewSharedInformerFactoryWithOptions(client, 0, informers.WithTransform(manager.CacheTransform))
 		c, err := ttlafterfinished.New(ctx, ttlafterfinished.Options{}, ttlafterfinished.Clients{Client: client, Dynamic: dyn}, factory)

@@ -346,3 +346,48 @@ func TestDryRun(t *testing.T) {
 		t.Error("dry-run policy deleted the Job")
 	}
 }
+
+// TestPolicyStatusCountsDeletionPromptly checks that a policy's status
+// shows a deletion within a second of it, rather than at a later periodic
+// refresh: each deletion asks for a status write of its own, paced per
+// policy (see the controller's statusPacer). The matched count follows.
+func TestPolicyStatusCountsDeletionPromptly(t *testing.T) {
+	// quiet is how long the policy's status must not have been written for
+	// a deletion to be written at once (ttlafterfinished.StatusWriteInterval);
+	// prompt bounds the time from the deletion to its count in the status.
+	const quiet, prompt = time.Second, time.Second
+	e := setup(t)
+	name := e.ns + "-prompt"
+	e.createPolicy(t, builder.MakeTTLPolicy(name).Selector("test", e.ns).TTLAfterSuccess(0).Obj())
+	e.waitPolicy(t, name, "ready", func(p *v1alpha1.TTLPolicy) bool { return readyIs(p, metav1.ConditionTrue, v1alpha1.ReasonReady) })
+	readyAt := time.Now()
+	e.createJob(t, builder.MakeJob("running", e.ns).Label("test", e.ns).Obj())
+	job := e.createJob(t, builder.MakeJob("done", e.ns).Label("test", e.ns).Obj())
+	// The Ready status was just written; a deletion within the pacing
+	// interval after a write waits for its end, by design. Start, as after
+	// any lull, from a policy whose status was not written for that long.
+	time.Sleep(quiet - time.Since(readyAt))
+
+	e.finishJob(t, job, batchv1.JobComplete, time.Now())
+	framework.WaitFor(t, "Job done deleted (the delete call made)", func(ctx context.Context) (bool, error) {
+		j, err := e.client.BatchV1().Jobs(e.ns).Get(ctx, job.Name, metav1.GetOptions{})
+		if apierrors.IsNotFound(err) {
+			return true, nil
+		}
+		return err == nil && (j.UID != job.UID || j.DeletionTimestamp != nil), err
+	})
+	deleted := time.Now()
+	var shown time.Duration
+	e.waitPolicy(t, name, "counts the deletion", func(p *v1alpha1.TTLPolicy) bool {
+		shown = time.Since(deleted)
+		return p.Status.Deleted >= 1
+	})
+	if shown > prompt {
+		t.Errorf("the deletion showed in the policy's status %v after it, want within %v", shown.Round(time.Millisecond), prompt)
+	} else {
+		t.Logf("the deletion showed in the policy's status %v after it", shown.Round(time.Millisecond))
+	}
+	e.waitPolicy(t, name, "deleted 1, matched 1 (the running Job)", func(p *v1alpha1.TTLPolicy) bool {
+		return p.Status.Deleted == 1 && p.Status.Matched == 1
+	})
+}
