@@ -303,11 +303,11 @@ func (c *Controller) awaitOwnWrites(ctx context.Context, key string) error {
 // lands later). Pods are created with a name chosen by the controller so
 // that this read is possible.
 //
-// A read that fails (a role without "get", say) falls back to a LIST of
-// one item (listVersion): the version of a collection is the store's
-// current one, at least as new as any write that was applied, so the
-// informer reaching it shows that write too. Only when both fail does the
-// sync fail, and the barrier stays for the retry.
+// A read that is refused (403 from a role without "get", say) is made
+// again as a LIST of that one object by name (listVersion), which needs
+// only "list": the object it returns, or its absence, is what the read
+// would have returned. Only when both fail does the sync fail (a sync
+// error, retried with backoff), and the barrier stays for the retry.
 func (c *Controller) readBarrier(ctx context.Context, key string, b barrier) error {
 	ns, name, err := cache.SplitMetaNamespaceKey(key)
 	if err != nil {
@@ -350,30 +350,44 @@ func (c *Controller) readBarrier(ctx context.Context, key string, b barrier) err
 	return nil
 }
 
-// listVersion lists object b by name, one item at most, after its read
-// failed with getErr, and returns the collection's resourceVersion and
-// whether the object exists.
+// listVersion lists object b by name after its read was refused with
+// getErr, and returns the object's resourceVersion and whether it exists.
+// The version is the object's own, not the collection's: an informer
+// reaches an object's version when it sees the object, but a collection's
+// only with a later event of that resource, which may never come.
 func (c *Controller) listVersion(ctx context.Context, ns string, b barrier, getErr error) (string, bool, error) {
-	opts := metav1.ListOptions{FieldSelector: fields.OneTermEqualSelector("metadata.name", b.name).String(), Limit: 1}
-	var rv string
-	var n int
+	if ambiguous(getErr) || apierrors.IsTooManyRequests(getErr) {
+		// Not a refusal: retry the read itself.
+		return "", false, getErr
+	}
+	opts := metav1.ListOptions{FieldSelector: fields.OneTermEqualSelector("metadata.name", b.name).String()}
+	var items []metav1.Object
 	var err error
 	switch b.resource {
 	case jobsResource:
 		var list *batchv1.JobList
 		if list, err = c.client.BatchV1().Jobs(ns).List(ctx, opts); err == nil {
-			rv, n = list.ResourceVersion, len(list.Items)
+			for i := range list.Items {
+				items = append(items, &list.Items[i])
+			}
 		}
 	case podsResource:
 		var list *corev1.PodList
 		if list, err = c.client.CoreV1().Pods(ns).List(ctx, opts); err == nil {
-			rv, n = list.ResourceVersion, len(list.Items)
+			for i := range list.Items {
+				items = append(items, &list.Items[i])
+			}
 		}
 	default:
-		return "", false, fmt.Errorf("no barrier read for %s", b.resource)
+		return "", false, fmt.Errorf("no barrier read for %s: %w", b.resource, getErr)
 	}
 	if err != nil {
-		return "", false, fmt.Errorf("reading it failed (%w), and listing it too: %w", getErr, err)
+		return "", false, fmt.Errorf("reading it was refused (%w), and listing it failed: %w", getErr, err)
 	}
-	return rv, n > 0, nil
+	for _, o := range items {
+		if o.GetName() == b.name {
+			return o.GetResourceVersion(), true, nil
+		}
+	}
+	return "", false, nil
 }

@@ -3,6 +3,7 @@ package job
 import (
 	"errors"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -341,8 +342,8 @@ var cmpSortOrphans = cmp.Transformer("sortOrphans", func(in []orphanKey) []orpha
 
 // TestBarrierReadRefused: the pod read that resolves an ambiguous create
 // is refused (403, as under a role without pods "get"). The sync falls back
-// to a LIST of the Job's pods, whose collection version is at least as new
-// as the create could have been, and waits for the informer to reach it;
+// to a LIST of that pod by name, and waits for the informer to reach the
+// pod's version (not the collection's, which the informer may never reach);
 // when the LIST is refused too, the sync fails, counted as a sync error,
 // and the barrier stays for the retry.
 func TestBarrierReadRefused(t *testing.T) {
@@ -375,7 +376,9 @@ func TestBarrierReadRefused(t *testing.T) {
 				h.client.PrependReactor("list", "pods", forbidden("list"))
 			} else {
 				h.client.PrependReactor("list", "pods", func(a k8stesting.Action) (bool, runtime.Object, error) {
-					return true, &corev1.PodList{ListMeta: metav1.ListMeta{ResourceVersion: "77"}}, nil
+					name := a.(k8stesting.ListAction).GetListRestrictions().Fields.String()
+					pod := corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: strings.TrimPrefix(name, "metadata.name="), Namespace: ns, ResourceVersion: "77"}}
+					return true, &corev1.PodList{ListMeta: metav1.ListMeta{ResourceVersion: "1000"}, Items: []corev1.Pod{pod}}, nil
 				})
 			}
 			key := jobKey(job)
@@ -408,7 +411,7 @@ func TestBarrierReadRefused(t *testing.T) {
 				got := h.c.writes.jobs[key].versions[podsResource]
 				h.c.writes.mu.Unlock()
 				if got != "77" {
-					t.Errorf("after the fallback the pod informer must reach %q, want the list's version 77", got)
+					t.Errorf("after the fallback the pod informer must reach %q, want the pod's version 77", got)
 				}
 			} else if len(h.c.writes.barriers(key)) != 1 {
 				t.Errorf("barriers %v, want the pod's kept for the retry", h.c.writes.barriers(key))
