@@ -25,6 +25,9 @@ func NewControllerCommand(use string) *cobra.Command {
 	if ns := os.Getenv("POD_NAMESPACE"); ns != "" {
 		opts.LeaderElectionNamespace = ns
 	}
+	// Unlike `up`, whose apiserver is the v1.36 it embeds, a cluster may be
+	// older or have turned off a Job feature the Job controller relies on.
+	opts.ServerCheck = true
 	var kubeconfig string
 	cmd := &cobra.Command{
 		Use:   use,
@@ -49,6 +52,8 @@ is --managed-by; the TTL-after-finished controller cleans up finished objects.`,
 	}
 	cmd.Flags().StringVar(&kubeconfig, "kubeconfig", "", "Path to a kubeconfig. Empty: $KUBECONFIG, then the in-cluster configuration.")
 	AddControllerFlags(cmd.Flags(), opts)
+	cmd.Flags().BoolVar(&opts.ServerCheck, "server-check", opts.ServerCheck, "With the Job controller: before starting, check that the apiserver is Kubernetes "+
+		manager.MinServerVersion.String()+" or later and keeps the Job fields the controller relies on (a dry-run create of a Job in the leader election namespace), and refuse to start, saying what is missing, if not.")
 	return cmd
 }
 

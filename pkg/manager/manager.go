@@ -79,12 +79,22 @@ func (m *Manager) HealthAddr() string { return deref(m.healthAddr.Load()) }
 // have completed their initial list (the benchmarks time start-up with it).
 func (m *Manager) Synced() bool { return m.synced.Load() }
 
-// Run serves the HTTP endpoints, then (after winning leader election when it
+// Run checks the apiserver when Options.ServerCheck is set, serves the HTTP
+// endpoints, then (after winning leader election when it
 // is enabled) starts the controllers, and blocks until ctx is done and every
 // controller has returned. Losing the lease is an error: the caller should
 // exit so that a fresh process competes again.
 func (m *Manager) Run(ctx context.Context) error {
 	logger := klog.FromContext(ctx)
+	if m.opts.ServerCheck && m.opts.Enabled(JobController) {
+		client, err := kubernetes.NewForConfig(rest.AddUserAgent(m.config, "server-check"))
+		if err != nil {
+			return err
+		}
+		if err := checkServer(ctx, client, m.opts.LeaderElectionNamespace, m.opts.ManagedBy, serverCheckBackoff); err != nil {
+			return err
+		}
+	}
 	var servers []*http.Server
 	if m.opts.MetricsBindAddress != "0" && m.opts.MetricsBindAddress != "" {
 		mux := http.NewServeMux()

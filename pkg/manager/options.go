@@ -89,6 +89,14 @@ type Options struct {
 	LeaderElectionID string
 	// LeaseDuration, RenewDeadline and RetryPeriod tune leader election.
 	LeaseDuration, RenewDeadline, RetryPeriod time.Duration
+	// ServerCheck makes Run check, before anything else and only when the
+	// Job controller is selected, that the apiserver is MinServerVersion or
+	// later and keeps the Job fields the controller relies on (a dry-run
+	// create of a Job in LeaderElectionNamespace), and fail saying what is
+	// missing. Default false; `jobkeeper controller` turns it on
+	// (--server-check). `jobkeeper up` embeds a v1.36 apiserver and needs
+	// no check.
+	ServerCheck bool
 }
 
 // NewOptions returns Options with the documented defaults.

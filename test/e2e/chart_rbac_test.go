@@ -1,7 +1,9 @@
 package e2e
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"encoding/pem"
 	"fmt"
 	"io"
@@ -110,7 +112,7 @@ func testChartRBAC(t *testing.T, combo rbacCombo) {
 	applyRBACObjects(t, admin, objs)
 	checkChartAccess(t, c, combo.job, combo.ttl)
 
-	proxy := startFaultProxy(t, admin, combo.job)
+	proxy := startFaultProxy(t, admin, proxyFaults{loseCreate: combo.job})
 	p := startChartReplica(t, args, tokenKubeconfig(t, c, proxy.url, proxy.caData))
 	p.waitForOutput(t, healthAddr, 30*time.Second)
 	ns := "default"
@@ -200,6 +202,9 @@ func testChartRBAC(t *testing.T, combo rbacCombo) {
 	}
 
 	p.stop(t)
+	if checked := strings.Contains(p.output(), serverCheckPassed); checked != combo.job {
+		t.Errorf("the controller logged %q: %v, want %v (the start-up check runs with the Job controller)", serverCheckPassed, checked, combo.job)
+	}
 	if combo.job {
 		lost, reads := proxy.lostCreate()
 		if lost == "" {
@@ -213,6 +218,9 @@ func testChartRBAC(t *testing.T, combo rbacCombo) {
 	}
 	if bad := forbiddenLines(p.output()); len(bad) > 0 {
 		t.Errorf("the controller logged authorization failures:\n%s", joinLines(bad))
+	}
+	if strings.Contains(p.output(), "Warning:") {
+		t.Errorf("the apiserver warned the controller:\n%s", p.output())
 	}
 }
 
@@ -315,6 +323,8 @@ var chartCalls = []struct {
 	{saAccess{"batch", "jobs", "", "delete", "team-a", ""}, byTTL},
 	{saAccess{"batch", "jobs", "status", "update", "team-a", ""}, byJob},
 	{saAccess{"batch", "jobs", "finalizers", "update", "team-a", ""}, byJob},
+	// The start-up check's dry-run create, in the release namespace only.
+	{saAccess{"batch", "jobs", "", "create", chartNamespace, ""}, byJob},
 	{saAccess{"", "pods", "", "list", "", ""}, byAny},
 	{saAccess{"", "pods", "", "watch", "", ""}, byAny},
 	{saAccess{"", "pods", "", "get", "team-a", ""}, byAny},
@@ -488,8 +498,24 @@ func tokenKubeconfig(t *testing.T, c kubernetes.Interface, server string, caData
 	return path
 }
 
-// podsCollection matches the path of a pod create.
-var podsCollection = regexp.MustCompile(`^/api/v1/namespaces/[^/]+/pods$`)
+// serverCheckPassed is logged by the controller when the start-up check
+// passes.
+const serverCheckPassed = "The apiserver has what the Job controller needs"
+
+// podsCollection and jobsCollection match the paths of pod and Job creates.
+var (
+	podsCollection = regexp.MustCompile(`^/api/v1/namespaces/[^/]+/pods$`)
+	jobsCollection = regexp.MustCompile(`^/apis/batch/v1/namespaces/[^/]+/jobs$`)
+)
+
+// proxyFaults are the faults a faultProxy injects.
+type proxyFaults struct {
+	// loseCreate loses the answer to the first pod create that succeeded.
+	loseCreate bool
+	// dropManagedBy answers dry-run Job creates as an apiserver with the
+	// JobManagedBy feature gate off would: without spec.managedBy.
+	dropManagedBy bool
+}
 
 // faultProxy is a TLS reverse proxy in front of the apiserver for one
 // client. It records the answer to every request and, when told to, loses
@@ -503,8 +529,8 @@ type faultProxy struct {
 	caData []byte
 	// next carries requests to the apiserver.
 	next http.RoundTripper
-	// loseCreate arms the fault.
-	loseCreate bool
+	// faults are the faults it injects.
+	faults proxyFaults
 	// mu guards the fields below.
 	mu sync.Mutex
 	// answers are "METHOD path -> code" for every request, in order.
@@ -520,7 +546,7 @@ type faultProxy struct {
 // startFaultProxy serves a faultProxy to the apiserver of admin on a free
 // loopback port until the test ends. Credentials are the client's own: the
 // proxy only forwards its Authorization header.
-func startFaultProxy(t *testing.T, admin *rest.Config, loseCreate bool) *faultProxy {
+func startFaultProxy(t *testing.T, admin *rest.Config, faults proxyFaults) *faultProxy {
 	t.Helper()
 	target, err := url.Parse(admin.Host)
 	if err != nil {
@@ -532,7 +558,7 @@ func startFaultProxy(t *testing.T, admin *rest.Config, loseCreate bool) *faultPr
 	if err != nil {
 		t.Fatal(err)
 	}
-	fp := &faultProxy{next: next, loseCreate: loseCreate}
+	fp := &faultProxy{next: next, faults: faults}
 	rp := httputil.NewSingleHostReverseProxy(target)
 	rp.Transport = fp
 	rp.FlushInterval = -1
@@ -558,7 +584,11 @@ func (f *faultProxy) RoundTrip(req *http.Request) (*http.Response, error) {
 	if req.Method == http.MethodGet && f.lostPath != "" && req.URL.Path == f.lostPath {
 		f.reads = append(f.reads, code)
 	}
-	if err != nil || !f.loseCreate || f.lost != "" || req.Method != http.MethodPost ||
+	if err == nil && f.faults.dropManagedBy && req.Method == http.MethodPost && jobsCollection.MatchString(req.URL.Path) &&
+		req.URL.Query().Get("dryRun") == metav1.DryRunAll && code == http.StatusCreated {
+		return withoutManagedBy(resp)
+	}
+	if err != nil || !f.faults.loseCreate || f.lost != "" || req.Method != http.MethodPost ||
 		!podsCollection.MatchString(req.URL.Path) || code != http.StatusCreated {
 		return resp, err
 	}
@@ -611,4 +641,33 @@ func (f *faultProxy) refused() []string {
 		}
 	}
 	return out
+}
+
+// withoutManagedBy rewrites resp, the answer to a Job create, as JSON
+// without the Job's spec.managedBy.
+func withoutManagedBy(resp *http.Response) (*http.Response, error) {
+	body, err := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if err != nil {
+		return nil, err
+	}
+	obj, _, err := scheme.Codecs.UniversalDeserializer().Decode(body, nil, nil)
+	if err != nil {
+		return nil, fmt.Errorf("decoding the created Job: %w", err)
+	}
+	job, ok := obj.(*batchv1.Job)
+	if !ok {
+		return nil, fmt.Errorf("a Job create answered with a %T", obj)
+	}
+	job.Spec.ManagedBy = nil
+	job.TypeMeta = metav1.TypeMeta{APIVersion: "batch/v1", Kind: "Job"}
+	out, err := json.Marshal(job)
+	if err != nil {
+		return nil, err
+	}
+	resp.Header.Set("Content-Type", "application/json")
+	resp.Header.Del("Content-Length")
+	resp.Body = io.NopCloser(bytes.NewReader(out))
+	resp.ContentLength = int64(len(out))
+	return resp, nil
 }
