@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"time"
 
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -71,6 +72,9 @@ type jobWrites struct {
 	// sync, a fresh read of each must supply a version at least as new as
 	// that write could have been.
 	barriers map[barrier]bool
+	// staleSince is when a check first found an informer behind these
+	// writes (zero while none did).
+	staleSince time.Time
 }
 
 // barrier names an object whose last write has an unknown outcome.
@@ -208,12 +212,14 @@ type staleRead struct {
 	resource schema.GroupResource
 	// wrote and read are the written and the synced resourceVersions.
 	wrote, read string
+	// since is when the Job's writes were first found ahead of a cache.
+	since time.Time
 }
 
 // stale reports the first resource whose informer has not yet synced the
-// newest write recorded for key. When every informer has caught up, the
-// record is dropped and nil is returned.
-func (w *writeTracker) stale(key string) *staleRead {
+// newest write recorded for key, at time now. When every informer has
+// caught up, the record is dropped and nil is returned.
+func (w *writeTracker) stale(key string, now time.Time) *staleRead {
 	if w == nil {
 		return nil
 	}
@@ -223,10 +229,17 @@ func (w *writeTracker) stale(key string) *staleRead {
 	if rec == nil {
 		return nil
 	}
+	found := func(s *staleRead) *staleRead {
+		if rec.staleSince.IsZero() {
+			rec.staleSince = now
+		}
+		s.since = rec.staleSince
+		return s
+	}
 	if len(rec.barriers) > 0 {
 		// Callers pass the barriers first; this is a safety net.
 		for b := range rec.barriers {
-			return &staleRead{resource: b.resource}
+			return found(&staleRead{resource: b.resource})
 		}
 	}
 	for gr, wrote := range rec.versions {
@@ -239,11 +252,25 @@ func (w *writeTracker) stale(key string) *staleRead {
 			continue
 		}
 		if cmp, err := resourceversion.CompareResourceVersion(wrote, read); err == nil && cmp > 0 {
-			return &staleRead{resource: gr, wrote: wrote, read: read}
+			return found(&staleRead{resource: gr, wrote: wrote, read: read})
 		}
 	}
 	delete(w.jobs, key)
 	return nil
+}
+
+// giveUp drops the recorded versions of key (not its barriers), so that
+// its next sync no longer waits for them.
+func (w *writeTracker) giveUp(key string) {
+	if w == nil {
+		return
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if rec := w.jobs[key]; rec != nil {
+		clear(rec.versions)
+		rec.staleSince = time.Time{}
+	}
 }
 
 // forget drops the record of key (for any UID when uid is empty).
@@ -272,12 +299,23 @@ func (w *writeTracker) len() int {
 // observed the controller's own last write for the Job yet.
 var errStaleCache = errors.New("informer cache older than the controller's last write")
 
+// staleWaitLimit bounds how long a Job waits for the informers to show the
+// controller's own writes. An informer that does not get there in this
+// time is not going to soon (a watch that is not delivering, a version it
+// cannot reach): the Job is then synced from the cache as it is, as if
+// read-your-writes were off, and the sync that gives up is a sync error, so
+// that the wait shows in the metrics and the logs instead of wedging the
+// Job. A variable so that tests can shorten it.
+var staleWaitLimit = 2 * time.Minute
+
 // awaitOwnWrites makes sure the informers show the controller's own last
 // writes for the Job key before it is synced. Writes whose outcome is
 // unknown are first resolved by reading the object from the apiserver: the
 // version it has now is at least as new as the write could have been, and
 // the informer must reach it. It returns errStaleCache (wrapped) when the
-// sync must wait, counting job_controller_stale_sync_skips_total.
+// sync must wait, counting job_controller_stale_sync_skips_total. After
+// staleWaitLimit of waiting it gives up on the versions: it returns an
+// error (a sync error, retried with backoff), and the retry syncs.
 func (c *Controller) awaitOwnWrites(ctx context.Context, key string) error {
 	if c.writes == nil {
 		return nil
@@ -287,9 +325,15 @@ func (c *Controller) awaitOwnWrites(ctx context.Context, key string) error {
 			return fmt.Errorf("reading %s %s of job %s after a write of unknown outcome: %w", b.resource.Resource, b.name, key, err)
 		}
 	}
-	s := c.writes.stale(key)
+	now := c.clock.Now()
+	s := c.writes.stale(key, now)
 	if s == nil {
 		return nil
+	}
+	if waited := now.Sub(s.since); waited >= staleWaitLimit {
+		c.writes.giveUp(key)
+		return fmt.Errorf("%s of job %s written at %s, informer still at %s after %s: syncing from the cache as it is",
+			s.resource, key, s.wrote, s.read, waited.Round(time.Second))
 	}
 	c.metrics.StaleSyncSkips.WithLabelValues(s.resource.Group, s.resource.Resource).Inc()
 	return fmt.Errorf("%w: %s of job %s written at %s, informer at %s", errStaleCache, s.resource, key, s.wrote, s.read)

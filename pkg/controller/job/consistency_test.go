@@ -113,7 +113,7 @@ func TestWriteTracker(t *testing.T) {
 					pods.rv = *s.podsAt
 				}
 				got := ""
-				if st := tr.stale("ns/j"); st != nil {
+				if st := tr.stale("ns/j", t0); st != nil {
 					got = st.resource.String()
 				}
 				if got != s.wantStale {
@@ -417,5 +417,48 @@ func TestBarrierReadRefused(t *testing.T) {
 				t.Errorf("barriers %v, want the pod's kept for the retry", h.c.writes.barriers(key))
 			}
 		})
+	}
+}
+
+// TestStaleWaitIsBounded: an informer that never shows the controller's
+// own write holds the Job for staleWaitLimit at most; then the sync fails
+// once, counted as a sync error, and the retry syncs from the cache.
+func TestStaleWaitIsBounded(t *testing.T) {
+	job := builder.MakeJob("j", ns).Selector("u").UID("u").ManagedBy(DefaultManagedBy).Parallelism(1).Completions(1).Obj()
+	job.ResourceVersion = "1"
+	// Another Job's pod puts the pod informer at version 1.
+	other := builder.MakePod("other", ns).UID("other").Obj()
+	other.ResourceVersion = "1"
+	h := newHarness(t, Options{}, job, other)
+	key := jobKey(job)
+	// A write the pod informer will never show.
+	h.c.writes.wrote(key, job.UID, podsResource, "1000")
+	errorsCounted := func() float64 {
+		return testutil.ToFloat64(h.c.metrics.Syncs.WithLabelValues("NonIndexed", "error", "reconciling"))
+	}
+	if err := h.c.syncJob(h.ctx, key); !errors.Is(err, errStaleCache) {
+		t.Fatalf("first sync: %v, want a stale-cache skip", err)
+	}
+	h.clock.Step(staleWaitLimit - time.Second)
+	if err := h.c.syncJob(h.ctx, key); !errors.Is(err, errStaleCache) {
+		t.Fatalf("sync within the limit: %v, want a stale-cache skip", err)
+	}
+	if n := errorsCounted(); n != 0 {
+		t.Errorf("%v sync errors while waiting within the limit, want 0", n)
+	}
+	h.clock.Step(time.Second)
+	err := h.c.syncJob(h.ctx, key)
+	if err == nil || errors.Is(err, errStaleCache) {
+		t.Fatalf("sync at the limit: %v, want an error that is not a stale-cache skip", err)
+	}
+	if n := errorsCounted(); n != 1 {
+		t.Errorf("%v sync errors at the limit, want 1", n)
+	}
+	h.client.ClearActions()
+	if err := h.c.syncJob(h.ctx, key); err != nil {
+		t.Fatalf("the retry: %v, want a sync", err)
+	}
+	if got := h.writes()["create pods"]; got != 1 {
+		t.Errorf("the retry created %d pods, want 1", got)
 	}
 }
