@@ -320,10 +320,21 @@ func (c *Controller) awaitOwnWrites(ctx context.Context, key string) error {
 	if c.writes == nil {
 		return nil
 	}
+	var refused []error
 	for _, b := range c.writes.barriers(key) {
-		if err := c.readBarrier(ctx, key, b); err != nil {
+		err := c.readBarrier(ctx, key, b)
+		var r *refusedReadError
+		switch {
+		case errors.As(err, &r):
+			refused = append(refused, err)
+		case err != nil:
 			return fmt.Errorf("reading %s %s of job %s after a write of unknown outcome: %w", b.resource.Resource, b.name, key, err)
 		}
+	}
+	if len(refused) > 0 {
+		// The barriers are passed: the retry syncs. This sync fails so
+		// that the missing permission shows in the metrics and the log.
+		return fmt.Errorf("job %s: %w", key, errors.Join(refused...))
 	}
 	now := c.clock.Now()
 	s := c.writes.stale(key, now)
@@ -350,8 +361,11 @@ func (c *Controller) awaitOwnWrites(ctx context.Context, key string) error {
 // A read that is refused (403 from a role without "get", say) is made
 // again as a LIST of that one object by name (listVersion), which needs
 // only "list": the object it returns, or its absence, is what the read
-// would have returned. Only when both fail does the sync fail (a sync
-// error, retried with backoff), and the barrier stays for the retry.
+// would have returned. The barrier is then passed, but the refusal is
+// returned (refusedReadError) so that the sync reports it as an error: a
+// role that lacks "get" shows in the sync error metric and the log while
+// the Job keeps going. When the LIST fails too, the barrier stays for the
+// retry.
 func (c *Controller) readBarrier(ctx context.Context, key string, b barrier) error {
 	ns, name, err := cache.SplitMetaNamespaceKey(key)
 	if err != nil {
@@ -366,15 +380,18 @@ func (c *Controller) readBarrier(ctx context.Context, key string, b barrier) err
 			c.writes.forget(key, "")
 			return nil
 		case err != nil:
+			getErr := err
 			var exists bool
-			rv, exists, err = c.listVersion(ctx, ns, b, err)
+			rv, exists, err = c.listVersion(ctx, ns, b, getErr)
 			if err != nil {
 				return err
 			}
 			if !exists {
 				c.writes.forget(key, "")
-				return nil
+				return &refusedReadError{barrier: b, err: getErr}
 			}
+			c.writes.passedBarrier(key, b, rv)
+			return &refusedReadError{barrier: b, err: getErr}
 		default:
 			rv = job.ResourceVersion
 		}
@@ -383,9 +400,12 @@ func (c *Controller) readBarrier(ctx context.Context, key string, b barrier) err
 		switch {
 		case apierrors.IsNotFound(err):
 		case err != nil:
-			if rv, _, err = c.listVersion(ctx, ns, b, err); err != nil {
+			getErr := err
+			if rv, _, err = c.listVersion(ctx, ns, b, getErr); err != nil {
 				return err
 			}
+			c.writes.passedBarrier(key, b, rv)
+			return &refusedReadError{barrier: b, err: getErr}
 		default:
 			rv = pod.ResourceVersion
 		}
@@ -393,6 +413,21 @@ func (c *Controller) readBarrier(ctx context.Context, key string, b barrier) err
 	c.writes.passedBarrier(key, b, rv)
 	return nil
 }
+
+// refusedReadError is a barrier read that was refused and made as a LIST
+// instead.
+type refusedReadError struct {
+	// barrier is the object read.
+	barrier barrier
+	// err is the refusal.
+	err error
+}
+
+func (e *refusedReadError) Error() string {
+	return fmt.Sprintf("reading %s %s was refused (%v); it was listed instead: grant \"get\" on %s", e.barrier.resource.Resource, e.barrier.name, e.err, e.barrier.resource)
+}
+
+func (e *refusedReadError) Unwrap() error { return e.err }
 
 // listVersion lists object b by name after its read was refused with
 // getErr, and returns the object's resourceVersion and whether it exists.

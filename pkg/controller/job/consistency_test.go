@@ -342,10 +342,10 @@ var cmpSortOrphans = cmp.Transformer("sortOrphans", func(in []orphanKey) []orpha
 
 // TestBarrierReadRefused: the pod read that resolves an ambiguous create
 // is refused (403, as under a role without pods "get"). The sync falls back
-// to a LIST of that pod by name, and waits for the informer to reach the
-// pod's version (not the collection's, which the informer may never reach);
-// when the LIST is refused too, the sync fails, counted as a sync error,
-// and the barrier stays for the retry.
+// to a LIST of that pod by name, passes the barrier with the pod's version
+// (not the collection's, which the informer may never reach), and fails,
+// counted as a sync error naming the refusal, so that the next sync goes
+// on; when the LIST is refused too, the barrier stays for the retry.
 func TestBarrierReadRefused(t *testing.T) {
 	for name, tc := range map[string]struct {
 		// listRefused makes the fallback LIST fail too.
@@ -355,7 +355,7 @@ func TestBarrierReadRefused(t *testing.T) {
 		wantReads  []string
 		wantErrors float64
 	}{
-		"get refused, list allowed": {wantStale: true, wantReads: []string{"get pods", "list pods"}},
+		"get refused, list allowed": {wantReads: []string{"get pods", "list pods"}, wantErrors: 1},
 		"get and list refused":      {listRefused: true, wantReads: []string{"get pods", "list pods"}, wantErrors: 1},
 	} {
 		t.Run(name, func(t *testing.T) {
@@ -405,8 +405,11 @@ func TestBarrierReadRefused(t *testing.T) {
 			if got != tc.wantErrors {
 				t.Errorf("sync errors counted: %v, want %v", got, tc.wantErrors)
 			}
-			if tc.wantStale {
-				// The informer must reach the LIST's version.
+			if !tc.listRefused {
+				if !strings.Contains(fmt.Sprint(err), `grant "get" on pods`) {
+					t.Errorf("err %v: want it to name the missing permission", err)
+				}
+				// The informer must reach the pod's version.
 				h.c.writes.mu.Lock()
 				got := h.c.writes.jobs[key].versions[podsResource]
 				h.c.writes.mu.Unlock()
