@@ -116,7 +116,9 @@ func list(path string) error {
 			return fmt.Errorf("spec name with a tab or newline: %q", s.fullText())
 		}
 		serial := 0
-		if s.IsSerial {
+		// The e2e framework marks [Serial] specs with a label and in the
+		// name, not with ginkgo's Serial decorator (IsSerial stays false).
+		if s.IsSerial || s.hasLabel("Serial") || strings.Contains(s.fullText(), "[Serial]") {
 			serial = 1
 		}
 		fmt.Printf("%s\t%d\t%s\t%s\n", specID(i), serial, focus(r.SuiteDescription, s), s.fullText())
