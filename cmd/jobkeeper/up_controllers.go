@@ -3,17 +3,22 @@ package main
 import (
 	"context"
 	"fmt"
+	"os"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/metadata"
 	"k8s.io/client-go/rest"
 	"k8s.io/klog/v2"
+	"k8s.io/kubernetes/pkg/controller/certificates/rootcacertpublisher"
 	"k8s.io/kubernetes/pkg/controller/cronjob"
 	namespacecontroller "k8s.io/kubernetes/pkg/controller/namespace"
 	"k8s.io/kubernetes/pkg/controller/podgc"
+	serviceaccountcontroller "k8s.io/kubernetes/pkg/controller/serviceaccount"
 
 	"jobkeeper.dev/jobkeeper/pkg/controlplane"
 	"jobkeeper.dev/jobkeeper/pkg/manager"
@@ -31,15 +36,22 @@ const (
 	// --terminated-pod-gc-threshold: past this many terminated pods, the
 	// oldest are deleted.
 	terminatedPodGCThreshold = 12500
+	// serviceAccountWorkers and rootCAPublisherWorkers are what
+	// kube-controller-manager runs its serviceaccount and
+	// root-ca-cert-publisher controllers with.
+	serviceAccountWorkers  = 1
+	rootCAPublisherWorkers = 1
 )
 
 // runLocalControllers is the upComponent that runs upstream's namespace,
-// CronJob and pod garbage collection controllers as libraries, as
-// kube-controller-manager does: namespace deletion finishes (finalizers
-// honoured), CronJobs create Jobs, which jobkeeper's Job controller runs, and
-// pods that no node will ever finish (bound to a node that is gone, or
-// deleted before they were scheduled) are marked Failed and deleted, as are
-// the oldest terminated pods past the threshold.
+// CronJob, pod garbage collection, ServiceAccount and root CA publisher
+// controllers as libraries, as kube-controller-manager does: namespace
+// deletion finishes (finalizers honoured), CronJobs create Jobs, which
+// jobkeeper's Job controller runs, pods that no node will ever finish (bound
+// to a node that is gone, or deleted before they were scheduled) are marked
+// Failed and deleted, as are the oldest terminated pods past the threshold,
+// and every namespace gets the "default" ServiceAccount and the
+// kube-root-ca.crt ConfigMap holding the CA that verifies the apiserver.
 //
 // The pod garbage collector's package links the kubelet's eviction package
 // and, through it, cadvisor and the containerd API types: 19 more modules in
@@ -69,19 +81,50 @@ func runLocalControllers(ctx context.Context, cp *controlplane.ControlPlane) (fu
 		return nil, fmt.Errorf("CronJob controller: %w", err)
 	}
 	gc := podgc.NewPodGC(ctx, client, factory.Core().V1().Pods(), factory.Core().V1().Nodes(), terminatedPodGCThreshold)
+	sa, err := serviceaccountcontroller.NewServiceAccountsController(klog.FromContext(ctx),
+		factory.Core().V1().ServiceAccounts(), factory.Core().V1().Namespaces(), client,
+		serviceaccountcontroller.DefaultServiceAccountsControllerOptions())
+	if err != nil {
+		return nil, fmt.Errorf("ServiceAccount controller: %w", err)
+	}
+	rootCA, err := os.ReadFile(cp.PKI().CACert())
+	if err != nil {
+		return nil, fmt.Errorf("reading the cluster CA for kube-root-ca.crt: %w", err)
+	}
+	// The publisher only reads the kube-root-ca.crt ConfigMaps, so its
+	// informer lists and watches those alone rather than caching every
+	// ConfigMap of the cluster as kube-controller-manager's does.
+	caFactory := informers.NewSharedInformerFactoryWithOptions(client, 0,
+		informers.WithTransform(manager.CacheTransform),
+		informers.WithTweakListOptions(func(o *metav1.ListOptions) {
+			o.FieldSelector = fields.OneTermEqualSelector("metadata.name", rootcacertpublisher.RootCACertConfigMapName).String()
+		}))
+	publisher, err := rootcacertpublisher.NewPublisher(caFactory.Core().V1().ConfigMaps(), factory.Core().V1().Namespaces(), client, rootCA)
+	if err != nil {
+		return nil, fmt.Errorf("root CA publisher: %w", err)
+	}
 	factory.Start(ctx.Done())
+	caFactory.Start(ctx.Done())
+	runs := []func(){
+		func() { ns.Run(ctx, namespaceWorkers) },
+		func() { cj.Run(ctx, cronJobWorkers) },
+		func() { gc.Run(ctx) },
+		func() { sa.Run(ctx, serviceAccountWorkers) },
+		func() { publisher.Run(ctx, rootCAPublisherWorkers) },
+	}
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		finished := make(chan struct{}, 3)
-		go func() { ns.Run(ctx, namespaceWorkers); finished <- struct{}{} }()
-		go func() { cj.Run(ctx, cronJobWorkers); finished <- struct{}{} }()
-		go func() { gc.Run(ctx); finished <- struct{}{} }()
-		for range 3 {
+		finished := make(chan struct{}, len(runs))
+		for _, run := range runs {
+			go func() { run(); finished <- struct{}{} }()
+		}
+		for range runs {
 			<-finished
 		}
 		factory.Shutdown()
+		caFactory.Shutdown()
 	}()
-	klog.FromContext(ctx).Info("Started upstream controllers", "controllers", []string{"namespace", "cronjob", "podgc"})
+	klog.FromContext(ctx).Info("Started upstream controllers", "controllers", []string{"namespace", "cronjob", "podgc", "serviceaccount", "root-ca-cert-publisher"})
 	return func() { <-done }, nil
 }
