@@ -6,6 +6,7 @@ import (
 	"net"
 	"runtime/debug"
 	"strings"
+	"time"
 
 	"k8s.io/apimachinery/pkg/util/errors"
 	apimachineryversion "k8s.io/apimachinery/pkg/version"
@@ -22,6 +23,10 @@ const serviceCIDR = "10.0.0.0/24"
 
 // serviceIP is the first address of serviceCIDR.
 var serviceIP = net.ParseIP("10.0.0.1")
+
+// watchDrainGrace is the apiserver's --shutdown-watch-termination-grace-period:
+// how long its graceful stop waits for the watches it ends to drain.
+const watchDrainGrace = time.Second
 
 // apiserverConfig is what startAPIServer needs.
 type apiserverConfig struct {
@@ -70,6 +75,18 @@ func startAPIServer(ctx context.Context, c apiserverConfig) (<-chan error, error
 	s.EndpointReconcilerType = string(reconcilers.NoneEndpointReconcilerType)
 	s.AllowPrivileged = true
 	s.EnableLogsHandler = false
+
+	// Shut down as a lone apiserver with no load balancer in front: stop
+	// at once (no --shutdown-delay-duration, the default), and end every
+	// watch as soon as no new request is accepted. Without a watch
+	// termination grace period the watch handlers only return when their
+	// clients go, and the HTTP server's graceful shutdown waits for them
+	// up to the request timeout (a minute) while clients connected from
+	// outside (kubectl get -w, a controller) keep watching. With it, the
+	// server signals each watch to end and waits at most this long for
+	// them (ending at least 200 per second).
+	s.GenericServerRunOptions.ShutdownDelayDuration = 0
+	s.GenericServerRunOptions.ShutdownWatchTerminationGracePeriod = watchDrainGrace
 
 	// The apiserver reaches the node agent (kubectl logs) with its own client
 	// certificate and checks the node's serving certificate against our CA.

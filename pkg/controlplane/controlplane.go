@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"sync"
 	"syscall"
 	"time"
 
@@ -56,6 +57,19 @@ var bootstrapChecks = []string{
 	"poststarthook/priority-and-fairness-config-producer",
 }
 
+// Bounds of ControlPlane.Stop.
+const (
+	// gcStopTimeout bounds the wait for the garbage collector.
+	gcStopTimeout = 2 * time.Second
+	// apiserverStopTimeout bounds the apiserver's own graceful stop: it ends
+	// watches at once (watchDrainGrace) and waits for other requests in
+	// flight. Connections still open after it are closed.
+	apiserverStopTimeout = 2 * time.Second
+	// apiserverForcedStopTimeout bounds the wait for the apiserver once its
+	// connections were closed.
+	apiserverForcedStopTimeout = time.Second
+)
+
 // ControlPlane is a running embedded control plane.
 type ControlPlane struct {
 	// cfg is the defaulted configuration.
@@ -66,6 +80,10 @@ type ControlPlane struct {
 	url string
 	// lock is held on the data directory while running.
 	lock *dirLock
+	// conns is the apiserver's listener, which tracks its connections.
+	conns *trackingListener
+	// stopOnce makes Stop run once; later and concurrent calls wait for it.
+	stopOnce sync.Once
 	// etcd is the embedded etcd server.
 	etcd *embed.Etcd
 	// cancelAPI and cancelGC stop the apiserver and the garbage collector.
@@ -123,6 +141,7 @@ func Start(ctx context.Context, cfg Config) (_ *ControlPlane, err error) {
 	}
 	port := listener.Addr().(*net.TCPAddr).Port
 	cp.url = "https://" + net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
+	cp.conns = trackConnections(listener)
 
 	if err := cp.pki.Ensure(serviceIP); err != nil {
 		listener.Close()
@@ -147,7 +166,7 @@ func Start(ctx context.Context, cfg Config) (_ *ControlPlane, err error) {
 	apiCtx, cancelAPI := context.WithCancel(context.WithoutCancel(ctx))
 	cp.cancelAPI = cancelAPI
 	cp.apiErr, err = startAPIServer(apiCtx, apiserverConfig{
-		listener:           listener,
+		listener:           cp.conns,
 		etcdURL:            etcdURL,
 		pki:                cp.pki,
 		authorizationModes: cfg.AuthorizationModes,
@@ -295,33 +314,55 @@ func (cp *ControlPlane) AdminConfig() *rest.Config {
 }
 
 // Stop stops the garbage collector, the apiserver and etcd, in that order,
-// and releases the data directory. It is safe to call more than once.
+// and releases the data directory. etcd is closed only once the apiserver has
+// stopped (or could not be stopped within its bounds): closing it under an
+// apiserver that still holds etcd watches waits for etcd's request timeout.
+// Stop is safe to call more than once and from several goroutines: the
+// first call stops, the others wait for it to finish.
 func (cp *ControlPlane) Stop() {
+	cp.stopOnce.Do(cp.stop)
+}
+
+// stop is Stop's single run.
+func (cp *ControlPlane) stop() {
 	logger := klog.Background()
 	if cp.cancelGC != nil {
 		cp.cancelGC()
 		select {
 		case <-cp.gcDone:
-		case <-time.After(2 * time.Second):
-			logger.Info("Garbage collector did not stop within 2s")
+		case <-time.After(gcStopTimeout):
+			logger.Info("Garbage collector did not stop in time", "timeout", gcStopTimeout)
 		}
-		cp.cancelGC = nil
 	}
 	if cp.cancelAPI != nil {
-		cp.cancelAPI()
-		select {
-		case <-cp.apiErr:
-		case <-time.After(5 * time.Second):
-			logger.Info("kube-apiserver did not stop within 5s")
-		}
-		cp.cancelAPI = nil
+		cp.stopAPIServer(logger)
 	}
 	if cp.etcd != nil {
 		cp.etcd.Close()
-		cp.etcd = nil
 	}
 	cp.lock.release()
-	cp.lock = nil
+}
+
+// stopAPIServer cancels the apiserver and waits for it to stop. It ends
+// watches itself (see startAPIServer); connections that other long-running
+// requests keep open after apiserverStopTimeout are closed.
+func (cp *ControlPlane) stopAPIServer(logger klog.Logger) {
+	begin := time.Now()
+	cp.cancelAPI()
+	select {
+	case <-cp.apiErr:
+		logger.V(2).Info("kube-apiserver stopped", "elapsed", time.Since(begin))
+		return
+	case <-time.After(apiserverStopTimeout):
+	}
+	n := cp.conns.closeAll()
+	logger.Info("kube-apiserver still serving long-running requests; closed their connections", "timeout", apiserverStopTimeout, "connections", n)
+	select {
+	case <-cp.apiErr:
+		logger.V(2).Info("kube-apiserver stopped", "elapsed", time.Since(begin))
+	case <-time.After(apiserverForcedStopTimeout):
+		logger.Info("kube-apiserver did not stop; closing etcd under it", "elapsed", time.Since(begin), "openConnections", cp.conns.open())
+	}
 }
 
 // EnsureWritableDir creates dir if needed and checks that files can be
