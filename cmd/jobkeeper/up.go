@@ -122,6 +122,10 @@ backups kept.`,
 			panic(err)
 		}
 	}
+	// Under up these are served over HTTPS behind the apiserver's
+	// authentication and authorization (servedMetrics), not in plain HTTP.
+	fs.Lookup("metrics-bind-address").Usage = "Address of the /metrics endpoint, served over HTTPS to callers the apiserver authenticates (client certificate of the cluster CA, or bearer token) and authorizes (get on the non-resource URL); port 0 picks a free port, \"0\" disables it."
+	fs.Lookup("profiling").Usage = "Serve /debug/pprof on the metrics address, with the same authentication and authorization."
 	return cmd
 }
 
@@ -174,6 +178,10 @@ func runUp(out io.Writer, up *upOptions, opts *manager.Options, bootstrap []boot
 	if err := up.validate(opts); err != nil {
 		return err
 	}
+	// The manager would serve /metrics (and pprof) in plain HTTP, to anyone
+	// on this machine; up serves them itself, behind authentication.
+	metricsAddr := opts.MetricsBindAddress
+	opts.MetricsBindAddress = "0"
 	// Check everything that can fail on bad input before writing anything.
 	// The kubeconfig's directory is checked first unless it is the data
 	// directory itself, which may not exist yet.
@@ -230,6 +238,13 @@ func runUp(out io.Writer, up *upOptions, opts *manager.Options, bootstrap []boot
 		logger.Info("Component started", "index", i, "elapsed", time.Since(started))
 	}
 
+	if err := serveMetrics(compCtx, cp, metricsAddr, opts.EnableProfiling); err != nil {
+		cancelComponents()
+		for _, w := range waits {
+			w()
+		}
+		return err
+	}
 	m, err := manager.New(cp.AdminConfig(), opts)
 	if err != nil {
 		return err

@@ -4,9 +4,12 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"net/http"
+	"net/http/pprof"
 	"path/filepath"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/spf13/pflag"
 	apiextensionsclientset "k8s.io/apiextensions-apiserver/pkg/client/clientset/clientset"
 	"k8s.io/client-go/kubernetes"
@@ -15,6 +18,7 @@ import (
 
 	"jobkeeper.dev/jobkeeper/deploy/crds"
 	"jobkeeper.dev/jobkeeper/pkg/controlplane"
+	"jobkeeper.dev/jobkeeper/pkg/metrics"
 	"jobkeeper.dev/jobkeeper/pkg/nodeagent"
 	"jobkeeper.dev/jobkeeper/pkg/nodeagent/runtime/process"
 	"jobkeeper.dev/jobkeeper/pkg/nodeagent/runtime/simulated"
@@ -119,4 +123,30 @@ func isolationBanner(runtime string, isolated bool, why string) string {
 	}
 	return "WARNING: containers cannot get a private filesystem view here (" + why + "):\n" +
 		"pods run as processes directly on this host's filesystem, and pods with volumes are refused."
+}
+
+// serveMetrics serves jobkeeper's /metrics (and, with profiling, Go's
+// /debug/pprof) on addr until ctx is done, over HTTPS behind the apiserver's
+// authentication and authorization, as kube-controller-manager serves its
+// own: the admin's client certificate is let in, a ServiceAccount needs an
+// RBAC rule for the non-resource URL. addr "0" or "" serves nothing.
+func serveMetrics(ctx context.Context, cp *controlplane.ControlPlane, addr string, profiling bool) error {
+	if addr == "0" || addr == "" {
+		return nil
+	}
+	mux := http.NewServeMux()
+	mux.Handle("/metrics", promhttp.HandlerFor(metrics.Registry, promhttp.HandlerOpts{}))
+	if profiling {
+		mux.HandleFunc("/debug/pprof/", pprof.Index)
+		mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
+		mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
+		mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
+		mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
+	}
+	served, _, err := cp.ServeAuthenticated(ctx, addr, mux)
+	if err != nil {
+		return fmt.Errorf("serving metrics on %s: %w", addr, err)
+	}
+	klog.FromContext(ctx).Info("Serving metrics", "address", served, "protection", "HTTPS, apiserver authentication and authorization")
+	return nil
 }

@@ -86,6 +86,9 @@ type ControlPlane struct {
 	stopOnce sync.Once
 	// etcd is the embedded etcd server.
 	etcd *embed.Etcd
+	// removeEtcdSocketDir removes the directory of etcd's socket when it is
+	// not etcd's own (see etcdSocket).
+	removeEtcdSocketDir func()
 	// cancelAPI and cancelGC stop the apiserver and the garbage collector.
 	cancelAPI, cancelGC context.CancelFunc
 	// apiErr receives the apiserver's exit error.
@@ -154,8 +157,15 @@ func Start(ctx context.Context, cfg Config) (_ *ControlPlane, err error) {
 	}
 	logger := klog.FromContext(ctx)
 	begin := time.Now()
+	etcdDir := filepath.Join(cfg.DataDir, "etcd")
+	socket, removeSocketDir, err := etcdSocket(etcdDir)
+	if err != nil {
+		listener.Close()
+		return nil, err
+	}
+	cp.removeEtcdSocketDir = removeSocketDir
 	var etcdURL string
-	cp.etcd, etcdURL, err = startEtcd(ctx, filepath.Join(cfg.DataDir, "etcd"), filepath.Join(logDir, "etcd.log"))
+	cp.etcd, etcdURL, err = startEtcd(ctx, etcdDir, socket, filepath.Join(logDir, "etcd.log"))
 	if err != nil {
 		listener.Close()
 		return nil, err
@@ -339,6 +349,9 @@ func (cp *ControlPlane) stop() {
 	}
 	if cp.etcd != nil {
 		cp.etcd.Close()
+	}
+	if cp.removeEtcdSocketDir != nil {
+		cp.removeEtcdSocketDir()
 	}
 	cp.lock.release()
 }

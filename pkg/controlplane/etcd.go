@@ -2,45 +2,68 @@ package controlplane
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
-	"net"
 	"net/url"
 	"os"
 	"path/filepath"
-	"strconv"
 	"time"
 
 	"go.etcd.io/etcd/server/v3/embed"
 	"go.uber.org/zap/zapcore"
 )
 
-// etcdPorts are the loopback ports of the embedded etcd. They are chosen on
-// first start and kept in the data directory, so a restarted etcd advertises
-// the same peer URL its member record holds.
-type etcdPorts struct {
-	Client int `json:"client"`
-	Peer   int `json:"peer"`
+// etcdSocketName is the file name of etcd's client socket in its directory.
+const etcdSocketName = "etcd.sock"
+
+// maxUnixSocketPath is the longest path a unix socket can be bound at on
+// Linux (sun_path holds 108 bytes, the last a NUL).
+const maxUnixSocketPath = 107
+
+// etcdSocket returns where etcd's client socket goes: in etcdDir, which
+// only this user can enter (0700), so the socket's owner alone can read
+// etcd. When that path is too long for a unix socket, the socket goes in a
+// new private (0700) temporary directory instead, which cleanup removes.
+func etcdSocket(etcdDir string) (path string, cleanup func(), err error) {
+	if err := os.MkdirAll(etcdDir, 0o700); err != nil {
+		return "", nil, fmt.Errorf("creating etcd directory: %w", err)
+	}
+	// An etcd directory made by an older jobkeeper, or by hand, may be
+	// open to others; the socket's protection is this mode.
+	if err := os.Chmod(etcdDir, 0o700); err != nil {
+		return "", nil, fmt.Errorf("making etcd directory private: %w", err)
+	}
+	path = filepath.Join(etcdDir, etcdSocketName)
+	if len(path) <= maxUnixSocketPath {
+		return path, func() {}, nil
+	}
+	dir, err := os.MkdirTemp("", "jobkeeper-etcd-")
+	if err != nil {
+		return "", nil, fmt.Errorf("creating a directory for etcd's socket (%s is too long for one): %w", path, err)
+	}
+	return filepath.Join(dir, etcdSocketName), func() { os.RemoveAll(dir) }, nil
 }
 
-// startEtcd starts a single-member etcd with its data under dir and returns it
-// once it serves clients.
-func startEtcd(ctx context.Context, dir, logFile string) (*embed.Etcd, string, error) {
-	ports, err := loadOrPickEtcdPorts(filepath.Join(dir, "ports.json"))
-	if err != nil {
-		return nil, "", err
-	}
-	clientURL := url.URL{Scheme: "http", Host: net.JoinHostPort("127.0.0.1", strconv.Itoa(ports.Client))}
-	peerURL := url.URL{Scheme: "http", Host: net.JoinHostPort("127.0.0.1", strconv.Itoa(ports.Peer))}
+// startEtcd starts a single-member etcd with its data under dir, serving
+// clients on the unix socket at socket only, and returns it once it serves
+// clients, with the endpoint the apiserver's etcd client dials.
+//
+// etcd opens no TCP port: its clients (the apiserver, in this process) use
+// the socket, and a single member has no peer to talk to, so no peer
+// listener is configured. Only the member's advertised URLs remain, which
+// etcd requires in host:port form and nothing dials.
+func startEtcd(ctx context.Context, dir, socket, logFile string) (*embed.Etcd, string, error) {
+	clientURL := url.URL{Scheme: "unix", Path: socket}
 
 	cfg := embed.NewConfig()
 	cfg.Name = "jobkeeper"
 	cfg.Dir = filepath.Join(dir, "data")
 	cfg.ListenClientUrls = []url.URL{clientURL}
-	cfg.AdvertiseClientUrls = []url.URL{clientURL}
-	cfg.ListenPeerUrls = []url.URL{peerURL}
-	cfg.AdvertisePeerUrls = []url.URL{peerURL}
-	cfg.InitialCluster = cfg.Name + "=" + peerURL.String()
+	cfg.ListenPeerUrls = nil
+	// NewConfig's defaults (http://localhost:2379 and :2380) stay as the
+	// member's advertised URLs; a data directory from an older jobkeeper
+	// keeps the loopback peer URL its member record holds, which nothing
+	// dials either.
+	cfg.InitialCluster = cfg.Name + "=" + cfg.AdvertisePeerUrls[0].String()
 	// One member on loopback: nothing to wait for from peers, so a short
 	// election timeout only shortens the first election (with the defaults,
 	// 100ms ticks and a 1s timeout, etcd took 0.2-1.1s to be ready). A single
@@ -75,49 +98,11 @@ func startEtcd(ctx context.Context, dir, logFile string) (*embed.Etcd, string, e
 		e.Close()
 		return nil, "", ctx.Err()
 	}
+	// The socket is created with the process's umask; the directory already
+	// keeps others out, this only says so on the file too.
+	if err := os.Chmod(socket, 0o600); err != nil {
+		e.Close()
+		return nil, "", fmt.Errorf("restricting etcd's socket: %w", err)
+	}
 	return e, clientURL.String(), nil
-}
-
-// loadOrPickEtcdPorts reuses the ports recorded in path while they are free
-// and picks new free loopback ports otherwise.
-func loadOrPickEtcdPorts(path string) (etcdPorts, error) {
-	var p etcdPorts
-	if data, err := os.ReadFile(path); err == nil {
-		if json.Unmarshal(data, &p) == nil && portFree(p.Client) && portFree(p.Peer) {
-			return p, nil
-		}
-	}
-	var err error
-	if p.Client, err = freePort(); err != nil {
-		return p, err
-	}
-	if p.Peer, err = freePort(); err != nil {
-		return p, err
-	}
-	data, _ := json.Marshal(p)
-	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
-		return p, fmt.Errorf("creating etcd directory: %w", err)
-	}
-	return p, writeFileAtomic(path, data, 0o600)
-}
-
-func portFree(port int) bool {
-	if port <= 0 {
-		return false
-	}
-	l, err := net.Listen("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(port)))
-	if err != nil {
-		return false
-	}
-	l.Close()
-	return true
-}
-
-func freePort() (int, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, fmt.Errorf("finding a free loopback port: %w", err)
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port, nil
 }

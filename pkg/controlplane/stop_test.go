@@ -20,7 +20,12 @@ func TestStopConcurrent(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	e, _, err := startEtcd(context.Background(), filepath.Join(dir, "etcd"), filepath.Join(dir, "etcd.log"))
+	socket, cleanup, err := etcdSocket(filepath.Join(dir, "etcd"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cleanup()
+	e, _, err := startEtcd(context.Background(), filepath.Join(dir, "etcd"), socket, filepath.Join(dir, "etcd.log"))
 	if err != nil {
 		t.Fatal(err)
 	}
