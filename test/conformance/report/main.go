@@ -202,11 +202,9 @@ func evaluate(dir, id string, s specReport, timeout string) result {
 	// had to kill it.
 	if rc == 124 || rc == 137 {
 		res.outcome = "timeout"
-		res.detail = fmt.Sprintf("no result after %s: interrupted (exit %d)", timeout, rc)
-		if repErr == nil {
-			if m := failureOf(r, s); m != "" {
-				res.detail += ": " + m
-			}
+		res.detail = fmt.Sprintf("no result after %s (exit %d)", timeout, rc)
+		if step := lastStep(filepath.Join(dir, id+".log")); step != "" {
+			res.detail += "; last step: " + step
 		}
 		return res
 	}
@@ -243,6 +241,28 @@ func evaluate(dir, id string, s specReport, timeout string) result {
 		}
 	}
 	return res
+}
+
+// stepLine is a ginkgo.By line of the -v output: "STEP: <text> @ <time>".
+var stepLine = regexp.MustCompile(`^\s*STEP: (.*) @ \d\d/\d\d/\d\d \d\d:\d\d:\d\d`)
+
+// lastStep is the last ginkgo.By step a spec's log shows before it was
+// interrupted (the framework's own after-failure steps excluded).
+func lastStep(logPath string) string {
+	data, err := os.ReadFile(logPath)
+	if err != nil {
+		return ""
+	}
+	var last string
+	for _, l := range strings.Split(string(data), "\n") {
+		if strings.Contains(l, "Interrupted by User") {
+			break
+		}
+		if m := stepLine.FindStringSubmatch(l); m != nil {
+			last = m[1]
+		}
+	}
+	return last
 }
 
 // failureOf is the first lines of the spec's failure message, or, when the
