@@ -27,6 +27,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/dynamic"
@@ -592,18 +593,9 @@ func (f *faultProxy) RoundTrip(req *http.Request) (*http.Response, error) {
 		!podsCollection.MatchString(req.URL.Path) || code != http.StatusCreated {
 		return resp, err
 	}
-	body, err := io.ReadAll(resp.Body)
-	resp.Body.Close()
+	pod, err := decodeAnswer[*corev1.Pod](resp)
 	if err != nil {
 		return nil, err
-	}
-	obj, _, err := scheme.Codecs.UniversalDeserializer().Decode(body, nil, nil)
-	if err != nil {
-		return nil, fmt.Errorf("decoding the created pod: %w", err)
-	}
-	pod, ok := obj.(*corev1.Pod)
-	if !ok {
-		return nil, fmt.Errorf("a pod create answered with a %T", obj)
 	}
 	f.lost = pod.Name
 	f.lostPath = req.URL.Path + "/" + pod.Name
@@ -643,21 +635,32 @@ func (f *faultProxy) refused() []string {
 	return out
 }
 
-// withoutManagedBy rewrites resp, the answer to a Job create, as JSON
-// without the Job's spec.managedBy.
-func withoutManagedBy(resp *http.Response) (*http.Response, error) {
+// decodeAnswer reads and closes the body of resp, the apiserver's answer
+// to a create, and decodes it as a T.
+func decodeAnswer[T runtime.Object](resp *http.Response) (T, error) {
+	var zero T
 	body, err := io.ReadAll(resp.Body)
 	resp.Body.Close()
 	if err != nil {
-		return nil, err
+		return zero, err
 	}
 	obj, _, err := scheme.Codecs.UniversalDeserializer().Decode(body, nil, nil)
 	if err != nil {
-		return nil, fmt.Errorf("decoding the created Job: %w", err)
+		return zero, fmt.Errorf("decoding the answer to a create: %w", err)
 	}
-	job, ok := obj.(*batchv1.Job)
+	t, ok := obj.(T)
 	if !ok {
-		return nil, fmt.Errorf("a Job create answered with a %T", obj)
+		return zero, fmt.Errorf("a create answered with a %T, want a %T", obj, zero)
+	}
+	return t, nil
+}
+
+// withoutManagedBy rewrites resp, the answer to a Job create, as JSON
+// without the Job's spec.managedBy.
+func withoutManagedBy(resp *http.Response) (*http.Response, error) {
+	job, err := decodeAnswer[*batchv1.Job](resp)
+	if err != nil {
+		return nil, err
 	}
 	job.Spec.ManagedBy = nil
 	job.TypeMeta = metav1.TypeMeta{APIVersion: "batch/v1", Kind: "Job"}
