@@ -23,7 +23,9 @@ type Spec struct {
 	Command []string
 	// Env is the resolved environment as NAME=value pairs, in order.
 	Env []string
-	// WorkingDir is the directory the process starts in; it exists.
+	// WorkingDir is the directory the process starts in. In host mode
+	// (Rootfs nil) it exists on the host; in image mode it is a path inside
+	// the container's view and is created there when missing, as runc does.
 	WorkingDir string
 	// LogPath is the file the container's stdout and stderr go to.
 	LogPath string
@@ -34,6 +36,32 @@ type Spec struct {
 	// the agent. A runtime that cannot give a container its own
 	// filesystem view refuses a spec with mounts.
 	Mounts []Mount
+	// Rootfs, when not nil, is the container's image: its layers are the
+	// view's root. Nil: the host is the image (the view is a private
+	// copy-on-write view of the host's root).
+	Rootfs *Rootfs
+	// User is who the container's processes run as (image mode). Nil: the
+	// agent's own user.
+	User *User
+}
+
+// Rootfs is the root filesystem of a container run from an image.
+type Rootfs struct {
+	// Layers are the image's unpacked layer directories on the host,
+	// bottom first.
+	Layers []string
+}
+
+// User is the identity a container's processes take.
+type User struct {
+	// Image is the image config's User: "", "name", "uid", "name:group",
+	// "uid:gid" (names resolved in the image's /etc/passwd and /etc/group
+	// inside the view, as runc does).
+	Image string
+	// RunAsUser and RunAsGroup (securityContext) override what Image says.
+	RunAsUser, RunAsGroup *int64
+	// SupplementalGroups are added to the groups the user has.
+	SupplementalGroups []int64
 }
 
 // Mount is one volume mount of a container.
