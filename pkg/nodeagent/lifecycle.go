@@ -94,8 +94,10 @@ type containerState struct {
 	notBefore time.Time
 	// backoff is the crash-loop back-off.
 	backoff restartBackoff
-	// policyDecides is set while stopping after a failed startup probe:
-	// the restart policy then decides on the exit, as after a crash.
+	// policyDecides is set while stopping a container the agent killed on
+	// its own (a failed startup probe): the restart policy then decides on
+	// the exit, as after a crash, and restartsAfterKill may restart it
+	// whatever its exit code.
 	policyDecides bool
 	// waitReason and waitMessage say why the container is waiting.
 	waitReason, waitMessage string
@@ -194,8 +196,8 @@ type containerInfo struct {
 	name string
 	// kind is the container's kind.
 	kind containerKind
-	// policy is the pod's restartPolicy.
-	policy corev1.RestartPolicy
+	// restart is the restart policy (the pod's and the container's).
+	restart restartPolicy
 	// podRef names the pod in messages: "name_namespace(uid)".
 	podRef string
 }
@@ -278,7 +280,7 @@ func transition(s containerState, c containerInfo, ev event) (containerState, []
 		switch {
 		case c.kind == kindSidecar:
 			msg = fmt.Sprintf("Init container %s failed startup probe", c.name)
-		case c.policy != corev1.RestartPolicyNever:
+		case c.restart.restartsAfterKill(c.kind):
 			msg += ", will be restarted"
 		}
 		return s, []action{recordEvent(corev1.EventTypeNormal, "Killing", msg), {kind: actStop, grace: ev.grace}}
@@ -309,10 +311,14 @@ func finished(s containerState, res runtime.Result) containerState {
 }
 
 // ended records a finished attempt and lets the restart policy decide: the
-// container exits for good, or backs off until its next start.
+// container exits for good, or backs off until its next start. A container
+// the agent killed on its own restarts, whatever its exit code, when its
+// policy said it "will be restarted"; else its exit code decides, as after
+// a crash.
 func ended(s containerState, c containerInfo, res runtime.Result) (containerState, []action) {
+	killed := s.policyDecides
 	s = finished(s, res)
-	if !shouldRestart(c.policy, c.kind, res.ExitCode) {
+	if !(killed && c.restart.restartsAfterKill(c.kind)) && !shouldRestart(c.restart, c.kind, res.ExitCode) {
 		s.phase = phaseExited
 		s.waitReason, s.waitMessage = "", ""
 		return s, nil

@@ -6,15 +6,20 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/utils/ptr"
 
 	"jobkeeper.dev/jobkeeper/pkg/nodeagent/runtime"
 )
 
 func TestTransition(t *testing.T) {
-	main := containerInfo{name: "c", kind: kindMain, policy: corev1.RestartPolicyNever, podRef: "p_ns(u)"}
+	main := containerInfo{name: "c", kind: kindMain, restart: restartPolicy{pod: corev1.RestartPolicyNever}, podRef: "p_ns(u)"}
 	onFailure := main
-	onFailure.policy = corev1.RestartPolicyOnFailure
-	sidecar := containerInfo{name: "s", kind: kindSidecar, policy: corev1.RestartPolicyNever, podRef: "p_ns(u)"}
+	onFailure.restart.pod = corev1.RestartPolicyOnFailure
+	// containerOnFailure is the e2e Job spec's container: restartPolicy
+	// OnFailure of its own in a pod whose restartPolicy is Never.
+	containerOnFailure := main
+	containerOnFailure.restart.container = ptr.To(corev1.ContainerRestartPolicyOnFailure)
+	sidecar := containerInfo{name: "s", kind: kindSidecar, restart: restartPolicy{pod: corev1.RestartPolicyNever}, podRef: "p_ns(u)"}
 	t1 := t0.Add(time.Minute)
 	res := func(code int32) runtime.Result {
 		return runtime.Result{ExitCode: code, Reason: runtime.ReasonFor(code), StartedAt: t0, FinishedAt: t1}
@@ -66,6 +71,15 @@ func TestTransition(t *testing.T) {
 				notBefore: t1.Add(BackoffInitial), backoff: restartBackoff{delay: 2 * BackoffInitial, lastRestart: t1.Add(BackoffInitial)},
 				waitReason: ReasonCrashLoopBackOff, waitMessage: "back-off 10s restarting failed container=c pod=p_ns(u)"},
 			wantActions: []action{recordEvent(corev1.EventTypeWarning, "BackOff", "Back-off restarting failed container c in pod p_ns(u)")},
+		},
+		"container-level OnFailure in a Never pod restarts a failure": {
+			info: containerOnFailure, state: running, ev: event{kind: evExited, at: t1, result: res(1)},
+			want: containerState{phase: phaseBackOff, ran: true, startedAt: t0, containerID: "process://1", last: result(1, "process://1"),
+				notBefore: t1, backoff: restartBackoff{delay: BackoffInitial, lastRestart: t1}},
+		},
+		"container-level OnFailure in a Never pod: success is final": {
+			info: containerOnFailure, state: running, ev: event{kind: evExited, at: t1, result: res(0)},
+			want: containerState{phase: phaseExited, ran: true, startedAt: t0, containerID: "process://1", last: result(0, "process://1")},
 		},
 		"sidecar restarts after success under Never": {
 			info: sidecar, state: containerState{phase: phaseRunning, ran: true, startedAt: t0, containerID: "process://1", started: true, initialized: true},
@@ -130,6 +144,23 @@ func TestTransition(t *testing.T) {
 			ev: event{kind: evExited, at: t1, result: res(143)},
 			want: containerState{phase: phaseBackOff, ran: true, startedAt: t0, containerID: "process://1", last: result(143, "process://1"),
 				notBefore: t1, backoff: restartBackoff{delay: BackoffInitial, lastRestart: t1}},
+		},
+		"a killed container that will be restarted restarts even after exit 0": {
+			info: onFailure, state: containerState{phase: phaseStopping, ran: true, startedAt: t0, containerID: "process://1", policyDecides: true},
+			ev: event{kind: evExited, at: t1, result: res(0)},
+			want: containerState{phase: phaseBackOff, ran: true, startedAt: t0, containerID: "process://1", last: result(0, "process://1"),
+				notBefore: t1, backoff: restartBackoff{delay: BackoffInitial, lastRestart: t1}},
+		},
+		"a killed container under Never exits for good": {
+			info: main, state: containerState{phase: phaseStopping, ran: true, startedAt: t0, containerID: "process://1", policyDecides: true},
+			ev:   event{kind: evExited, at: t1, result: res(137)},
+			want: containerState{phase: phaseExited, ran: true, startedAt: t0, containerID: "process://1", last: result(137, "process://1")},
+		},
+		"failed startup probe message under a container-level OnFailure": {
+			info: containerOnFailure, state: containerState{phase: phaseRunning, ran: true, startedAt: t0, containerID: "process://1"},
+			ev:          event{kind: evProbeFailed, at: t1, grace: time.Second},
+			want:        containerState{phase: phaseStopping, ran: true, startedAt: t0, containerID: "process://1", policyDecides: true},
+			wantActions: []action{recordEvent(corev1.EventTypeNormal, "Killing", "Container c failed startup probe, will be restarted"), {kind: actStop, grace: time.Second}},
 		},
 		"pod stop during a probe kill makes the exit final": {
 			info: sidecar, state: containerState{phase: phaseStopping, ran: true, policyDecides: true}, ev: event{kind: evStop, at: t1},

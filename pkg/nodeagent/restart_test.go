@@ -1,35 +1,262 @@
 package nodeagent
 
 import (
+	"encoding/json"
 	"testing"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	clienttesting "k8s.io/client-go/testing"
+	"k8s.io/utils/ptr"
+
+	"jobkeeper.dev/jobkeeper/test/builder"
 )
 
+// exitCodesRule is a restart rule with action Restart on exit codes.
+func exitCodesRule(op corev1.ContainerRestartRuleOnExitCodesOperator, values ...int32) corev1.ContainerRestartRule {
+	return corev1.ContainerRestartRule{
+		Action:    corev1.ContainerRestartRuleActionRestart,
+		ExitCodes: &corev1.ContainerRestartRuleOnExitCodes{Operator: op, Values: values},
+	}
+}
+
 func TestShouldRestart(t *testing.T) {
+	var (
+		always    = ptr.To(corev1.ContainerRestartPolicyAlways)
+		onFailure = ptr.To(corev1.ContainerRestartPolicyOnFailure)
+		never     = ptr.To(corev1.ContainerRestartPolicyNever)
+		in        = corev1.ContainerRestartRuleOnExitCodesOpIn
+		notIn     = corev1.ContainerRestartRuleOnExitCodesOpNotIn
+	)
 	cases := map[string]struct {
-		policy corev1.RestartPolicy
-		kind   containerKind
-		code   int32
-		want   bool
+		// the container
+		pod       corev1.RestartPolicy
+		container *corev1.ContainerRestartPolicy
+		rules     []corev1.ContainerRestartRule
+		kind      containerKind
+		// the exit
+		code int32
+		want bool
 	}{
-		"always, success":          {policy: corev1.RestartPolicyAlways, kind: kindMain, code: 0, want: true},
-		"always, failure":          {policy: corev1.RestartPolicyAlways, kind: kindMain, code: 1, want: true},
-		"always, init success":     {policy: corev1.RestartPolicyAlways, kind: kindInit, code: 0, want: false},
-		"always, init failure":     {policy: corev1.RestartPolicyAlways, kind: kindInit, code: 2, want: true},
-		"on failure, success":      {policy: corev1.RestartPolicyOnFailure, kind: kindMain, code: 0, want: false},
-		"on failure, failure":      {policy: corev1.RestartPolicyOnFailure, kind: kindMain, code: 137, want: true},
-		"never, failure":           {policy: corev1.RestartPolicyNever, kind: kindMain, code: 1, want: false},
-		"never, init failure":      {policy: corev1.RestartPolicyNever, kind: kindInit, code: 1, want: false},
-		"never, sidecar success":   {policy: corev1.RestartPolicyNever, kind: kindSidecar, code: 0, want: true},
-		"never, sidecar failure":   {policy: corev1.RestartPolicyNever, kind: kindSidecar, code: 1, want: true},
-		"on failure, sidecar exit": {policy: corev1.RestartPolicyOnFailure, kind: kindSidecar, code: 0, want: true},
+		// The pod's policy alone.
+		"pod always, success":            {pod: corev1.RestartPolicyAlways, kind: kindMain, code: 0, want: true},
+		"pod always, failure":            {pod: corev1.RestartPolicyAlways, kind: kindMain, code: 1, want: true},
+		"pod unset means always":         {kind: kindMain, code: 0, want: true},
+		"pod always, init success":       {pod: corev1.RestartPolicyAlways, kind: kindInit, code: 0, want: false},
+		"pod always, init failure":       {pod: corev1.RestartPolicyAlways, kind: kindInit, code: 2, want: true},
+		"pod on failure, success":        {pod: corev1.RestartPolicyOnFailure, kind: kindMain, code: 0, want: false},
+		"pod on failure, failure":        {pod: corev1.RestartPolicyOnFailure, kind: kindMain, code: 137, want: true},
+		"pod never, failure":             {pod: corev1.RestartPolicyNever, kind: kindMain, code: 1, want: false},
+		"pod never, init failure":        {pod: corev1.RestartPolicyNever, kind: kindInit, code: 1, want: false},
+		"pod never, sidecar success":     {pod: corev1.RestartPolicyNever, kind: kindSidecar, code: 0, want: true},
+		"pod never, sidecar failure":     {pod: corev1.RestartPolicyNever, kind: kindSidecar, code: 1, want: true},
+		"pod on failure, sidecar exit 0": {pod: corev1.RestartPolicyOnFailure, kind: kindSidecar, code: 0, want: true},
+
+		// The container's policy overrides the pod's.
+		"container on failure in never pod, failure": {pod: corev1.RestartPolicyNever, container: onFailure, kind: kindMain, code: 1, want: true},
+		"container on failure in never pod, success": {pod: corev1.RestartPolicyNever, container: onFailure, kind: kindMain, code: 0, want: false},
+		"container always in never pod, success":     {pod: corev1.RestartPolicyNever, container: always, kind: kindMain, code: 0, want: true},
+		"container never in always pod, failure":     {pod: corev1.RestartPolicyAlways, container: never, kind: kindMain, code: 1, want: false},
+		"container never in always pod, success":     {pod: corev1.RestartPolicyAlways, container: never, kind: kindMain, code: 0, want: false},
+		"init on failure in never pod, failure":      {pod: corev1.RestartPolicyNever, container: onFailure, kind: kindInit, code: 3, want: true},
+		"init never in on failure pod, failure":      {pod: corev1.RestartPolicyOnFailure, container: never, kind: kindInit, code: 3, want: false},
+		"init always-by-rule never restarts on 0":    {pod: corev1.RestartPolicyNever, container: never, rules: []corev1.ContainerRestartRule{exitCodesRule(notIn, 1)}, kind: kindInit, code: 0, want: false},
+
+		// Rules, in order, the first match deciding.
+		"rule In matches":                  {pod: corev1.RestartPolicyNever, container: never, rules: []corev1.ContainerRestartRule{exitCodesRule(in, 42)}, kind: kindMain, code: 42, want: true},
+		"rule In misses, container policy": {pod: corev1.RestartPolicyNever, container: never, rules: []corev1.ContainerRestartRule{exitCodesRule(in, 42)}, kind: kindMain, code: 1, want: false},
+		"rule In misses, always policy":    {pod: corev1.RestartPolicyNever, container: always, rules: []corev1.ContainerRestartRule{exitCodesRule(in, 42)}, kind: kindMain, code: 1, want: true},
+		"rule NotIn matches":               {pod: corev1.RestartPolicyNever, container: never, rules: []corev1.ContainerRestartRule{exitCodesRule(notIn, 0, 2)}, kind: kindMain, code: 1, want: true},
+		"rule NotIn misses":                {pod: corev1.RestartPolicyNever, container: never, rules: []corev1.ContainerRestartRule{exitCodesRule(notIn, 0, 2)}, kind: kindMain, code: 2, want: false},
+		"rule on success code":             {pod: corev1.RestartPolicyNever, container: never, rules: []corev1.ContainerRestartRule{exitCodesRule(in, 0)}, kind: kindMain, code: 0, want: true},
+		"second rule matches":              {pod: corev1.RestartPolicyNever, container: never, rules: []corev1.ContainerRestartRule{exitCodesRule(in, 1), exitCodesRule(in, 2)}, kind: kindMain, code: 2, want: true},
+		"rule of another action falls through to the policy": {
+			pod: corev1.RestartPolicyAlways, container: never, kind: kindMain, code: 42, want: false,
+			rules: []corev1.ContainerRestartRule{{Action: corev1.ContainerRestartRuleActionRestartAllContainers, ExitCodes: &corev1.ContainerRestartRuleOnExitCodes{Operator: in, Values: []int32{42}}}},
+		},
+		"rule without exit codes never matches": {
+			pod: corev1.RestartPolicyNever, container: never, kind: kindMain, code: 1, want: false,
+			rules: []corev1.ContainerRestartRule{{Action: corev1.ContainerRestartRuleActionRestart}},
+		},
+		"rules without a container policy are ignored": {pod: corev1.RestartPolicyNever, rules: []corev1.ContainerRestartRule{exitCodesRule(in, 42)}, kind: kindMain, code: 42, want: false},
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
-			if got := shouldRestart(tc.policy, tc.kind, tc.code); got != tc.want {
+			p := restartPolicy{pod: tc.pod, container: tc.container, rules: tc.rules}
+			if got := shouldRestart(p, tc.kind, tc.code); got != tc.want {
 				t.Errorf("shouldRestart() = %v, want %v", got, tc.want)
 			}
 		})
+	}
+}
+
+func TestRestartsAfterKill(t *testing.T) {
+	cases := map[string]struct {
+		pod       corev1.RestartPolicy
+		container *corev1.ContainerRestartPolicy
+		kind      containerKind
+		want      bool
+	}{
+		"pod never":                       {pod: corev1.RestartPolicyNever, kind: kindMain, want: false},
+		"pod on failure":                  {pod: corev1.RestartPolicyOnFailure, kind: kindMain, want: true},
+		"pod always":                      {pod: corev1.RestartPolicyAlways, kind: kindMain, want: true},
+		"container on failure, pod never": {pod: corev1.RestartPolicyNever, container: ptr.To(corev1.ContainerRestartPolicyOnFailure), kind: kindMain, want: true},
+		"container never, pod always":     {pod: corev1.RestartPolicyAlways, container: ptr.To(corev1.ContainerRestartPolicyNever), kind: kindMain, want: false},
+		"sidecar":                         {pod: corev1.RestartPolicyNever, container: ptr.To(corev1.ContainerRestartPolicyAlways), kind: kindSidecar, want: true},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			p := restartPolicy{pod: tc.pod, container: tc.container}
+			if got := p.restartsAfterKill(tc.kind); got != tc.want {
+				t.Errorf("restartsAfterKill() = %v, want %v", got, tc.want)
+			}
+		})
+	}
+}
+
+// phasesWritten returns the pod phases the agent wrote, in order.
+func phasesWritten(ta *testAgent, name string) []corev1.PodPhase {
+	var out []corev1.PodPhase
+	for _, a := range ta.client.Actions() {
+		p, ok := a.(clienttesting.PatchAction)
+		if !ok || p.GetSubresource() != "status" || p.GetName() != name {
+			continue
+		}
+		var patch struct {
+			Status struct {
+				Phase corev1.PodPhase `json:"phase"`
+			} `json:"status"`
+		}
+		if err := json.Unmarshal(p.GetPatch(), &patch); err == nil && patch.Status.Phase != "" {
+			out = append(out, patch.Status.Phase)
+		}
+	}
+	return out
+}
+
+// mainStatus returns the status of the pod's first main container.
+func mainStatus(p *corev1.Pod) corev1.ContainerStatus {
+	if len(p.Status.ContainerStatuses) == 0 {
+		return corev1.ContainerStatus{}
+	}
+	return p.Status.ContainerStatuses[0]
+}
+
+// TestContainerRestartPolicyInANeverPod is the pod of upstream's e2e spec
+// "containers restarted by container restart policy should not trigger
+// PodFailurePolicy": a Job pod with restartPolicy Never whose container has
+// restartPolicy OnFailure fails once, is restarted in place and succeeds;
+// the pod is never Failed, so the Job's podFailurePolicy never sees it.
+func TestContainerRestartPolicyInANeverPod(t *testing.T) {
+	pod := builder.MakePod("p", "ns").UID("u1").RestartPolicy(corev1.RestartPolicyNever).
+		ContainerRestartPolicy(corev1.ContainerRestartPolicyOnFailure).Obj()
+	ta, rt := startAgentWithFake(t, pod)
+	rt.attempt(t, "main", 0).exit(1)
+	second := rt.attempt(t, "main", 1)
+	got := ta.waitPod(t, "p", func(p *corev1.Pod) bool { return mainStatus(p).RestartCount == 1 && mainStatus(p).State.Running != nil })
+	if got.Status.Phase != corev1.PodRunning {
+		t.Errorf("phase = %s while the container restarts, want Running", got.Status.Phase)
+	}
+	if last := mainStatus(got).LastTerminationState.Terminated; last == nil || last.ExitCode != 1 {
+		t.Errorf("lastState = %+v, want terminated with exit code 1", mainStatus(got).LastTerminationState)
+	}
+	second.exit(0)
+	got = ta.waitPod(t, "p", phaseIs(corev1.PodSucceeded))
+	if cs := mainStatus(got); cs.RestartCount != 1 || cs.State.Terminated == nil || cs.State.Terminated.ExitCode != 0 {
+		t.Errorf("container status = %+v, want terminated 0 after one restart", cs)
+	}
+	for _, ph := range phasesWritten(ta, "p") {
+		if ph == corev1.PodFailed {
+			t.Errorf("phases written %v: the pod was Failed on its way", phasesWritten(ta, "p"))
+			break
+		}
+	}
+}
+
+func TestContainerRestartRules(t *testing.T) {
+	cases := map[string]struct {
+		// setup
+		podPolicy       corev1.RestartPolicy
+		containerPolicy corev1.ContainerRestartPolicy
+		rules           []corev1.ContainerRestartRule
+		exitCode        int32
+		// want
+		wantRestart bool
+	}{
+		"rule In matches in a Never pod":        {podPolicy: corev1.RestartPolicyNever, containerPolicy: corev1.ContainerRestartPolicyNever, rules: []corev1.ContainerRestartRule{exitCodesRule(corev1.ContainerRestartRuleOnExitCodesOpIn, 42)}, exitCode: 42, wantRestart: true},
+		"rule In misses, container Never fails": {podPolicy: corev1.RestartPolicyNever, containerPolicy: corev1.ContainerRestartPolicyNever, rules: []corev1.ContainerRestartRule{exitCodesRule(corev1.ContainerRestartRuleOnExitCodesOpIn, 42)}, exitCode: 1},
+		"container Never in an Always pod":      {podPolicy: corev1.RestartPolicyAlways, containerPolicy: corev1.ContainerRestartPolicyNever, exitCode: 1},
+		"container Always in a Never pod":       {podPolicy: corev1.RestartPolicyNever, containerPolicy: corev1.ContainerRestartPolicyAlways, exitCode: 0, wantRestart: true},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			w := builder.MakePod("p", "ns").UID("u1").RestartPolicy(tc.podPolicy).ContainerRestartPolicy(tc.containerPolicy)
+			for _, r := range tc.rules {
+				w = w.ContainerRestartRule(r.Action, r.ExitCodes.Operator, r.ExitCodes.Values...)
+			}
+			ta, rt := startAgentWithFake(t, w.Obj())
+			rt.attempt(t, "main", 0).exit(tc.exitCode)
+			if !tc.wantRestart {
+				got := ta.waitPod(t, "p", func(p *corev1.Pod) bool { return isTerminalPhase(p.Status.Phase) })
+				want := corev1.PodFailed
+				if tc.exitCode == 0 {
+					want = corev1.PodSucceeded
+				}
+				if got.Status.Phase != want || rt.count("main") != 1 {
+					t.Errorf("phase %s after %d attempts, want %s after 1", got.Status.Phase, rt.count("main"), want)
+				}
+				return
+			}
+			rt.attempt(t, "main", 1).exit(tc.exitCode)
+			// The second restart waits out the 10s back-off, as CrashLoopBackOff.
+			got := ta.waitPod(t, "p", func(p *corev1.Pod) bool {
+				w := mainStatus(p).State.Waiting
+				return w != nil && w.Reason == ReasonCrashLoopBackOff
+			})
+			if got.Status.Phase != corev1.PodRunning {
+				t.Errorf("phase = %s in back-off, want Running", got.Status.Phase)
+			}
+			ta.stepUntil(t, time.Second, func() bool { return rt.count("main") > 2 })
+			got = ta.waitPod(t, "p", func(p *corev1.Pod) bool { return mainStatus(p).RestartCount == 2 && mainStatus(p).State.Running != nil })
+			if got.Status.Phase != corev1.PodRunning {
+				t.Errorf("phase = %s, want Running", got.Status.Phase)
+			}
+		})
+	}
+}
+
+func TestInitContainerRestartPolicyInANeverPod(t *testing.T) {
+	pod := builder.MakePod("p", "ns").UID("u1").RestartPolicy(corev1.RestartPolicyNever).InitContainer("setup", "true").Obj()
+	pod.Spec.InitContainers[0].RestartPolicy = ptr.To(corev1.ContainerRestartPolicyOnFailure)
+	ta, rt := startAgentWithFake(t, pod)
+	rt.attempt(t, "setup", 0).exit(3)
+	rt.attempt(t, "setup", 1).exit(0)
+	rt.attempt(t, "main", 0).exit(0)
+	got := ta.waitPod(t, "p", phaseIs(corev1.PodSucceeded))
+	if s, _ := initStatus(got, "setup"); s.RestartCount != 1 || s.LastTerminationState.Terminated == nil || s.LastTerminationState.Terminated.ExitCode != 3 {
+		t.Errorf("init container status = %+v, want one restart after exit 3", s)
+	}
+}
+
+func TestAgentRestartRestoresUnderTheContainersPolicy(t *testing.T) {
+	pod := builder.MakePod("p", "ns").UID("u1").NodeName(testNode).RestartPolicy(corev1.RestartPolicyNever).
+		ContainerRestartPolicy(corev1.ContainerRestartPolicyOnFailure).Obj()
+	pod.Status = corev1.PodStatus{
+		Phase:     corev1.PodRunning,
+		StartTime: ptr.To(metav1.NewTime(t0.Add(-time.Minute))),
+		ContainerStatuses: []corev1.ContainerStatus{{
+			Name:  "main",
+			State: corev1.ContainerState{Running: &corev1.ContainerStateRunning{StartedAt: metav1.NewTime(t0.Add(-time.Minute))}},
+		}},
+	}
+	ta, rt := startAgentWithFake(t, pod)
+	rt.attempt(t, "main", 0)
+	got := ta.waitPod(t, "p", func(p *corev1.Pod) bool { return mainStatus(p).State.Running != nil && mainStatus(p).RestartCount == 1 })
+	if last := mainStatus(got).LastTerminationState.Terminated; last == nil || last.Reason != ReasonContainerStatusUnknown {
+		t.Errorf("lastState = %+v, want the lost attempt", mainStatus(got).LastTerminationState)
+	}
+	if got.Status.Phase != corev1.PodRunning {
+		t.Errorf("phase = %s, want Running", got.Status.Phase)
 	}
 }

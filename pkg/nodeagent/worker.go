@@ -155,10 +155,10 @@ func newWorker(a *Agent, pod *corev1.Pod) *worker {
 // sidecar of a pod whose main containers ran counts as initialized.
 func restoreContainer(pod *corev1.Pod, spec *corev1.Container, isInit bool, statuses []corev1.ContainerStatus, mainRan bool, now time.Time) *container {
 	c := &container{spec: spec, info: containerInfo{
-		name:   spec.Name,
-		kind:   kindOf(spec, isInit),
-		policy: pod.Spec.RestartPolicy,
-		podRef: fmt.Sprintf("%s_%s(%s)", pod.Name, pod.Namespace, pod.UID),
+		name:    spec.Name,
+		kind:    kindOf(spec, isInit),
+		restart: restartPolicyOf(pod, spec),
+		podRef:  fmt.Sprintf("%s_%s(%s)", pod.Name, pod.Namespace, pod.UID),
 	}}
 	c.state.initialized = c.info.kind == kindSidecar && mainRan
 	var st *corev1.ContainerStatus
@@ -192,7 +192,7 @@ func restoreContainer(pod *corev1.Pod, spec *corev1.Container, isInit bool, stat
 	}
 	if s.last != nil {
 		s.phase = phaseBackOff
-		if !shouldRestart(pod.Spec.RestartPolicy, c.info.kind, s.last.ExitCode) {
+		if !shouldRestart(c.info.restart, c.info.kind, s.last.ExitCode) {
 			s.phase = phaseExited
 		}
 	}
