@@ -11,7 +11,8 @@ type Config struct {
 	Isolate bool `json:"isolate,omitempty"`
 	// Scratch is an existing, empty host directory on which the sandbox
 	// mounts the tmpfs that holds the overlays' upper layers and the new
-	// root. Required with Isolate.
+	// root. Required with Isolate. In image mode it may not hold ',', ':'
+	// or a backslash (overlay's separators).
 	Scratch string `json:"scratch,omitempty"`
 	// Mounts are the container's volume mounts, in the order given.
 	Mounts []Mount `json:"mounts,omitempty"`
@@ -25,8 +26,39 @@ type Config struct {
 	// requests run with it too.
 	Env []string `json:"env,omitempty"`
 	// WorkingDir is the directory the main process and exec'd commands
-	// start in; it is created inside the view when missing.
+	// start in; it is created inside the view when missing. Empty: the
+	// view's root.
 	WorkingDir string `json:"workingDir,omitempty"`
+	// Rootfs, when not nil, is the container's image: the view's root is
+	// an overlay of its layers (image mode). Nil: the view is a
+	// copy-on-write view of the host's filesystems (host mode). Requires
+	// Isolate.
+	Rootfs *Rootfs `json:"rootfs,omitempty"`
+	// User is who the main process and exec'd commands run as, resolved
+	// inside the view. Nil: the sandbox's own user (root in its namespace).
+	User *User `json:"user,omitempty"`
+}
+
+// Rootfs is the root filesystem of a container run from an image.
+type Rootfs struct {
+	// Layers are the image's unpacked layer directories on the host, bottom
+	// first. overlayfs reads whiteouts (0/0 character devices) and opaque
+	// directories (the trusted.overlay.opaque or, in a user namespace,
+	// user.overlay.opaque extended attribute) in them. A path may not hold
+	// ',', ':' or a backslash (overlay's separators).
+	Layers []string `json:"layers"`
+}
+
+// User is the identity a container's processes take; see resolveUser.
+type User struct {
+	// Image is the image config's User: "", "name", "uid", "name:group",
+	// "uid:gid", names looked up in the view's /etc/passwd and /etc/group.
+	Image string `json:"image,omitempty"`
+	// RunAsUser and RunAsGroup override the user and group parts of Image.
+	RunAsUser  *int64 `json:"runAsUser,omitempty"`
+	RunAsGroup *int64 `json:"runAsGroup,omitempty"`
+	// SupplementalGroups are added to the user's groups.
+	SupplementalGroups []int64 `json:"supplementalGroups,omitempty"`
 }
 
 // Mount is one volume mount of the container.

@@ -1,6 +1,7 @@
 package sandbox
 
 import (
+	"fmt"
 	"path/filepath"
 	"sort"
 	"strings"
@@ -27,6 +28,12 @@ const (
 	opSymlink
 	// opMkdir creates the directory target.
 	opMkdir
+	// opImage mounts the overlay of an image's layers (lowers, top first)
+	// on target, its upper and work directories under source.
+	opImage
+	// opShm mounts a private tmpfs on the container's /dev/shm (target,
+	// resolved inside the view) when the view's /dev has that directory.
+	opShm
 )
 
 // rootEntry is one name in the host's root directory.
@@ -52,6 +59,12 @@ type op struct {
 	readOnly bool
 	// mode is the permission of a tmpfs' root directory.
 	mode string
+	// lowers are the lower directories of opImage, top first.
+	lowers []string
+	// view says target is a path inside the container (opRbind in image
+	// mode), resolved against the new root when the step is carried out
+	// and created there when missing.
+	view bool
 }
 
 // pseudoFS are filesystem types that are not overlaid: they are reached
@@ -70,7 +83,8 @@ var hostTrees = []string{"/dev", "/proc", "/sys"}
 // rootDir is where the new root is assembled, under the scratch tmpfs.
 func rootDir(scratch string) string { return filepath.Join(scratch, "root") }
 
-// plan returns the steps that build the view of cfg from the host's mounts
+// plan returns the steps that build the view of cfg in host mode (the host
+// is the image) from the host's mounts
 // and the entries of its root directory, in order: the scratch tmpfs, the
 // new root (a directory on it), then for each entry of the host's root an
 // overlay (directories), a link (symbolic links) or a read-only bind
@@ -125,6 +139,51 @@ func plan(host []*mountinfo.Info, entries []rootEntry, cfg Config) []op {
 		ops = append(ops, op{kind: opVolume, source: m.Source, target: filepath.Clean(m.Target), readOnly: m.ReadOnly})
 	}
 	return ops
+}
+
+// planImage returns the steps that build the view of cfg in image mode, in
+// order: the scratch tmpfs, the new root (one overlay whose lower layers
+// are the image's, its upper layer on the scratch tmpfs, so every attempt
+// starts from the pristine image), the host's /dev, /proc and /sys (read-
+// only) bound inside it, a private /dev/shm, then the volumes. /tmp and
+// everything else are the image's. It decides only; setUp carries the
+// steps out.
+func planImage(cfg Config) ([]op, error) {
+	root := rootDir(cfg.Scratch)
+	ops := []op{
+		{kind: opTmpfs, target: cfg.Scratch, mode: "0700"},
+		{kind: opMkdir, target: root},
+	}
+	if strings.ContainsAny(cfg.Scratch, ",:\\") {
+		return nil, fmt.Errorf("scratch directory %q cannot be named in overlay options (it holds ',', ':' or a backslash)", cfg.Scratch)
+	}
+	layers := cfg.Rootfs.Layers
+	lowers := make([]string, 0, len(layers))
+	for i := len(layers) - 1; i >= 0; i-- {
+		l := layers[i]
+		if !filepath.IsAbs(l) {
+			return nil, fmt.Errorf("image layer %q is not an absolute path", l)
+		}
+		if strings.ContainsAny(l, ",:\\") {
+			return nil, fmt.Errorf("image layer %q cannot be named in overlay options (it holds ',', ':' or a backslash)", l)
+		}
+		lowers = append(lowers, filepath.Clean(l))
+	}
+	if len(lowers) == 0 {
+		// An image without layers is an empty directory.
+		empty := filepath.Join(cfg.Scratch, "empty")
+		ops = append(ops, op{kind: opMkdir, target: empty})
+		lowers = append(lowers, empty)
+	}
+	ops = append(ops, op{kind: opImage, source: filepath.Join(cfg.Scratch, "image"), target: root, lowers: lowers})
+	for _, t := range hostTrees {
+		ops = append(ops, op{kind: opRbind, source: t, target: t, readOnly: t == "/sys", view: true})
+	}
+	ops = append(ops, op{kind: opShm, target: "/dev/shm"})
+	for _, m := range cfg.Mounts {
+		ops = append(ops, op{kind: opVolume, source: m.Source, target: filepath.Clean(m.Target), readOnly: m.ReadOnly})
+	}
+	return ops, nil
 }
 
 // skipped reports whether a host mount point is not overlaid: it is under

@@ -17,6 +17,11 @@ import (
 // the process's root. It must run in a mount namespace of its own: the
 // first step makes every mount private so that nothing propagates back to
 // the host.
+//
+// In host mode the process then chroots into the view: the host's
+// filesystems are in it anyway. In image mode it pivots into the image's
+// root and detaches the host's, so that nothing of the host but what the
+// plan binds is reachable, even for a process that escapes a chroot.
 func setUp(cfg Config) error {
 	if cfg.Scratch == "" {
 		return errors.New("no scratch directory")
@@ -24,16 +29,25 @@ func setUp(cfg Config) error {
 	if err := unix.Mount("", "/", "", unix.MS_REC|unix.MS_PRIVATE, ""); err != nil {
 		return fmt.Errorf("making mounts private (is this a new mount namespace?): %w", err)
 	}
-	host, err := mountinfo.GetMounts(nil)
-	if err != nil {
-		return fmt.Errorf("reading the host's mounts: %w", err)
-	}
-	entries, err := readRoot()
-	if err != nil {
-		return err
+	var ops []op
+	if cfg.Rootfs != nil {
+		var err error
+		if ops, err = planImage(cfg); err != nil {
+			return err
+		}
+	} else {
+		host, err := mountinfo.GetMounts(nil)
+		if err != nil {
+			return fmt.Errorf("reading the host's mounts: %w", err)
+		}
+		entries, err := readRoot()
+		if err != nil {
+			return err
+		}
+		ops = plan(host, entries, cfg)
 	}
 	layer := 0
-	for _, o := range plan(host, entries, cfg) {
+	for _, o := range ops {
 		if err := apply(o, cfg.Scratch, &layer); err != nil {
 			return err
 		}
@@ -42,7 +56,16 @@ func setUp(cfg Config) error {
 	if err := unix.Chdir(root); err != nil {
 		return fmt.Errorf("entering the new root: %w", err)
 	}
-	if err := unix.Chroot("."); err != nil {
+	if cfg.Rootfs != nil {
+		// pivot_root(".", ".") stacks the old root on the new one; the
+		// detach then takes it, and every host mount below it, away.
+		if err := unix.PivotRoot(".", "."); err != nil {
+			return fmt.Errorf("pivoting into the image's root: %w", err)
+		}
+		if err := unix.Unmount(".", unix.MNT_DETACH); err != nil {
+			return fmt.Errorf("detaching the host's root: %w", err)
+		}
+	} else if err := unix.Chroot("."); err != nil {
 		return fmt.Errorf("changing root: %w", err)
 	}
 	if err := unix.Chdir("/"); err != nil {
@@ -92,16 +115,111 @@ func apply(o op, scratch string, layer *int) error {
 		*layer++
 		return overlay(o.source, o.target, filepath.Join(scratch, "layers", strconv.Itoa(*layer)))
 	case opRbind:
-		if err := unix.Mount(o.source, o.target, "", unix.MS_BIND|unix.MS_REC, ""); err != nil {
+		target := o.target
+		if o.view {
+			var err error
+			if target, err = mountPoint(rootDir(scratch), o.target, true); err != nil {
+				return fmt.Errorf("creating mount point %s: %w", o.target, err)
+			}
+		}
+		if err := unix.Mount(o.source, target, "", unix.MS_BIND|unix.MS_REC, ""); err != nil {
 			return fmt.Errorf("binding %s: %w", o.source, err)
 		}
 		if o.readOnly {
 			// Best effort: a remount that would unlock flags inherited
 			// from the host is refused in a user namespace.
-			_ = remountReadOnly(o.target)
+			_ = remountReadOnly(target)
 		}
 	case opVolume:
 		return volume(o, rootDir(scratch))
+	case opImage:
+		return imageOverlay(o.lowers, o.target, o.source)
+	case opShm:
+		return shm(rootDir(scratch), o.target)
+	}
+	return nil
+}
+
+// imageOverlay mounts the overlay of an image's layers (lowers, top first)
+// on target, with its upper and work directories under dir. There is no
+// fallback: a container whose image cannot be mounted does not start.
+func imageOverlay(lowers []string, target, dir string) error {
+	upper, work := filepath.Join(dir, "upper"), filepath.Join(dir, "work")
+	for _, d := range []string{upper, work} {
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			return fmt.Errorf("creating the image's upper layer: %w", err)
+		}
+	}
+	data, cwd, err := imageOptions(lowers, upper, work, unix.Getpagesize())
+	if err != nil {
+		return err
+	}
+	if cwd != "" {
+		// The lower directories are named relative to their common parent.
+		if err := unix.Chdir(cwd); err != nil {
+			return fmt.Errorf("entering the image's layer directory: %w", err)
+		}
+		defer func() { _ = unix.Chdir("/") }()
+	}
+	err = unix.Mount("overlay", target, "overlay", 0, data)
+	if err != nil {
+		// In a user namespace overlayfs keeps its metadata in user.*
+		// extended attributes, which must be asked for.
+		if err2 := unix.Mount("overlay", target, "overlay", 0, data+",userxattr"); err2 == nil {
+			return nil
+		}
+		return fmt.Errorf("mounting the image's %d layers as an overlay (the kernel refused: %w; image mode needs overlayfs, in a user namespace Linux 5.11 or later)", len(lowers), err)
+	}
+	return nil
+}
+
+// imageOptions returns the overlay mount options of an image and, when the
+// absolute layer paths do not fit in a page (the kernel's limit on mount
+// data), the directory they are named relative to instead (the caller's
+// working directory during the mount). It fails when even that does not
+// fit.
+func imageOptions(lowers []string, upper, work string, page int) (string, string, error) {
+	// Room for ",userxattr" and the terminating NUL.
+	limit := page - len(",userxattr") - 1
+	tail := ",upperdir=" + upper + ",workdir=" + work
+	data := "lowerdir=" + strings.Join(lowers, ":") + tail
+	if len(data) <= limit {
+		return data, "", nil
+	}
+	common := filepath.Dir(lowers[0])
+	for _, l := range lowers[1:] {
+		for !within(l, common) {
+			common = filepath.Dir(common)
+		}
+	}
+	rel := make([]string, len(lowers))
+	for i, l := range lowers {
+		r, err := filepath.Rel(common, l)
+		if err != nil {
+			return "", "", err
+		}
+		rel[i] = r
+	}
+	data = "lowerdir=" + strings.Join(rel, ":") + tail
+	if len(data) > limit {
+		return "", "", fmt.Errorf("the image's %d layers make overlay mount options of %d bytes, more than the kernel takes (%d)", len(lowers), len(data), limit)
+	}
+	return data, common, nil
+}
+
+// shm mounts a private tmpfs on the container's /dev/shm (target, inside
+// root) with Docker's default size, when the bound /dev provides the
+// directory: creating it would create it in the host's /dev.
+func shm(root, target string) error {
+	p, err := securejoin.SecureJoin(root, target)
+	if err != nil {
+		return fmt.Errorf("resolving %s: %w", target, err)
+	}
+	if st, err := os.Stat(p); err != nil || !st.IsDir() {
+		return nil
+	}
+	if err := unix.Mount("shm", p, "tmpfs", unix.MS_NOSUID|unix.MS_NODEV|unix.MS_NOEXEC, "mode=1777,size=65536k"); err != nil {
+		return fmt.Errorf("mounting a tmpfs on %s: %w", target, err)
 	}
 	return nil
 }
@@ -158,15 +276,12 @@ func overlay(lower, target, dir string) error {
 // cannot lead the mount out of it; it is created (in the overlay) when
 // missing.
 func volume(o op, root string) error {
-	target, err := securejoin.SecureJoin(root, o.target)
-	if err != nil {
-		return fmt.Errorf("resolving mount path %s: %w", o.target, err)
-	}
 	st, err := os.Stat(o.source)
 	if err != nil {
 		return fmt.Errorf("volume source for %s: %w", o.target, err)
 	}
-	if err := ensure(target, st.IsDir()); err != nil {
+	target, err := mountPoint(root, o.target, st.IsDir())
+	if err != nil {
 		return fmt.Errorf("creating mount path %s: %w", o.target, err)
 	}
 	if err := unix.Mount(o.source, target, "", unix.MS_BIND|unix.MS_REC, ""); err != nil {
@@ -178,6 +293,18 @@ func volume(o op, root string) error {
 		}
 	}
 	return nil
+}
+
+// mountPoint resolves the container path p inside root, symbolic links
+// included (a link of the image's, such as /etc/hosts pointing to /run,
+// stays inside the view), and creates it, a directory or an empty file,
+// with any missing parent when missing (in the view's upper layer).
+func mountPoint(root, p string, dir bool) (string, error) {
+	target, err := securejoin.SecureJoin(root, p)
+	if err != nil {
+		return "", err
+	}
+	return target, ensure(target, dir)
 }
 
 // ensure creates a mount point: a directory, or an empty file, when missing.

@@ -45,6 +45,9 @@ type supervisor struct {
 	ctrl *net.UnixConn
 	// cfg is what to run.
 	cfg Config
+	// cred is who the container's processes run as; nil: the sandbox's
+	// own user.
+	cred *syscall.Credential
 	// main is the main process's PID (also its process group).
 	main int
 	// execs maps exec'd processes to their request ids.
@@ -79,6 +82,10 @@ func supervise() int {
 		s.fail(ReasonCreateContainerError, err.Error())
 		return 2
 	}
+	if s.cfg.Rootfs != nil && !s.cfg.Isolate {
+		s.fail(ReasonCreateContainerError, "running an image needs the sandbox's private mount namespace")
+		return 2
+	}
 	if s.cfg.Isolate {
 		if err := setUp(s.cfg); err != nil {
 			s.fail(ReasonCreateContainerError, "building the container's filesystem view: "+err.Error())
@@ -88,6 +95,14 @@ func supervise() int {
 	if s.cfg.Probe {
 		_ = send(s.ctrl, message{Kind: kindStarted})
 		return 0
+	}
+	if s.cfg.User != nil {
+		cred, home, err := lookupUser(*s.cfg.User)
+		if err != nil {
+			s.fail(ReasonCreateContainerError, err.Error())
+			return 2
+		}
+		s.cred, s.cfg.Env = cred, withHome(s.cfg.Env, home)
 	}
 	// Orphans of the attempt become our children, so they can be found
 	// and killed with it.
@@ -204,7 +219,7 @@ func (s *supervisor) handle(m message, files []*os.File) {
 	}
 }
 
-// spawn starts argv in the view with the container's environment and
+// spawn starts argv in the view with the container's environment, user and
 // working directory, in a process group of its own (a session, for a
 // terminal). It returns a reason when it fails.
 func (s *supervisor) spawn(argv []string, files []*os.File, tty bool) (int, string, error) {
@@ -223,7 +238,7 @@ func (s *supervisor) spawn(argv []string, files []*os.File, tty bool) (int, stri
 		Dir:   s.cfg.WorkingDir,
 		Env:   s.cfg.Env,
 		Files: fds,
-		Sys:   &syscall.SysProcAttr{Setpgid: !tty, Setsid: tty, Setctty: tty},
+		Sys:   &syscall.SysProcAttr{Setpgid: !tty, Setsid: tty, Setctty: tty, Credential: s.cred},
 	}
 	pid, err := syscall.ForkExec(path, argv, attr)
 	if err != nil {

@@ -170,15 +170,19 @@ func (r *Runtime) Name() string { return Name }
 // Start implements runtime.Runtime.
 func (r *Runtime) Start(ctx context.Context, spec runtime.Spec) (runtime.Handle, error) {
 	if len(spec.Command) == 0 {
-		return nil, &runtime.StartError{Reason: ReasonNoCommand, Message: "the container sets neither command nor args: the process runtime does not pull images, so it does not know their entrypoint"}
+		msg := "the container sets neither command nor args: in host mode the process runtime does not look at images, so it does not know their entrypoint"
+		if spec.Rootfs != nil {
+			msg = "neither the container nor its image sets a command (entrypoint or cmd)"
+		}
+		return nil, &runtime.StartError{Reason: ReasonNoCommand, Message: msg}
+	}
+	if spec.Rootfs != nil && !r.isolated {
+		return nil, &runtime.StartError{Reason: ReasonCreateContainerError, Message: "running an image needs a private mount namespace, which this node cannot give: " + r.isolationReason}
 	}
 	if len(spec.Mounts) > 0 && !r.isolated {
 		return nil, &runtime.StartError{Reason: ReasonCreateContainerError, Message: "the container has volume mounts but this node cannot give it a private filesystem view: " + r.isolationReason}
 	}
-	cfg := sandbox.Config{Isolate: r.isolated, Command: spec.Command, Env: spec.Env, WorkingDir: spec.WorkingDir}
-	for _, m := range spec.Mounts {
-		cfg.Mounts = append(cfg.Mounts, sandbox.Mount{Source: m.Source, Target: m.Target, ReadOnly: m.ReadOnly})
-	}
+	cfg := sandboxConfig(spec, r.isolated)
 	if r.isolated {
 		if err := os.MkdirAll(r.scratchRoot(), 0o700); err != nil {
 			return nil, fmt.Errorf("creating scratch directory: %w", err)
@@ -194,6 +198,22 @@ func (r *Runtime) Start(ctx context.Context, spec runtime.Spec) (runtime.Handle,
 		_ = os.Remove(cfg.Scratch)
 	}
 	return h, err
+}
+
+// sandboxConfig is what the sandbox of spec runs, before its scratch
+// directory is chosen.
+func sandboxConfig(spec runtime.Spec, isolate bool) sandbox.Config {
+	cfg := sandbox.Config{Isolate: isolate, Command: spec.Command, Env: spec.Env, WorkingDir: spec.WorkingDir}
+	for _, m := range spec.Mounts {
+		cfg.Mounts = append(cfg.Mounts, sandbox.Mount{Source: m.Source, Target: m.Target, ReadOnly: m.ReadOnly})
+	}
+	if spec.Rootfs != nil {
+		cfg.Rootfs = &sandbox.Rootfs{Layers: spec.Rootfs.Layers}
+	}
+	if u := spec.User; u != nil {
+		cfg.User = &sandbox.User{Image: u.Image, RunAsUser: u.RunAsUser, RunAsGroup: u.RunAsGroup, SupplementalGroups: u.SupplementalGroups}
+	}
+	return cfg
 }
 
 // start runs the sandbox of one attempt with its output going to the log.

@@ -1,0 +1,202 @@
+package sandbox
+
+import (
+	"context"
+	"errors"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+
+	"jobkeeper.dev/jobkeeper/pkg/nodeagent/sandbox/imagetest"
+)
+
+// runImage runs one attempt of the image in layers and returns its
+// output lines.
+func runImage(t *testing.T, cfg Config) []string {
+	t.Helper()
+	s, output := startTest(t, true, cfg)
+	if ex := waitDone(t, s); ex.Code != 0 {
+		t.Errorf("exit = %+v, output %q", ex, output())
+	}
+	return strings.Split(strings.TrimSuffix(output(), "\n"), "\n")
+}
+
+func TestImageIsTheRoot(t *testing.T) {
+	requireNamespaces(t)
+	layers := imagetest.Layers(t, t.TempDir())
+	vol := t.TempDir()
+	hosts := filepath.Join(t.TempDir(), "hosts")
+	if err := os.WriteFile(hosts, []byte("127.0.0.1 jobkeeper-test"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	hostTmp, err := os.CreateTemp("/tmp", "jobkeeper-host-file-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = hostTmp.Close()
+	t.Cleanup(func() { _ = os.Remove(hostTmp.Name()) })
+	if _, err := os.Stat("/etc/os-release"); err != nil {
+		t.Fatalf("the host has no /etc/os-release to hide: %v", err)
+	}
+	cfg := Config{
+		Rootfs:     &Rootfs{Layers: layers},
+		WorkingDir: "/srv/work",
+		Mounts:     []Mount{{Source: vol, Target: "/data"}, {Source: hosts, Target: "/etc/hosts", ReadOnly: true}},
+		Command: []string{"tool",
+			"absent:/etc/os-release", "absent:" + hostTmp.Name(), "absent:/usr",
+			"absent:/etc/gone", "cat:/etc/added",
+			"absent:/etc/new", "write:/etc/new=1",
+			"cat:/etc/hosts", "cat:" + imagetest.HostsLink,
+			"write:/data/x=vol", "pwd",
+			"write:/tmp/t=1", "write:/dev/shm/s=1",
+			"absent:/proc/self/status", "absent:/dev/null", "absent:/sys/kernel",
+		},
+	}
+	got := runImage(t, cfg)
+	want := []string{
+		"absent /etc/os-release", "absent " + hostTmp.Name(), "absent /usr",
+		"absent /etc/gone", "added",
+		"absent /etc/new", "wrote /etc/new",
+		"127.0.0.1 jobkeeper-test", "127.0.0.1 jobkeeper-test",
+		"wrote /data/x", "/srv/work",
+		"wrote /tmp/t", "wrote /dev/shm/s",
+		"present /proc/self/status", "present /dev/null", "present /sys/kernel",
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("first attempt (-want +got):\n%s", diff)
+	}
+	if b, err := os.ReadFile(filepath.Join(vol, "x")); err != nil || string(b) != "vol" {
+		t.Errorf("volume write: %q, %v", b, err)
+	}
+	for _, p := range []string{"/dev/shm/s", "/srv/work", filepath.Join(layers[0], "etc/new"), filepath.Join(layers[1], "etc/new"), filepath.Join(layers[0], "srv")} {
+		if _, err := os.Stat(p); !errors.Is(err, os.ErrNotExist) {
+			t.Errorf("the container's write reached the host at %s: %v", p, err)
+		}
+	}
+
+	// The next attempt starts from the pristine image.
+	cfg.Command = []string{"tool", "absent:/etc/new", "absent:/tmp/t", "absent:/etc/gone"}
+	cfg.Mounts = nil
+	if diff := cmp.Diff([]string{"absent /etc/new", "absent /tmp/t", "absent /etc/gone"}, runImage(t, cfg)); diff != "" {
+		t.Errorf("second attempt (-want +got):\n%s", diff)
+	}
+}
+
+func TestImageUser(t *testing.T) {
+	requireNamespaces(t)
+	layers := imagetest.Layers(t, t.TempDir())
+	root := os.Getuid() == 0
+	id := func(v int64) *int64 { return &v }
+	for name, tc := range map[string]struct {
+		user *User
+		// rootOnly cases take an identity a user namespace of one user
+		// does not have: without root they must be refused.
+		rootOnly bool
+		want     []string
+		// wantErr is part of the start failure's message.
+		wantErr string
+	}{
+		"no user":            {user: nil, want: []string{"uid=0 gid=0", "HOME="}},
+		"image default root": {user: &User{}, want: []string{"uid=0 gid=0 groups=[0]", "HOME=/root"}},
+		"run as root over a named user": {
+			user: &User{Image: "app", RunAsUser: id(0), RunAsGroup: id(0)}, want: []string{"uid=0 gid=0 groups=[0]", "HOME=/root"},
+		},
+		"numeric": {user: &User{Image: "1234:55"}, rootOnly: true, want: []string{"uid=1234 gid=55 groups=[55]", "HOME=/"}},
+		"named":   {user: &User{Image: "app"}, rootOnly: true, want: []string{"uid=1000 gid=1000 groups=[50 1000]", "HOME=/home/app"}},
+		"runAsUser runAsGroup and supplemental groups": {
+			user: &User{Image: "app", RunAsUser: id(7), RunAsGroup: id(8), SupplementalGroups: []int64{9}}, rootOnly: true,
+			want: []string{"uid=7 gid=8 groups=[8 9]", "HOME=/"},
+		},
+		"unknown name": {user: &User{Image: "nobody-here"}, wantErr: "unable to find user nobody-here"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			cfg := Config{Rootfs: &Rootfs{Layers: layers}, User: tc.user, Command: []string{"tool", "id", "env:HOME"}}
+			if tc.rootOnly && !root {
+				tc.wantErr = "maps uids only 0"
+			}
+			if tc.wantErr != "" {
+				exe, _ := os.Executable()
+				cfg.Isolate, cfg.Scratch = true, filepath.Join(t.TempDir(), "scratch")
+				_ = os.Mkdir(cfg.Scratch, 0o700)
+				_, err := Start(StartOptions{Executable: exe, Config: cfg, Namespaces: true})
+				var sf *StartFailure
+				if !errors.As(err, &sf) || sf.Reason != ReasonCreateContainerError || !strings.Contains(sf.Message, tc.wantErr) {
+					t.Errorf("Start = %v, want %s saying %q", err, ReasonCreateContainerError, tc.wantErr)
+				}
+				return
+			}
+			got := runImage(t, cfg)
+			if len(got) == 2 && (!root || !strings.Contains(tc.want[0], "groups=")) {
+				// The groups of a user namespace that cannot set them are
+				// the agent's own, as are those of no user.
+				got[0], _, _ = strings.Cut(got[0], " groups=")
+			}
+			if diff := cmp.Diff(tc.want, got); diff != "" {
+				t.Errorf("(-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+func TestExecRunsInTheImage(t *testing.T) {
+	requireNamespaces(t)
+	user := &User{}
+	if os.Getuid() == 0 {
+		user = &User{Image: "app"}
+	}
+	s, _ := startTest(t, true, Config{
+		Rootfs:     &Rootfs{Layers: imagetest.Layers(t, t.TempDir())},
+		User:       user,
+		WorkingDir: "/srv/work",
+		Command:    []string{"tool", "write:/tmp/main=1", "sleep"},
+	})
+	r, w, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	devNull, _ := os.Open(os.DevNull)
+	defer func() { _ = devNull.Close() }()
+	p, err := s.Exec([]string{"tool", "pwd", "wait:/tmp/main", "cat:/tmp/main", "absent:/etc/os-release", "env:HOME", "exit:4"}, false, devNull, w, w)
+	_ = w.Close()
+	if err != nil {
+		t.Fatalf("Exec: %v", err)
+	}
+	b, _ := io.ReadAll(r)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if code, err := p.Wait(ctx); err != nil || code != 4 {
+		t.Errorf("Wait = %d, %v; want 4", code, err)
+	}
+	home := "/root"
+	if user.Image == "app" {
+		home = "/home/app"
+	}
+	want := "/srv/work\nfound /tmp/main\n1\nabsent /etc/os-release\nHOME=" + home + "\n"
+	if string(b) != want {
+		t.Errorf("exec output = %q, want %q", b, want)
+	}
+	if _, err := s.Exec([]string{"sh", "-c", "true"}, false, devNull, devNull, devNull); err == nil {
+		t.Errorf("the host's sh ran in the image")
+	}
+}
+
+func TestImageStartFailures(t *testing.T) {
+	exe, _ := os.Executable()
+	_, err := Start(StartOptions{Executable: exe, Config: Config{Rootfs: &Rootfs{Layers: []string{"/nonexistent"}}, Command: []string{"tool"}}})
+	var sf *StartFailure
+	if !errors.As(err, &sf) || sf.Reason != ReasonCreateContainerError || !strings.Contains(sf.Message, "private mount namespace") {
+		t.Errorf("image without isolation: %v", err)
+	}
+	requireNamespaces(t)
+	scratch := filepath.Join(t.TempDir(), "scratch")
+	_ = os.Mkdir(scratch, 0o700)
+	_, err = Start(StartOptions{Executable: exe, Namespaces: true, Config: Config{Isolate: true, Scratch: scratch, Rootfs: &Rootfs{Layers: []string{"/nonexistent/layer"}}, Command: []string{"tool"}}})
+	if !errors.As(err, &sf) || sf.Reason != ReasonCreateContainerError || !strings.Contains(sf.Message, "overlay") {
+		t.Errorf("missing layer: %v", err)
+	}
+}
