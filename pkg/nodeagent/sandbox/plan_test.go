@@ -1,7 +1,9 @@
 package sandbox
 
 import (
+	"fmt"
 	"reflect"
+	"strings"
 	"testing"
 
 	"github.com/moby/sys/mountinfo"
@@ -74,5 +76,116 @@ func TestWithin(t *testing.T) {
 		if got := within(c.p, c.dir); got != c.want {
 			t.Errorf("within(%q, %q) = %v, want %v", c.p, c.dir, got, c.want)
 		}
+	}
+}
+
+func TestPlanImage(t *testing.T) {
+	scratch := "/var/lib/jk/scratch/c-1"
+	root := scratch + "/root"
+	mounts := []Mount{{Source: "/var/lib/jk/pods/u/etc-hosts", Target: "/etc/hosts", ReadOnly: true}, {Source: "/data", Target: "/work/"}}
+	hostTreesIn := []op{
+		{kind: opRbind, source: "/dev", target: "/dev", view: true},
+		{kind: opRbind, source: "/proc", target: "/proc", view: true},
+		{kind: opRbind, source: "/sys", target: "/sys", readOnly: true, view: true},
+		{kind: opShm, target: "/dev/shm"},
+	}
+	for name, tc := range map[string]struct {
+		layers  []string
+		scratch string
+		want    []op
+		wantErr string
+	}{
+		"layers top first, then host trees and volumes": {
+			layers: []string{"/img/l1", "/img/l2/", "/img/l3"},
+			want: append(append([]op{
+				{kind: opTmpfs, target: scratch, mode: "0700"},
+				{kind: opMkdir, target: root},
+				{kind: opImage, source: scratch + "/image", target: root, lowers: []string{"/img/l3", "/img/l2", "/img/l1"}},
+			}, hostTreesIn...),
+				op{kind: opVolume, source: "/var/lib/jk/pods/u/etc-hosts", target: "/etc/hosts", readOnly: true},
+				op{kind: opVolume, source: "/data", target: "/work"},
+			),
+		},
+		"no layers is an empty directory": {
+			layers: nil,
+			want: append(append([]op{
+				{kind: opTmpfs, target: scratch, mode: "0700"},
+				{kind: opMkdir, target: root},
+				{kind: opMkdir, target: scratch + "/empty"},
+				{kind: opImage, source: scratch + "/image", target: root, lowers: []string{scratch + "/empty"}},
+			}, hostTreesIn...),
+				op{kind: opVolume, source: "/var/lib/jk/pods/u/etc-hosts", target: "/etc/hosts", readOnly: true},
+				op{kind: opVolume, source: "/data", target: "/work"},
+			),
+		},
+		"relative layer":              {layers: []string{"img/l1"}, wantErr: "not an absolute path"},
+		"layer overlay cannot name":   {layers: []string{"/img/sha256:abc"}, wantErr: "cannot be named in overlay options"},
+		"scratch overlay cannot name": {layers: []string{"/img/l1"}, scratch: "/tmp/a,b", wantErr: "scratch directory"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			cfg := Config{Isolate: true, Scratch: scratch, Mounts: mounts, Rootfs: &Rootfs{Layers: tc.layers}}
+			if tc.scratch != "" {
+				cfg.Scratch = tc.scratch
+			}
+			got, err := planImage(cfg)
+			if tc.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
+					t.Fatalf("planImage error = %v, want %q", err, tc.wantErr)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !reflect.DeepEqual(got, tc.want) {
+				t.Errorf("planImage:\n got %+v\nwant %+v", got, tc.want)
+			}
+		})
+	}
+}
+
+func TestImageOptions(t *testing.T) {
+	long := func(n int) []string {
+		var out []string
+		for i := n; i > 0; i-- {
+			out = append(out, fmt.Sprintf("/var/lib/jobkeeper/images/layers/%064d/fs", i))
+		}
+		return out
+	}
+	for name, tc := range map[string]struct {
+		lowers  []string
+		want    string
+		wantCwd string
+		wantErr bool
+	}{
+		"absolute paths fit": {
+			lowers: []string{"/l/2", "/l/1"},
+			want:   "lowerdir=/l/2:/l/1,upperdir=/s/image/upper,workdir=/s/image/work",
+		},
+		"relative to the common parent when too long": {
+			lowers:  long(40),
+			wantCwd: "/var/lib/jobkeeper/images/layers",
+			want: "lowerdir=" + strings.Join(func() []string {
+				var out []string
+				for i := 40; i > 0; i-- {
+					out = append(out, fmt.Sprintf("%064d/fs", i))
+				}
+				return out
+			}(), ":") + ",upperdir=/s/image/upper,workdir=/s/image/work",
+		},
+		"too long even relative": {lowers: long(70), wantErr: true},
+	} {
+		t.Run(name, func(t *testing.T) {
+			got, cwd, err := imageOptions(tc.lowers, "/s/image/upper", "/s/image/work", 4096)
+			if tc.wantErr {
+				if err == nil || !strings.Contains(err.Error(), "more than the kernel takes") {
+					t.Errorf("imageOptions error = %v, want too long", err)
+				}
+				return
+			}
+			if err != nil || got != tc.want || cwd != tc.wantCwd {
+				t.Errorf("imageOptions = %q, %q, %v; want %q, %q", got, cwd, err, tc.want, tc.wantCwd)
+			}
+		})
 	}
 }
