@@ -1,0 +1,80 @@
+// Command standins writes the offline stand-ins for the images upstream's
+// [sig-apps] Job, TTLAfterFinished and CronJob e2e specs run into one
+// `docker save` tarball, under the names the specs use, for `jobkeeper image
+// load` (test/conformance/run.sh does both):
+//
+//	go run ./internal/testimages/cmd/standins -o /tmp/standins.tar [--busybox /bin/busybox] [--pause PATH]
+//
+// busybox comes from a static busybox binary (Debian's busybox-static,
+// /bin/busybox by default); pause is jobkeeper's own pause program, built
+// with the go command from the current directory (inside jobkeeper's module)
+// unless --pause names a built one. It prints one line per image written:
+// name, digest, what it was built from.
+package main
+
+import (
+	"flag"
+	"fmt"
+	"maps"
+	"os"
+	"slices"
+
+	"jobkeeper.dev/jobkeeper/internal/testimages"
+)
+
+func main() {
+	out := flag.String("o", "", "the tarball to write (required)")
+	busybox := flag.String("busybox", testimages.DefaultBusybox, "a statically linked busybox binary (Debian: apt-get install busybox-static)")
+	pause := flag.String("pause", "", "a static pause program (default: build internal/testimages/pause)")
+	flag.Usage = func() {
+		fmt.Fprintf(flag.CommandLine.Output(), "usage: standins -o FILE [--busybox PATH] [--pause PATH]\n\n")
+		flag.PrintDefaults()
+	}
+	flag.Parse()
+	if *out == "" || flag.NArg() > 0 {
+		flag.Usage()
+		os.Exit(2)
+	}
+	if err := run(*out, *busybox, *pause); err != nil {
+		fmt.Fprintln(os.Stderr, "standins:", err)
+		os.Exit(1)
+	}
+}
+
+// run builds the stand-ins and writes them to out.
+func run(out, busybox, pause string) error {
+	busybox, err := testimages.FindBusybox(busybox)
+	if err != nil {
+		return err
+	}
+	if pause == "" {
+		dir, err := os.MkdirTemp("", "standins-pause-")
+		if err != nil {
+			return err
+		}
+		defer os.RemoveAll(dir)
+		if pause, err = testimages.BuildPause(dir); err != nil {
+			return err
+		}
+	}
+	images, err := testimages.StandIns(busybox, pause)
+	if err != nil {
+		return err
+	}
+	if err := testimages.WriteDockerArchive(out, images); err != nil {
+		return err
+	}
+	for _, ref := range slices.Sorted(maps.Keys(images)) {
+		img := images[ref]
+		digest, err := img.Digest()
+		if err != nil {
+			return err
+		}
+		cf, err := img.ConfigFile()
+		if err != nil {
+			return err
+		}
+		fmt.Printf("%s\t%s\t%s/%s\t%s\n", ref, digest, cf.OS, cf.Architecture, cf.Config.Labels[testimages.LabelSource])
+	}
+	return nil
+}
