@@ -22,6 +22,7 @@ import (
 
 	"jobkeeper.dev/jobkeeper/pkg/nodeagent/logfile"
 	"jobkeeper.dev/jobkeeper/pkg/nodeagent/runtime"
+	"jobkeeper.dev/jobkeeper/pkg/nodeagent/sandbox/imagetest"
 )
 
 // childEnv selects what the test binary does when re-run as a container.
@@ -317,5 +318,109 @@ func waitGone(t *testing.T, pid int) {
 			t.Fatalf("process %d is still alive", pid)
 		}
 		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// imageSpec is a spec running the test image's program with steps.
+func imageSpec(t *testing.T, steps ...string) runtime.Spec {
+	dir := t.TempDir()
+	return runtime.Spec{
+		PodNamespace: "ns", PodName: "p", ContainerName: "c",
+		Command:    append([]string{"tool"}, steps...),
+		Env:        []string{"PATH=/usr/local/bin:/usr/bin:/bin"},
+		WorkingDir: "/work",
+		LogPath:    filepath.Join(dir, "0.log"),
+		Rootfs:     &runtime.Rootfs{Layers: imagetest.Layers(t, filepath.Join(dir, "image"))},
+		User:       &runtime.User{},
+	}
+}
+
+func TestImageMode(t *testing.T) {
+	rt := newRuntime(t, nil)
+	if ok, reason := rt.Isolation(); !ok {
+		if os.Getuid() == 0 {
+			t.Fatalf("no isolation as root: %s", reason)
+		}
+		t.Skipf("no isolation: %s", reason)
+	}
+	hosts := filepath.Join(t.TempDir(), "hosts")
+	if err := os.WriteFile(hosts, []byte("10.0.0.1 pod"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	spec := imageSpec(t, "pwd", "absent:/etc/os-release", "absent:/etc/gone", "cat:/etc/hosts", "id", "env:HOME", "write:/etc/x=1", "sleep")
+	spec.Mounts = []runtime.Mount{{Source: hosts, Target: "/etc/hosts", ReadOnly: true}}
+	uid := int64(0)
+	spec.User.RunAsUser = &uid
+	h, err := rt.Start(context.Background(), spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitForLog(t, spec.LogPath, "wrote /etc/x")
+	want := "/work\nabsent /etc/os-release\nabsent /etc/gone\n10.0.0.1 pod\nuid=0 gid=0"
+	if got := readLog(t, spec.LogPath); !strings.HasPrefix(got, want) || !strings.Contains(got, "HOME=/root\n") {
+		t.Errorf("log = %q, want it to start with %q and hold HOME=/root", got, want)
+	}
+	var out bytes.Buffer
+	r, w, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	devNull, _ := os.Open(os.DevNull)
+	defer func() { _ = devNull.Close() }()
+	done := make(chan struct{})
+	go func() { _, _ = out.ReadFrom(r); close(done) }()
+	code, err := h.(runtime.Execer).Exec(context.Background(), runtime.ExecRequest{Command: []string{"tool", "cat:/etc/x", "pwd", "exit:2"}, Stdin: devNull, Stdout: w, Stderr: w})
+	_ = w.Close()
+	<-done
+	if err != nil || code != 2 || out.String() != "1\n/work\n" {
+		t.Errorf("exec = %d, %v, output %q; want 2 and the container's file", code, err, out.String())
+	}
+	h.Stop(0)
+	if res := wait(t, h); res.ExitCode != 137 {
+		t.Errorf("result = %+v, want killed", res)
+	}
+
+	// A restarted container starts from the image again.
+	spec2 := imageSpec(t, "absent:/etc/x")
+	spec2.Rootfs = spec.Rootfs
+	h, err = rt.Start(context.Background(), spec2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res := wait(t, h); res.ExitCode != 0 || readLog(t, spec2.LogPath) != "absent /etc/x\n" {
+		t.Errorf("second attempt: %+v, log %q", res, readLog(t, spec2.LogPath))
+	}
+}
+
+func TestImageModeStartErrors(t *testing.T) {
+	off, err := New(context.Background(), Options{StateDir: filepath.Join(t.TempDir(), "state"), Isolation: IsolationOff})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var se *runtime.StartError
+	if _, err := off.Start(context.Background(), imageSpec(t, "exit:0")); !errors.As(err, &se) || se.Reason != ReasonCreateContainerError || !strings.Contains(se.Message, "needs a private mount namespace") {
+		t.Errorf("image without isolation: %v", err)
+	}
+	if ok, _ := off.Isolation(); ok {
+		t.Errorf("Isolation() = true with isolation off")
+	}
+	rt := newRuntime(t, nil)
+	if ok, _ := rt.Isolation(); !ok {
+		t.Skip("no isolation")
+	}
+	spec := imageSpec(t)
+	spec.Command = nil
+	if _, err := rt.Start(context.Background(), spec); !errors.As(err, &se) || se.Reason != ReasonNoCommand || !strings.Contains(se.Message, "nor its image") {
+		t.Errorf("no command: %v", err)
+	}
+	spec = imageSpec(t, "exit:0")
+	spec.User = &runtime.User{Image: "nobody-here"}
+	if _, err := rt.Start(context.Background(), spec); !errors.As(err, &se) || se.Reason != ReasonCreateContainerError || !strings.Contains(se.Message, "unable to find user") {
+		t.Errorf("unknown user: %v", err)
+	}
+	spec = imageSpec(t, "exit:0")
+	spec.Command = []string{"sh", "-c", "true"}
+	if _, err := rt.Start(context.Background(), spec); !errors.As(err, &se) || se.Reason != ReasonStartError {
+		t.Errorf("the host's sh in an image: %v", err)
 	}
 }
