@@ -14,6 +14,9 @@ import (
 // childEnv makes the test binary act as a container process.
 const childEnv = "JOBKEEPER_IT_CHILD"
 
+// markerEnv names the file that mode fail-once looks for.
+const markerEnv = "JOBKEEPER_IT_MARKER"
+
 func TestMain(m *testing.M) {
 	switch os.Getenv(childEnv) {
 	case "":
@@ -23,6 +26,20 @@ func TestMain(m *testing.M) {
 		os.Exit(0)
 	case "fail":
 		fmt.Fprintln(os.Stderr, "failing on purpose")
+		os.Exit(1)
+	case "fail-once":
+		// As upstream's e2e "failOnce": fail unless the marker file exists,
+		// creating it, so the next attempt succeeds.
+		marker := os.Getenv(markerEnv)
+		if _, err := os.Stat(marker); err == nil {
+			fmt.Println("succeeding")
+			os.Exit(0)
+		}
+		if err := os.WriteFile(marker, nil, 0o600); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			os.Exit(2)
+		}
+		fmt.Println("failing once")
 		os.Exit(1)
 	case "sleep":
 		fmt.Println("sleeping")
