@@ -3,14 +3,64 @@
 // view of the filesystem and can be exec'd into, and so that nothing it
 // starts outlives it.
 //
-// The model is "the host is the image": the container sees the host's
-// filesystems, but through copy-on-write overlays whose upper layers live on
-// a tmpfs private to the attempt, so writes to / stay in the container and
-// vanish with it. /proc, /dev and /sys are the host's; /tmp is a fresh
-// tmpfs; the pod's volumes (prepared on the host by the agent) are bind
-// mounted at their mount paths, read-only where asked. A host filesystem
-// that cannot be overlaid is mounted read-only instead: nothing a container
-// writes reaches the host except through a volume.
+// # Two modes
+//
+// Image mode (Config.Rootfs set): the container's root is its image. The
+// view's root is one overlay whose lower layers are the image's unpacked
+// layer directories (top first in the mount options; named relative to
+// their common parent when the absolute paths would not fit in a page) and
+// whose upper layer lives on a tmpfs private to the attempt, so every
+// attempt, a restart included, starts from the pristine image and its
+// writes vanish with it. The host's /dev and /proc are bound inside, /sys
+// read-only, /dev/shm is a private 64 MiB tmpfs; /tmp and everything else
+// are the image's. The pod's volumes and the agent's per-pod files
+// (/etc/hosts, /etc/resolv.conf, /etc/hostname, given as ordinary file
+// mounts) are bound at their paths resolved inside the image, so a link
+// such as /etc/hosts -> /run/hosts leads to /run/hosts in the view, and
+// what is missing is created in the upper layer. The sandbox then
+// pivot_roots into the view and detaches the host's root: nothing of the
+// host but those binds is reachable. When the kernel refuses the overlay
+// the start fails; it never falls back to the host's filesystem.
+//
+// Host mode (Rootfs nil): "the host is the image": the container sees the
+// host's filesystems, but through copy-on-write overlays whose upper layers
+// live on a tmpfs private to the attempt, so writes to / stay in the
+// container and vanish with it. /proc, /dev and /sys are the host's; /tmp
+// is overlaid like any directory; the pod's volumes (prepared on the host
+// by the agent) are bind mounted at their mount paths, read-only where
+// asked. A host filesystem that cannot be overlaid is mounted read-only
+// instead: nothing a container writes reaches the host except through a
+// volume. The sandbox chroots into this view.
+//
+// Not done yet, in either mode: a minimal /dev of its own (the kubelet's
+// runtimes give a tmpfs with null, zero, full, random, urandom, tty and a
+// private devpts) and pid, uts, ipc and network namespaces; the container
+// sees the host's devices, processes and network.
+//
+// # Users
+//
+// Config.User is resolved inside the view, after the pivot, as runc and
+// containerd do: the image's user ("name", "uid", "name:group", "uid:gid",
+// names looked up in the image's /etc/passwd and /etc/group), replaced by
+// runAsUser and runAsGroup when set, plus the groups /etc/group lists the
+// user in and the pod's supplementalGroups. HOME comes from passwd when the
+// environment has none. The main process and every exec'd process (exec,
+// exec probes) take that identity; the sandbox itself stays root in its
+// namespace. A name the image does not know fails the start with
+// CreateContainerError.
+//
+// Run by root, the sandbox has every id. Run by another user, it is in a
+// user namespace that maps only that user, as 0: a container can run as
+// root (uid 0, gid 0) and nothing else, and a container asking for any
+// other user, group or supplemental group fails to start with
+// CreateContainerError saying so; it never runs as someone else. Groups
+// only the image's /etc/group adds are dropped there, and the processes
+// keep the agent's groups (setgroups is denied in such a namespace).
+// Subordinate ids (newuidmap, /etc/subuid) are not used: files of a layer
+// that the agent's user does not own could not be mapped anyway, since the
+// layers are unpacked by that user.
+//
+// # The process
 //
 // The sandbox is the agent's own executable started again under the name
 // ArgvName; the package's init function recognises that name and runs the
@@ -18,7 +68,12 @@
 // namespace (and, for a user other than root, a new user namespace mapping
 // that user to root), so nothing it mounts is visible outside. Where that
 // is not possible, Config.Isolate is false and the sandbox runs the attempt
-// on the host filesystem; the agent then refuses pods that have volumes.
+// on the host filesystem; the agent then refuses pods that have volumes,
+// and images.
+//
+// The command is looked up in the PATH of the container's environment
+// inside the view; the working directory is created inside the view when
+// missing.
 //
 // The agent and the sandbox talk over a socket pair (SOCK_SEQPACKET) that
 // also carries file descriptors: the sandbox reports the main process's
@@ -28,7 +83,9 @@
 // processes that daemonise are still its descendants and die with it.
 //
 // Files: config.go (what the agent asks for), plan.go (which mounts make
-// the view; pure), setup_linux.go (making them), supervisor.go (the sandbox
+// the view, in either mode; pure), setup_linux.go (making them), user.go
+// and idmap.go (who the processes run as), supervisor.go (the sandbox
 // process), client.go (the agent's side), protocol.go (the messages),
-// procfs.go (finding a session's processes).
+// procfs.go (finding a session's processes). Package imagetest builds
+// small images for tests.
 package sandbox

@@ -1,22 +1,39 @@
 // Package process is the node agent's default runtime: every container
 // attempt is a set of host processes under a sandbox (package sandbox).
 //
-// The container's command and args (already expanded by the pod worker) are
-// executed directly, without a shell, with exactly the resolved environment
-// (the agent's own environment is not inherited) in the working directory
-// the worker chose. The image is never pulled nor looked at: the host is the
-// image. Where this machine allows private mount namespaces (probed by New),
-// the sandbox gives the container a copy-on-write view of the host's
-// filesystems with the pod's volumes mounted in it, so the container's
-// writes never reach the host except through a volume; where it does not,
-// the container sees the host's filesystem and specs with mounts are
-// refused (Isolation reports which). stdout and stderr go to the attempt's
-// log file (package logfile), rotated at a size limit.
+// The container's command and args (already expanded, and merged with the
+// image's entrypoint and cmd, by the pod worker) are executed directly,
+// without a shell, with exactly the resolved environment (the agent's own
+// environment is not inherited) in the working directory the worker chose;
+// the command is looked up in the environment's PATH inside the
+// container's view. stdout and stderr go to the attempt's log file
+// (package logfile), rotated at a size limit.
+//
+// A spec runs in one of two modes:
+//   - Image mode (Spec.Rootfs set): the container's root filesystem is its
+//     image, one overlay of its layers with an upper layer private to the
+//     attempt, the pod's volumes and the agent's per-pod files mounted in
+//     it; the processes run as Spec.User, resolved in the image's
+//     /etc/passwd and /etc/group. This needs a private mount namespace: on
+//     a node that cannot give one Start fails with CreateContainerError.
+//     Without root the only identity available is root (the agent's user
+//     mapped to 0); other users fail with CreateContainerError.
+//   - Host mode (Rootfs nil): the host is the image and is never looked
+//     at. Where this machine allows private mount namespaces (probed by
+//     New), the sandbox gives the container a copy-on-write view of the
+//     host's filesystems with the pod's volumes mounted in it, so the
+//     container's writes never reach the host except through a volume;
+//     where it does not, the container sees the host's filesystem and specs
+//     with mounts are refused.
+//
+// Isolation reports whether this machine gives private views, whatever the
+// specs ask for.
 //
 // Like a container whose init process exits, everything the attempt started
 // is killed as soon as the main process ends. Stop sends SIGTERM to the main
 // process's group, waits the grace period and then kills every process of
-// the attempt. exec runs commands inside the sandbox (runtime.Execer).
+// the attempt. exec runs commands inside the sandbox (runtime.Execer), with
+// the container's user.
 //
 // Every running sandbox is recorded as a file in the runtime's state
 // directory (its PID, which is also its session id, and its start time). If
@@ -24,5 +41,8 @@
 // attempt; and New kills whatever is still left in a recorded session, so
 // the processes of a previous run are gone when a new run starts.
 //
-// Anyone who can create pods runs commands as the user running the agent.
+// Anyone who can create pods runs commands with the privileges of the user
+// running the agent: a container may ask to run as root (in host mode it
+// always runs as the agent's user), and it sees the host's devices,
+// processes and network.
 package process
