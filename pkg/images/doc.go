@@ -1,0 +1,37 @@
+// Package images is the node agent's image store: OCI and Docker images
+// pulled from registries or loaded from archives, each layer unpacked once
+// into a content-addressed directory that can serve as an overlayfs lower
+// layer.
+//
+// # Layout
+//
+// A store is one directory (jobkeeper uses <data-dir>/images):
+//
+//	lock         flock(2) taken while the index is written and temp dirs are made or cleaned
+//	index.json   the images (names, digests, layers, config), replaced atomically
+//	l/<id>/fs    an unpacked layer; <id> is the first 16 hex digits of its diffID,
+//	             l/<id>/diffid holds the full one (a collision is an error, never a reuse)
+//	use/<id>     a file each running container holds a shared flock on (Store.Use)
+//	tmp/w-*      one work directory per open Store, with w-*.lock flocked while it is open
+//
+// Several processes may use a store at once (the agent of jobkeeper up and
+// the jobkeeper image command). Data is written under tmp/ and renamed into
+// place; the index is written to a temp file and renamed, under the lock.
+// A process killed at any instant therefore leaves at worst a work
+// directory, which the next Open removes once its lock is free, or an
+// unpacked layer no image names yet, which the next pull of that layer
+// reuses.
+//
+// # Unpacking
+//
+// Whiteouts are stored as overlayfs expects them: a ".wh.name" entry becomes
+// a 0/0 character device "name" (kernels since 5.8 let unprivileged users
+// create one), ".wh..wh..opq" sets trusted.overlay.opaque=y (as root) and
+// user.overlay.opaque=y (for rootless mounts with userxattr) on its
+// directory. Run as root, files keep the owner, group and mode of the tar
+// entry. Run as another user, ownership is flattened: every file belongs to
+// that user, who is root inside the agent's user namespace, and directories
+// keep their owner's write and search bits. Character and block device
+// entries are skipped (the sandbox provides /dev). Entries with absolute or
+// ".." paths, and hard links that leave the layer, are refused.
+package images

@@ -1,0 +1,184 @@
+package images
+
+import (
+	"encoding/base64"
+	"encoding/json"
+	"net/url"
+	"path/filepath"
+	"sort"
+	"strings"
+
+	"github.com/google/go-containerregistry/pkg/authn"
+	"github.com/google/go-containerregistry/pkg/name"
+	corev1 "k8s.io/api/core/v1"
+)
+
+// dockerHubHosts are the names of Docker Hub's registry that credentials
+// may be filed under; they all match Docker Hub images.
+var dockerHubHosts = map[string]bool{
+	"docker.io": true, "index.docker.io": true, "registry-1.docker.io": true, "registry.hub.docker.com": true,
+}
+
+// SecretsKeychain returns a keychain with the credentials of image pull
+// secrets: kubernetes.io/dockerconfigjson (.dockerconfigjson) and
+// kubernetes.io/dockercfg (.dockercfg) secrets; other secrets and
+// unreadable data are ignored, as the kubelet ignores them. Keys are
+// matched to an image as the kubelet matches them: host (label by label,
+// "*" globs allowed), port (equal, or both absent), and path prefix (a
+// string prefix, as the kubelet's); the most
+// specific key wins (longest path, then globless, then longest host), and
+// Docker Hub's aliases (docker.io, index.docker.io, registry-1.docker.io,
+// https://index.docker.io/v1/) are one registry. Unlike the kubelet, which
+// tries every matching credential in turn, the keychain gives only the
+// most specific one. An image no key matches is pulled anonymously.
+func SecretsKeychain(secrets []*corev1.Secret) authn.Keychain {
+	k := &secretsKeychain{}
+	for _, s := range secrets {
+		if s == nil {
+			continue
+		}
+		var auths map[string]dockerConfigEntry
+		switch s.Type {
+		case corev1.SecretTypeDockerConfigJson:
+			var cfg struct {
+				Auths map[string]dockerConfigEntry `json:"auths"`
+			}
+			if json.Unmarshal(s.Data[corev1.DockerConfigJsonKey], &cfg) != nil {
+				continue
+			}
+			auths = cfg.Auths
+		case corev1.SecretTypeDockercfg:
+			if json.Unmarshal(s.Data[corev1.DockerConfigKey], &auths) != nil {
+				continue
+			}
+		default:
+			continue
+		}
+		for key, e := range auths {
+			if c, ok := parseCredKey(key); ok {
+				c.auth = e.authConfig()
+				k.creds = append(k.creds, c)
+			}
+		}
+	}
+	sort.SliceStable(k.creds, func(i, j int) bool { return k.creds[i].moreSpecific(k.creds[j]) })
+	return k
+}
+
+// dockerConfigEntry is one registry's entry in a Docker config.
+type dockerConfigEntry struct {
+	Username      string `json:"username,omitempty"`
+	Password      string `json:"password,omitempty"`
+	Auth          string `json:"auth,omitempty"`
+	IdentityToken string `json:"identitytoken,omitempty"`
+	RegistryToken string `json:"registrytoken,omitempty"`
+}
+
+// authConfig converts the entry, decoding "auth" (base64 "user:password")
+// when no username is given.
+func (e dockerConfigEntry) authConfig() authn.AuthConfig {
+	c := authn.AuthConfig{Username: e.Username, Password: e.Password, IdentityToken: e.IdentityToken, RegistryToken: e.RegistryToken}
+	if c.Username == "" && e.Auth != "" {
+		if raw, err := base64.StdEncoding.DecodeString(e.Auth); err == nil {
+			c.Username, c.Password, _ = strings.Cut(string(raw), ":")
+		}
+	}
+	return c
+}
+
+// secretsKeychain is the keychain SecretsKeychain returns.
+type secretsKeychain struct {
+	// creds are ordered most specific first.
+	creds []credential
+}
+
+// credential is one key of a Docker config and its credentials.
+type credential struct {
+	// host is the registry host, possibly with "*" globs in labels;
+	// Docker Hub's aliases are "index.docker.io".
+	host string
+	// port is the key's port, "" for none.
+	port string
+	// path is the repository path prefix, "" for the whole registry.
+	path string
+	// auth is what is sent.
+	auth authn.AuthConfig
+}
+
+// parseCredKey parses a Docker config key: "host[:port][/path]", with or
+// without a scheme; a trailing /v1/ or /v2/ (as docker login writes for
+// Docker Hub) names the whole registry.
+func parseCredKey(key string) (credential, bool) {
+	s := key
+	for _, p := range []string{"https://", "http://"} {
+		s = strings.TrimPrefix(s, p)
+	}
+	u, err := url.Parse("https://" + s)
+	if err != nil || u.Hostname() == "" {
+		return credential{}, false
+	}
+	c := credential{host: strings.ToLower(u.Hostname()), port: u.Port(), path: strings.Trim(u.Path, "/")}
+	if c.path == "v1" || c.path == "v2" {
+		c.path = ""
+	}
+	if dockerHubHosts[c.host] {
+		c.host = name.DefaultRegistry
+	}
+	return c, true
+}
+
+// moreSpecific orders credentials: longer path, then no glob, then longer
+// host, then with a port.
+func (c credential) moreSpecific(o credential) bool {
+	if len(c.path) != len(o.path) {
+		return len(c.path) > len(o.path)
+	}
+	cg, og := strings.Contains(c.host, "*"), strings.Contains(o.host, "*")
+	if cg != og {
+		return !cg
+	}
+	if len(c.host) != len(o.host) {
+		return len(c.host) > len(o.host)
+	}
+	return c.port != "" && o.port == ""
+}
+
+// Resolve returns the credentials of the most specific key that matches
+// the resource ("registry/repository" or "registry"), else anonymous.
+func (k *secretsKeychain) Resolve(res authn.Resource) (authn.Authenticator, error) {
+	target := res.String()
+	hostPort, repo, _ := strings.Cut(target, "/")
+	host, port := hostPort, ""
+	if i := strings.LastIndex(hostPort, ":"); i >= 0 {
+		host, port = hostPort[:i], hostPort[i+1:]
+	}
+	host = strings.ToLower(host)
+	if dockerHubHosts[host] {
+		host = name.DefaultRegistry
+	}
+	for _, c := range k.creds {
+		if c.port != port || !hostMatches(c.host, host) {
+			continue
+		}
+		if !strings.HasPrefix(repo, c.path) {
+			continue
+		}
+		return authn.FromConfig(c.auth), nil
+	}
+	return authn.Anonymous, nil
+}
+
+// hostMatches matches a host to a key's host, label by label, each label
+// of the key a glob.
+func hostMatches(pattern, host string) bool {
+	pl, hl := strings.Split(pattern, "."), strings.Split(host, ".")
+	if len(pl) != len(hl) {
+		return false
+	}
+	for i := range pl {
+		if ok, err := filepath.Match(pl[i], hl[i]); err != nil || !ok {
+			return false
+		}
+	}
+	return true
+}

@@ -1,0 +1,192 @@
+package images
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+
+	"github.com/google/go-containerregistry/pkg/authn"
+	"github.com/google/go-containerregistry/pkg/name"
+	v1 "github.com/google/go-containerregistry/pkg/v1"
+	"github.com/google/go-containerregistry/pkg/v1/remote"
+	"github.com/google/go-containerregistry/pkg/v1/remote/transport"
+)
+
+// PullOptions are the options of Pull.
+type PullOptions struct {
+	// Keychain gives credentials for registries; nil pulls anonymously.
+	Keychain authn.Keychain
+	// Platform is the platform to pick from an index; nil is this
+	// process's (runtime.GOOS/GOARCH, and the variant on arm).
+	Platform *v1.Platform
+	// Transport carries the registry requests; nil is
+	// go-containerregistry's default (proxy from the environment, HTTP/2).
+	Transport http.RoundTripper
+}
+
+// Pull fetches ref from its registry into the store and returns it. An
+// index is resolved to o.Platform. Concurrent pulls of one reference in
+// this process share one pull (which runs to its end even if the context
+// of the first caller is cancelled while others wait), and a layer is
+// fetched and unpacked once however many images or pulls need it. Blobs
+// are verified against their digests. Errors read as kubelet event
+// messages, and are ErrNotFound, ErrUnauthorized, ErrPlatform,
+// ErrInvalidName or ErrCorrupt where those fit.
+func (s *Store) Pull(ctx context.Context, ref string, o PullOptions) (*Image, error) {
+	r, err := parseReference(ref)
+	if err != nil {
+		return nil, err
+	}
+	if o.Platform == nil {
+		o.Platform = nodePlatform()
+	}
+	if o.Keychain == nil {
+		o.Keychain = authn.NewMultiKeychain()
+	}
+	key := normalized(r) + " " + platformString(o.Platform)
+	ch := s.pulls.DoChan(key, func() (any, error) {
+		return s.pull(context.WithoutCancel(ctx), r, o)
+	})
+	select {
+	case res := <-ch:
+		if res.Err != nil {
+			return nil, res.Err
+		}
+		return res.Val.(*Image), nil
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+}
+
+// pull is one Pull.
+func (s *Store) pull(ctx context.Context, r name.Reference, o PullOptions) (*Image, error) {
+	n := normalized(r)
+	opts := []remote.Option{remote.WithContext(ctx), remote.WithAuthFromKeychain(o.Keychain), remote.WithPlatform(*o.Platform)}
+	if o.Transport != nil {
+		opts = append(opts, remote.WithTransport(o.Transport))
+	}
+	desc, err := remote.Get(r, opts...)
+	if err != nil {
+		return nil, registryError(err, n, r, o.Keychain)
+	}
+	a := addition{
+		what:    n,
+		digest:  desc.Digest.String(),
+		digests: []string{desc.Digest.String()},
+		repos:   []string{repository(r.Context())},
+		want:    o.Platform,
+	}
+	if _, ok := r.(name.Tag); ok {
+		a.names = []string{n}
+	}
+	var img v1.Image
+	switch {
+	case desc.MediaType.IsIndex():
+		ii, err := desc.ImageIndex()
+		if err != nil {
+			return nil, registryError(err, n, r, o.Keychain)
+		}
+		im, err := ii.IndexManifest()
+		if err != nil {
+			return nil, registryError(err, n, r, o.Keychain)
+		}
+		m, has := choosePlatform(o.Platform, im.Manifests)
+		if m == nil {
+			return nil, newError(ErrPlatform, fmt.Sprintf("no %s image in the index of %s (has %s)", platformString(o.Platform), n, listOrNone(has)))
+		}
+		a.digests = append(a.digests, m.Digest.String())
+		if img, err = ii.Image(m.Digest); err != nil {
+			return nil, registryError(err, n, r, o.Keychain)
+		}
+	case desc.MediaType.IsImage():
+		if img, err = desc.Image(); err != nil {
+			return nil, registryError(err, n, r, o.Keychain)
+		}
+	default:
+		return nil, fmt.Errorf("%s is a %s, not an image", n, desc.MediaType)
+	}
+	if out, ok, err := s.known(a); ok || err != nil {
+		return out, err
+	}
+	out, err := s.add(ctx, img, a)
+	if err != nil {
+		return nil, registryError(err, n, r, o.Keychain)
+	}
+	return out, nil
+}
+
+// known records the names of a and returns the image if the store already
+// holds the image a's digest resolves to, so that pulling an unchanged
+// image costs one manifest request.
+func (s *Store) known(a addition) (*Image, bool, error) {
+	idx, err := s.readIndex()
+	if err != nil {
+		return nil, false, err
+	}
+	last := a.digests[len(a.digests)-1]
+	for _, rec := range idx.Images {
+		if !contains(rec.Digests, last) {
+			continue
+		}
+		for _, d := range rec.Layers {
+			if _, ok, _ := s.unpackedLayer(d); !ok {
+				return nil, false, nil
+			}
+		}
+		r := &record{ID: rec.ID, Digest: a.digest, Digests: a.digests, Names: a.names, Layers: rec.Layers}
+		for _, repo := range a.repos {
+			r.RepoDigests = append(r.RepoDigests, repo+"@"+a.digest)
+		}
+		img, err := s.record(r, nil)
+		if errors.Is(err, errLayerGone) {
+			return nil, false, nil
+		}
+		return img, err == nil, err
+	}
+	return nil, false, nil
+}
+
+// registryError rewrites an error of a registry request so that it reads
+// well after `Failed to pull image "x": `.
+func registryError(err error, n string, r name.Reference, kc authn.Keychain) error {
+	var te *transport.Error
+	if !errors.As(err, &te) {
+		return err
+	}
+	reg := r.Context().RegistryStr()
+	if reg == name.DefaultRegistry {
+		reg = dockerHub
+	}
+	code := te.StatusCode
+	for _, d := range te.Errors {
+		switch d.Code {
+		case transport.ManifestUnknownErrorCode, transport.NameUnknownErrorCode:
+			code = http.StatusNotFound
+		case transport.UnauthorizedErrorCode, transport.DeniedErrorCode:
+			code = http.StatusUnauthorized
+		}
+	}
+	switch code {
+	case http.StatusNotFound:
+		return wrapError(ErrNotFound, err, fmt.Sprintf("manifest unknown: %s not found in registry", n))
+	case http.StatusUnauthorized, http.StatusForbidden:
+		if auth, aerr := kc.Resolve(r.Context()); aerr == nil && auth == authn.Anonymous {
+			return wrapError(ErrUnauthorized, err, fmt.Sprintf("unauthorized: registry %s requires credentials for %s, and none were found for it (give the pod imagePullSecrets, or log in with docker login)", reg, n))
+		}
+		return wrapError(ErrUnauthorized, err, fmt.Sprintf("unauthorized: registry %s refused the credentials for %s", reg, n))
+	}
+	return fmt.Errorf("registry %s: %w", reg, err)
+}
+
+// listOrNone joins names, or says "none".
+func listOrNone(names []string) string {
+	if len(names) == 0 {
+		return "no image for any platform"
+	}
+	out := names[0]
+	for _, n := range names[1:] {
+		out += ", " + n
+	}
+	return out
+}
