@@ -201,15 +201,17 @@ func (r *Runtime) Start(ctx context.Context, spec runtime.Spec) (runtime.Handle,
 }
 
 // sandboxConfig is what the sandbox of spec runs, before its scratch
-// directory is chosen.
+// directory is chosen. Spec.User is for image mode only.
 func sandboxConfig(spec runtime.Spec, isolate bool) sandbox.Config {
 	cfg := sandbox.Config{Isolate: isolate, Command: spec.Command, Env: spec.Env, WorkingDir: spec.WorkingDir}
 	for _, m := range spec.Mounts {
 		cfg.Mounts = append(cfg.Mounts, sandbox.Mount{Source: m.Source, Target: m.Target, ReadOnly: m.ReadOnly})
 	}
-	if spec.Rootfs != nil {
-		cfg.Rootfs = &sandbox.Rootfs{Layers: spec.Rootfs.Layers}
+	if spec.Rootfs == nil {
+		// Host mode runs as the agent's user, as it always did.
+		return cfg
 	}
+	cfg.Rootfs = &sandbox.Rootfs{Layers: spec.Rootfs.Layers}
 	if u := spec.User; u != nil {
 		cfg.User = &sandbox.User{Image: u.Image, RunAsUser: u.RunAsUser, RunAsGroup: u.RunAsGroup, SupplementalGroups: u.SupplementalGroups}
 	}
