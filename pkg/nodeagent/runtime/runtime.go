@@ -40,8 +40,8 @@ type Spec struct {
 	// view's root. Nil: the host is the image (the view is a private
 	// copy-on-write view of the host's root).
 	Rootfs *Rootfs
-	// User is who the container's processes run as (image mode). Nil: the
-	// agent's own user.
+	// User is who the container's processes run as (image mode; the
+	// process runtime ignores it in host mode). Nil: the agent's own user.
 	User *User
 }
 
