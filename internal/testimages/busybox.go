@@ -88,7 +88,8 @@ func Busybox(busyboxPath string) (v1.Image, error) {
 }
 
 // busyboxApplets runs `busybox --list-full` and `busybox --help`: the applets'
-// paths (relative to the root) and the version line.
+// paths (relative to the root) and the version ("BusyBox v1.35.0 (Debian
+// 1:1.35.0-4+deb12u1+b1)").
 func busyboxApplets(busybox string) (applets []string, version string, err error) {
 	out, err := exec.Command(busybox, "--list-full").Output()
 	if err != nil {
@@ -107,8 +108,10 @@ func busyboxApplets(busybox string) (applets []string, version string, err error
 	if err != nil {
 		return nil, "", fmt.Errorf("asking busybox its version (%s --help): %w", busybox, err)
 	}
+	// "BusyBox v1.35.0 (Debian 1:1.35.0-4+deb12u1+b1) multi-call binary."
 	version, _, _ = strings.Cut(string(help), "\n")
-	return applets, strings.TrimSpace(version), nil
+	version = strings.TrimSuffix(strings.TrimSpace(version), " multi-call binary.")
+	return applets, version, nil
 }
 
 // appletLinks are the symbolic links to bin/busybox for applets (paths

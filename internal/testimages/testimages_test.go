@@ -187,14 +187,7 @@ func TestStaticWithWhiteout(t *testing.T) {
 // busybox returns the static busybox to test with, or skips the test.
 func busybox(t *testing.T) string {
 	t.Helper()
-	p, err := FindBusybox("")
-	if errors.Is(err, ErrNoBusybox) {
-		t.Skipf("skipped: %v (CI installs it)", err)
-	}
-	if err != nil {
-		t.Fatal(err)
-	}
-	return p
+	return BusyboxOrSkip(t)
 }
 
 func TestBusybox(t *testing.T) {
