@@ -4,8 +4,10 @@
 # private `jobkeeper up`, one e2e.test process per spec, and write the results
 # into docs/conformance.md. See docs/conformance.md for what it measures.
 #
-# Needs Go, gcc and the Go module proxy (no GitHub, no cluster). Heavy: the
-# first run builds e2e.test (tens of minutes on 2 cores), later runs reuse it.
+# Needs Go, gcc, the Go module proxy and a static busybox (Debian's
+# busybox-static) for the images (no registry, no GitHub, no cluster). Heavy:
+# the first run builds e2e.test (tens of minutes on 2 cores), later runs
+# reuse it.
 set -euo pipefail
 
 usage() {
@@ -26,6 +28,10 @@ usage: test/conformance/run.sh [options]
                        instead of the working tree
   --rebuild            rebuild the cached e2e.test
   --nice N             niceness of the e2e.test build, of up and of the runs (default 15)
+  --images MODE        up's --images: oci (default: the specs' images are offline
+                       stand-ins loaded into up's store first) or host
+  --busybox PATH       the static busybox the busybox stand-in is built from
+                       (default /bin/busybox: apt-get install busybox-static)
   -h, --help
 
 Environment: JOBKEEPER_CONFORMANCE_CACHE (default ~/.cache/jobkeeper/conformance)
@@ -42,6 +48,8 @@ doc="$root/docs/conformance.md"
 at=""
 rebuild=0
 niceness=15
+images=oci
+busybox=/bin/busybox
 cache="${JOBKEEPER_CONFORMANCE_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/jobkeeper/conformance}"
 command_line="test/conformance/run.sh${*:+ $*}"
 
@@ -56,11 +64,14 @@ while [ $# -gt 0 ]; do
 	--at) at=$2; shift 2 ;;
 	--rebuild) rebuild=1; shift ;;
 	--nice) niceness=$2; shift 2 ;;
+	--images) images=$2; shift 2 ;;
+	--busybox) busybox=$2; shift 2 ;;
 	-h | --help) usage; exit 0 ;;
 	*) echo "unknown argument: $1" >&2; usage >&2; exit 2 ;;
 	esac
 done
 case "$parallel" in '' | *[!0-9]* | 0) echo "--parallel: want a positive number, got '$parallel'" >&2; exit 2 ;; esac
+case "$images" in oci | host) ;; *) echo "--images: want oci or host, got '$images'" >&2; exit 2 ;; esac
 
 # seconds converts a timeout(1)-style duration (90, 90s, 15m, 1h) to seconds.
 seconds() {
@@ -165,6 +176,41 @@ log "building jobkeeper at $commit_note"
 (cd "$src" && go build -o "$results/jobkeeper" ./cmd/jobkeeper)
 (cd "$root" && go build -o "$results/report" ./test/conformance/report)
 
+# load_images builds the stand-ins' tarball and loads it into the image store
+# of the data dir $1 with `jobkeeper image load`; it logs each image (name,
+# digest, source) and sets images_note for the report.
+load_images() {
+	local data=$1 lines ref digest platform source
+	log "building the image stand-ins (busybox from $busybox)"
+	(cd "$root" && go build -o "$results/standins" ./internal/testimages/cmd/standins) || {
+		echo "building internal/testimages/cmd/standins failed" >&2
+		exit 1
+	}
+	# standins builds the pause program with the go command, from $root.
+	lines=$(cd "$root" && "$results/standins" -o "$results/standins.tar" --busybox "$busybox") || {
+		echo "building the image stand-ins failed (a static busybox: apt-get install busybox-static, or --busybox PATH)" >&2
+		exit 1
+	}
+	printf '%s\n' "$lines" >"$results/images.txt"
+	"$results/jobkeeper" image load --data-dir "$data" "$results/standins.tar" >"$results/image-load.log" 2>&1 || {
+		cat "$results/image-load.log" >&2
+		echo "jobkeeper image load failed" >&2
+		exit 1
+	}
+	images_note="$images_note; offline stand-ins loaded with \`jobkeeper image load\` (see *Images, offline* below):"
+	while IFS=$'\t' read -r ref digest platform source; do
+		log "loaded image $ref ($digest, $platform, from: $source)"
+		images_note="$images_note \`$ref\` ${digest:0:19}… ($source),"
+	done <<<"$lines"
+	images_note=${images_note%,}
+	if "$results/jobkeeper" image ls --data-dir "$data" >"$results/image-ls.txt" 2>&1; then
+		log "up's image store holds:"
+		sed 's/^/    /' "$results/image-ls.txt" >&2
+	else
+		log "jobkeeper image ls failed (the load succeeded): $(head -1 "$results/image-ls.txt")"
+	fi
+}
+
 # --- jobkeeper up ---------------------------------------------------------
 up_dir=$(mktemp -d /tmp/jobkeeper-conformance-up.XXXXXX)
 kubeconfig="$up_dir/kubeconfig"
@@ -205,9 +251,23 @@ trap cleanup EXIT
 trap 'exit 130' INT
 trap 'exit 143' TERM
 
-log "starting jobkeeper up (data dir $up_dir/data)"
+# --- the images -----------------------------------------------------------
+# No registry is reachable here. The specs' images (busybox and pause, under
+# the names v1.36.3's test/utils/image/manifest.go gives them) are stand-ins
+# built offline by internal/testimages (busybox from Debian's busybox-static,
+# pause a static program of our own; see docs/conformance.md, "Images,
+# offline"), written into a docker-save tarball and loaded into the store of
+# up's data dir before up starts. A spec asking for any other image fails to
+# pull it, as on a cluster without that image.
+images_note="\`--images=$images\`"
+if [ "$images" = oci ]; then
+	load_images "$up_dir/data"
+fi
+
+log "starting jobkeeper up (data dir $up_dir/data, --images=$images)"
 # Not through a function: up_pid must be jobkeeper's own pid.
-nice -n "$niceness" "$results/jobkeeper" up --data-dir "$up_dir/data" --port 0 --kubeconfig-out "$kubeconfig" >"$results/up.out" 2>&1 &
+nice -n "$niceness" "$results/jobkeeper" up --data-dir "$up_dir/data" --port 0 --kubeconfig-out "$kubeconfig" \
+	"--images=$images" >"$results/up.out" 2>&1 &
 up_pid=$!
 for _ in $(seq 240); do
 	grep -q '^jobkeeper is up in' "$results/up.out" && break
@@ -301,7 +361,7 @@ table_args=(
 	-list "$results/list.json" -results "$results/specs"
 	-command "$command_line" -kubernetes "$k8s_version" -commit "$commit_note"
 	-started "$started_at" -took "$took" -build "$build_note"
-	-timeout "$spec_timeout" -parallel "$parallel"
+	-timeout "$spec_timeout" -parallel "$parallel" -images "$images_note"
 )
 "$results/report" table "${table_args[@]}" -doc "$results/conformance.md"
 if [ -n "$doc" ]; then

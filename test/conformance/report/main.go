@@ -335,6 +335,7 @@ func table(args []string) error {
 	build := fs.String("build", "", "how e2e.test was obtained and how long it took")
 	timeout := fs.String("timeout", "", "the per-spec time bound")
 	parallel := fs.String("parallel", "", "specs run at a time")
+	images := fs.String("images", "", "up's image mode and the images loaded into its store (empty: not said)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -363,6 +364,9 @@ func table(args []string) error {
 	fmt.Fprintf(&b, "- Kubernetes: %s (upstream's `test/e2e` built as `e2e.test`; `jobkeeper up` embeds the same kube-apiserver)\n", *k8s)
 	fmt.Fprintf(&b, "- jobkeeper: %s\n", *commit)
 	fmt.Fprintf(&b, "- e2e.test: %s\n", *build)
+	if *images != "" {
+		fmt.Fprintf(&b, "- Images: %s\n", *images)
+	}
 	fmt.Fprintf(&b, "- Runs: one `e2e.test --provider=skeleton --ginkgo.focus=<that spec>` process per spec, %s at a time ([Serial] specs alone), each bounded by %s; took %s\n", *parallel, *timeout, *took)
 	fmt.Fprintf(&b, "\n**%d of %d pass** (%d of %d [Conformance]); %d fail, %d skip, %d timeout",
 		counts["pass"], len(results), confPass, conf, counts["fail"], counts["skip"], counts["timeout"])
