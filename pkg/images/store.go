@@ -97,8 +97,8 @@ type index struct {
 
 // record is one image in index.json.
 type record struct {
-	ID          string   `json:"id"`
-	Digest      string   `json:"digest"`
+	ID     string `json:"id"`
+	Digest string `json:"digest"`
 	// Digests are every digest that resolves to this image (the index's
 	// and the platform manifest's, when pulled through an index).
 	Digests     []string  `json:"digests"`
