@@ -47,6 +47,12 @@ func Build(cfg Config, layers ...v1.Layer) (v1.Image, error) {
 	return withConfig(img, cfg)
 }
 
+// WithConfig is img (its layers) under cfg instead of its own config: e.g.
+// the busybox stand-in with an Entrypoint.
+func WithConfig(img v1.Image, cfg Config) (v1.Image, error) {
+	return withConfig(img, cfg)
+}
+
 // withConfig sets img's config file to cfg, keeping its layers' diff IDs.
 func withConfig(img v1.Image, cfg Config) (v1.Image, error) {
 	cf, err := img.ConfigFile()

@@ -172,6 +172,23 @@ func TestStaticWithWhiteout(t *testing.T) {
 		t.Errorf("flattened image lost data/b or app: %v", flat)
 	}
 
+	// WithConfig keeps the layers and replaces the config.
+	shell, err := WithConfig(img, Config{Entrypoint: []string{"/bin/sh", "-c"}, Env: []string{"PATH=/bin", "A=b"}, User: "nobody"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	scf, err := shell.ConfigFile()
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantShell := v1.Config{Entrypoint: []string{"/bin/sh", "-c"}, Env: []string{"PATH=/bin", "A=b"}, User: "nobody"}
+	if diff := cmp.Diff(wantShell, scf.Config); diff != "" {
+		t.Errorf("WithConfig's config (-want +got):\n%s", diff)
+	}
+	if diff := cmp.Diff(cf.RootFS, scf.RootFS); diff != "" {
+		t.Errorf("WithConfig's rootfs (-want +got):\n%s", diff)
+	}
+
 	// The same inputs give the same image.
 	again, err := Static(map[string][]byte{"data/b": []byte("b"), "app": []byte("app"), "data/a": []byte("a")}, "/app", "--flag")
 	if err != nil {
