@@ -52,6 +52,7 @@ func (f *nodeAgentFlags) addFlags(fs *pflag.FlagSet) {
 	fs.IntVar(&f.opts.MaxPods, "max-pods", nodeagent.DefaultMaxPods, "Pod capacity of the local Node.")
 	fs.StringVar(&f.opts.Runtime, "runtime", nodeagent.DefaultRuntime, "How pods run: \"process\" (container commands as host processes) or \"simulated\" (outcome and duration from pod annotations).")
 	fs.IntVar(&f.opts.KubeletPort, "kubelet-port", 0, "Port of the node agent's kubelet API (logs, exec, attach, port-forward) on 127.0.0.1; 0 picks a free port.")
+	fs.StringVar(&f.opts.Images, "images", nodeagent.ImagesOCI, "Where containers get their files: \"oci\" runs each container's image (pulled from its registry into <data-dir>/images, or loaded with `jobkeeper image load`); \"host\" runs the container's command on this host's own files, copy-on-write (for the host's programs: GPU drivers, local toolchains). Never falls back from one to the other.")
 	fs.StringVar(&f.opts.Isolation, "pod-isolation", process.IsolationAuto, "Filesystem isolation of the process runtime: \"auto\" gives each container a private copy-on-write view of this host where the machine allows it (root, or user and mount namespaces), with volumes mounted in it; \"off\" never does, and pods with volumes are then refused.")
 }
 
@@ -65,6 +66,12 @@ func (f *nodeAgentFlags) validate() error {
 	}
 	if f.opts.Isolation != process.IsolationAuto && f.opts.Isolation != process.IsolationOff {
 		return fmt.Errorf("--pod-isolation %q is not one of %q, %q", f.opts.Isolation, process.IsolationAuto, process.IsolationOff)
+	}
+	if f.opts.Images != nodeagent.ImagesOCI && f.opts.Images != nodeagent.ImagesHost {
+		return fmt.Errorf("--images %q is not one of %q, %q", f.opts.Images, nodeagent.ImagesOCI, nodeagent.ImagesHost)
+	}
+	if f.opts.Images == nodeagent.ImagesOCI && f.opts.Isolation == process.IsolationOff {
+		return fmt.Errorf("--images=%s needs a private filesystem view for each container: use --pod-isolation=%s, or --images=%s", nodeagent.ImagesOCI, process.IsolationAuto, nodeagent.ImagesHost)
 	}
 	if f.opts.KubeletPort < 0 || f.opts.KubeletPort > 65535 {
 		return fmt.Errorf("--kubelet-port %d is out of range 0-65535", f.opts.KubeletPort)
@@ -82,6 +89,7 @@ func (f *nodeAgentFlags) component(out io.Writer) upComponent {
 		opts := f.opts
 		pki := cp.PKI()
 		opts.DataDir = filepath.Join(cp.DataDir(), "node")
+		opts.ImageDir = filepath.Join(cp.DataDir(), "images")
 		opts.ServingCertFile = pki.NodeServingCert()
 		opts.ServingKeyFile = pki.NodeServingKey()
 		opts.ClientCAFile = pki.CACert()
@@ -106,23 +114,33 @@ func (f *nodeAgentFlags) component(out io.Writer) upComponent {
 		isoCtx, cancel := context.WithTimeout(ctx, time.Minute)
 		defer cancel()
 		if ok, why, err := agent.Isolation(isoCtx); err == nil {
-			fmt.Fprintln(out, isolationBanner(f.opts.Runtime, ok, why))
+			if !ok && f.opts.Runtime == process.Name && f.opts.Images == nodeagent.ImagesOCI {
+				// The agent's Run has refused to start.
+				return nil, fmt.Errorf("containers cannot get a private filesystem view here (%s), so their images cannot be run: start with --images=host to run commands on this host's own files instead", why)
+			}
+			fmt.Fprintln(out, isolationBanner(f.opts.Runtime, f.opts.Images, opts.ImageDir, ok, why))
 		}
 		return func() { <-done }, nil
 	}
 }
 
-// isolationBanner says how pods see this host.
-func isolationBanner(runtime string, isolated bool, why string) string {
+// isolationBanner says how pods see this host: which images mode is in
+// use, and what a container cannot have here.
+func isolationBanner(runtime, imagesMode, imageDir string, isolated bool, why string) string {
 	switch {
 	case runtime == simulated.Name:
 		return "Pods are simulated: nothing runs on this host."
+	case imagesMode == nodeagent.ImagesOCI && isolated:
+		return "Pods run their images (--images=oci): each container's root is its image, pulled from its registry\n" +
+			"into " + imageDir + " or loaded with `jobkeeper image load FILE`; its writes stay in the container.\n" +
+			"Pods share this host's network. --images=host runs commands on this host's own files instead."
 	case isolated:
-		return "Pods run as processes on this host, and the host is the image: each container sees this host's\n" +
-			"filesystems copy-on-write (its writes stay in the container), with its volumes mounted in that view."
+		return "Pods run as processes on this host, and the host is the image (--images=host): each container sees\n" +
+			"this host's filesystems copy-on-write (its writes stay in the container), with its volumes mounted in that view.\n" +
+			"Images are not pulled."
 	}
 	return "WARNING: containers cannot get a private filesystem view here (" + why + "):\n" +
-		"pods run as processes directly on this host's filesystem, and pods with volumes are refused."
+		"pods run as processes directly on this host's filesystem (--images=host), and pods with volumes are refused."
 }
 
 // serveMetrics serves jobkeeper's /metrics (and, with profiling, Go's

@@ -25,6 +25,7 @@ import (
 	"k8s.io/klog/v2"
 	"k8s.io/utils/clock"
 
+	"jobkeeper.dev/jobkeeper/pkg/images"
 	"jobkeeper.dev/jobkeeper/pkg/nodeagent/runtime"
 	"jobkeeper.dev/jobkeeper/pkg/nodeagent/runtime/process"
 	"jobkeeper.dev/jobkeeper/pkg/nodeagent/runtime/simulated"
@@ -82,6 +83,8 @@ type Agent struct {
 	volumes *volumeManager
 	// runtimeReady is closed once Run has set up the runtime.
 	runtimeReady chan struct{}
+	// puller pulls and holds images (image mode); nil in host mode.
+	puller *imagePuller
 }
 
 // New builds an agent. Nothing talks to the apiserver before Run.
@@ -129,6 +132,9 @@ func New(client kubernetes.Interface, opts Options) (*Agent, error) {
 	}
 	a.binder = b
 	a.volumes = newVolumeManager(a)
+	if opts.imageStore != nil {
+		a.puller = newImagePuller(a, opts.imageStore)
+	}
 	a.broadcaster = record.NewBroadcaster()
 	a.recorder = a.broadcaster.NewRecorder(scheme.Scheme, corev1.EventSource{Component: "kubelet", Host: opts.NodeName})
 	a.schedulerRecorder = a.broadcaster.NewRecorder(scheme.Scheme, corev1.EventSource{Component: "default-scheduler"})
@@ -160,7 +166,11 @@ func (a *Agent) Run(ctx context.Context) error {
 			return err
 		}
 		a.runtime = rt
+		err = a.openImages(ctx)
 		close(a.runtimeReady)
+		if err != nil {
+			return err
+		}
 		if ok, why := rt.Isolation(); ok {
 			logger.Info("Containers get a private copy-on-write view of this host's filesystems; volumes are mounted in it")
 		} else {
@@ -203,6 +213,9 @@ func (a *Agent) Run(ctx context.Context) error {
 	wg.Go(func() { a.renewLease(ctx) })
 	wg.Go(func() { a.heartbeat(ctx, port) })
 	wg.Go(func() { a.binder.run(ctx) })
+	if a.puller != nil {
+		wg.Go(func() { a.collectImages(ctx) })
+	}
 	logger.Info("Node agent running", "runtime", a.runtime.Name(), "maxPods", a.opts.MaxPods)
 	<-ctx.Done()
 	wg.Wait()
@@ -384,7 +397,7 @@ func (a *Agent) containerDir(uid types.UID, container string) string {
 }
 
 // containerSpec resolves what the runtime needs for an attempt of c.
-func (a *Agent) containerSpec(ctx context.Context, pod *corev1.Pod, c *container) (runtime.Spec, error) {
+func (a *Agent) containerSpec(ctx context.Context, pod *corev1.Pod, c *container, img *images.Image) (runtime.Spec, error) {
 	spec := runtime.Spec{
 		PodNamespace:  pod.Namespace,
 		PodName:       pod.Name,
@@ -399,6 +412,9 @@ func (a *Agent) containerSpec(ctx context.Context, pod *corev1.Pod, c *container
 	hostname := pod.Spec.Hostname
 	if hostname == "" {
 		hostname = pod.Name
+	}
+	if img != nil {
+		return a.imageContainerSpec(ctx, pod, c, img, spec, env, hostname)
 	}
 	dir := a.containerDir(pod.UID, c.spec.Name)
 	defaults := &envList{}

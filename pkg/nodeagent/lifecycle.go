@@ -141,6 +141,9 @@ const (
 	evProbeFailed
 	// evStop: the pod is finishing; the container must not run again.
 	evStop
+	// evImageWait: the container's image is not ready (being pulled, a
+	// pull failed, backing off); it waits with reason until retry.
+	evImageWait
 )
 
 // event is one input of transition.
@@ -160,6 +163,10 @@ type event struct {
 	message string
 	// grace is the grace period of a stop (evStop, evProbeFailed).
 	grace time.Duration
+	// reason and retry are the waiting reason and the next look
+	// (evImageWait; message is the waiting message).
+	reason string
+	retry  time.Time
 }
 
 // actionKind is what the worker must do after a transition.
@@ -254,6 +261,12 @@ func transition(s containerState, c containerInfo, ev event) (containerState, []
 		s.waitReason, s.waitMessage = ReasonCreateContainerConfigError, ev.message
 		s.notBefore = ev.at.Add(retryConfigError)
 		return s, []action{recordEvent(corev1.EventTypeWarning, "Failed", "Error: "+ev.message)}
+	case evImageWait:
+		if s.phase != phaseWaiting && s.phase != phaseBackOff {
+			return s, nil
+		}
+		s.waitReason, s.waitMessage, s.notBefore = ev.reason, ev.message, ev.retry
+		return s, nil
 	case evExited:
 		if !s.active() {
 			return s, nil

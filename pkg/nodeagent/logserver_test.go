@@ -108,6 +108,7 @@ func TestLogEndpoint(t *testing.T) {
 	opts := Options{
 		MaxPods:         10,
 		Runtime:         process.Name,
+		Images:          ImagesHost,
 		ServingCertFile: writeFile(t, dir, "serving.crt", serverCert),
 		ServingKeyFile:  writeFile(t, dir, "serving.key", serverKey),
 		ClientCAFile:    writeFile(t, dir, "ca.crt", ca.pem),

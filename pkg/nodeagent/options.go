@@ -4,9 +4,11 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"path/filepath"
 
 	"k8s.io/utils/clock"
 
+	"jobkeeper.dev/jobkeeper/pkg/images"
 	"jobkeeper.dev/jobkeeper/pkg/nodeagent/runtime/process"
 	"jobkeeper.dev/jobkeeper/pkg/nodeagent/runtime/simulated"
 )
@@ -19,6 +21,10 @@ const (
 	DefaultRuntime = process.Name
 	// DefaultAPIServerClientCN is the common name of the apiserver's kubelet client certificate.
 	DefaultAPIServerClientCN = "kube-apiserver-kubelet-client"
+	// ImagesOCI runs every container from its OCI image (Options.Images).
+	ImagesOCI = "oci"
+	// ImagesHost runs every container's command on this host's files.
+	ImagesHost = "host"
 )
 
 // Options configure the node agent. Flags are wired in cmd/.
@@ -50,6 +56,17 @@ type Options struct {
 	StatusWorkers int
 	// Clock is the clock; default the real one.
 	Clock clock.WithTicker
+	// Images is where the process runtime's containers get their files
+	// (--images): ImagesOCI (default) runs each container's image, pulled
+	// into the store at ImageDir (or loaded with `jobkeeper image load`);
+	// ImagesHost runs the container's command on this host's own files ("the
+	// host is the image"). The agent never falls back from one to the other.
+	Images string
+	// ImageDir is the image store's directory; default <DataDir>/images.
+	ImageDir string
+	// imageStore, set by tests, runs images from this store whatever the
+	// runtime (a fake one included).
+	imageStore *images.Store
 	// Isolation is the process runtime's filesystem isolation (--pod-isolation):
 	// process.IsolationAuto (default) gives each container a private
 	// copy-on-write view of the host where the machine allows it;
@@ -92,6 +109,15 @@ func (o *Options) complete() error {
 	}
 	if o.Isolation != process.IsolationAuto && o.Isolation != process.IsolationOff {
 		return fmt.Errorf("unknown pod isolation %q (want %q or %q)", o.Isolation, process.IsolationAuto, process.IsolationOff)
+	}
+	if o.Images == "" {
+		o.Images = ImagesOCI
+	}
+	if o.Images != ImagesOCI && o.Images != ImagesHost {
+		return fmt.Errorf("unknown images mode %q (want %q or %q)", o.Images, ImagesOCI, ImagesHost)
+	}
+	if o.ImageDir == "" {
+		o.ImageDir = filepath.Join(o.DataDir, "images")
 	}
 	if o.StatusWorkers <= 0 {
 		o.StatusWorkers = 16

@@ -36,8 +36,11 @@ const nodeIP = "127.0.0.1"
 type containerView struct {
 	// name is the container's name.
 	name string
-	// image is the container's image, reported unchanged.
+	// image is the container's image: the reference it resolved to in
+	// image mode, the spec's otherwise.
 	image string
+	// imageID is the image's digest ("" in host mode).
+	imageID string
 	// kind is the container's kind (init, sidecar, main).
 	kind containerKind
 	// running is true while an attempt runs (stopping included).
@@ -213,7 +216,7 @@ func containerStatus(c containerView, terminal bool) corev1.ContainerStatus {
 	s := corev1.ContainerStatus{
 		Name:         c.name,
 		Image:        c.image,
-		ImageID:      "",
+		ImageID:      c.imageID,
 		ContainerID:  c.containerID,
 		RestartCount: c.restartCount,
 		Ready:        c.running && c.started && !terminal,

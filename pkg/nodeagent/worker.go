@@ -29,6 +29,10 @@ type container struct {
 	handle runtime.Handle
 	// stopProbe ends the running attempt's startup probe; nil when none runs.
 	stopProbe context.CancelFunc
+	// pull is the image pull the container waits for; nil when none.
+	pull *pullState
+	// image is the image of the running or last attempt (image mode).
+	image runImage
 }
 
 // view returns the status view of the container.
@@ -36,7 +40,8 @@ func (c *container) view() containerView {
 	s := c.state
 	return containerView{
 		name:         c.spec.Name,
-		image:        c.spec.Image,
+		image:        c.image.statusName(c.spec.Image),
+		imageID:      c.image.id,
 		kind:         c.info.kind,
 		running:      s.active(),
 		started:      s.started,
@@ -241,6 +246,7 @@ func (w *worker) logStateOf(name string) (logState, bool) {
 func (w *worker) run(ctx context.Context) {
 	defer close(w.done)
 	defer w.stopProbes()
+	defer w.releaseImages()
 	logger := klog.FromContext(ctx)
 	for {
 		next := w.advance(ctx)
@@ -336,6 +342,7 @@ const minStopGrace = 2 * time.Second
 func (w *worker) advance(ctx context.Context) time.Time {
 	for {
 		progress := w.collectExits(ctx)
+		progress = w.collectPulls() || progress
 		progress = w.collectProbes(ctx) || progress
 		pod := w.currentPod()
 		now := w.agent.clock.Now()
@@ -427,6 +434,7 @@ func (w *worker) collectExits(ctx context.Context) bool {
 		}
 		res := c.handle.Result()
 		c.handle, progress = nil, true
+		c.image.release()
 		w.apply(ctx, pod, c, event{kind: evExited, at: res.FinishedAt, result: res})
 	}
 	return progress
@@ -438,8 +446,13 @@ func (w *worker) collectExits(ctx context.Context) bool {
 // (a finished attempt), evStarted otherwise.
 func (w *worker) start(ctx context.Context, pod *corev1.Pod, c *container, now time.Time) {
 	logger := klog.FromContext(ctx)
+	img, wait := w.imageFor(ctx, pod, c, now)
+	if wait != nil {
+		w.apply(ctx, pod, c, event{kind: evImageWait, at: now, reason: wait.reason, message: wait.message, retry: wait.retry})
+		return
+	}
 	attempt := c.state.nextAttempt()
-	spec, err := w.agent.containerSpec(ctx, pod, c)
+	spec, err := w.agent.containerSpec(ctx, pod, c, img)
 	if err == nil {
 		spec.Attempt = attempt
 		err = w.agent.prepareAttempt(&spec, attempt)
@@ -448,7 +461,9 @@ func (w *worker) start(ctx context.Context, pod *corev1.Pod, c *container, now t
 		w.apply(ctx, pod, c, event{kind: evConfigFailed, at: now, message: err.Error()})
 		return
 	}
-	w.agent.imageEvent(pod, c.spec)
+	if img == nil {
+		w.agent.imageEvent(pod, c.spec)
+	}
 	h, err := w.agent.runtime.Start(ctx, spec)
 	if err != nil {
 		var se *runtime.StartError
@@ -473,6 +488,7 @@ func (w *worker) start(ctx context.Context, pod *corev1.Pod, c *container, now t
 		}
 	}
 	c.handle = h
+	c.image = w.agent.useImage(img, c.spec.Image)
 	logger.V(2).Info("Container started", "pod", klog.KObj(pod), "container", c.spec.Name, "attempt", attempt, "pid", h.PID())
 	w.apply(ctx, pod, c, event{kind: evStarted, at: now, containerID: id, probed: probed})
 	go func() {

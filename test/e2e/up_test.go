@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -27,10 +28,15 @@ var (
 )
 
 // startUp runs `jobkeeper up` on dataDir and returns the process and a client
-// built from the kubeconfig it printed.
+// built from the kubeconfig it printed. Unless extra chooses --images, pods
+// run their commands on this host (--images=host): the tests' pods use the
+// host's shell and programs, and no registry is reachable from the tests.
 func startUp(t *testing.T, dataDir string, extra ...string) (*process, kubernetes.Interface, string) {
 	t.Helper()
 	args := append([]string{"up", "--data-dir", dataDir, "--port", "0"}, extra...)
+	if !slices.ContainsFunc(extra, func(a string) bool { return strings.HasPrefix(a, "--images") }) {
+		args = append(args, "--images=host")
+	}
 	p := start(t, args...)
 	kc := p.waitForLine(t, kubeconfigLine, startTimeout)[1]
 	// The export line follows the kubeconfig line; wait for it rather than

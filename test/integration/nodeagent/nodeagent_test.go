@@ -45,6 +45,7 @@ func startAgent(t *testing.T, name, dataDir string) (stop func()) {
 		NodeName:        name,
 		MaxPods:         50,
 		Runtime:         process.Name,
+		Images:          nodeagent.ImagesHost,
 		DataDir:         dataDir,
 		ServingCertFile: pki.NodeServingCert(),
 		ServingKeyFile:  pki.NodeServingKey(),
@@ -75,7 +76,7 @@ func startSharedAgent(t *testing.T) {
 		sharedDataDir = dir
 		pki := framework.ControlPlane().PKI()
 		a, err := nodeagent.New(framework.Client(t), nodeagent.Options{
-			NodeName: sharedNode, MaxPods: 50, Runtime: process.Name, DataDir: dir,
+			NodeName: sharedNode, MaxPods: 50, Runtime: process.Name, Images: nodeagent.ImagesHost, DataDir: dir,
 			ServingCertFile: pki.NodeServingCert(), ServingKeyFile: pki.NodeServingKey(), ClientCAFile: pki.CACert(),
 		})
 		if err != nil {

@@ -1,0 +1,92 @@
+package nodeagent
+
+import (
+	"reflect"
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+)
+
+func TestProcessArgs(t *testing.T) {
+	img := imageDefaults{entrypoint: []string{"/entry", "-x"}, cmd: []string{"serve", "--port=1"}}
+	for _, tc := range []struct {
+		name          string
+		command, args []string
+		img           imageDefaults
+		want          []string
+	}{
+		{name: "neither: entrypoint then cmd", img: img, want: []string{"/entry", "-x", "serve", "--port=1"}},
+		{name: "command drops cmd", command: []string{"sh"}, img: img, want: []string{"sh"}},
+		{name: "command and args", command: []string{"sh"}, args: []string{"-c", "true"}, img: img, want: []string{"sh", "-c", "true"}},
+		{name: "args replace cmd, keep entrypoint", args: []string{"once"}, img: img, want: []string{"/entry", "-x", "once"}},
+		{name: "args without entrypoint", args: []string{"sh", "-c", "true"}, img: imageDefaults{cmd: []string{"sh"}}, want: []string{"sh", "-c", "true"}},
+		{name: "cmd only", img: imageDefaults{cmd: []string{"sh"}}, want: []string{"sh"}},
+		{name: "nothing to run", img: imageDefaults{}, want: nil},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := processArgs(tc.command, tc.args, tc.img); !reflect.DeepEqual(got, tc.want) {
+				t.Errorf("processArgs = %q, want %q", got, tc.want)
+			}
+		})
+	}
+}
+
+func TestImageEnv(t *testing.T) {
+	got := imageEnv(imageDefaults{env: []string{"PATH=/opt/bin:/bin", "LANG=C", "EMPTY="}}, []string{"HOSTNAME=p", "LANG=C.UTF-8"})
+	want := []string{"PATH=/opt/bin:/bin", "LANG=C.UTF-8", "EMPTY=", "HOSTNAME=p"}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("imageEnv = %q, want %q", got, want)
+	}
+	got = imageEnv(imageDefaults{}, []string{"A=1"})
+	want = []string{"PATH=" + defaultPath, "A=1"}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("imageEnv without PATH = %q, want %q", got, want)
+	}
+}
+
+func TestImageWorkingDir(t *testing.T) {
+	if got := imageWorkingDir(&corev1.Container{WorkingDir: "/w"}, imageDefaults{workingDir: "/img"}); got != "/w" {
+		t.Errorf("spec's workingDir: got %q", got)
+	}
+	if got := imageWorkingDir(&corev1.Container{}, imageDefaults{workingDir: "/img"}); got != "/img" {
+		t.Errorf("image's workingDir: got %q", got)
+	}
+	if got := imageWorkingDir(&corev1.Container{}, imageDefaults{}); got != "/" {
+		t.Errorf("default workingDir: got %q", got)
+	}
+}
+
+func TestDefaultPullPolicy(t *testing.T) {
+	for image, want := range map[string]corev1.PullPolicy{
+		"busybox":                      corev1.PullAlways,
+		"busybox:latest":               corev1.PullAlways,
+		"busybox:1.36":                 corev1.PullIfNotPresent,
+		"localhost:5000/app":           corev1.PullAlways,
+		"localhost:5000/app:v1":        corev1.PullIfNotPresent,
+		"registry.k8s.io/pause:3.10.2": corev1.PullIfNotPresent,
+		"busybox@sha256:aa":            corev1.PullIfNotPresent,
+	} {
+		if got := defaultPullPolicy(image); got != want {
+			t.Errorf("defaultPullPolicy(%q) = %s, want %s", image, got, want)
+		}
+	}
+}
+
+func TestDecidePull(t *testing.T) {
+	for _, tc := range []struct {
+		policy  corev1.PullPolicy
+		present bool
+		want    pullStep
+	}{
+		{corev1.PullAlways, true, pullImage},
+		{corev1.PullAlways, false, pullImage},
+		{corev1.PullIfNotPresent, true, useLocal},
+		{corev1.PullIfNotPresent, false, pullImage},
+		{corev1.PullNever, true, useLocal},
+		{corev1.PullNever, false, neverPulled},
+	} {
+		if got := decidePull(tc.policy, tc.present); got != tc.want {
+			t.Errorf("decidePull(%s, present=%v) = %d, want %d", tc.policy, tc.present, got, tc.want)
+		}
+	}
+}

@@ -1,0 +1,176 @@
+package nodeagent
+
+import (
+	"context"
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+
+	v1 "github.com/google/go-containerregistry/pkg/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	kruntime "k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/util/wait"
+	testingclock "k8s.io/utils/clock/testing"
+
+	"jobkeeper.dev/jobkeeper/internal/testimages"
+	"jobkeeper.dev/jobkeeper/pkg/images"
+	"jobkeeper.dev/jobkeeper/pkg/nodeagent/runtime"
+	"jobkeeper.dev/jobkeeper/test/builder"
+)
+
+// startAgentWithImages runs an agent whose fake runtime runs images from a
+// store of its own, and returns the store.
+func startAgentWithImages(t *testing.T, objs ...kruntime.Object) (*testAgent, *fakeRuntime, *images.Store) {
+	t.Helper()
+	store, err := images.Open(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = store.Close() })
+	var rt *fakeRuntime
+	ta := startAgentOn(t, Options{MaxPods: 10, Runtime: "simulated", imageStore: store}, func(clk *testingclock.FakeClock) runtime.Runtime {
+		rt = newFakeRuntime(clk)
+		return rt
+	}, objs...)
+	return ta, rt, store
+}
+
+// imagePod is a pod running image with the given policy and args only.
+func imagePod(name, image string, policy corev1.PullPolicy, args ...string) *corev1.Pod {
+	p := builder.MakePod(name, "ns").UID(name).Obj()
+	c := &p.Spec.Containers[0]
+	c.Image, c.ImagePullPolicy, c.Command, c.Args = image, policy, nil, args
+	return p
+}
+
+// eventWith reports whether an event with reason and a message containing
+// text appears in "ns" (events are recorded asynchronously: it polls).
+func (ta *testAgent) eventWith(t *testing.T, reason, text string) bool {
+	t.Helper()
+	err := wait.PollUntilContextTimeout(t.Context(), 5*time.Millisecond, 10*time.Second, true, func(ctx context.Context) (bool, error) {
+		evs, err := ta.client.CoreV1().Events("ns").List(ctx, metav1.ListOptions{})
+		if err != nil {
+			return false, nil
+		}
+		for _, e := range evs.Items {
+			if e.Reason == reason && strings.Contains(e.Message, text) {
+				return true, nil
+			}
+		}
+		return false, nil
+	})
+	return err == nil
+}
+
+// waitingReason returns the main container's waiting reason.
+func waitingReason(p *corev1.Pod) string {
+	if len(p.Status.ContainerStatuses) == 0 || p.Status.ContainerStatuses[0].State.Waiting == nil {
+		return ""
+	}
+	return p.Status.ContainerStatuses[0].State.Waiting.Reason
+}
+
+func TestImagePulledAndRun(t *testing.T) {
+	img, err := testimages.Static(map[string][]byte{"/bin/app": []byte("#!not really\n")}, "/bin/app", "--serve")
+	if err != nil {
+		t.Fatal(err)
+	}
+	img, err = testimages.WithWhiteout(img, "/bin/gone")
+	if err != nil {
+		t.Fatal(err)
+	}
+	host := testimages.Serve(t, map[string]v1.Image{"test/app:v1": img})
+	ref := host + "/test/app:v1"
+	ta, rt, store := startAgentWithImages(t, imagePod("p", ref, corev1.PullIfNotPresent, "once"))
+
+	h := rt.attempt(t, "main", 0)
+	if want := []string{"/bin/app", "--serve", "once"}; !reflect.DeepEqual(h.spec.Command, want) {
+		t.Errorf("argv = %q, want the image's entrypoint with the container's args %q", h.spec.Command, want)
+	}
+	local, err := store.Lookup(ref)
+	if err != nil {
+		t.Fatalf("the pulled image is not in the store: %v", err)
+	}
+	if h.spec.Rootfs == nil || !reflect.DeepEqual(h.spec.Rootfs.Layers, local.Layers) {
+		t.Errorf("rootfs = %+v, want the stored layers %q", h.spec.Rootfs, local.Layers)
+	}
+	targets := map[string]bool{}
+	for _, m := range h.spec.Mounts {
+		targets[m.Target] = true
+	}
+	for _, f := range []string{"/etc/hosts", "/etc/hostname", "/etc/resolv.conf"} {
+		if !targets[f] {
+			t.Errorf("no managed %s among the mounts %+v", f, h.spec.Mounts)
+		}
+	}
+	if h.spec.User == nil {
+		t.Error("no user for an image container")
+	}
+	p := ta.waitPod(t, "p", phaseIs(corev1.PodRunning))
+	cs := p.Status.ContainerStatuses[0]
+	if cs.Image != ref || !strings.HasPrefix(cs.ImageID, host+"/test/app@sha256:") {
+		t.Errorf("status image %q, imageID %q: want %q and its repository digest", cs.Image, cs.ImageID, ref)
+	}
+	if !ta.eventWith(t, "Pulling", `Pulling image "`+ref+`"`) || !ta.eventWith(t, "Pulled", "Successfully pulled image") {
+		t.Error("no Pulling and Pulled events")
+	}
+
+	// A second pod of the image finds it present.
+	if _, err := ta.client.CoreV1().Pods("ns").Create(t.Context(), imagePod("q", ref, corev1.PullIfNotPresent), metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	ta.waitPod(t, "q", phaseIs(corev1.PodRunning))
+	if !ta.eventWith(t, "Pulled", "already present on machine") {
+		t.Error("no \"already present\" event for the second pod")
+	}
+}
+
+func TestImagePullFailuresBackOff(t *testing.T) {
+	host := testimages.Serve(t, nil)
+	ref := host + "/test/missing:v1"
+	ta, rt, _ := startAgentWithImages(t, imagePod("p", ref, corev1.PullIfNotPresent))
+
+	p := ta.waitPod(t, "p", func(p *corev1.Pod) bool { return waitingReason(p) == ReasonErrImagePull })
+	if msg := p.Status.ContainerStatuses[0].State.Waiting.Message; msg == "" {
+		t.Error("ErrImagePull without a message")
+	}
+	if p.Status.Phase != corev1.PodPending {
+		t.Errorf("phase %s, want Pending while the image cannot be pulled", p.Status.Phase)
+	}
+	if !ta.eventWith(t, "Failed", "jobkeeper image load") {
+		t.Error("the Failed event does not say how to get the image without a registry")
+	}
+	ta.stepUntil(t, time.Second, func() bool {
+		p, _ := ta.client.CoreV1().Pods("ns").Get(t.Context(), "p", metav1.GetOptions{})
+		return waitingReason(p) == ReasonImagePullBackOff
+	})
+	p = ta.waitPod(t, "p", func(p *corev1.Pod) bool { return waitingReason(p) == ReasonImagePullBackOff })
+	if msg := p.Status.ContainerStatuses[0].State.Waiting.Message; !strings.HasPrefix(msg, `Back-off pulling image "`+ref+`": ErrImagePull: `) {
+		t.Errorf("back-off message %q", msg)
+	}
+	if !ta.eventWith(t, "BackOff", `Back-off pulling image "`+ref+`"`) {
+		t.Error("no BackOff event")
+	}
+	if n := rt.count("main"); n != 0 {
+		t.Errorf("%d attempts ran without an image", n)
+	}
+}
+
+func TestImageNeverPulledAndInvalidName(t *testing.T) {
+	ta, rt, _ := startAgentWithImages(t,
+		imagePod("never", "example.invalid/app:v1", corev1.PullNever),
+		imagePod("bad", "UPPER/Case:v1", corev1.PullIfNotPresent))
+	p := ta.waitPod(t, "never", func(p *corev1.Pod) bool { return waitingReason(p) == ReasonErrImageNeverPull })
+	if want := `Container image "example.invalid/app:v1" is not present with pull policy of Never`; p.Status.ContainerStatuses[0].State.Waiting.Message != want {
+		t.Errorf("message %q, want %q", p.Status.ContainerStatuses[0].State.Waiting.Message, want)
+	}
+	ta.waitPod(t, "bad", func(p *corev1.Pod) bool { return waitingReason(p) == ReasonInvalidImageName })
+	if !ta.eventWith(t, "InspectFailed", `Failed to apply default image tag "UPPER/Case:v1"`) {
+		t.Error("no InspectFailed event")
+	}
+	if n := rt.count("main"); n != 0 {
+		t.Errorf("%d attempts ran", n)
+	}
+}
