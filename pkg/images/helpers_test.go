@@ -30,10 +30,16 @@ type entry struct {
 }
 
 // file, dir, symlink and hardlink build entries.
-func file(name, body string) entry   { return entry{name: name, body: body, typ: tar.TypeReg, mode: 0o644} }
-func dir(name string) entry          { return entry{name: name, typ: tar.TypeDir, mode: 0o755} }
-func symlink(name, to string) entry  { return entry{name: name, link: to, typ: tar.TypeSymlink, mode: 0o777} }
-func hardlink(name, to string) entry { return entry{name: name, link: to, typ: tar.TypeLink, mode: 0o644} }
+func file(name, body string) entry {
+	return entry{name: name, body: body, typ: tar.TypeReg, mode: 0o644}
+}
+func dir(name string) entry { return entry{name: name, typ: tar.TypeDir, mode: 0o755} }
+func symlink(name, to string) entry {
+	return entry{name: name, link: to, typ: tar.TypeSymlink, mode: 0o777}
+}
+func hardlink(name, to string) entry {
+	return entry{name: name, link: to, typ: tar.TypeLink, mode: 0o644}
+}
 
 // layerTar returns the uncompressed tar of entries.
 func layerTar(t *testing.T, entries ...entry) []byte {

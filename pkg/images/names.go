@@ -37,6 +37,13 @@ func parseReference(ref string) (name.Reference, error) {
 	if err != nil {
 		return nil, wrapError(ErrInvalidName, err, fmt.Sprintf("invalid image name %q: %v", ref, err))
 	}
+	if t, ok := r.(name.Tag); ok {
+		// The distribution grammar (which the kubelet applies) also wants
+		// a tag to start with a letter, digit or '_'.
+		if tag := t.TagStr(); tag[0] == '.' || tag[0] == '-' {
+			return nil, newError(ErrInvalidName, fmt.Sprintf("invalid image name %q: tag %q must start with a letter, digit or '_'", ref, tag))
+		}
+	}
 	return r, nil
 }
 

@@ -1,0 +1,105 @@
+package images
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"golang.org/x/sys/unix"
+)
+
+func TestWhiteoutsAndOpaqueDirs(t *testing.T) {
+	s := openStore(t)
+	lower := layerTar(t, dir("a/"), file("a/x", "x"), file("a/y", "y"), file("gone", "g"), file("kept", "k"))
+	upper := layerTar(t, dir("a/"), file("a/.wh..wh..opq", ""), file("a/z", "z"), file(".wh.gone", ""), symlink("link", "/kept"))
+	var dirs []string
+	for _, data := range [][]byte{lower, upper} {
+		u := &unpacker{root: filepath.Join(t.TempDir(), "fs"), keepOwner: s.root}
+		if _, _, err := u.unpack(context.Background(), bytes.NewReader(data)); err != nil {
+			t.Fatal(err)
+		}
+		dirs = append(dirs, u.root)
+	}
+	top := dirs[1]
+	var st unix.Stat_t
+	if err := unix.Lstat(filepath.Join(top, "gone"), &st); err != nil {
+		t.Fatalf("whiteout of gone: %v", err)
+	}
+	if st.Mode&unix.S_IFMT != unix.S_IFCHR || st.Rdev != 0 {
+		t.Errorf("gone in the upper layer: mode %o rdev %d, want a 0/0 character device", st.Mode, st.Rdev)
+	}
+	if _, err := os.Lstat(filepath.Join(top, ".wh.gone")); !os.IsNotExist(err) {
+		t.Errorf(".wh.gone was written as a file: %v", err)
+	}
+	if _, err := os.Lstat(filepath.Join(top, "a", ".wh..wh..opq")); !os.IsNotExist(err) {
+		t.Errorf(".wh..wh..opq was written as a file: %v", err)
+	}
+	attr := opaqueUser
+	if s.root {
+		attr = opaqueTrusted
+	}
+	buf := make([]byte, 8)
+	n, err := unix.Lgetxattr(filepath.Join(top, "a"), attr, buf)
+	if err != nil || string(buf[:n]) != "y" {
+		t.Errorf("%s on a = %q, %v; want y", attr, buf[:n], err)
+	}
+	if l, _ := os.Readlink(filepath.Join(top, "link")); l != "/kept" {
+		t.Errorf("link -> %q, want /kept", l)
+	}
+	if _, err := os.Lstat(filepath.Join(dirs[0], "a", "x")); err != nil {
+		t.Errorf("the lower layer lost a/x: %v", err)
+	}
+}
+
+func TestUnsafeEntriesRefused(t *testing.T) {
+	cases := map[string][]entry{
+		"parent path":         {file("../escape", "x")},
+		"parent after clean":  {dir("a/"), file("a/../../escape", "x")},
+		"absolute path":       {file("/etc/passwd", "x")},
+		"hard link outside":   {hardlink("h", "../../etc/passwd")},
+		"hard link absolute":  {hardlink("h", "/etc/passwd")},
+		"hard link directory": {dir("d/"), hardlink("h", "d")},
+	}
+	for name, entries := range cases {
+		t.Run(name, func(t *testing.T) {
+			parent := t.TempDir()
+			u := &unpacker{root: filepath.Join(parent, "fs")}
+			_, _, err := u.unpack(context.Background(), bytes.NewReader(layerTar(t, entries...)))
+			if !errors.Is(err, errUnsafeEntry) {
+				t.Errorf("unpack = %v, want an unsafe-entry error", err)
+			}
+			if _, err := os.Lstat(filepath.Join(parent, "escape")); err == nil {
+				t.Error("a file was written outside the layer")
+			}
+		})
+	}
+	// A symbolic link out of the layer is kept as a link (it is resolved
+	// in the container's root), but is never followed while unpacking.
+	parent := t.TempDir()
+	u := &unpacker{root: filepath.Join(parent, "fs")}
+	entries := []entry{symlink("up", "../.."), file("up/escape", "x")}
+	if _, _, err := u.unpack(context.Background(), bytes.NewReader(layerTar(t, entries...))); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Lstat(filepath.Join(parent, "escape")); err == nil {
+		t.Error("a file was written through a symlink outside the layer")
+	}
+	if _, err := os.Lstat(filepath.Join(u.root, "escape")); err != nil {
+		t.Errorf("up/escape was not written inside the layer: %v", err)
+	}
+}
+
+func TestPullRefusesTraversal(t *testing.T) {
+	reg := newRegistry(t)
+	reg.push(t, "test/evil:1", image(t, "", layer(t, file("../../evil", "x"))))
+	s := openStore(t)
+	_, err := s.Pull(context.Background(), reg.host+"/test/evil:1", PullOptions{})
+	if err == nil || !strings.Contains(err.Error(), `unsafe layer entry "../../evil": path leaves the layer`) {
+		t.Errorf("Pull = %v", err)
+	}
+	assertNoPartialLayers(t, s)
+}
