@@ -91,7 +91,7 @@ func (s *Store) add(ctx context.Context, img v1.Image, a addition) (*Image, erro
 		if err != nil {
 			return nil, err
 		}
-		img, err := s.record(rec, sizes)
+		img, err := s.record(rec, sizes, false)
 		if errors.Is(err, errLayerGone) && attempt == 0 {
 			continue
 		}
@@ -136,8 +136,10 @@ func (s *Store) unpackAll(ctx context.Context, srcs []layerSource) (map[string]i
 
 // record writes the image into the index: a new record, or names and
 // digests merged into the record of the same ID. Tags it takes are taken
-// off other images. Every layer must still be in place.
-func (s *Store) record(rec *record, sizes map[string]int64) (*Image, error) {
+// off other images. Every layer must still be in place. With onlyMerge
+// (rec holds only names and digests) an image of that ID must exist, else
+// the error is errLayerGone.
+func (s *Store) record(rec *record, sizes map[string]int64, onlyMerge bool) (*Image, error) {
 	var out *Image
 	err := s.update(func(idx *index) error {
 		for _, d := range rec.Layers {
@@ -163,6 +165,9 @@ func (s *Store) record(rec *record, sizes map[string]int64) (*Image, error) {
 			if other.ID == rec.ID {
 				cur = other
 			}
+		}
+		if cur == rec && onlyMerge {
+			return errLayerGone
 		}
 		if cur == rec {
 			idx.Images = append(idx.Images, rec)

@@ -138,7 +138,7 @@ func (s *Store) known(a addition) (*Image, bool, error) {
 		for _, repo := range a.repos {
 			r.RepoDigests = append(r.RepoDigests, repo+"@"+a.digest)
 		}
-		img, err := s.record(r, nil)
+		img, err := s.record(r, nil, true)
 		if errors.Is(err, errLayerGone) {
 			return nil, false, nil
 		}
