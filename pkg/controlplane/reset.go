@@ -22,6 +22,7 @@ var dataDirEntries = map[string]bool{
 	"logs":       true, // the logs (logs.go)
 	"kubeconfig": true, // the default admin kubeconfig
 	"node":       true, // the node agent's pod files
+	"images":     true, // the node agent's image store (pkg/images)
 }
 
 // dataDirTempPrefixes name the temporary files an interrupted write can

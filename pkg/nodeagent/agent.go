@@ -221,6 +221,7 @@ func (a *Agent) Run(ctx context.Context) error {
 	wg.Wait()
 	a.podFactory.Shutdown()
 	a.stopWorkers()
+	a.closeImages()
 	logger.Info("Node agent stopped")
 	return nil
 }

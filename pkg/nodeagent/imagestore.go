@@ -42,9 +42,8 @@ func (a *Agent) openImages(ctx context.Context) error {
 }
 
 // collectImages deletes unused images when the store's disk fills, every
-// imageGCPeriod, until ctx is done; then it closes the store.
+// imageGCPeriod, until ctx is done.
 func (a *Agent) collectImages(ctx context.Context) {
-	defer func() { _ = a.puller.store.Close() }()
 	logger := klog.FromContext(ctx)
 	t := a.clock.NewTicker(imageGCPeriod)
 	defer t.Stop()
@@ -61,5 +60,12 @@ func (a *Agent) collectImages(ctx context.Context) {
 		if len(removed) > 0 {
 			logger.Info("Removed unused images", "images", removed)
 		}
+	}
+}
+
+// closeImages closes the store Run opened, once the workers are gone.
+func (a *Agent) closeImages() {
+	if a.puller != nil && a.opts.imageStore == nil {
+		_ = a.puller.store.Close()
 	}
 }
