@@ -2,6 +2,7 @@ package nodeagent
 
 import (
 	"fmt"
+	"strings"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -85,6 +86,11 @@ type containerState struct {
 	// started is true while the running attempt has passed its startup
 	// probe (at once when it has none).
 	started bool
+	// probes are the probes that run against the running attempt.
+	probes attemptProbes
+	// ready is true while the running attempt is started and has passed
+	// its readiness probe (at once when it has none).
+	ready bool
 	// initialized is true once a sidecar has started for the first time:
 	// from then on it no longer holds up the init containers after it.
 	initialized bool
@@ -95,7 +101,7 @@ type containerState struct {
 	// backoff is the crash-loop back-off.
 	backoff restartBackoff
 	// policyDecides is set while stopping a container the agent killed on
-	// its own (a failed startup probe): the restart policy then decides on
+	// its own (a failed startup or liveness probe): the restart policy then decides on
 	// the exit, as after a crash, and restartsAfterKill may restart it
 	// whatever its exit code.
 	policyDecides bool
@@ -137,8 +143,11 @@ const (
 	evExited
 	// evProbeSucceeded: the startup probe passed.
 	evProbeSucceeded
-	// evProbeFailed: the startup probe reached its failure threshold.
+	// evProbeFailed: the startup or liveness probe (event.probe) reached
+	// its failure threshold.
 	evProbeFailed
+	// evReadiness: the readiness probe crossed a threshold (event.ok).
+	evReadiness
 	// evStop: the pod is finishing; the container must not run again.
 	evStop
 	// evImageWait: the container's image is not ready (being pulled, a
@@ -154,9 +163,13 @@ type event struct {
 	at time.Time
 	// containerID is the started attempt's ID (evStarted).
 	containerID string
-	// probed is true when the started attempt has a startup probe to pass
+	// probes are the probes that run against the started attempt
 	// (evStarted).
-	probed bool
+	probes attemptProbes
+	// probe is the probe that failed (evProbeFailed).
+	probe probeKind
+	// ok is the readiness probe's verdict (evReadiness).
+	ok bool
 	// result is how the attempt ended (evStartFailed, evExited).
 	result runtime.Result
 	// message explains evConfigFailed.
@@ -177,7 +190,8 @@ const (
 	actStop actionKind = iota
 	// actRecord: record an event on the pod.
 	actRecord
-	// actProbe: start the startup probe of the running attempt.
+	// actProbe: start the probes now due for the running attempt: the
+	// startup probe, or once started the liveness and readiness probes.
 	actProbe
 )
 
@@ -232,11 +246,12 @@ func transition(s containerState, c containerInfo, ev event) (containerState, []
 		}
 		s.attempt, s.ran = s.nextAttempt(), true
 		s.phase, s.startedAt, s.containerID = phaseRunning, ev.at, ev.containerID
-		s.started = !ev.probed
+		s.probes, s.started = ev.probes, !ev.probes.startup
+		s.ready = s.started && !s.probes.readiness
 		s.initialized = s.initialized || (c.kind == kindSidecar && s.started)
 		s.waitReason, s.waitMessage, s.policyDecides = "", "", false
 		out := []action{recordEvent(corev1.EventTypeNormal, "Started", fmt.Sprintf("Started container %s", c.name))}
-		if ev.probed {
+		if s.probes.startup || s.probes.afterStart() {
 			out = append(out, action{kind: actProbe})
 		}
 		return s, out
@@ -281,18 +296,28 @@ func transition(s containerState, c containerInfo, ev event) (containerState, []
 		if s.phase != phaseRunning {
 			return s, nil
 		}
-		s.started = true
+		s.started, s.ready = true, !s.probes.readiness
 		s.initialized = s.initialized || c.kind == kindSidecar
+		if s.probes.afterStart() {
+			return s, []action{{kind: actProbe}}
+		}
+		return s, nil
+	case evReadiness:
+		if s.phase != phaseRunning || !s.started {
+			return s, nil
+		}
+		s.ready = ev.ok
 		return s, nil
 	case evProbeFailed:
 		if s.phase != phaseRunning {
 			return s, nil
 		}
 		s.phase, s.policyDecides = phaseStopping, true
-		msg := fmt.Sprintf("Container %s failed startup probe", c.name)
+		probe := strings.ToLower(ev.probe.String())
+		msg := fmt.Sprintf("Container %s failed %s probe", c.name, probe)
 		switch {
 		case c.kind == kindSidecar:
-			msg = fmt.Sprintf("Init container %s failed startup probe", c.name)
+			msg = fmt.Sprintf("Init container %s failed %s probe", c.name, probe)
 		case c.restart.restartsAfterKill(c.kind):
 			msg += ", will be restarted"
 		}
@@ -319,7 +344,7 @@ func transition(s containerState, c containerInfo, ev event) (containerState, []
 // finished records a finished attempt.
 func finished(s containerState, res runtime.Result) containerState {
 	s.prev, s.last = s.last, &attemptResult{Result: res, containerID: s.containerID}
-	s.started, s.policyDecides = false, false
+	s.started, s.ready, s.probes, s.policyDecides = false, false, attemptProbes{}, false
 	return s
 }
 

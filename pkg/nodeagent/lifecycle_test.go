@@ -25,7 +25,7 @@ func TestTransition(t *testing.T) {
 		return runtime.Result{ExitCode: code, Reason: runtime.ReasonFor(code), StartedAt: t0, FinishedAt: t1}
 	}
 	result := func(code int32, id string) *attemptResult { return &attemptResult{Result: res(code), containerID: id} }
-	running := containerState{phase: phaseRunning, ran: true, startedAt: t0, containerID: "process://1", started: true}
+	running := containerState{phase: phaseRunning, ran: true, startedAt: t0, containerID: "process://1", started: true, ready: true}
 	started := recordEvent(corev1.EventTypeNormal, "Started", "Started container c")
 	cases := map[string]struct {
 		// setup
@@ -42,15 +42,15 @@ func TestTransition(t *testing.T) {
 			wantActions: []action{started},
 		},
 		"start with a startup probe is not started yet": {
-			info: main, state: containerState{}, ev: event{kind: evStarted, at: t0, containerID: "process://1", probed: true},
-			want:        containerState{phase: phaseRunning, ran: true, startedAt: t0, containerID: "process://1"},
+			info: main, state: containerState{}, ev: event{kind: evStarted, at: t0, containerID: "process://1", probes: attemptProbes{startup: true}},
+			want:        containerState{phase: phaseRunning, ran: true, startedAt: t0, containerID: "process://1", probes: attemptProbes{startup: true}},
 			wantActions: []action{started, {kind: actProbe}},
 		},
 		"restart counts an attempt and keeps the last result with its own ID": {
 			info:        onFailure,
 			state:       containerState{phase: phaseBackOff, ran: true, containerID: "process://1", last: result(1, "process://1"), waitReason: ReasonCrashLoopBackOff},
 			ev:          event{kind: evStarted, at: t1, containerID: "process://2"},
-			want:        containerState{phase: phaseRunning, ran: true, attempt: 1, startedAt: t1, containerID: "process://2", started: true, last: result(1, "process://1")},
+			want:        containerState{phase: phaseRunning, ran: true, attempt: 1, startedAt: t1, containerID: "process://2", started: true, ready: true, last: result(1, "process://1")},
 			wantActions: []action{started},
 		},
 		"exit under Never is final": {
@@ -64,7 +64,7 @@ func TestTransition(t *testing.T) {
 		},
 		"second failure backs off with CrashLoopBackOff": {
 			info:  onFailure,
-			state: containerState{phase: phaseRunning, ran: true, attempt: 1, startedAt: t0, containerID: "process://2", started: true, last: result(1, "process://1"), backoff: restartBackoff{delay: BackoffInitial, lastRestart: t0}},
+			state: containerState{phase: phaseRunning, ran: true, attempt: 1, startedAt: t0, containerID: "process://2", started: true, ready: true, last: result(1, "process://1"), backoff: restartBackoff{delay: BackoffInitial, lastRestart: t0}},
 			ev:    event{kind: evExited, at: t1, result: res(2)},
 			want: containerState{phase: phaseBackOff, ran: true, attempt: 1, startedAt: t0, containerID: "process://2",
 				last: result(2, "process://2"), prev: result(1, "process://1"),
@@ -82,19 +82,19 @@ func TestTransition(t *testing.T) {
 			want: containerState{phase: phaseExited, ran: true, startedAt: t0, containerID: "process://1", last: result(0, "process://1")},
 		},
 		"sidecar restarts after success under Never": {
-			info: sidecar, state: containerState{phase: phaseRunning, ran: true, startedAt: t0, containerID: "process://1", started: true, initialized: true},
+			info: sidecar, state: containerState{phase: phaseRunning, ran: true, startedAt: t0, containerID: "process://1", started: true, ready: true, initialized: true},
 			ev: event{kind: evExited, at: t1, result: res(0)},
 			want: containerState{phase: phaseBackOff, ran: true, startedAt: t0, containerID: "process://1", initialized: true, last: result(0, "process://1"),
 				notBefore: t1, backoff: restartBackoff{delay: BackoffInitial, lastRestart: t1}},
 		},
 		"sidecar is initialized once started": {
 			info: sidecar, state: containerState{}, ev: event{kind: evStarted, at: t0, containerID: "process://1"},
-			want:        containerState{phase: phaseRunning, ran: true, startedAt: t0, containerID: "process://1", started: true, initialized: true},
+			want:        containerState{phase: phaseRunning, ran: true, startedAt: t0, containerID: "process://1", started: true, ready: true, initialized: true},
 			wantActions: []action{recordEvent(corev1.EventTypeNormal, "Started", "Started container s")},
 		},
 		"sidecar is initialized once its probe passes": {
 			info: sidecar, state: containerState{phase: phaseRunning, ran: true, startedAt: t0}, ev: event{kind: evProbeSucceeded, at: t1},
-			want: containerState{phase: phaseRunning, ran: true, startedAt: t0, started: true, initialized: true},
+			want: containerState{phase: phaseRunning, ran: true, startedAt: t0, started: true, ready: true, initialized: true},
 		},
 		"failed start is an attempt that ended, started at the epoch": {
 			info: main, state: containerState{},
@@ -110,7 +110,7 @@ func TestTransition(t *testing.T) {
 		},
 		"stop a running container": {
 			info: main, state: running, ev: event{kind: evStop, at: t1, grace: 30 * time.Second},
-			want:        containerState{phase: phaseStopping, ran: true, startedAt: t0, containerID: "process://1", started: true},
+			want:        containerState{phase: phaseStopping, ran: true, startedAt: t0, containerID: "process://1", started: true, ready: true},
 			wantActions: []action{recordEvent(corev1.EventTypeNormal, "Killing", "Stopping container c"), {kind: actStop, grace: 30 * time.Second}},
 		},
 		"stopped container exits for good whatever the policy": {
@@ -174,7 +174,7 @@ func TestTransition(t *testing.T) {
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
 			got, actions := transition(tc.state, tc.info, tc.ev)
-			if diff := cmp.Diff(tc.want, got, cmp.AllowUnexported(containerState{}, attemptResult{}, restartBackoff{})); diff != "" {
+			if diff := cmp.Diff(tc.want, got, cmp.AllowUnexported(containerState{}, attemptResult{}, restartBackoff{}, attemptProbes{})); diff != "" {
 				t.Errorf("state (-want +got):\n%s", diff)
 			}
 			if diff := cmp.Diff(tc.wantActions, actions, cmp.AllowUnexported(action{})); diff != "" {

@@ -2,23 +2,29 @@ package nodeagent
 
 import (
 	"context"
-	"crypto/tls"
 	"fmt"
-	"net"
-	"net/http"
-	"net/url"
-	"strconv"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/utils/clock"
+
+	"jobkeeper.dev/jobkeeper/pkg/nodeagent/runtime"
 )
 
 // ReasonProbeNotSupported is the reason of the Warning event recorded when a
-// container's startup probe is of a kind the agent does not run (exec,
-// grpc): the container then counts as started at once.
+// container's probe cannot run here (an exec probe on a runtime that cannot
+// run commands in containers, a probe without a handler): the probe is then
+// treated as absent.
 const ReasonProbeNotSupported = "ProbeNotSupported"
+
+// Event reasons of probes, as the kubelet's (pkg/kubelet/events).
+const (
+	// ReasonUnhealthy is the reason of a failed or errored probe.
+	ReasonUnhealthy = "Unhealthy"
+	// ReasonProbeWarning is the reason of a probe that succeeded with a
+	// warning (an HTTP redirect to another host, not followed).
+	ReasonProbeWarning = "ProbeWarning"
+)
 
 // Probe defaults, as the API defaults them.
 const (
@@ -28,153 +34,153 @@ const (
 	defaultProbeTimeout = time.Second
 	// defaultFailureThreshold is failureThreshold when unset.
 	defaultFailureThreshold = 3
+	// defaultSuccessThreshold is successThreshold when unset.
+	defaultSuccessThreshold = 1
+	// maxProbeRetries is how often a probe that errored (it could not be
+	// run, e.g. a named port that does not exist) is tried again at once,
+	// as the kubelet's.
+	maxProbeRetries = 3
 )
 
-// probeResult is the outcome of a startup probe for one attempt.
+// probeKind is one of a container's three probes.
+type probeKind int
+
+const (
+	// probeStartup gates the other two: until it succeeds the container
+	// is not started; reaching its failure threshold kills the container.
+	probeStartup probeKind = iota
+	// probeLiveness kills the container when it reaches its failure
+	// threshold.
+	probeLiveness
+	// probeReadiness decides whether the container is ready.
+	probeReadiness
+)
+
+// String is the kubelet's name of the probe in events ("Liveness probe
+// failed: ...").
+func (k probeKind) String() string {
+	return [...]string{"Startup", "Liveness", "Readiness"}[k]
+}
+
+// of returns the container's probe of this kind, nil when it has none.
+func (k probeKind) of(c *corev1.Container) *corev1.Probe {
+	return [...]*corev1.Probe{c.StartupProbe, c.LivenessProbe, c.ReadinessProbe}[k]
+}
+
+// attemptProbes says which probes run against an attempt.
+type attemptProbes struct {
+	// startup, liveness and readiness are true for each probe that runs.
+	startup, liveness, readiness bool
+}
+
+// afterStart reports whether probes run once the attempt started.
+func (p attemptProbes) afterStart() bool { return p.liveness || p.readiness }
+
+// has reports whether the probe of kind runs.
+func (p attemptProbes) has(k probeKind) bool {
+	return [...]bool{p.startup, p.liveness, p.readiness}[k]
+}
+
+// probeOutcome is the result of running a probe once.
+type probeOutcome int
+
+const (
+	// probeSuccess: the check passed.
+	probeSuccess probeOutcome = iota
+	// probeWarning: the check passed with something to say (a ProbeWarning
+	// event).
+	probeWarning
+	// probeFailure: the check failed.
+	probeFailure
+	// probeError: the check could not be run; the result is thrown away.
+	probeError
+)
+
+// probeCheck runs a probe's handler once and returns its outcome with the
+// output the kubelet puts in events (the error's text for probeError).
+type probeCheck func(ctx context.Context, timeout time.Duration) (probeOutcome, string)
+
+// probeResult is what a probe reports to the worker for one attempt.
 type probeResult struct {
 	// attempt is the attempt the probe ran against.
 	attempt int32
-	// ok is true when the probe succeeded, false when it reached its
-	// failure threshold.
+	// ok is true when the probe reached its success threshold, false when
+	// it reached its failure threshold.
 	ok bool
 }
 
-// probeCheck runs one probe and returns whether it succeeded, with the
-// output the kubelet would put in an Unhealthy event on failure.
-type probeCheck func(ctx context.Context, timeout time.Duration) (bool, string)
-
-// unsupportedProbe returns why the agent cannot run p, "" when it can:
-// httpGet and tcpSocket probes run against 127.0.0.1 (pods share the host's
-// network); exec and grpc probes are not run.
-func unsupportedProbe(p *corev1.Probe) string {
-	switch {
-	case p.HTTPGet != nil, p.TCPSocket != nil:
-		return ""
-	case p.Exec != nil:
-		return "exec probes are not supported by the node agent (only httpGet and tcpSocket)"
-	case p.GRPC != nil:
-		return "grpc probes are not supported by the node agent (only httpGet and tcpSocket)"
-	default:
-		return "the probe has no handler"
-	}
+// probeKey names one probe of one container in the worker's results.
+type probeKey struct {
+	// name is the container's name.
+	name string
+	// kind is which probe.
+	kind probeKind
 }
 
-// checkFor returns the check of an httpGet or tcpSocket probe of container c.
-func checkFor(p *corev1.Probe, c *corev1.Container) probeCheck {
-	switch {
-	case p.HTTPGet != nil:
-		return httpCheck(p.HTTPGet, c)
-	case p.TCPSocket != nil:
-		return tcpCheck(p.TCPSocket, c)
-	}
-	return func(context.Context, time.Duration) (bool, string) { return false, unsupportedProbe(p) }
+// probeTiming are a probe's timing parameters with the API's defaults.
+type probeTiming struct {
+	// delay is initialDelaySeconds, counted from the attempt's start.
+	delay time.Duration
+	// period is periodSeconds.
+	period time.Duration
+	// timeout is timeoutSeconds.
+	timeout time.Duration
+	// successes and failures are the thresholds.
+	successes, failures int32
 }
 
-// probePort resolves a probe's port, a number or the name of one of the
-// container's ports.
-func probePort(port intstr.IntOrString, c *corev1.Container) (int, error) {
-	if port.Type == intstr.Int {
-		if port.IntVal <= 0 || port.IntVal > 65535 {
-			return 0, fmt.Errorf("invalid port number: %d", port.IntVal)
-		}
-		return int(port.IntVal), nil
+// timingOf reads p's timing parameters.
+func timingOf(p *corev1.Probe) probeTiming {
+	t := probeTiming{
+		delay: time.Duration(p.InitialDelaySeconds) * time.Second, period: defaultProbePeriod, timeout: defaultProbeTimeout,
+		successes: defaultSuccessThreshold, failures: defaultFailureThreshold,
 	}
-	for _, cp := range c.Ports {
-		if cp.Name == port.StrVal {
-			return int(cp.ContainerPort), nil
-		}
-	}
-	return 0, fmt.Errorf("unable to find port %q in container %s", port.StrVal, c.Name)
-}
-
-// probeHost is the host a probe reaches: its own, else the pod's IP.
-func probeHost(host string) string {
-	if host == "" {
-		return nodeIP
-	}
-	return host
-}
-
-// httpCheck is an HTTP GET that succeeds with a status in [200, 400).
-// Redirects are not followed (a 3xx is a success); certificates are not
-// verified, as the kubelet's HTTPS probes.
-func httpCheck(g *corev1.HTTPGetAction, c *corev1.Container) probeCheck {
-	return func(ctx context.Context, timeout time.Duration) (bool, string) {
-		port, err := probePort(g.Port, c)
-		if err != nil {
-			return false, err.Error()
-		}
-		scheme := "http"
-		if g.Scheme == corev1.URISchemeHTTPS {
-			scheme = "https"
-		}
-		u := &url.URL{Scheme: scheme, Host: net.JoinHostPort(probeHost(g.Host), strconv.Itoa(port)), Path: g.Path}
-		if u.Path == "" {
-			u.Path = "/"
-		}
-		ctx, cancel := context.WithTimeout(ctx, timeout)
-		defer cancel()
-		req, err := http.NewRequestWithContext(ctx, http.MethodGet, u.String(), nil)
-		if err != nil {
-			return false, err.Error()
-		}
-		req.Header.Set("User-Agent", "kube-probe/jobkeeper")
-		for _, h := range g.HTTPHeaders {
-			if h.Name == "Host" {
-				req.Host = h.Value
-				continue
-			}
-			req.Header.Add(h.Name, h.Value)
-		}
-		client := &http.Client{
-			Transport:     &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true}, DisableKeepAlives: true}, //nolint:gosec // probes do not verify, as the kubelet's
-			CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
-		}
-		res, err := client.Do(req)
-		if err != nil {
-			return false, err.Error()
-		}
-		_ = res.Body.Close()
-		if res.StatusCode >= http.StatusOK && res.StatusCode < http.StatusBadRequest {
-			return true, ""
-		}
-		return false, fmt.Sprintf("HTTP probe failed with statuscode: %d", res.StatusCode)
-	}
-}
-
-// tcpCheck succeeds when a TCP connection opens.
-func tcpCheck(s *corev1.TCPSocketAction, c *corev1.Container) probeCheck {
-	return func(ctx context.Context, timeout time.Duration) (bool, string) {
-		port, err := probePort(s.Port, c)
-		if err != nil {
-			return false, err.Error()
-		}
-		d := net.Dialer{Timeout: timeout}
-		conn, err := d.DialContext(ctx, "tcp", net.JoinHostPort(probeHost(s.Host), strconv.Itoa(port)))
-		if err != nil {
-			return false, err.Error()
-		}
-		_ = conn.Close()
-		return true, ""
-	}
-}
-
-// runStartupProbe probes until the first success or failureThreshold
-// consecutive failures, then reports once. The first probe runs
-// initialDelaySeconds after the start, the next ones every periodSeconds.
-// Each failure is passed to failed (the kubelet records an Unhealthy event
-// for it). It returns early when ctx ends, without reporting.
-func runStartupProbe(ctx context.Context, clk clock.WithTicker, p *corev1.Probe, check probeCheck, failed func(output string), report func(ok bool)) {
-	period, timeout, threshold := defaultProbePeriod, defaultProbeTimeout, int32(defaultFailureThreshold)
 	if p.PeriodSeconds > 0 {
-		period = time.Duration(p.PeriodSeconds) * time.Second
+		t.period = time.Duration(p.PeriodSeconds) * time.Second
 	}
 	if p.TimeoutSeconds > 0 {
-		timeout = time.Duration(p.TimeoutSeconds) * time.Second
+		t.timeout = time.Duration(p.TimeoutSeconds) * time.Second
+	}
+	if p.SuccessThreshold > 0 {
+		t.successes = p.SuccessThreshold
 	}
 	if p.FailureThreshold > 0 {
-		threshold = p.FailureThreshold
+		t.failures = p.FailureThreshold
 	}
+	return t
+}
+
+// probeRun is one probe loop: what it probes and where it reports.
+type probeRun struct {
+	// kind is the probe's kind.
+	kind probeKind
+	// timing are its parameters.
+	timing probeTiming
+	// startedAt is when the attempt started (initialDelaySeconds counts
+	// from there).
+	startedAt time.Time
+	// check runs the handler once.
+	check probeCheck
+	// record records an event on the pod.
+	record func(eventType, reason, message string)
+	// report hands a threshold crossing to the worker.
+	report func(ok bool)
+}
+
+// run probes as the kubelet's probe worker does, until ctx ends or the
+// probe has nothing more to say. The first probe runs once
+// initialDelaySeconds have passed since the attempt started, the next ones
+// every periodSeconds. Every failure is an Unhealthy event ("Liveness probe
+// failed: ..."); an error ("... probe errored and resulted in unknown
+// state: ...") is one too, but does not count; a warning counts as a
+// success. Crossing a threshold (successThreshold successes or
+// failureThreshold failures in a row) is reported:
+//   - startup: the first crossing, either way, then the loop ends;
+//   - liveness: the first failure crossing, then the loop ends (the
+//     container is killed; a new attempt gets a new loop);
+//   - readiness: every change between ready and not ready; it never ends
+//     on its own.
+func (r probeRun) run(ctx context.Context, clk clock.WithTicker) {
 	sleep := func(d time.Duration) bool {
 		if d <= 0 {
 			return ctx.Err() == nil
@@ -188,50 +194,146 @@ func runStartupProbe(ctx context.Context, clk clock.WithTicker, p *corev1.Probe,
 			return true
 		}
 	}
-	if !sleep(time.Duration(p.InitialDelaySeconds) * time.Second) {
+	if !sleep(r.startedAt.Add(r.timing.delay).Sub(clk.Now())) {
 		return
 	}
-	for failures := int32(0); ; {
-		ok, output := check(ctx, timeout)
+	var (
+		last     probeOutcome
+		run      int32
+		reported = -1 // nothing reported yet; else 0 (failed) or 1 (succeeded)
+	)
+	for {
+		outcome, _ := r.once(ctx)
 		if ctx.Err() != nil {
 			return
 		}
-		if ok {
-			report(true)
-			return
+		if outcome == probeWarning {
+			outcome = probeSuccess
 		}
-		failed(output)
-		if failures++; failures >= threshold {
-			report(false)
-			return
+		if outcome != probeError {
+			if outcome == last && run > 0 {
+				run++
+			} else {
+				last, run = outcome, 1
+			}
+			crossed := (outcome == probeSuccess && run >= r.timing.successes) || (outcome == probeFailure && run >= r.timing.failures)
+			if crossed {
+				ok := outcome == probeSuccess
+				switch {
+				case r.kind == probeStartup:
+					r.report(ok)
+					return
+				case r.kind == probeLiveness && !ok:
+					r.report(false)
+					return
+				case r.kind == probeReadiness && reported != btoi(ok):
+					reported = btoi(ok)
+					r.report(ok)
+				}
+			}
 		}
-		if !sleep(period) {
+		if !sleep(r.timing.period) {
 			return
 		}
 	}
 }
 
-// startProbe starts the startup probe of c's running attempt. Its outcome
-// reaches the worker through probeResults and a poke.
-func (w *worker) startProbe(ctx context.Context, c *container) {
+// once runs the check, again at once up to maxProbeRetries times while it
+// errors, and records the kubelet's events for what it found.
+func (r probeRun) once(ctx context.Context) (probeOutcome, string) {
+	var (
+		outcome probeOutcome
+		output  string
+	)
+	for i := 0; i < maxProbeRetries; i++ {
+		if outcome, output = r.check(ctx, r.timing.timeout); outcome != probeError {
+			break
+		}
+	}
+	if ctx.Err() != nil {
+		return outcome, output
+	}
+	switch outcome {
+	case probeWarning:
+		r.record(corev1.EventTypeWarning, ReasonProbeWarning, fmt.Sprintf("%s probe warning: %s", r.kind, output))
+	case probeFailure:
+		r.record(corev1.EventTypeWarning, ReasonUnhealthy, fmt.Sprintf("%s probe failed: %s", r.kind, output))
+	case probeError:
+		r.record(corev1.EventTypeWarning, ReasonUnhealthy, fmt.Sprintf("%s probe errored and resulted in unknown state: %s", r.kind, output))
+	}
+	return outcome, output
+}
+
+// btoi is 1 for true, 0 for false.
+func btoi(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+// probesOf returns the probes that run against the attempt h of c. A probe
+// that cannot run here is treated as absent, with a ProbeNotSupported event.
+func (w *worker) probesOf(pod *corev1.Pod, c *container, h runtime.Handle) attemptProbes {
+	var out attemptProbes
+	for _, k := range []probeKind{probeStartup, probeLiveness, probeReadiness} {
+		p := k.of(c.spec)
+		if p == nil {
+			continue
+		}
+		if why := unsupportedProbe(p, h); why != "" {
+			w.agent.event(pod, corev1.EventTypeWarning, ReasonProbeNotSupported, fmt.Sprintf("%s probe of container %s not run: %s", k, c.spec.Name, why))
+			continue
+		}
+		switch k {
+		case probeStartup:
+			out.startup = true
+		case probeLiveness:
+			out.liveness = true
+		case probeReadiness:
+			out.readiness = true
+		}
+	}
+	return out
+}
+
+// startProbes starts the probes of c's running attempt that are due: its
+// startup probe until it started, then its liveness and readiness probes.
+// Results reach the worker through probeResults and a poke.
+func (w *worker) startProbes(ctx context.Context, c *container) {
 	w.endProbe(c)
+	kinds := []probeKind{probeStartup}
+	if c.state.started {
+		kinds = []probeKind{probeLiveness, probeReadiness}
+	}
 	ctx, cancel := context.WithCancel(ctx)
 	c.stopProbe = cancel
-	name, attempt, p := c.spec.Name, c.state.attempt, c.spec.StartupProbe
-	check := checkFor(p, c.spec)
-	failed := func(output string) {
-		w.agent.event(w.currentPod(), corev1.EventTypeWarning, "Unhealthy", "Startup probe failed: "+output)
+	name, attempt := c.spec.Name, c.state.attempt
+	for _, k := range kinds {
+		if !c.state.probes.has(k) {
+			continue
+		}
+		p := k.of(c.spec)
+		r := probeRun{
+			kind:      k,
+			timing:    timingOf(p),
+			startedAt: c.state.startedAt,
+			check:     checkFor(p, c.spec, c.handle),
+			record: func(eventType, reason, message string) {
+				w.agent.event(w.currentPod(), eventType, reason, message)
+			},
+			report: func(ok bool) {
+				w.mu.Lock()
+				w.probeResults[probeKey{name: name, kind: k}] = probeResult{attempt: attempt, ok: ok}
+				w.mu.Unlock()
+				w.poke()
+			},
+		}
+		go r.run(ctx, w.agent.clock)
 	}
-	report := func(ok bool) {
-		w.mu.Lock()
-		w.probeResults[name] = probeResult{attempt: attempt, ok: ok}
-		w.mu.Unlock()
-		w.poke()
-	}
-	go runStartupProbe(ctx, w.agent.clock, p, check, failed, report)
 }
 
-// endProbe stops c's startup probe, if one runs.
+// endProbe stops c's probes, if any run.
 func (w *worker) endProbe(c *container) {
 	if c.stopProbe != nil {
 		c.stopProbe()
@@ -239,41 +341,51 @@ func (w *worker) endProbe(c *container) {
 	}
 }
 
-// stopProbes stops every startup probe (the worker is returning).
+// stopProbes stops every probe (the worker is returning).
 func (w *worker) stopProbes() {
 	for _, c := range w.all() {
 		w.endProbe(c)
 	}
 }
 
-// collectProbes delivers the startup probe results that arrived, each to
-// the attempt it probed; a result for an attempt that ended is dropped.
+// collectProbes delivers the probe results that arrived, each to the
+// attempt it probed; a result for an attempt that ended is dropped.
 func (w *worker) collectProbes(ctx context.Context) bool {
 	w.mu.Lock()
 	results := w.probeResults
-	w.probeResults = map[string]probeResult{}
+	w.probeResults = map[probeKey]probeResult{}
 	w.mu.Unlock()
 	if len(results) == 0 {
 		return false
 	}
 	pod := w.currentPod()
+	now := w.agent.clock.Now()
 	for _, c := range w.all() {
-		r, ok := results[c.spec.Name]
-		if !ok || r.attempt != c.state.attempt || c.state.phase != phaseRunning {
-			continue
+		for _, k := range []probeKind{probeStartup, probeLiveness, probeReadiness} {
+			r, ok := results[probeKey{name: c.spec.Name, kind: k}]
+			if !ok || r.attempt != c.state.attempt || c.state.phase != phaseRunning {
+				continue
+			}
+			ev := event{kind: evReadiness, at: now, ok: r.ok}
+			switch {
+			case k == probeStartup && r.ok:
+				ev.kind = evProbeSucceeded
+			case k != probeReadiness:
+				ev.kind, ev.probe, ev.grace = evProbeFailed, k, probeGrace(pod, k.of(c.spec))
+			}
+			w.apply(ctx, pod, c, ev)
 		}
-		ev := event{kind: evProbeSucceeded, at: w.agent.clock.Now()}
-		if !r.ok {
-			ev.kind, ev.grace = evProbeFailed, containerGrace(pod)
-		}
-		w.apply(ctx, pod, c, ev)
 	}
 	return true
 }
 
-// containerGrace is the grace period of a container killed on its own (a
-// failed startup probe): the pod's terminationGracePeriodSeconds.
-func containerGrace(pod *corev1.Pod) time.Duration {
+// probeGrace is the grace period of a container killed on a failed startup
+// or liveness probe: the probe's terminationGracePeriodSeconds, else the
+// pod's.
+func probeGrace(pod *corev1.Pod, p *corev1.Probe) time.Duration {
+	if p != nil && p.TerminationGracePeriodSeconds != nil {
+		return time.Duration(*p.TerminationGracePeriodSeconds) * time.Second
+	}
 	if g := pod.Spec.TerminationGracePeriodSeconds; g != nil {
 		return time.Duration(*g) * time.Second
 	}

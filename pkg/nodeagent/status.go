@@ -48,6 +48,9 @@ type containerView struct {
 	// started is true while the running attempt has passed its startup
 	// probe (at once without one).
 	started bool
+	// ready is true while the running attempt is started and has passed
+	// its readiness probe (at once without one).
+	ready bool
 	// startedAt is when the running attempt started.
 	startedAt time.Time
 	// containerID identifies the running or last attempt.
@@ -219,7 +222,7 @@ func containerStatus(c containerView, terminal bool) corev1.ContainerStatus {
 		ImageID:      c.imageID,
 		ContainerID:  c.containerID,
 		RestartCount: c.restartCount,
-		Ready:        c.running && c.started && !terminal,
+		Ready:        c.running && c.ready && !terminal,
 		Started:      ptr.To(c.running && c.started),
 	}
 	switch {
@@ -310,12 +313,12 @@ func buildStatus(pod *corev1.Pod, v podView, now time.Time) *corev1.PodStatus {
 		if !c.initialized() {
 			notInit = append(notInit, c.name)
 		}
-		if c.kind == kindSidecar && !(c.running && c.started) {
+		if c.kind == kindSidecar && !(c.running && c.ready) {
 			notReady = append(notReady, c.name)
 		}
 	}
 	for _, c := range v.containers {
-		if !(c.running && c.started) {
+		if !(c.running && c.ready) {
 			notReady = append(notReady, c.name)
 		}
 	}

@@ -19,7 +19,7 @@ func exited(code int32) *attemptResult {
 }
 
 func TestPodPhase(t *testing.T) {
-	running := containerView{name: "c", kind: kindMain, running: true, started: true, everRan: true}
+	running := containerView{name: "c", kind: kindMain, running: true, started: true, ready: true, everRan: true}
 	waiting := containerView{name: "c", kind: kindMain}
 	succeeded := containerView{name: "c", kind: kindMain, last: exited(0), final: true, everRan: true}
 	failed := containerView{name: "c", kind: kindMain, last: exited(1), final: true, everRan: true}
@@ -83,7 +83,7 @@ func TestBuildStatus(t *testing.T) {
 		want corev1.PodStatus
 	}{
 		"running": {
-			view: podView{startTime: t0, containers: []containerView{{name: "main", image: "busybox", kind: kindMain, running: true, started: true, everRan: true, startedAt: t0, containerID: "process://42"}}},
+			view: podView{startTime: t0, containers: []containerView{{name: "main", image: "busybox", kind: kindMain, running: true, started: true, ready: true, everRan: true, startedAt: t0, containerID: "process://42"}}},
 			want: corev1.PodStatus{
 				Phase: corev1.PodRunning, QOSClass: corev1.PodQOSBestEffort,
 				HostIP: nodeIP, HostIPs: []corev1.HostIP{{IP: nodeIP}}, PodIP: nodeIP, PodIPs: []corev1.PodIP{{IP: nodeIP}},

@@ -27,7 +27,7 @@ type container struct {
 	state containerState
 	// handle is the running attempt, nil when none runs.
 	handle runtime.Handle
-	// stopProbe ends the running attempt's startup probe; nil when none runs.
+	// stopProbe ends the running attempt's probes; nil when none run.
 	stopProbe context.CancelFunc
 	// pull is the image pull the container waits for; nil when none.
 	pull *pullState
@@ -45,6 +45,7 @@ func (c *container) view() containerView {
 		kind:         c.info.kind,
 		running:      s.active(),
 		started:      s.started,
+		ready:        s.ready,
 		startedAt:    s.startedAt,
 		containerID:  s.containerID,
 		restartCount: s.attempt,
@@ -85,9 +86,9 @@ type worker struct {
 	pod *corev1.Pod
 	// logs is the per-container state for the log endpoint.
 	logs map[string]logState
-	// probeResults are startup probe outcomes not yet applied, by
-	// container name.
-	probeResults map[string]probeResult
+	// probeResults are probe outcomes not yet applied, by container and
+	// probe.
+	probeResults map[probeKey]probeResult
 
 	// wake is poked whenever something may have changed.
 	wake chan struct{}
@@ -129,7 +130,7 @@ func newWorker(a *Agent, pod *corev1.Pod) *worker {
 		agent:        a,
 		pod:          pod,
 		logs:         map[string]logState{},
-		probeResults: map[string]probeResult{},
+		probeResults: map[probeKey]probeResult{},
 		wake:         make(chan struct{}, 1),
 		done:         make(chan struct{}),
 		finished:     make(chan struct{}),
@@ -410,10 +411,10 @@ func (w *worker) apply(ctx context.Context, pod *corev1.Pod, c *container, ev ev
 		case actRecord:
 			w.agent.event(pod, act.eventType, act.reason, act.message)
 		case actProbe:
-			w.startProbe(ctx, c)
+			w.startProbes(ctx, c)
 		}
 	}
-	if !c.state.active() || c.state.started {
+	if !c.state.active() {
 		w.endProbe(c)
 	}
 	w.setLogState(c)
@@ -479,18 +480,11 @@ func (w *worker) start(ctx context.Context, pod *corev1.Pod, c *container, now t
 	if pid := h.PID(); pid > 0 {
 		id = w.agent.runtime.Name() + "://" + strconv.Itoa(pid)
 	}
-	probed := false
-	if p := c.spec.StartupProbe; p != nil {
-		if why := unsupportedProbe(p); why != "" {
-			w.agent.event(pod, corev1.EventTypeWarning, ReasonProbeNotSupported, fmt.Sprintf("Startup probe of container %s not run: %s; the container counts as started", c.spec.Name, why))
-		} else {
-			probed = true
-		}
-	}
+	probes := w.probesOf(pod, c, h)
 	c.handle = h
 	c.image = w.agent.useImage(img, c.spec.Image)
 	logger.V(2).Info("Container started", "pod", klog.KObj(pod), "container", c.spec.Name, "attempt", attempt, "pid", h.PID())
-	w.apply(ctx, pod, c, event{kind: evStarted, at: now, containerID: id, probed: probed})
+	w.apply(ctx, pod, c, event{kind: evStarted, at: now, containerID: id, probes: probes})
 	go func() {
 		<-h.Done()
 		w.poke()

@@ -323,13 +323,13 @@ func TestSidecarFailingStartupProbeIsRestarted(t *testing.T) {
 	}
 }
 
-func TestExecStartupProbeIsNotRun(t *testing.T) {
+func TestExecProbeNeedsARuntimeThatExecs(t *testing.T) {
 	pod := builder.MakePod("p", "ns").UID("u1").Sidecar("proxy", "sleep", "1d").Obj()
 	pod.Spec.InitContainers[0].StartupProbe = &corev1.Probe{ProbeHandler: corev1.ProbeHandler{Exec: &corev1.ExecAction{Command: []string{"true"}}}}
 	ta, rt := startAgentWithFake(t, pod)
 	rt.attempt(t, "main", 0)
 	ev := ta.waitEvent(t, ReasonProbeNotSupported)
-	if ev.Type != corev1.EventTypeWarning || ev.Message != "Startup probe of container proxy not run: exec probes are not supported by the node agent (only httpGet and tcpSocket); the container counts as started" {
+	if ev.Type != corev1.EventTypeWarning || ev.Message != "Startup probe of container proxy not run: this runtime cannot run commands in containers" {
 		t.Errorf("event = %s %q", ev.Type, ev.Message)
 	}
 }
