@@ -22,15 +22,15 @@
 // pure transition function; podplan.go: planPod decides whose turn it is):
 //
 //	            config error (retried at notBefore)
-//	              ┌────┐
-//	              ▼    │       started              pod finishing, or startup
-//	──────▶ ┌─────────┐┘ ─────────────────▶ ┌─────────┐  probe failed: Stop  ┌──────────┐
+//	              ┌────┐                                 pod finishing, or a
+//	              ▼    │       started              startup or liveness probe
+//	──────▶ ┌─────────┐┘ ─────────────────▶ ┌─────────┐     failed: Stop     ┌──────────┐
 //	        │ waiting │                     │ running │ ───────────────────▶ │ stopping │
 //	        └─────────┘          ┌────────▶ └─────────┘                      └──────────┘
 //	          │     │            │ started       │ exit                    exit │
 //	          │     │ start      │ (notBefore    ▼                              │
 //	          │     │ failed     │  reached) ╔═════════╗ ◀── only after a ──────┤
-//	          │     └────────────┼─────────▶ ║ restart ║   failed startup probe │
+//	          │     └────────────┼─────────▶ ║ restart ║   failed probe         │
 //	          │                  │           ║ policy? ║                        │
 //	          │           ┌──────────┐ ◀─yes─╚═════════╝                        │
 //	          │           │ back-off │            │ no                          │
@@ -39,12 +39,22 @@
 //	          └─────────────────┴─────────▶ │ exited │
 //	               pod finishing            └────────┘
 //
-// The restart policy: a sidecar (init container with restartPolicy Always)
-// always restarts, a regular init container only after a failure under
-// OnFailure or Always, a main container as restartPolicy says; back-off is
-// 0, then 10s doubling to 5m. A running container is "started" once its
-// startup probe passed (at once without one); a sidecar that started once
-// is initialized.
+// The restart policy (restart.go, the kubelet's ContainerShouldRestart with
+// ContainerRestartRules): a sidecar (init container with restartPolicy
+// Always) always restarts; a regular init container never after success;
+// otherwise the container's restartPolicyRules in order (the first whose
+// exitCodes match decides; action Restart restarts), else the container's
+// own restartPolicy, else the pod's. A container killed on a failed probe
+// restarts whatever its exit code unless its policy (the container's, else
+// the pod's) is Never. Back-off is 0, then 10s doubling to 5m. The pod is
+// Succeeded or Failed only once no container will run again.
+//
+// Probes (probe.go: the loop; probecheck.go: exec, httpGet, tcpSocket,
+// grpc): a running container is "started" once its startup probe passed
+// (at once without one); only then do its liveness and readiness probes
+// run. It is "ready" while started and its readiness probe last crossed its
+// success threshold (at once without one). A sidecar that started once is
+// initialized.
 //
 // Per pod (planPod): init containers one at a time in order (a sidecar must
 // have started, a regular one must have succeeded), then all main
@@ -58,7 +68,7 @@
 // the API alone. The next Run finds pods bound to the node whose status says
 // a container was running; the process is gone, so the container is recorded
 // as terminated (exit code 137, reason ContainerStatusUnknown) and the
-// restartPolicy decides, as after a node reboot: Never fails the pod,
+// restart policy decides, as after a node reboot: Never fails the pod,
 // OnFailure and Always start the container again with restartCount+1.
 //
 // Security: whoever can create pods in the control plane runs commands on
