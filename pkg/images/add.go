@@ -8,6 +8,7 @@ import (
 
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 	"github.com/google/go-containerregistry/pkg/v1/types"
+	"golang.org/x/sys/unix"
 )
 
 // layerJobs is how many layers of one image are fetched and unpacked at
@@ -86,10 +87,37 @@ func (s *Store) add(ctx context.Context, img v1.Image, a addition) (*Image, erro
 	for _, d := range diffIDs {
 		rec.Layers = append(rec.Layers, d.String())
 	}
+	out, err := s.store(ctx, rec, srcs)
+	if errors.Is(err, unix.ENOSPC) {
+		// Keep nothing this pull stored: the disk is full.
+		s.sweepLayers(rec.Layers, 0)
+		what := a.what
+		var ns *noSpaceError
+		if errors.As(err, &ns) {
+			what = "layer " + ns.layer + " of " + a.what
+		}
+		return nil, wrapError(unix.ENOSPC, err, fmt.Sprintf("storing %s: no space left on device in the image store %s (free space on its file system, or remove images no pod uses)", what, s.dir))
+	}
+	return out, err
+}
+
+// testHookBeforeRecord, when set, runs after an add has stored its layers
+// and before it writes the index (tests kill the process there).
+var testHookBeforeRecord func()
+
+// store unpacks the layers of rec the store lacks and records rec. While
+// it runs, its layers are held against sweepLayers; a layer removed by
+// another process before the record is written is unpacked again, once.
+func (s *Store) store(ctx context.Context, rec *record, srcs []layerSource) (*Image, error) {
+	release := s.holdLayers(rec.Layers)
+	defer release()
 	for attempt := 0; ; attempt++ {
 		sizes, err := s.unpackAll(ctx, srcs)
 		if err != nil {
 			return nil, err
+		}
+		if testHookBeforeRecord != nil {
+			testHookBeforeRecord()
 		}
 		img, err := s.record(rec, sizes, false)
 		if errors.Is(err, errLayerGone) && attempt == 0 {

@@ -26,16 +26,21 @@ type GCPolicy struct {
 // DefaultGCPolicy is the kubelet's default image GC policy.
 var DefaultGCPolicy = GCPolicy{HighPercent: 85, LowPercent: 80, MinAge: 2 * time.Minute}
 
-// CollectGarbage removes unused images when the store's file system is at
-// or above p.HighPercent full: images no container uses (Use) and not
-// used for p.MinAge, least recently used first, until usage is below
+// CollectGarbage deletes the unpacked layers no image names that were
+// stored over orphanMinAge ago (what a pull killed before it recorded its
+// image leaves), then removes unused images when the store's file system
+// is at or above p.HighPercent full: images no container uses (Use) and
+// not used for p.MinAge, least recently used first, until usage is below
 // p.LowPercent or no candidate is left. It returns the IDs removed.
 func (s *Store) CollectGarbage(ctx context.Context, p GCPolicy) (removed []string, err error) {
+	if p.HighPercent < 100 && (p.LowPercent >= p.HighPercent || p.LowPercent < 0) {
+		return nil, fmt.Errorf("image GC: low threshold %d%% must be below the high one, %d%%", p.LowPercent, p.HighPercent)
+	}
+	if _, err := s.sweepLayers(nil, orphanMinAge); err != nil {
+		return nil, fmt.Errorf("image GC: %w", err)
+	}
 	if p.HighPercent >= 100 {
 		return nil, nil
-	}
-	if p.LowPercent >= p.HighPercent || p.LowPercent < 0 {
-		return nil, fmt.Errorf("image GC: low threshold %d%% must be below the high one, %d%%", p.LowPercent, p.HighPercent)
 	}
 	used, capacity, err := s.diskUsage(s.dir)
 	if err != nil {

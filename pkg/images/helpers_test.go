@@ -3,11 +3,17 @@ package images
 import (
 	"archive/tar"
 	"bytes"
+	"compress/gzip"
+	"fmt"
 	"io"
 	"log"
+	"math/rand/v2"
 	"net/http"
 	"net/http/httptest"
+	"os"
+	"path/filepath"
 	"runtime"
+	"sort"
 	"strings"
 	"sync"
 	"testing"
@@ -199,4 +205,60 @@ func digestOf(t *testing.T, d interface{ Digest() (v1.Hash, error) }) string {
 		t.Fatal(err)
 	}
 	return h.String()
+}
+
+// randomLayer is a gzip-compressed layer holding one file, "data/<seed>",
+// of size random (incompressible) bytes: as big on the wire as on disk.
+func randomLayer(tb testing.TB, seed uint64, size int) v1.Layer {
+	tb.Helper()
+	data := make([]byte, size)
+	rng := rand.NewChaCha8([32]byte{byte(seed), byte(seed >> 8), byte(seed >> 16)})
+	rng.Read(data)
+	var buf bytes.Buffer
+	zw, _ := gzip.NewWriterLevel(&buf, gzip.BestSpeed)
+	tw := tar.NewWriter(zw)
+	hdr := &tar.Header{Name: fmt.Sprintf("data/%d", seed), Typeflag: tar.TypeReg, Mode: 0o644, Size: int64(size), ModTime: time.Unix(1700000000, 0)}
+	if err := tw.WriteHeader(hdr); err != nil {
+		tb.Fatal(err)
+	}
+	if _, err := tw.Write(data); err != nil {
+		tb.Fatal(err)
+	}
+	if err := tw.Close(); err != nil {
+		tb.Fatal(err)
+	}
+	if err := zw.Close(); err != nil {
+		tb.Fatal(err)
+	}
+	compressed := buf.Bytes()
+	l, err := tarball.LayerFromOpener(func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(compressed)), nil })
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return l
+}
+
+// layerDirs returns the names of the directories under l/.
+func layerDirs(t *testing.T, s *Store) []string {
+	t.Helper()
+	entries, err := os.ReadDir(filepath.Join(s.dir, layersDir))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []string
+	for _, e := range entries {
+		out = append(out, e.Name())
+	}
+	return out
+}
+
+// layerDirsOf returns the names of the directories under l/ of img's
+// layers.
+func layerDirsOf(img *Image) []string {
+	var out []string
+	for _, l := range img.Layers {
+		out = append(out, filepath.Base(filepath.Dir(l)))
+	}
+	sort.Strings(out)
+	return out
 }

@@ -107,7 +107,7 @@ func (s *Store) unpackLayer(ctx context.Context, src layerSource) (size int64, e
 	diffID := src.diffID.String()
 	tmp, err := os.MkdirTemp(s.work, "layer-")
 	if err != nil {
-		return 0, fmt.Errorf("unpacking layer %s: %w", src.name, err)
+		return 0, layerError(src.name, err)
 	}
 	defer func() {
 		if err != nil {
@@ -149,8 +149,11 @@ func (s *Store) unpackLayer(ctx context.Context, src layerSource) (size int64, e
 }
 
 // layerError says which layer failed and how; a verification failure of
-// the compressed stream is ErrCorrupt.
+// the compressed stream is ErrCorrupt, a full disk a *noSpaceError.
 func layerError(name string, err error) error {
+	if errors.Is(err, unix.ENOSPC) {
+		return &noSpaceError{layer: name, cause: err}
+	}
 	msg := err.Error()
 	if strings.Contains(msg, "error verifying") || strings.Contains(msg, "gzip: invalid") || strings.Contains(msg, "flate: corrupt") ||
 		strings.Contains(msg, "unexpected EOF") || strings.Contains(msg, "archive/tar: invalid") {
@@ -158,6 +161,20 @@ func layerError(name string, err error) error {
 	}
 	return fmt.Errorf("unpacking layer %s: %w", name, err)
 }
+
+// noSpaceError: storing a layer filled the store's file system.
+type noSpaceError struct {
+	// layer names the layer (its compressed digest).
+	layer string
+	// cause is the failed write, ENOSPC.
+	cause error
+}
+
+func (e *noSpaceError) Error() string {
+	return fmt.Sprintf("unpacking layer %s: %v", e.layer, e.cause)
+}
+
+func (e *noSpaceError) Unwrap() error { return e.cause }
 
 // writeFileSync writes a small file and fsyncs it.
 func writeFileSync(path string, data []byte) error {

@@ -9,8 +9,9 @@ import (
 // Remove removes ref from the store. A tag that is one of several names of
 // its image only untags it (as `docker rmi` does); an image ID, a name with
 // a digest, or an image's last tag removes the image, and then deletes the
-// layers no other image uses. An image a container runs from (Use) is
-// ErrInUse.
+// layers no other image uses, and the layers no image names that were
+// stored over orphanMinAge ago (what a pull killed before it recorded its
+// image leaves). An image a container runs from (Use) is ErrInUse.
 func (s *Store) Remove(ref string) error {
 	var doomed []string
 	err := s.updateThen(func(idx *index) error {
@@ -26,6 +27,10 @@ func (s *Store) Remove(ref string) error {
 		return s.removeRecord(idx, rec, &doomed)
 	}, func() { doomed = s.detachLayers(doomed) })
 	s.deleteDetached(doomed)
+	if err != nil {
+		return err
+	}
+	_, err = s.sweepLayers(nil, orphanMinAge)
 	return err
 }
 
@@ -64,9 +69,18 @@ func (s *Store) removeRecord(idx *index, rec *record, doomed *[]string) error {
 // of l/ into the work directory, under the store's lock, so that a pull
 // never finds half of one. It returns the paths moved.
 func (s *Store) detachLayers(diffIDs []string) []string {
-	var moved []string
+	dirs := make([]string, 0, len(diffIDs))
 	for _, d := range diffIDs {
-		src := s.layerDir(d)
+		dirs = append(dirs, s.layerDir(d))
+	}
+	return s.detachDirs(dirs)
+}
+
+// detachDirs moves layer directories into the work directory, as
+// detachLayers, and returns the paths moved.
+func (s *Store) detachDirs(dirs []string) []string {
+	var moved []string
+	for _, src := range dirs {
 		dst := filepath.Join(s.work, "rm-"+filepath.Base(src))
 		if os.Rename(src, dst) == nil {
 			moved = append(moved, dst)

@@ -37,10 +37,13 @@ type Store struct {
 	// layers deduplicates concurrent unpacks of one layer (by diffID).
 	layers singleflight.Group
 
-	// mu guards lastUsed and closed.
+	// mu guards lastUsed, adding and closed.
 	mu sync.Mutex
 	// lastUsed holds times set by Use not yet written to the index.
 	lastUsed map[string]time.Time
+	// adding counts, by diffID, the adds in progress that need the
+	// layer: sweepLayers leaves those layers alone.
+	adding map[string]int
 	// closed is set by Close.
 	closed bool
 }
@@ -139,6 +142,7 @@ func Open(dir string) (*Store, error) {
 		now:       time.Now,
 		diskUsage: statfsUsage,
 		lastUsed:  map[string]time.Time{},
+		adding:    map[string]int{},
 	}
 	unlock, err := s.lockStore()
 	if err != nil {
