@@ -178,9 +178,9 @@ log "building jobkeeper at $commit_note"
 
 # load_images builds the stand-ins' tarball and loads it into the image store
 # of the data dir $1 with `jobkeeper image load`; it logs each image (name,
-# digest, source) and sets images_note for the report.
+# image ID, source) and sets images_note for the report.
 load_images() {
-	local data=$1 lines ref digest platform source
+	local data=$1 lines ref id platform source
 	log "building the image stand-ins (busybox from $busybox)"
 	(cd "$root" && go build -o "$results/standins" ./internal/testimages/cmd/standins) || {
 		echo "building internal/testimages/cmd/standins failed" >&2
@@ -198,9 +198,9 @@ load_images() {
 		exit 1
 	}
 	images_note="$images_note; offline stand-ins loaded with \`jobkeeper image load\` (see *Images, offline* below):"
-	while IFS=$'\t' read -r ref digest platform source; do
-		log "loaded image $ref ($digest, $platform, from: $source)"
-		images_note="$images_note \`$ref\` ${digest:0:19}… ($source),"
+	while IFS=$'\t' read -r ref id platform source; do
+		log "loaded image $ref (ID $id, $platform, from: $source)"
+		images_note="$images_note \`$ref\` (ID ${id:7:12}, $source),"
 	done <<<"$lines"
 	images_note=${images_note%,}
 	if "$results/jobkeeper" image ls --data-dir "$data" >"$results/image-ls.txt" 2>&1; then

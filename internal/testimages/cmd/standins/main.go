@@ -8,8 +8,9 @@
 // busybox comes from a static busybox binary (Debian's busybox-static,
 // /bin/busybox by default); pause is jobkeeper's own pause program, built
 // with the go command from the current directory (inside jobkeeper's module)
-// unless --pause names a built one. It prints one line per image written:
-// name, digest, what it was built from.
+// unless --pause names a built one. It prints one line per image written,
+// tab-separated: name, image ID (the config's digest, which `jobkeeper image
+// ls` shows too), platform, what it was built from.
 package main
 
 import (
@@ -66,7 +67,7 @@ func run(out, busybox, pause string) error {
 	}
 	for _, ref := range slices.Sorted(maps.Keys(images)) {
 		img := images[ref]
-		digest, err := img.Digest()
+		id, err := img.ConfigName() // the image ID, whatever the manifest's format
 		if err != nil {
 			return err
 		}
@@ -74,7 +75,7 @@ func run(out, busybox, pause string) error {
 		if err != nil {
 			return err
 		}
-		fmt.Printf("%s\t%s\t%s/%s\t%s\n", ref, digest, cf.OS, cf.Architecture, cf.Config.Labels[testimages.LabelSource])
+		fmt.Printf("%s\t%s\t%s/%s\t%s\n", ref, id, cf.OS, cf.Architecture, cf.Config.Labels[testimages.LabelSource])
 	}
 	return nil
 }
