@@ -48,7 +48,10 @@ func (s *Store) add(ctx context.Context, img v1.Image, a addition) (*Image, erro
 	}
 	got := cf.Platform()
 	if a.want != nil && got != nil && got.OS != "" && !platformMatches(a.want, got) {
-		return nil, newError(ErrPlatform, fmt.Sprintf("%s is an image for %s, not %s", a.what, platformString(got), platformString(a.want)))
+		// containerd stores such an image (it checks the platform of an
+		// index's entries only), and its containers then fail with "exec
+		// format error"; the store refuses it at once.
+		return nil, newError(ErrPlatform, fmt.Sprintf("%s is a %s image; this node is %s and cannot run it", a.what, platformString(got), platformString(a.want)))
 	}
 	layers, err := img.Layers()
 	if err != nil {

@@ -107,6 +107,27 @@ func TestPullIndexWithoutThePlatform(t *testing.T) {
 	}
 }
 
+func TestPullSingleManifestForAnotherPlatform(t *testing.T) {
+	reg := newRegistry(t)
+	reg.push(t, "test/arm:1", image(t, "arm64", layer(t, file("a", "arm"))))
+	reg.mu.Lock()
+	clear(reg.blobGets)
+	reg.mu.Unlock()
+	ref := reg.host + "/test/arm:1"
+	s := openStore(t)
+	_, err := s.Pull(context.Background(), ref, PullOptions{Platform: &v1.Platform{OS: "linux", Architecture: "amd64"}})
+	want := ref + " is a linux/arm64 image; this node is linux/amd64 and cannot run it"
+	if !errors.Is(err, ErrPlatform) || err.Error() != want {
+		t.Errorf("Pull = %v, want ErrPlatform %q", err, want)
+	}
+	if n := len(reg.gets()); n != 1 {
+		t.Errorf("blobs fetched: %v, want only the config", reg.gets())
+	}
+	if imgs, _ := s.List(); len(imgs) != 0 || len(layerDirs(t, s)) != 0 {
+		t.Errorf("the store holds %v and layers %v after the refused pull", imgs, layerDirs(t, s))
+	}
+}
+
 func TestPullAuth(t *testing.T) {
 	reg := newRegistry(t)
 	reg.push(t, "test/private:1", image(t, "", layer(t, file("secret", "s"))))
