@@ -10,7 +10,8 @@
 //	lock         flock(2) taken while the index is written and temp dirs are made or cleaned
 //	index.json   the images (names, digests, layers, config), replaced atomically
 //	l/<id>/fs    an unpacked layer; <id> is the first 16 hex digits of its diffID,
-//	             l/<id>/diffid holds the full one (a collision is an error, never a reuse)
+//	             l/<id>/meta.json holds the full one and the layer's size
+//	             (a collision is an error, never a reuse)
 //	use/<id>     a file each running container holds a shared flock on (Store.Use)
 //	tmp/w-*      one work directory per open Store, with w-*.lock flocked while it is open
 //
@@ -20,7 +21,9 @@
 // A process killed at any instant therefore leaves at worst a work
 // directory, which the next Open removes once its lock is free, or an
 // unpacked layer no image names yet, which the next pull of that layer
-// reuses.
+// reuses and which CollectGarbage or Remove deletes once it is an hour
+// old (younger, it may be another process's pull in progress). A pull
+// that fills the disk removes what it stored and fails with ENOSPC.
 //
 // # Unpacking
 //
