@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"net/url"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 
@@ -28,9 +29,10 @@ var dockerHubHosts = map[string]bool{
 // string prefix, as the kubelet's); the most
 // specific key wins (longest path, then globless, then longest host), and
 // Docker Hub's aliases (docker.io, index.docker.io, registry-1.docker.io,
-// https://index.docker.io/v1/) are one registry. Unlike the kubelet, which
-// tries every matching credential in turn, the keychain gives only the
-// most specific one. An image no key matches is pulled anonymously.
+// https://index.docker.io/v1/) are one registry. Resolve gives the most
+// specific credential; Pull, as the kubelet, tries every matching one in
+// turn while the registry refuses them. An image no key matches is pulled
+// anonymously.
 func SecretsKeychain(secrets []*corev1.Secret) authn.Keychain {
 	k := &secretsKeychain{}
 	for _, s := range secrets {
@@ -146,6 +148,16 @@ func (c credential) moreSpecific(o credential) bool {
 // Resolve returns the credentials of the most specific key that matches
 // the resource ("registry/repository" or "registry"), else anonymous.
 func (k *secretsKeychain) Resolve(res authn.Resource) (authn.Authenticator, error) {
+	all, err := k.resolveAll(res)
+	if err != nil || len(all) == 0 {
+		return authn.Anonymous, err
+	}
+	return all[0], nil
+}
+
+// resolveAll returns the credentials of every key that matches the
+// resource, most specific first, each distinct credential once.
+func (k *secretsKeychain) resolveAll(res authn.Resource) ([]authn.Authenticator, error) {
 	target := res.String()
 	hostPort, repo, _ := strings.Cut(target, "/")
 	host, port := hostPort, ""
@@ -156,16 +168,21 @@ func (k *secretsKeychain) Resolve(res authn.Resource) (authn.Authenticator, erro
 	if dockerHubHosts[host] {
 		host = name.DefaultRegistry
 	}
+	var (
+		out  []authn.Authenticator
+		seen []authn.AuthConfig
+	)
 	for _, c := range k.creds {
 		if c.port != port || !hostMatches(c.host, host) {
 			continue
 		}
-		if !strings.HasPrefix(repo, c.path) {
+		if !strings.HasPrefix(repo, c.path) || slices.Contains(seen, c.auth) {
 			continue
 		}
-		return authn.FromConfig(c.auth), nil
+		seen = append(seen, c.auth)
+		out = append(out, authn.FromConfig(c.auth))
 	}
-	return authn.Anonymous, nil
+	return out, nil
 }
 
 // hostMatches matches a host to a key's host, label by label, each label
@@ -181,4 +198,65 @@ func hostMatches(pattern, host string) bool {
 		}
 	}
 	return true
+}
+
+// allResolver is a keychain that gives every credential matching a
+// resource, in the order to try them (none: pull anonymously).
+type allResolver interface {
+	resolveAll(authn.Resource) ([]authn.Authenticator, error)
+}
+
+var (
+	_ allResolver = (*secretsKeychain)(nil)
+	_ allResolver = multiKeychain(nil)
+)
+
+// MultiKeychain is authn.NewMultiKeychain for Pull: Resolve gives the
+// first keychain's credentials that are not anonymous, and Pull tries
+// every credential of every keychain in turn (all the matching keys of a
+// SecretsKeychain, most specific first), as the kubelet tries the pod's
+// pull secrets and then the node's credentials.
+func MultiKeychain(keychains ...authn.Keychain) authn.Keychain {
+	return multiKeychain(keychains)
+}
+
+// multiKeychain is the keychain MultiKeychain returns.
+type multiKeychain []authn.Keychain
+
+// Resolve returns the first credentials that are not anonymous.
+func (m multiKeychain) Resolve(res authn.Resource) (authn.Authenticator, error) {
+	all, err := m.resolveAll(res)
+	if err != nil || len(all) == 0 {
+		return authn.Anonymous, err
+	}
+	return all[0], nil
+}
+
+// resolveAll returns the credentials of each keychain in order.
+func (m multiKeychain) resolveAll(res authn.Resource) ([]authn.Authenticator, error) {
+	var out []authn.Authenticator
+	for _, kc := range m {
+		all, err := credentials(kc, res)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, all...)
+	}
+	return out, nil
+}
+
+// credentials returns what kc gives for res, in the order to try it;
+// none means anonymous.
+func credentials(kc authn.Keychain, res authn.Resource) ([]authn.Authenticator, error) {
+	if ar, ok := kc.(allResolver); ok {
+		return ar.resolveAll(res)
+	}
+	auth, err := kc.Resolve(res)
+	if err != nil {
+		return nil, err
+	}
+	if auth == authn.Anonymous {
+		return nil, nil
+	}
+	return []authn.Authenticator{auth}, nil
 }

@@ -16,6 +16,8 @@ import (
 // PullOptions are the options of Pull.
 type PullOptions struct {
 	// Keychain gives credentials for registries; nil pulls anonymously.
+	// Pull tries in turn every credential that a SecretsKeychain or a
+	// MultiKeychain has for the image, while the registry refuses them.
 	Keychain authn.Keychain
 	// Platform is the platform to pick from an index; nil is this
 	// process's (runtime.GOOS/GOARCH, and the variant on arm).
@@ -46,7 +48,7 @@ func (s *Store) Pull(ctx context.Context, ref string, o PullOptions) (*Image, er
 	}
 	key := normalized(r) + " " + platformString(o.Platform)
 	ch := s.pulls.DoChan(key, func() (any, error) {
-		return s.pull(context.WithoutCancel(ctx), r, o)
+		return s.pullWithEach(context.WithoutCancel(ctx), r, o)
 	})
 	select {
 	case res := <-ch:
@@ -59,16 +61,37 @@ func (s *Store) Pull(ctx context.Context, ref string, o PullOptions) (*Image, er
 	}
 }
 
-// pull is one Pull.
-func (s *Store) pull(ctx context.Context, r name.Reference, o PullOptions) (*Image, error) {
+// pullWithEach is one Pull: with each credential the keychain has for the
+// repository in turn (see MultiKeychain), as the kubelet, until one is not
+// refused (401 or 403); with none, anonymously. The error is the last
+// credential's.
+func (s *Store) pullWithEach(ctx context.Context, r name.Reference, o PullOptions) (*Image, error) {
+	auths, err := credentials(o.Keychain, r.Context())
+	if err != nil {
+		return nil, fmt.Errorf("finding credentials for %s: %w", normalized(r), err)
+	}
+	if len(auths) == 0 {
+		auths = []authn.Authenticator{authn.Anonymous}
+	}
+	var img *Image
+	for _, auth := range auths {
+		if img, err = s.pull(ctx, r, o, auth); !errors.Is(err, ErrUnauthorized) {
+			break
+		}
+	}
+	return img, err
+}
+
+// pull is one Pull with one credential.
+func (s *Store) pull(ctx context.Context, r name.Reference, o PullOptions, auth authn.Authenticator) (*Image, error) {
 	n := normalized(r)
-	opts := []remote.Option{remote.WithContext(ctx), remote.WithAuthFromKeychain(o.Keychain), remote.WithPlatform(*o.Platform)}
+	opts := []remote.Option{remote.WithContext(ctx), remote.WithAuth(auth), remote.WithPlatform(*o.Platform)}
 	if o.Transport != nil {
 		opts = append(opts, remote.WithTransport(o.Transport))
 	}
 	desc, err := remote.Get(r, opts...)
 	if err != nil {
-		return nil, registryError(err, n, r, o.Keychain)
+		return nil, registryError(err, n, r, auth)
 	}
 	a := addition{
 		what:    n,
@@ -85,11 +108,11 @@ func (s *Store) pull(ctx context.Context, r name.Reference, o PullOptions) (*Ima
 	case desc.MediaType.IsIndex():
 		ii, err := desc.ImageIndex()
 		if err != nil {
-			return nil, registryError(err, n, r, o.Keychain)
+			return nil, registryError(err, n, r, auth)
 		}
 		im, err := ii.IndexManifest()
 		if err != nil {
-			return nil, registryError(err, n, r, o.Keychain)
+			return nil, registryError(err, n, r, auth)
 		}
 		m, has := choosePlatform(o.Platform, im.Manifests)
 		if m == nil {
@@ -97,11 +120,11 @@ func (s *Store) pull(ctx context.Context, r name.Reference, o PullOptions) (*Ima
 		}
 		a.digests = append(a.digests, m.Digest.String())
 		if img, err = ii.Image(m.Digest); err != nil {
-			return nil, registryError(err, n, r, o.Keychain)
+			return nil, registryError(err, n, r, auth)
 		}
 	case desc.MediaType.IsImage():
 		if img, err = desc.Image(); err != nil {
-			return nil, registryError(err, n, r, o.Keychain)
+			return nil, registryError(err, n, r, auth)
 		}
 	default:
 		return nil, fmt.Errorf("%s is a %s, not an image", n, desc.MediaType)
@@ -111,7 +134,7 @@ func (s *Store) pull(ctx context.Context, r name.Reference, o PullOptions) (*Ima
 	}
 	out, err := s.add(ctx, img, a)
 	if err != nil {
-		return nil, registryError(err, n, r, o.Keychain)
+		return nil, registryError(err, n, r, auth)
 	}
 	return out, nil
 }
@@ -147,9 +170,9 @@ func (s *Store) known(a addition) (*Image, bool, error) {
 	return nil, false, nil
 }
 
-// registryError rewrites an error of a registry request so that it reads
-// well after `Failed to pull image "x": `.
-func registryError(err error, n string, r name.Reference, kc authn.Keychain) error {
+// registryError rewrites an error of a registry request made with auth so
+// that it reads well after `Failed to pull image "x": `.
+func registryError(err error, n string, r name.Reference, auth authn.Authenticator) error {
 	var te *transport.Error
 	if !errors.As(err, &te) {
 		return err
@@ -171,7 +194,7 @@ func registryError(err error, n string, r name.Reference, kc authn.Keychain) err
 	case http.StatusNotFound:
 		return wrapError(ErrNotFound, err, fmt.Sprintf("manifest unknown: %s not found in registry", n))
 	case http.StatusUnauthorized, http.StatusForbidden:
-		if auth, aerr := kc.Resolve(r.Context()); aerr == nil && auth == authn.Anonymous {
+		if auth == authn.Anonymous {
 			return wrapError(ErrUnauthorized, err, fmt.Sprintf("unauthorized: registry %s requires credentials for %s, and none were found for it (give the pod imagePullSecrets, or log in with docker login)", reg, n))
 		}
 		return wrapError(ErrUnauthorized, err, fmt.Sprintf("unauthorized: registry %s refused the credentials for %s", reg, n))

@@ -11,6 +11,7 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-containerregistry/pkg/authn"
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 	"github.com/google/go-containerregistry/pkg/v1/empty"
 	"github.com/google/go-containerregistry/pkg/v1/mutate"
@@ -156,6 +157,56 @@ func TestPullAuth(t *testing.T) {
 				o.Keychain = SecretsKeychain(tc.keychain)
 			}
 			_, err := s.Pull(ctx, ref, o)
+			if tc.wantErr == "" {
+				if err != nil {
+					t.Fatal(err)
+				}
+				return
+			}
+			if err == nil || err.Error() != tc.wantErr || !errors.Is(err, ErrUnauthorized) {
+				t.Errorf("Pull = %v, want %q", err, tc.wantErr)
+			}
+		})
+	}
+}
+
+func TestPullTriesEachMatchingCredential(t *testing.T) {
+	reg := newRegistry(t)
+	reg.push(t, "test/private:1", image(t, "", layer(t, file("secret", "s"))))
+	reg.user, reg.password = "alice", "right"
+	ref := reg.host + "/test/private:1"
+	secret := func(auths string) *corev1.Secret {
+		return &corev1.Secret{
+			Type: corev1.SecretTypeDockerConfigJson,
+			Data: map[string][]byte{corev1.DockerConfigJsonKey: []byte(`{"auths":{` + auths + `}}`)},
+		}
+	}
+	entry := func(key, password string) string {
+		return `"` + key + `":{"username":"alice","password":"` + password + `"}`
+	}
+	cases := map[string]struct {
+		keychain authn.Keychain
+		wantErr  string
+	}{
+		"the most specific key refused and the registry key right": {
+			keychain: SecretsKeychain([]*corev1.Secret{secret(entry(reg.host+"/test", "stale") + "," + entry(reg.host, "right"))}),
+		},
+		"a pull secret refused and the node credentials right": {
+			keychain: MultiKeychain(SecretsKeychain([]*corev1.Secret{secret(entry(reg.host, "stale"))}), SecretsKeychain([]*corev1.Secret{secret(entry(reg.host, "right"))})),
+		},
+		"every credential is refused": {
+			keychain: MultiKeychain(SecretsKeychain([]*corev1.Secret{secret(entry(reg.host+"/test", "stale") + "," + entry(reg.host, "old"))})),
+			wantErr:  "unauthorized: registry " + reg.host + " refused the credentials for " + ref,
+		},
+		"no credential matches": {
+			keychain: MultiKeychain(SecretsKeychain([]*corev1.Secret{secret(entry("elsewhere.example.com", "right"))})),
+			wantErr:  "unauthorized: registry " + reg.host + " requires credentials for " + ref + ", and none were found for it (give the pod imagePullSecrets, or log in with docker login)",
+		},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			s := openStore(t)
+			_, err := s.Pull(context.Background(), ref, PullOptions{Keychain: tc.keychain})
 			if tc.wantErr == "" {
 				if err != nil {
 					t.Fatal(err)
