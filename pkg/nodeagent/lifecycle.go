@@ -45,6 +45,10 @@ const (
 	// phaseWaiting: no attempt runs yet, or the next one could not be
 	// configured (retried at notBefore).
 	phaseWaiting phase = iota
+	// phaseStarting: an attempt's process runs and its postStart hook has
+	// not returned yet; the API still shows the container as before the
+	// start, as the kubelet's (its sync blocks on the hook).
+	phaseStarting
 	// phaseRunning: an attempt runs.
 	phaseRunning
 	// phaseBackOff: the last attempt ended and the container starts again
@@ -58,7 +62,7 @@ const (
 
 // String names the phase for logs and test failures.
 func (p phase) String() string {
-	return [...]string{"waiting", "running", "back-off", "stopping", "exited"}[p]
+	return [...]string{"waiting", "starting", "running", "back-off", "stopping", "exited"}[p]
 }
 
 // attemptResult is how one attempt ended, with the ID it ran under.
@@ -107,6 +111,21 @@ type containerState struct {
 	policyDecides bool
 	// waitReason and waitMessage say why the container is waiting.
 	waitReason, waitMessage string
+	// hooks are the lifecycle hooks of the running attempt.
+	hooks attemptHooks
+	// hook is the hook that runs now: postStart while starting, preStop
+	// while stopping before the stop signal; hookNone otherwise.
+	hook hookKind
+	// stopAt and stopGrace are when a stop that runs the preStop hook
+	// began and its grace period: the hook's time is deducted from it.
+	stopAt    time.Time
+	stopGrace time.Duration
+	// postStartFailed is set while stopping a container whose postStart
+	// hook failed: its exit code then decides on a restart, as the
+	// kubelet's next sync finds an exited container. postStartMessage is
+	// the hook's failure message.
+	postStartFailed  bool
+	postStartMessage string
 }
 
 // nextAttempt is the number the next attempt will have.
@@ -122,9 +141,9 @@ func (s containerState) due(now time.Time) bool {
 	return (s.phase == phaseWaiting || s.phase == phaseBackOff) && !s.notBefore.After(now)
 }
 
-// active reports whether an attempt runs (running or stopping).
+// active reports whether an attempt runs (starting, running or stopping).
 func (s containerState) active() bool {
-	return s.phase == phaseRunning || s.phase == phaseStopping
+	return s.phase == phaseStarting || s.phase == phaseRunning || s.phase == phaseStopping
 }
 
 // eventKind is what happened to a container.
@@ -153,6 +172,10 @@ const (
 	// evImageWait: the container's image is not ready (being pulled, a
 	// pull failed, backing off); it waits with reason until retry.
 	evImageWait
+	// evHookDone: the running hook (event.hook) returned: ok, or failed
+	// with message, or was abandoned at the end of the grace period
+	// (preStop only).
+	evHookDone
 )
 
 // event is one input of transition.
@@ -166,15 +189,24 @@ type event struct {
 	// probes are the probes that run against the started attempt
 	// (evStarted).
 	probes attemptProbes
+	// hooks are the lifecycle hooks of the started attempt (evStarted).
+	hooks attemptHooks
+	// hook is the hook that returned (evHookDone).
+	hook hookKind
+	// abandoned is set when the preStop hook was still running at the end
+	// of the grace period (evHookDone).
+	abandoned bool
 	// probe is the probe that failed (evProbeFailed).
 	probe probeKind
-	// ok is the readiness probe's verdict (evReadiness).
+	// ok is the readiness probe's verdict (evReadiness), or whether the
+	// hook succeeded (evHookDone).
 	ok bool
 	// result is how the attempt ended (evStartFailed, evExited).
 	result runtime.Result
-	// message explains evConfigFailed.
+	// message explains evConfigFailed, or a hook's failure (evHookDone).
 	message string
-	// grace is the grace period of a stop (evStop, evProbeFailed).
+	// grace is the grace period of a stop (evStop, evProbeFailed, and
+	// evHookDone of a failed postStart hook: the container is killed).
 	grace time.Duration
 	// reason and retry are the waiting reason and the next look
 	// (evImageWait; message is the waiting message).
@@ -193,13 +225,19 @@ const (
 	// actProbe: start the probes now due for the running attempt: the
 	// startup probe, or once started the liveness and readiness probes.
 	actProbe
+	// actPostStart: run the attempt's postStart hook.
+	actPostStart
+	// actPreStop: run the attempt's preStop hook, for grace at most;
+	// the stop signal follows once it returns (evHookDone).
+	actPreStop
 )
 
 // action is one output of transition.
 type action struct {
 	// kind is what to do.
 	kind actionKind
-	// grace is the stop's grace period (actStop).
+	// grace is the stop's grace period (actStop), or how long the preStop
+	// hook may run (actPreStop).
 	grace time.Duration
 	// eventType, reason and message describe the event (actRecord).
 	eventType, reason, message string
@@ -245,16 +283,17 @@ func transition(s containerState, c containerInfo, ev event) (containerState, []
 			return s, nil
 		}
 		s.attempt, s.ran = s.nextAttempt(), true
-		s.phase, s.startedAt, s.containerID = phaseRunning, ev.at, ev.containerID
-		s.probes, s.started = ev.probes, !ev.probes.startup
-		s.ready = s.started && !s.probes.readiness
-		s.initialized = s.initialized || (c.kind == kindSidecar && s.started)
-		s.waitReason, s.waitMessage, s.policyDecides = "", "", false
-		out := []action{recordEvent(corev1.EventTypeNormal, "Started", fmt.Sprintf("Started container %s", c.name))}
-		if s.probes.startup || s.probes.afterStart() {
-			out = append(out, action{kind: actProbe})
+		s.startedAt, s.containerID, s.probes, s.hooks = ev.at, ev.containerID, ev.probes, ev.hooks
+		s.policyDecides = false
+		started := recordEvent(corev1.EventTypeNormal, "Started", fmt.Sprintf("Started container %s", c.name))
+		if s.hooks.postStart {
+			// Until the hook returns the container shows as before: the
+			// waiting reason stays.
+			s.phase, s.hook = phaseStarting, hookPostStart
+			return s, []action{started, {kind: actPostStart}}
 		}
-		return s, out
+		s, out := running(s, c)
+		return s, append([]action{started}, out...)
 	case evStartFailed:
 		if s.phase != phaseWaiting && s.phase != phaseBackOff {
 			return s, nil
@@ -308,11 +347,40 @@ func transition(s containerState, c containerInfo, ev event) (containerState, []
 		}
 		s.ready = ev.ok
 		return s, nil
+	case evHookDone:
+		switch {
+		case ev.hook == hookPostStart && s.phase == phaseStarting && s.hook == hookPostStart:
+			if ev.ok {
+				return running(s, c)
+			}
+			// As the kubelet's startContainer: the event does not carry
+			// the hook's message (it may hold secrets); the container is
+			// killed, preStop hook included, and its exit code decides.
+			s.policyDecides, s.postStartFailed, s.postStartMessage = true, true, ev.message
+			s, stop := stopping(s, ev.at, ev.grace)
+			return s, []action{
+				recordEvent(corev1.EventTypeWarning, ReasonFailedPostStartHook, "PostStartHook failed"),
+				recordEvent(corev1.EventTypeNormal, "Killing", ReasonFailedPostStartHook),
+				stop,
+			}
+		case ev.hook == hookPreStop && s.phase == phaseStopping && s.hook == hookPreStop:
+			// As the kubelet's killContainer: the hook's whole seconds are
+			// deducted from the grace period, and the container gets at
+			// least minStopGrace after it.
+			s.hook = hookNone
+			grace := max(s.stopGrace-ev.at.Sub(s.stopAt).Truncate(time.Second), minStopGrace)
+			var out []action
+			if !ev.ok && !ev.abandoned {
+				out = append(out, recordEvent(corev1.EventTypeWarning, ReasonFailedPreStopHook, "PreStopHook failed"))
+			}
+			return s, append(out, action{kind: actStop, grace: grace})
+		}
+		return s, nil
 	case evProbeFailed:
 		if s.phase != phaseRunning {
 			return s, nil
 		}
-		s.phase, s.policyDecides = phaseStopping, true
+		s.policyDecides = true
 		probe := strings.ToLower(ev.probe.String())
 		msg := fmt.Sprintf("Container %s failed %s probe", c.name, probe)
 		switch {
@@ -321,15 +389,13 @@ func transition(s containerState, c containerInfo, ev event) (containerState, []
 		case c.restart.restartsAfterKill(c.kind):
 			msg += ", will be restarted"
 		}
-		return s, []action{recordEvent(corev1.EventTypeNormal, "Killing", msg), {kind: actStop, grace: ev.grace}}
+		s, stop := stopping(s, ev.at, ev.grace)
+		return s, []action{recordEvent(corev1.EventTypeNormal, "Killing", msg), stop}
 	case evStop:
 		switch s.phase {
-		case phaseRunning:
-			s.phase = phaseStopping
-			return s, []action{
-				recordEvent(corev1.EventTypeNormal, "Killing", fmt.Sprintf("Stopping container %s", c.name)),
-				{kind: actStop, grace: ev.grace},
-			}
+		case phaseRunning, phaseStarting:
+			s, stop := stopping(s, ev.at, ev.grace)
+			return s, []action{recordEvent(corev1.EventTypeNormal, "Killing", fmt.Sprintf("Stopping container %s", c.name)), stop}
 		case phaseStopping:
 			s.policyDecides = false
 		case phaseWaiting, phaseBackOff:
@@ -341,10 +407,39 @@ func transition(s containerState, c containerInfo, ev event) (containerState, []
 	return s, nil
 }
 
+// running is the attempt's start once its postStart hook (if any)
+// returned: it is started at once without a startup probe, ready at once
+// without a readiness probe, and its probes begin.
+func running(s containerState, c containerInfo) (containerState, []action) {
+	s.phase, s.hook = phaseRunning, hookNone
+	s.started = !s.probes.startup
+	s.ready = s.started && !s.probes.readiness
+	s.initialized = s.initialized || (c.kind == kindSidecar && s.started)
+	s.waitReason, s.waitMessage = "", ""
+	if s.probes.startup || s.probes.afterStart() {
+		return s, []action{{kind: actProbe}}
+	}
+	return s, nil
+}
+
+// stopping begins to stop the running attempt with grace: with its preStop
+// hook first when it has one and grace is not zero (as the kubelet's
+// killContainer), else with the stop signal at once.
+func stopping(s containerState, at time.Time, grace time.Duration) (containerState, action) {
+	s.phase = phaseStopping
+	if s.hooks.preStop && grace > 0 {
+		s.hook, s.stopAt, s.stopGrace = hookPreStop, at, grace
+		return s, action{kind: actPreStop, grace: grace}
+	}
+	s.hook = hookNone
+	return s, action{kind: actStop, grace: grace}
+}
+
 // finished records a finished attempt.
 func finished(s containerState, res runtime.Result) containerState {
 	s.prev, s.last = s.last, &attemptResult{Result: res, containerID: s.containerID}
 	s.started, s.ready, s.probes, s.policyDecides = false, false, attemptProbes{}, false
+	s.hooks, s.hook, s.postStartFailed, s.postStartMessage = attemptHooks{}, hookNone, false, ""
 	return s
 }
 
@@ -353,8 +448,15 @@ func finished(s containerState, res runtime.Result) containerState {
 // the agent killed on its own restarts, whatever its exit code, when its
 // policy said it "will be restarted"; else its exit code decides, as after
 // a crash.
+//
+// A container killed because its postStart hook failed is decided by its
+// exit code: the kubelet kills it inside the start and its next sync finds
+// an exited container. When it restarts at once it waits meanwhile with
+// reason PostStartHookError and the hook's message, as the kubelet's
+// reason cache shows it.
 func ended(s containerState, c containerInfo, res runtime.Result) (containerState, []action) {
-	killed := s.policyDecides
+	killed := s.policyDecides && !s.postStartFailed
+	hookFailed, hookMessage := s.postStartFailed, s.postStartMessage
 	s = finished(s, res)
 	if !(killed && c.restart.restartsAfterKill(c.kind)) && !shouldRestart(c.restart, c.kind, res.ExitCode) {
 		s.phase = phaseExited
@@ -365,6 +467,9 @@ func ended(s containerState, c containerInfo, res runtime.Result) (containerStat
 	s.phase, s.notBefore = phaseBackOff, res.FinishedAt.Add(delay)
 	s.waitReason, s.waitMessage = "", ""
 	if delay == 0 {
+		if hookFailed {
+			s.waitReason, s.waitMessage = ReasonPostStartHookError, hookMessage
+		}
 		return s, nil
 	}
 	s.waitReason = ReasonCrashLoopBackOff

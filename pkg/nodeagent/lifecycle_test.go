@@ -166,6 +166,96 @@ func TestTransition(t *testing.T) {
 			info: sidecar, state: containerState{phase: phaseStopping, ran: true, policyDecides: true}, ev: event{kind: evStop, at: t1},
 			want: containerState{phase: phaseStopping, ran: true},
 		},
+		"start with a postStart hook runs the hook before the container is running": {
+			info: main, state: containerState{}, ev: event{kind: evStarted, at: t0, containerID: "process://1", hooks: attemptHooks{postStart: true}},
+			want:        containerState{phase: phaseStarting, ran: true, startedAt: t0, containerID: "process://1", hooks: attemptHooks{postStart: true}, hook: hookPostStart},
+			wantActions: []action{started, {kind: actPostStart}},
+		},
+		"postStart hook success: running, probes begin": {
+			info:        main,
+			state:       containerState{phase: phaseStarting, ran: true, startedAt: t0, containerID: "process://1", probes: attemptProbes{liveness: true}, hooks: attemptHooks{postStart: true}, hook: hookPostStart, waitReason: ReasonCrashLoopBackOff},
+			ev:          event{kind: evHookDone, at: t1, hook: hookPostStart, ok: true},
+			want:        containerState{phase: phaseRunning, ran: true, startedAt: t0, containerID: "process://1", started: true, ready: true, probes: attemptProbes{liveness: true}, hooks: attemptHooks{postStart: true}},
+			wantActions: []action{{kind: actProbe}},
+		},
+		"postStart hook failure kills the container with its preStop hook first": {
+			info:  main,
+			state: containerState{phase: phaseStarting, ran: true, startedAt: t0, containerID: "process://1", hooks: attemptHooks{postStart: true, preStop: true}, hook: hookPostStart},
+			ev:    event{kind: evHookDone, at: t1, hook: hookPostStart, message: "Exec lifecycle hook failed", grace: 30 * time.Second},
+			want: containerState{phase: phaseStopping, ran: true, startedAt: t0, containerID: "process://1", hooks: attemptHooks{postStart: true, preStop: true}, hook: hookPreStop,
+				stopAt: t1, stopGrace: 30 * time.Second, policyDecides: true, postStartFailed: true, postStartMessage: "Exec lifecycle hook failed"},
+			wantActions: []action{
+				recordEvent(corev1.EventTypeWarning, ReasonFailedPostStartHook, "PostStartHook failed"),
+				recordEvent(corev1.EventTypeNormal, "Killing", ReasonFailedPostStartHook),
+				{kind: actPreStop, grace: 30 * time.Second},
+			},
+		},
+		"exit after a failed postStart hook: the exit code decides, exit 0 under OnFailure is final": {
+			info:  onFailure,
+			state: containerState{phase: phaseStopping, ran: true, startedAt: t0, containerID: "process://1", policyDecides: true, postStartFailed: true, postStartMessage: "m"},
+			ev:    event{kind: evExited, at: t1, result: res(0)},
+			want:  containerState{phase: phaseExited, ran: true, startedAt: t0, containerID: "process://1", last: result(0, "process://1")},
+		},
+		"exit after a failed postStart hook restarting at once waits with PostStartHookError": {
+			info:  onFailure,
+			state: containerState{phase: phaseStopping, ran: true, startedAt: t0, containerID: "process://1", policyDecides: true, postStartFailed: true, postStartMessage: "m"},
+			ev:    event{kind: evExited, at: t1, result: res(143)},
+			want: containerState{phase: phaseBackOff, ran: true, startedAt: t0, containerID: "process://1", last: result(143, "process://1"),
+				notBefore: t1, backoff: restartBackoff{delay: BackoffInitial, lastRestart: t1}, waitReason: ReasonPostStartHookError, waitMessage: "m"},
+		},
+		"exit during the postStart hook: the policy decides as after a crash": {
+			info:  main,
+			state: containerState{phase: phaseStarting, ran: true, startedAt: t0, containerID: "process://1", hooks: attemptHooks{postStart: true}, hook: hookPostStart},
+			ev:    event{kind: evExited, at: t1, result: res(1)},
+			want:  containerState{phase: phaseExited, ran: true, startedAt: t0, containerID: "process://1", last: result(1, "process://1")},
+		},
+		"stop during the postStart hook": {
+			info:        main,
+			state:       containerState{phase: phaseStarting, ran: true, startedAt: t0, containerID: "process://1", hook: hookPostStart},
+			ev:          event{kind: evStop, at: t1, grace: 30 * time.Second},
+			want:        containerState{phase: phaseStopping, ran: true, startedAt: t0, containerID: "process://1"},
+			wantActions: []action{recordEvent(corev1.EventTypeNormal, "Killing", "Stopping container c"), {kind: actStop, grace: 30 * time.Second}},
+		},
+		"stop with a preStop hook runs it first": {
+			info: main, state: containerState{phase: phaseRunning, ran: true, startedAt: t0, hooks: attemptHooks{preStop: true}},
+			ev:          event{kind: evStop, at: t1, grace: 30 * time.Second},
+			want:        containerState{phase: phaseStopping, ran: true, startedAt: t0, hooks: attemptHooks{preStop: true}, hook: hookPreStop, stopAt: t1, stopGrace: 30 * time.Second},
+			wantActions: []action{recordEvent(corev1.EventTypeNormal, "Killing", "Stopping container c"), {kind: actPreStop, grace: 30 * time.Second}},
+		},
+		"no preStop hook without a grace period": {
+			info: main, state: containerState{phase: phaseRunning, ran: true, startedAt: t0, hooks: attemptHooks{preStop: true}},
+			ev:          event{kind: evStop, at: t1},
+			want:        containerState{phase: phaseStopping, ran: true, startedAt: t0, hooks: attemptHooks{preStop: true}},
+			wantActions: []action{recordEvent(corev1.EventTypeNormal, "Killing", "Stopping container c"), {kind: actStop}},
+		},
+		"failed liveness probe runs the preStop hook with the probe's grace": {
+			info: onFailure, state: containerState{phase: phaseRunning, ran: true, startedAt: t0, hooks: attemptHooks{preStop: true}},
+			ev:          event{kind: evProbeFailed, at: t1, probe: probeLiveness, grace: 5 * time.Second},
+			want:        containerState{phase: phaseStopping, ran: true, startedAt: t0, hooks: attemptHooks{preStop: true}, hook: hookPreStop, stopAt: t1, stopGrace: 5 * time.Second, policyDecides: true},
+			wantActions: []action{recordEvent(corev1.EventTypeNormal, "Killing", "Container c failed liveness probe, will be restarted"), {kind: actPreStop, grace: 5 * time.Second}},
+		},
+		"preStop hook's whole seconds are deducted from the grace period": {
+			info: main, state: containerState{phase: phaseStopping, ran: true, hook: hookPreStop, stopAt: t0, stopGrace: 30 * time.Second},
+			ev:          event{kind: evHookDone, at: t0.Add(10*time.Second + 900*time.Millisecond), hook: hookPreStop, ok: true},
+			want:        containerState{phase: phaseStopping, ran: true, stopAt: t0, stopGrace: 30 * time.Second},
+			wantActions: []action{{kind: actStop, grace: 20 * time.Second}},
+		},
+		"failed preStop hook: event, then the stop signal with at least 2s": {
+			info: main, state: containerState{phase: phaseStopping, ran: true, hook: hookPreStop, stopAt: t0, stopGrace: 3 * time.Second},
+			ev:          event{kind: evHookDone, at: t0.Add(2 * time.Second), hook: hookPreStop, message: "m"},
+			want:        containerState{phase: phaseStopping, ran: true, stopAt: t0, stopGrace: 3 * time.Second},
+			wantActions: []action{recordEvent(corev1.EventTypeWarning, ReasonFailedPreStopHook, "PreStopHook failed"), {kind: actStop, grace: minStopGrace}},
+		},
+		"preStop hook abandoned at the end of the grace period": {
+			info: main, state: containerState{phase: phaseStopping, ran: true, hook: hookPreStop, stopAt: t0, stopGrace: 30 * time.Second},
+			ev:          event{kind: evHookDone, at: t0.Add(30 * time.Second), hook: hookPreStop, abandoned: true},
+			want:        containerState{phase: phaseStopping, ran: true, stopAt: t0, stopGrace: 30 * time.Second},
+			wantActions: []action{{kind: actStop, grace: minStopGrace}},
+		},
+		"late postStart result after a stop is ignored": {
+			info: main, state: containerState{phase: phaseStopping, ran: true, hook: hookPreStop}, ev: event{kind: evHookDone, at: t1, hook: hookPostStart},
+			want: containerState{phase: phaseStopping, ran: true, hook: hookPreStop},
+		},
 		"late probe result is ignored": {
 			info: main, state: containerState{phase: phaseExited, ran: true}, ev: event{kind: evProbeSucceeded, at: t1},
 			want: containerState{phase: phaseExited, ran: true},
@@ -174,7 +264,7 @@ func TestTransition(t *testing.T) {
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
 			got, actions := transition(tc.state, tc.info, tc.ev)
-			if diff := cmp.Diff(tc.want, got, cmp.AllowUnexported(containerState{}, attemptResult{}, restartBackoff{}, attemptProbes{})); diff != "" {
+			if diff := cmp.Diff(tc.want, got, cmp.AllowUnexported(containerState{}, attemptResult{}, restartBackoff{}, attemptProbes{}, attemptHooks{})); diff != "" {
 				t.Errorf("state (-want +got):\n%s", diff)
 			}
 			if diff := cmp.Diff(tc.wantActions, actions, cmp.AllowUnexported(action{})); diff != "" {

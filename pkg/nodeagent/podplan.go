@@ -84,7 +84,7 @@ func planPod(in planInput) podPlan {
 			if k == kindSidecar {
 				continue
 			}
-			if s.phase == phaseRunning || s.phase == phaseWaiting || s.phase == phaseBackOff || (s.phase == phaseStopping && s.policyDecides) {
+			if s.phase == phaseRunning || s.phase == phaseStarting || s.phase == phaseWaiting || s.phase == phaseBackOff || (s.phase == phaseStopping && s.policyDecides) {
 				p.stop = append(p.stop, i)
 			}
 		}
@@ -98,7 +98,7 @@ func planPod(in planInput) podPlan {
 			switch {
 			case s.phase == phaseWaiting || s.phase == phaseBackOff:
 				p.stop = append(p.stop, i)
-			case s.phase == phaseRunning || (s.phase == phaseStopping && s.policyDecides):
+			case s.phase == phaseRunning || s.phase == phaseStarting || (s.phase == phaseStopping && s.policyDecides):
 				if graceOver || (!mainsActive && !laterActive) {
 					p.stop = append(p.stop, i)
 				} else {

@@ -301,9 +301,9 @@ func execCheck(command []string, ex runtime.Execer) probeCheck {
 }
 
 // execCapture runs command in the container through ex with no input and
-// returns its combined output (maxProbeOutput at most) and exit code. Output
-// of processes it leaves running in the background is not waited for
-// beyond a second.
+// returns its combined output (maxProbeOutput at most) and exit code; a
+// timeout of zero sets none (hooks). Output of processes it leaves running
+// in the background is not waited for beyond a second.
 func execCapture(ctx context.Context, ex runtime.Execer, command []string, timeout time.Duration) (string, int32, error) {
 	devNull, err := os.OpenFile(os.DevNull, os.O_RDWR, 0)
 	if err != nil {
@@ -334,8 +334,11 @@ func execCapture(ctx context.Context, ex runtime.Execer, command []string, timeo
 			}
 		}
 	}()
-	ctx, cancel := context.WithTimeout(ctx, timeout)
-	defer cancel()
+	if timeout > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, timeout)
+		defer cancel()
+	}
 	code, err := ex.Exec(ctx, runtime.ExecRequest{Command: command, Stdin: devNull, Stdout: w, Stderr: w})
 	_ = w.Close()
 	select {

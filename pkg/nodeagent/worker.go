@@ -29,15 +29,26 @@ type container struct {
 	handle runtime.Handle
 	// stopProbe ends the running attempt's probes; nil when none run.
 	stopProbe context.CancelFunc
+	// stopHook ends the running attempt's lifecycle hook; nil when none
+	// runs.
+	stopHook context.CancelFunc
 	// pull is the image pull the container waits for; nil when none.
 	pull *pullState
 	// image is the image of the running or last attempt (image mode).
 	image runImage
 }
 
-// view returns the status view of the container.
+// view returns the status view of the container. While its postStart hook
+// runs the container shows as it did before the attempt started: the
+// kubelet writes no status while its sync waits for the hook.
 func (c *container) view() containerView {
 	s := c.state
+	if s.phase == phaseStarting {
+		s.phase, s.started, s.ready, s.containerID, s.ran = phaseWaiting, false, false, "", s.last != nil
+		if s.last != nil {
+			s.attempt, s.containerID = s.attempt-1, s.last.containerID
+		}
+	}
 	return containerView{
 		name:         c.spec.Name,
 		image:        c.image.statusName(c.spec.Image),
@@ -80,7 +91,7 @@ type worker struct {
 	// agent gives access to the runtime, the status manager and the clock.
 	agent *Agent
 
-	// mu guards pod, logs and probeResults.
+	// mu guards pod, logs, probeResults and hookResults.
 	mu sync.Mutex
 	// pod is the latest pod seen in the API.
 	pod *corev1.Pod
@@ -89,6 +100,8 @@ type worker struct {
 	// probeResults are probe outcomes not yet applied, by container and
 	// probe.
 	probeResults map[probeKey]probeResult
+	// hookResults are hook outcomes not yet applied, by container.
+	hookResults map[string]hookResult
 
 	// wake is poked whenever something may have changed.
 	wake chan struct{}
@@ -131,6 +144,7 @@ func newWorker(a *Agent, pod *corev1.Pod) *worker {
 		pod:          pod,
 		logs:         map[string]logState{},
 		probeResults: map[probeKey]probeResult{},
+		hookResults:  map[string]hookResult{},
 		wake:         make(chan struct{}, 1),
 		done:         make(chan struct{}),
 		finished:     make(chan struct{}),
@@ -247,6 +261,7 @@ func (w *worker) logStateOf(name string) (logState, bool) {
 func (w *worker) run(ctx context.Context) {
 	defer close(w.done)
 	defer w.stopProbes()
+	defer w.stopHooks()
 	defer w.releaseImages()
 	logger := klog.FromContext(ctx)
 	for {
@@ -345,6 +360,7 @@ func (w *worker) advance(ctx context.Context) time.Time {
 		progress := w.collectExits(ctx)
 		progress = w.collectPulls() || progress
 		progress = w.collectProbes(ctx) || progress
+		progress = w.collectHooks(ctx) || progress
 		pod := w.currentPod()
 		now := w.agent.clock.Now()
 		if !w.stopping {
@@ -412,10 +428,18 @@ func (w *worker) apply(ctx context.Context, pod *corev1.Pod, c *container, ev ev
 			w.agent.event(pod, act.eventType, act.reason, act.message)
 		case actProbe:
 			w.startProbes(ctx, c)
+		case actPostStart:
+			w.startHook(ctx, pod, c, hookPostStart, 0)
+		case actPreStop:
+			klog.FromContext(ctx).V(2).Info("Running preStop hook", "pod", klog.KObj(pod), "container", c.spec.Name, "gracePeriod", act.grace)
+			w.startHook(ctx, pod, c, hookPreStop, act.grace)
 		}
 	}
 	if !c.state.active() {
 		w.endProbe(c)
+	}
+	if c.state.hook == hookNone {
+		w.endHook(c)
 	}
 	w.setLogState(c)
 }
@@ -480,11 +504,11 @@ func (w *worker) start(ctx context.Context, pod *corev1.Pod, c *container, now t
 	if pid := h.PID(); pid > 0 {
 		id = w.agent.runtime.Name() + "://" + strconv.Itoa(pid)
 	}
-	probes := w.probesOf(pod, c, h)
+	probes, hooks := w.probesOf(pod, c, h), w.hooksOf(pod, c, h)
 	c.handle = h
 	c.image = w.agent.useImage(img, c.spec.Image)
 	logger.V(2).Info("Container started", "pod", klog.KObj(pod), "container", c.spec.Name, "attempt", attempt, "pid", h.PID())
-	w.apply(ctx, pod, c, event{kind: evStarted, at: now, containerID: id, probes: probes})
+	w.apply(ctx, pod, c, event{kind: evStarted, at: now, containerID: id, probes: probes, hooks: hooks})
 	go func() {
 		<-h.Done()
 		w.poke()
