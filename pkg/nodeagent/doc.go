@@ -39,6 +39,27 @@
 //	          └─────────────────┴─────────▶ │ exited │
 //	               pod finishing            └────────┘
 //
+// A container with a postStart hook passes through starting on its way
+// from started to running (hook.go):
+//
+//	waiting, back-off ──started──▶ starting ──postStart returned──▶ running
+//	                                  │
+//	                                  │ postStart failed, or pod finishing: Stop
+//	                                  ▼
+//	                               stopping ──exit──▶ restart policy? (exit code)
+//
+// The postStart hook runs in a goroutine right after the process started;
+// its result comes back as an event, as probe results do. Until it returns
+// the API shows the container as before its start (the kubelet writes no
+// status while its sync waits for the hook) and no probe runs. A failed
+// hook (FailedPostStartHook event) kills the container, and its exit code
+// decides on a restart, as after a crash. Every Stop with a grace period
+// runs the preStop hook first (stopping, hook preStop), then the stop
+// signal with what is left of the grace period: the hook's whole seconds
+// deducted, 2 seconds at least. A hook still running at the end of the
+// grace period is abandoned; one no longer wanted (the container exited,
+// the pod finished during postStart) is ended.
+//
 // The restart policy (restart.go, the kubelet's ContainerShouldRestart with
 // ContainerRestartRules): a sidecar (init container with restartPolicy
 // Always) always restarts; a regular init container never after success;
