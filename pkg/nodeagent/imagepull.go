@@ -178,7 +178,7 @@ func (p *imagePuller) start(ctx context.Context, pod *corev1.Pod, image, ref str
 			return
 		}
 		defer func() { <-p.slots }()
-		keychain := authn.NewMultiKeychain(images.SecretsKeychain(p.pullSecrets(ctx, pod)), p.userKeychain)
+		keychain := images.MultiKeychain(images.SecretsKeychain(p.pullSecrets(ctx, pod)), p.userKeychain)
 		began := p.agent.clock.Now()
 		st.img, st.err = p.store.Pull(ctx, ref, images.PullOptions{Keychain: keychain})
 		st.took = p.agent.clock.Since(began)
