@@ -22,6 +22,7 @@ import (
 	corelisters "k8s.io/client-go/listers/core/v1"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/record"
+	"k8s.io/client-go/tools/reference"
 	"k8s.io/klog/v2"
 	"k8s.io/utils/clock"
 
@@ -512,6 +513,26 @@ func (a *Agent) event(pod *corev1.Pod, eventType, reason, message string) {
 	if a.recorder != nil && !a.quiet() {
 		a.recorder.Event(pod, eventType, reason, message)
 	}
+}
+
+// containerEvent records a node event on one container of pod, as the
+// kubelet records its container events: on the pod, with the container's
+// field path (spec.containers{name}, spec.initContainers{name}).
+func (a *Agent) containerEvent(pod *corev1.Pod, c containerInfo, eventType, reason, message string) {
+	if a.recorder == nil || a.quiet() {
+		return
+	}
+	ref, err := reference.GetReference(scheme.Scheme, pod)
+	if err != nil {
+		a.recorder.Event(pod, eventType, reason, message)
+		return
+	}
+	field := "spec.containers"
+	if c.kind != kindMain {
+		field = "spec.initContainers"
+	}
+	ref.FieldPath = fmt.Sprintf("%s{%s}", field, c.name)
+	a.recorder.Event(ref, eventType, reason, message)
 }
 
 // schedulerEvent records a scheduling event on pod unless events are off.

@@ -107,7 +107,7 @@ func (w *worker) hooksOf(pod *corev1.Pod, c *container, hd runtime.Handle) attem
 			continue
 		}
 		if why := unsupportedHook(h, hd); why != "" {
-			w.agent.event(pod, corev1.EventTypeWarning, ReasonHookNotSupported, fmt.Sprintf("%s hook of container %s not run: %s", k, c.spec.Name, why))
+			w.agent.containerEvent(pod, c.info, corev1.EventTypeWarning, ReasonHookNotSupported, fmt.Sprintf("%s hook of container %s not run: %s", k, c.spec.Name, why))
 			continue
 		}
 		if k == hookPostStart {
@@ -244,9 +244,12 @@ func (w *worker) startHook(ctx context.Context, pod *corev1.Pod, c *container, k
 	w.endHook(c)
 	ctx, cancel := context.WithCancel(ctx)
 	c.stopHook = cancel
+	info := c.info
 	r := hookRun{
 		handler: kind.of(c.spec), container: c.spec, podRef: c.info.podRef, handle: c.handle, clock: w.agent.clock,
-		record: func(eventType, reason, message string) { w.agent.event(w.currentPod(), eventType, reason, message) },
+		record: func(eventType, reason, message string) {
+			w.agent.containerEvent(w.currentPod(), info, eventType, reason, message)
+		},
 	}
 	name, attempt, clk := c.spec.Name, c.state.attempt, w.agent.clock
 	logger := klog.FromContext(ctx).WithValues("pod", klog.KObj(pod), "container", name, "hook", kind)

@@ -242,7 +242,7 @@ func (w *worker) imageFor(ctx context.Context, pod *corev1.Pod, c *container, no
 		if st.err == nil {
 			p.forget(pod.UID, image)
 			waited := w.agent.clock.Since(st.asked).Truncate(time.Millisecond)
-			w.agent.event(pod, corev1.EventTypeNormal, eventPulled, fmt.Sprintf("Successfully pulled image %q in %v (%v including waiting). Image size: %v bytes.",
+			w.agent.containerEvent(pod, c.info, corev1.EventTypeNormal, eventPulled, fmt.Sprintf("Successfully pulled image %q in %v (%v including waiting). Image size: %v bytes.",
 				image, st.took.Truncate(time.Millisecond), waited, st.img.Size))
 			return st.img, nil
 		}
@@ -250,23 +250,23 @@ func (w *worker) imageFor(ctx context.Context, pod *corev1.Pod, c *container, no
 			return nil, &imageWait{reason: ReasonContainerCreating, retry: now.Add(pullWaitCheck)}
 		}
 		msg := st.err.Error()
-		w.agent.event(pod, corev1.EventTypeWarning, eventFailed, fmt.Sprintf("Failed to pull image %q: %s", image, pullAdvice(msg)))
-		w.agent.event(pod, corev1.EventTypeWarning, eventFailed, "Error: "+ReasonErrImagePull)
+		w.agent.containerEvent(pod, c.info, corev1.EventTypeWarning, eventFailed, fmt.Sprintf("Failed to pull image %q: %s", image, pullAdvice(msg)))
+		w.agent.containerEvent(pod, c.info, corev1.EventTypeWarning, eventFailed, "Error: "+ReasonErrImagePull)
 		p.failed(pod.UID, image, ReasonErrImagePull+": "+msg, now)
 		return nil, &imageWait{reason: ReasonErrImagePull, message: msg, retry: now.Add(pullRetryAfterError)}
 	}
 	ref, err := images.Normalize(image)
 	if err != nil {
 		msg := fmt.Sprintf("Failed to apply default image tag %q: %v", image, err)
-		w.agent.event(pod, corev1.EventTypeWarning, eventInspectFailed, msg)
-		w.agent.event(pod, corev1.EventTypeWarning, eventFailed, "Error: "+ReasonInvalidImageName)
+		w.agent.containerEvent(pod, c.info, corev1.EventTypeWarning, eventInspectFailed, msg)
+		w.agent.containerEvent(pod, c.info, corev1.EventTypeWarning, eventFailed, "Error: "+ReasonInvalidImageName)
 		return nil, &imageWait{reason: ReasonInvalidImageName, message: msg, retry: now.Add(retryConfigError)}
 	}
 	local, err := p.store.Lookup(ref)
 	if err != nil && !errors.Is(err, images.ErrNotFound) {
 		msg := fmt.Sprintf("Failed to inspect image %q: %v", image, err)
-		w.agent.event(pod, corev1.EventTypeWarning, eventInspectFailed, msg)
-		w.agent.event(pod, corev1.EventTypeWarning, eventFailed, "Error: ImageInspectError")
+		w.agent.containerEvent(pod, c.info, corev1.EventTypeWarning, eventInspectFailed, msg)
+		w.agent.containerEvent(pod, c.info, corev1.EventTypeWarning, eventFailed, "Error: ImageInspectError")
 		return nil, &imageWait{reason: "ImageInspectError", message: msg, retry: now.Add(retryConfigError)}
 	}
 	policy := c.spec.ImagePullPolicy
@@ -275,20 +275,20 @@ func (w *worker) imageFor(ctx context.Context, pod *corev1.Pod, c *container, no
 	}
 	switch decidePull(policy, local != nil) {
 	case useLocal:
-		w.agent.event(pod, corev1.EventTypeNormal, eventPulled, fmt.Sprintf("Container image %q already present on machine and can be accessed by the pod", image))
+		w.agent.containerEvent(pod, c.info, corev1.EventTypeNormal, eventPulled, fmt.Sprintf("Container image %q already present on machine and can be accessed by the pod", image))
 		return local, nil
 	case neverPulled:
 		msg := fmt.Sprintf("Container image %q is not present with pull policy of Never", image)
-		w.agent.event(pod, corev1.EventTypeWarning, ReasonErrImageNeverPull, msg+" (load it with `jobkeeper image load`)")
-		w.agent.event(pod, corev1.EventTypeWarning, eventFailed, "Error: "+ReasonErrImageNeverPull)
+		w.agent.containerEvent(pod, c.info, corev1.EventTypeWarning, ReasonErrImageNeverPull, msg+" (load it with `jobkeeper image load`)")
+		w.agent.containerEvent(pod, c.info, corev1.EventTypeWarning, eventFailed, "Error: "+ReasonErrImageNeverPull)
 		return nil, &imageWait{reason: ReasonErrImageNeverPull, message: msg, retry: now.Add(retryConfigError)}
 	}
 	if b := p.inBackoff(pod.UID, image, now); b != nil {
-		w.agent.event(pod, corev1.EventTypeNormal, eventBackOff, fmt.Sprintf("Back-off pulling image %q", image))
-		w.agent.event(pod, corev1.EventTypeWarning, eventFailed, "Error: "+ReasonImagePullBackOff)
+		w.agent.containerEvent(pod, c.info, corev1.EventTypeNormal, eventBackOff, fmt.Sprintf("Back-off pulling image %q", image))
+		w.agent.containerEvent(pod, c.info, corev1.EventTypeWarning, eventFailed, "Error: "+ReasonImagePullBackOff)
 		return nil, &imageWait{reason: ReasonImagePullBackOff, message: fmt.Sprintf("Back-off pulling image %q: %s", image, b.message), retry: b.until}
 	}
-	w.agent.event(pod, corev1.EventTypeNormal, eventPulling, fmt.Sprintf("Pulling image %q", image))
+	w.agent.containerEvent(pod, c.info, corev1.EventTypeNormal, eventPulling, fmt.Sprintf("Pulling image %q", image))
 	c.pull = p.start(ctx, pod, image, ref, w.poke)
 	return nil, &imageWait{reason: ReasonContainerCreating, retry: now.Add(pullWaitCheck)}
 }

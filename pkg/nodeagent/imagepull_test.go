@@ -116,6 +116,12 @@ func TestImagePulledAndRun(t *testing.T) {
 	if !ta.eventWith(t, "Pulling", `Pulling image "`+ref+`"`) || !ta.eventWith(t, "Pulled", "Successfully pulled image") {
 		t.Error("no Pulling and Pulled events")
 	}
+	// Container events name their container, as the kubelet's.
+	for _, reason := range []string{"Pulled", "Created", "Started"} {
+		if e := ta.waitEvent(t, reason); e.InvolvedObject.FieldPath != "spec.containers{main}" || e.InvolvedObject.Name != "p" {
+			t.Errorf("%s event on %s %q, want pod p's spec.containers{main}", reason, e.InvolvedObject.Name, e.InvolvedObject.FieldPath)
+		}
+	}
 
 	// A second pod of the image finds it present.
 	if _, err := ta.client.CoreV1().Pods("ns").Create(t.Context(), imagePod("q", ref, corev1.PullIfNotPresent), metav1.CreateOptions{}); err != nil {

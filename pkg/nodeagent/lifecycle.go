@@ -285,15 +285,16 @@ func transition(s containerState, c containerInfo, ev event) (containerState, []
 		s.attempt, s.ran = s.nextAttempt(), true
 		s.startedAt, s.containerID, s.probes, s.hooks = ev.at, ev.containerID, ev.probes, ev.hooks
 		s.policyDecides = false
-		started := recordEvent(corev1.EventTypeNormal, "Started", fmt.Sprintf("Started container %s", c.name))
+		created := recordEvent(corev1.EventTypeNormal, "Created", "Container created")
+		started := recordEvent(corev1.EventTypeNormal, "Started", "Container started")
 		if s.hooks.postStart {
 			// Until the hook returns the container shows as before: the
 			// waiting reason stays.
 			s.phase, s.hook = phaseStarting, hookPostStart
-			return s, []action{started, {kind: actPostStart}}
+			return s, []action{created, started, {kind: actPostStart}}
 		}
 		s, out := running(s, c)
-		return s, append([]action{started}, out...)
+		return s, append([]action{created, started}, out...)
 	case evStartFailed:
 		if s.phase != phaseWaiting && s.phase != phaseBackOff {
 			return s, nil

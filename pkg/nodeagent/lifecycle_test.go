@@ -26,7 +26,8 @@ func TestTransition(t *testing.T) {
 	}
 	result := func(code int32, id string) *attemptResult { return &attemptResult{Result: res(code), containerID: id} }
 	running := containerState{phase: phaseRunning, ran: true, startedAt: t0, containerID: "process://1", started: true, ready: true}
-	started := recordEvent(corev1.EventTypeNormal, "Started", "Started container c")
+	created := recordEvent(corev1.EventTypeNormal, "Created", "Container created")
+	started := recordEvent(corev1.EventTypeNormal, "Started", "Container started")
 	cases := map[string]struct {
 		// setup
 		info  containerInfo
@@ -39,19 +40,19 @@ func TestTransition(t *testing.T) {
 		"first start": {
 			info: main, state: containerState{}, ev: event{kind: evStarted, at: t0, containerID: "process://1"},
 			want:        running,
-			wantActions: []action{started},
+			wantActions: []action{created, started},
 		},
 		"start with a startup probe is not started yet": {
 			info: main, state: containerState{}, ev: event{kind: evStarted, at: t0, containerID: "process://1", probes: attemptProbes{startup: true}},
 			want:        containerState{phase: phaseRunning, ran: true, startedAt: t0, containerID: "process://1", probes: attemptProbes{startup: true}},
-			wantActions: []action{started, {kind: actProbe}},
+			wantActions: []action{created, started, {kind: actProbe}},
 		},
 		"restart counts an attempt and keeps the last result with its own ID": {
 			info:        onFailure,
 			state:       containerState{phase: phaseBackOff, ran: true, containerID: "process://1", last: result(1, "process://1"), waitReason: ReasonCrashLoopBackOff},
 			ev:          event{kind: evStarted, at: t1, containerID: "process://2"},
 			want:        containerState{phase: phaseRunning, ran: true, attempt: 1, startedAt: t1, containerID: "process://2", started: true, ready: true, last: result(1, "process://1")},
-			wantActions: []action{started},
+			wantActions: []action{created, started},
 		},
 		"exit under Never is final": {
 			info: main, state: running, ev: event{kind: evExited, at: t1, result: res(0)},
@@ -90,7 +91,7 @@ func TestTransition(t *testing.T) {
 		"sidecar is initialized once started": {
 			info: sidecar, state: containerState{}, ev: event{kind: evStarted, at: t0, containerID: "process://1"},
 			want:        containerState{phase: phaseRunning, ran: true, startedAt: t0, containerID: "process://1", started: true, ready: true, initialized: true},
-			wantActions: []action{recordEvent(corev1.EventTypeNormal, "Started", "Started container s")},
+			wantActions: []action{created, started},
 		},
 		"sidecar is initialized once its probe passes": {
 			info: sidecar, state: containerState{phase: phaseRunning, ran: true, startedAt: t0}, ev: event{kind: evProbeSucceeded, at: t1},
@@ -169,7 +170,7 @@ func TestTransition(t *testing.T) {
 		"start with a postStart hook runs the hook before the container is running": {
 			info: main, state: containerState{}, ev: event{kind: evStarted, at: t0, containerID: "process://1", hooks: attemptHooks{postStart: true}},
 			want:        containerState{phase: phaseStarting, ran: true, startedAt: t0, containerID: "process://1", hooks: attemptHooks{postStart: true}, hook: hookPostStart},
-			wantActions: []action{started, {kind: actPostStart}},
+			wantActions: []action{created, started, {kind: actPostStart}},
 		},
 		"postStart hook success: running, probes begin": {
 			info:        main,

@@ -282,7 +282,7 @@ func (w *worker) probesOf(pod *corev1.Pod, c *container, h runtime.Handle) attem
 			continue
 		}
 		if why := unsupportedProbe(p, h); why != "" {
-			w.agent.event(pod, corev1.EventTypeWarning, ReasonProbeNotSupported, fmt.Sprintf("%s probe of container %s not run: %s", k, c.spec.Name, why))
+			w.agent.containerEvent(pod, c.info, corev1.EventTypeWarning, ReasonProbeNotSupported, fmt.Sprintf("%s probe of container %s not run: %s", k, c.spec.Name, why))
 			continue
 		}
 		switch k {
@@ -314,13 +314,14 @@ func (w *worker) startProbes(ctx context.Context, c *container) {
 			continue
 		}
 		p := k.of(c.spec)
+		info := c.info
 		r := probeRun{
 			kind:      k,
 			timing:    timingOf(p),
 			startedAt: c.state.startedAt,
 			check:     checkFor(p, c.spec, c.handle),
 			record: func(eventType, reason, message string) {
-				w.agent.event(w.currentPod(), eventType, reason, message)
+				w.agent.containerEvent(w.currentPod(), info, eventType, reason, message)
 			},
 			report: func(ok bool) {
 				w.mu.Lock()

@@ -425,7 +425,7 @@ func (w *worker) apply(ctx context.Context, pod *corev1.Pod, c *container, ev ev
 				c.handle.Stop(act.grace)
 			}
 		case actRecord:
-			w.agent.event(pod, act.eventType, act.reason, act.message)
+			w.agent.containerEvent(pod, c.info, act.eventType, act.reason, act.message)
 		case actProbe:
 			w.startProbes(ctx, c)
 		case actPostStart:
