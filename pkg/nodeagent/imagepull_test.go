@@ -2,6 +2,7 @@ package nodeagent
 
 import (
 	"context"
+	"encoding/base64"
 	"reflect"
 	"strings"
 	"testing"
@@ -179,4 +180,52 @@ func TestImageNeverPulledAndInvalidName(t *testing.T) {
 	if n := rt.count("main"); n != 0 {
 		t.Errorf("%d attempts ran", n)
 	}
+}
+
+// dockerConfigSecret is a kubernetes.io/dockerconfigjson secret for host.
+func dockerConfigSecret(name, host, user, password string) *corev1.Secret {
+	auth := base64.StdEncoding.EncodeToString([]byte(user + ":" + password))
+	return &corev1.Secret{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "ns"},
+		Type:       corev1.SecretTypeDockerConfigJson,
+		Data:       map[string][]byte{corev1.DockerConfigJsonKey: []byte(`{"auths":{"` + host + `":{"auth":"` + auth + `"}}}`)},
+	}
+}
+
+func TestImagePullSecrets(t *testing.T) {
+	img, err := testimages.Static(map[string][]byte{"/app": []byte("x")}, "/app")
+	if err != nil {
+		t.Fatal(err)
+	}
+	host := testimages.Serve(t, map[string]v1.Image{"private/app:v1": img}, testimages.WithBasicAuth("user", "right"))
+	ref := host + "/private/app:v1"
+	withSecret := func(name, secret string) *corev1.Pod {
+		p := imagePod(name, ref, corev1.PullIfNotPresent)
+		p.Spec.ImagePullSecrets = []corev1.LocalObjectReference{{Name: secret}}
+		return p
+	}
+	ta, rt, _ := startAgentWithImages(t,
+		dockerConfigSecret("wrong", host, "user", "wrong"),
+		withSecret("refused", "wrong"),
+		withSecret("missing", "absent"))
+
+	p := ta.waitPod(t, "refused", func(p *corev1.Pod) bool { return waitingReason(p) == ReasonErrImagePull })
+	if msg := p.Status.ContainerStatuses[0].State.Waiting.Message; !strings.Contains(msg, "unauthorized") {
+		t.Errorf("refused credentials: waiting message %q does not say unauthorized", msg)
+	}
+	ta.waitPod(t, "missing", func(p *corev1.Pod) bool { return waitingReason(p) == ReasonErrImagePull })
+	if !ta.eventWith(t, "FailedToRetrieveImagePullSecret", `Unable to retrieve some image pull secrets ("absent")`) {
+		t.Error("no event for the missing pull secret")
+	}
+	if n := rt.count("main"); n != 0 {
+		t.Fatalf("%d attempts ran without the image", n)
+	}
+
+	if _, err := ta.client.CoreV1().Secrets("ns").Create(t.Context(), dockerConfigSecret("right", host, "user", "right"), metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := ta.client.CoreV1().Pods("ns").Create(t.Context(), withSecret("allowed", "right"), metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	ta.waitPod(t, "allowed", phaseIs(corev1.PodRunning))
 }
