@@ -165,6 +165,8 @@ const (
 	figStartup     = "start-up to informers synced (s)"
 	figP50         = "Job create to Complete p50 (s)"
 	figP99         = "Job create to Complete p99 (s)"
+	figOnePodP50   = "one-pod Job create to Complete p50 (s)"
+	figOnePodP99   = "one-pod Job create to Complete p99 (s)"
 	figFinalizers  = "wall to no tracking finalizer left (s)"
 	figLeftover    = "pods with the finalizer when the last Job completed"
 	figRequests    = "API requests"
@@ -192,6 +194,8 @@ func figures(w workload) []string {
 			f = append(f, figP50, figP99)
 		}
 		return append(f, figStartup, figLoad)
+	case kindFairness:
+		return []string{figWall, figOnePodP50, figOnePodP99, figFinalizers, figLeftover, per, figRequests, figCPU, figRSS, figHeap, figSteadyHeap, figStartup, figLoad}
 	case kindTTL:
 		return []string{figWall, per, figRequests, figCPU, figRSS, figHeap, figSteadyHeap, figStartup, figLoad}
 	default:
@@ -207,6 +211,8 @@ func runFigures(w workload, r runResult) map[string]float64 {
 		figStartup:                r.StartupSeconds,
 		figP50:                    r.P50Seconds,
 		figP99:                    r.P99Seconds,
+		figOnePodP50:              r.P50Seconds,
+		figOnePodP99:              r.P99Seconds,
 		figFinalizers:             r.FinalizersDoneSeconds,
 		figLeftover:               float64(r.FinalizersAtComplete),
 		figRequests:               total,
@@ -352,6 +358,9 @@ func workloadTables(rep report, w workload, b string) string {
 	}
 	b2.WriteString(":\n\n")
 	b2.WriteString(markdownTable([]string{"figure", "jobkeeper", "upstream", "jobkeeper/upstream"}, rows))
+	if w.Kind == kindFairness {
+		b2.WriteString("\n" + fairnessGoal(jk) + "\n")
+	}
 	kinds := map[string]bool{}
 	for k := range jk.Requests {
 		kinds[k] = true
@@ -460,4 +469,22 @@ func writeOutputs(cfg *suiteConfig, rep report) error {
 	}
 	fmt.Fprintf(os.Stderr, "bench: wrote %s and %s\n", cfg.out, cfg.jsonPath)
 	return nil
+}
+
+// fairnessGoalSeconds is issue 27's goal for the fairness workload: the
+// one-pod Jobs' create to Complete p99 at QPS 100 while a big Job runs.
+const fairnessGoalSeconds = 1.0
+
+// fairnessGoal says whether jobkeeper's one-pod Jobs met the goal.
+func fairnessGoal(jk summaryRow) string {
+	p99, ok := jk.Figures[figOnePodP99]
+	verdict := "not met"
+	switch {
+	case !ok || math.IsNaN(p99):
+		verdict, p99 = "not measured", math.NaN()
+	case p99 <= fairnessGoalSeconds:
+		verdict = "met"
+	}
+	return fmt.Sprintf("Goal (issue 27, stated at QPS 100): one-pod Jobs' create to Complete p99 <= %.1f s while the big Job runs: **%s** (jobkeeper %s s).",
+		fairnessGoalSeconds, verdict, formatValue(p99))
 }

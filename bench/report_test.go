@@ -152,3 +152,27 @@ func TestReadingSurvivesRegeneration(t *testing.T) {
 		t.Error("page does not link the raw results")
 	}
 }
+
+func TestFairnessGoal(t *testing.T) {
+	cases := map[string]struct {
+		figures map[string]float64
+		want    string
+	}{
+		"met":          {figures: map[string]float64{figOnePodP99: 0.8}, want: "**met** (jobkeeper 0.800 s)"},
+		"at the goal":  {figures: map[string]float64{figOnePodP99: 1.0}, want: "**met** (jobkeeper 1 s)"},
+		"not met":      {figures: map[string]float64{figOnePodP99: 2.8}, want: "**not met** (jobkeeper 2.80 s)"},
+		"not measured": {figures: map[string]float64{}, want: "**not measured** (jobkeeper n/a s)"},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			got := fairnessGoal(summaryRow{Figures: tc.figures})
+			if !strings.HasSuffix(got, tc.want+".") {
+				t.Errorf("fairnessGoal = %q, want it to end with %q", got, tc.want)
+			}
+		})
+	}
+	w, _ := findWorkload("fairness")
+	if w.units() != 2020 || w.controllers() != "job" {
+		t.Errorf("fairness: units %d, controllers %q", w.units(), w.controllers())
+	}
+}

@@ -198,6 +198,8 @@ func (e *env) runWorkload(ctx context.Context, w workload, last bool) ([]runResu
 				switch w.Kind {
 				case kindJobs:
 					err = e.runJobs(ctx, w, impl, b, &r)
+				case kindFairness:
+					err = e.runFairness(ctx, w, impl, b, &r)
 				case kindTTL:
 					err = e.runTTL(ctx, w, impl, b, &r)
 				case kindMemory:
@@ -316,6 +318,100 @@ func (e *env) runJobs(ctx context.Context, w workload, impl string, b budget, r 
 	for _, j := range tracker.jobs() {
 		if j.Status.Succeeded != int32(w.Completions) {
 			return fmt.Errorf("Job %s: succeeded %d, want %d", j.Name, j.Status.Succeeded, w.Completions)
+		}
+	}
+	return nil
+}
+
+// Timing of the fairness workload's one-pod Jobs.
+const (
+	// fairnessDelay is when the first one-pod Job is created, after the big
+	// Job: while the big Job ramps up its pod creations.
+	fairnessDelay = 2 * time.Second
+	// fairnessInterval is the time between two one-pod Jobs.
+	fairnessInterval = 100 * time.Millisecond
+)
+
+// runFairness creates w's big Job, then its one-pod Jobs every
+// fairnessInterval, and measures until every Job is Complete and no pod
+// holds the tracking finalizer. Wall time is the big Job's, from its
+// creation to Complete; p50 and p99 are the one-pod Jobs'.
+func (e *env) runFairness(ctx context.Context, w workload, impl string, b budget, r *runResult) error {
+	ns, err := e.namespace(ctx, w)
+	if err != nil {
+		return err
+	}
+	defer e.cleanup(ctx, ns)
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	pods, err := harness.InstantKubelet(ctx, e.admin, ns, 16)
+	if err != nil {
+		return err
+	}
+	tracker, err := trackJobs(ctx, e.admin, ns)
+	if err != nil {
+		return err
+	}
+	c, err := e.startChild(ctx, impl, w, b)
+	if err != nil {
+		return err
+	}
+	defer c.kill()
+	if err := c.waitSynced(5 * time.Minute); err != nil {
+		return err
+	}
+	r.StartupSeconds = c.syncedAfter.Seconds()
+
+	create := func(j *batchv1.Job) (time.Time, error) {
+		at := time.Now()
+		if _, err := e.admin.BatchV1().Jobs(ns).Create(ctx, j, metav1.CreateOptions{}); err != nil {
+			return at, fmt.Errorf("creating Job %s: %w", j.Name, err)
+		}
+		return at, nil
+	}
+	big := builder.MakeJob("big", ns).Completions(int32(w.Completions)).Parallelism(int32(w.Parallelism)).Obj()
+	start, err := create(big)
+	if err != nil {
+		return err
+	}
+	small := map[string]time.Time{}
+	next := start.Add(fairnessDelay)
+	for i := range w.OnePodJobs {
+		time.Sleep(time.Until(next))
+		next = next.Add(fairnessInterval)
+		j := builder.MakeJob(fmt.Sprintf("one-pod-%02d", i), ns).Obj()
+		at, err := create(j)
+		if err != nil {
+			return err
+		}
+		small[j.Name] = at
+	}
+	total := 1 + w.OnePodJobs
+	timeout := 30*time.Minute + time.Duration(w.units())*50*time.Millisecond
+	if err := waitFor(ctx, timeout, func() bool { return tracker.complete() == total }); err != nil {
+		return fmt.Errorf("%d of %d Jobs complete: %w", tracker.complete(), total, err)
+	}
+	bigDone, _ := tracker.completedAt(big.Name)
+	_, ttc := tracker.times(small)
+	r.WallSeconds = bigDone.Sub(start).Seconds()
+	r.P50Seconds = harness.Percentile(ttc, 50)
+	r.P99Seconds = harness.Percentile(ttc, 99)
+	r.FinalizersAtComplete = podsWithFinalizer(pods)
+	if err := waitFor(ctx, 10*time.Minute, func() bool { return podsWithFinalizer(pods) == 0 }); err != nil {
+		return fmt.Errorf("%d pods still hold the tracking finalizer: %w", podsWithFinalizer(pods), err)
+	}
+	r.FinalizersDoneSeconds = time.Since(start).Seconds()
+	time.Sleep(trailingWrites)
+	if err := c.stop(r); err != nil {
+		return err
+	}
+	for _, j := range tracker.jobs() {
+		want := int32(1)
+		if j.Name == big.Name {
+			want = int32(w.Completions)
+		}
+		if j.Status.Succeeded != want {
+			return fmt.Errorf("Job %s: succeeded %d, want %d", j.Name, j.Status.Succeeded, want)
 		}
 	}
 	return nil
@@ -460,6 +556,14 @@ func (t *jobTracker) times(created map[string]time.Time) (time.Time, []float64) 
 		}
 	}
 	return last, ttc
+}
+
+// completedAt returns when the named Job was first seen Complete.
+func (t *jobTracker) completedAt(name string) (time.Time, bool) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	at, ok := t.done[name]
+	return at, ok
 }
 
 func (t *jobTracker) jobs() []*batchv1.Job {

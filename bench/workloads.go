@@ -18,6 +18,10 @@ const (
 	// kindMemory creates finished Jobs and pods, then starts both
 	// controllers and measures start-up and the steady heap.
 	kindMemory workloadKind = "memory"
+	// kindFairness creates one big Job, then one-pod Jobs every
+	// fairnessInterval while it runs, and measures how long the one-pod
+	// Jobs wait (issue 27: no Job starves behind a big one).
+	kindFairness workloadKind = "fairness"
 )
 
 // workload is one benchmark scenario.
@@ -37,6 +41,9 @@ type workload struct {
 	Indexed bool `json:"indexed,omitempty"`
 	// Pods is the number of pods present (kindMemory).
 	Pods int `json:"pods,omitempty"`
+	// OnePodJobs is the number of one-pod Jobs created while the big Job
+	// runs (kindFairness); Completions and Parallelism size the big Job.
+	OnePodJobs int `json:"onePodJobs,omitempty"`
 }
 
 // workloads are every workload, numbered as in issue 7 (the suites run
@@ -48,15 +55,16 @@ var workloads = []workload{
 	{Name: "ttl", Title: "5,000 finished Jobs with TTL 0 to clean up (TTL controllers only)", Kind: kindTTL, Jobs: 5000},
 	{Name: "memory", Title: "Start-up with 10,000 finished Jobs and 100,000 pods present (both controllers)", Kind: kindMemory, Jobs: 10000, Pods: 100000},
 	{Name: "long", Title: "One NonIndexed Job, 100,000 completions, parallelism 500", Kind: kindJobs, Jobs: 1, Completions: 100000, Parallelism: 500},
+	{Name: "fairness", Title: "One NonIndexed Job of 2,000 completions (parallelism 500), and 20 one-pod Jobs created every 100 ms from 2 s after it", Kind: kindFairness, Jobs: 1, Completions: 2000, Parallelism: 500, OnePodJobs: 20},
 }
 
 // suiteWorkloads returns the workload names of a suite, nil if unknown.
 func suiteWorkloads(suite string) []string {
 	switch suite {
 	case "default":
-		return []string{"nonindexed", "indexed", "small", "ttl", "memory"}
+		return []string{"nonindexed", "indexed", "small", "ttl", "fairness", "memory"}
 	case "long":
-		return []string{"nonindexed", "indexed", "small", "ttl", "long", "memory"}
+		return []string{"nonindexed", "indexed", "small", "ttl", "fairness", "long", "memory"}
 	}
 	return nil
 }
@@ -118,6 +126,8 @@ func (w workload) size() string {
 	switch w.Kind {
 	case kindJobs:
 		return fmt.Sprintf("%d Job(s) x %d completions, parallelism %d", w.Jobs, w.Completions, w.Parallelism)
+	case kindFairness:
+		return fmt.Sprintf("1 Job x %d completions, parallelism %d, and %d one-pod Jobs", w.Completions, w.Parallelism, w.OnePodJobs)
 	case kindTTL:
 		return fmt.Sprintf("%d Jobs", w.Jobs)
 	default:
@@ -131,6 +141,8 @@ func (w workload) units() int {
 	switch w.Kind {
 	case kindJobs:
 		return w.Jobs * w.Completions
+	case kindFairness:
+		return w.Completions + w.OnePodJobs
 	case kindTTL:
 		return w.Jobs
 	default:
@@ -141,7 +153,7 @@ func (w workload) units() int {
 // unitName names units().
 func (w workload) unitName() string {
 	switch w.Kind {
-	case kindJobs:
+	case kindJobs, kindFairness:
 		return "completed pod"
 	case kindTTL:
 		return "deleted Job"
@@ -153,7 +165,7 @@ func (w workload) unitName() string {
 // controllers are the controllers the workload runs.
 func (w workload) controllers() string {
 	switch w.Kind {
-	case kindJobs:
+	case kindJobs, kindFairness:
 		return "job"
 	case kindTTL:
 		return "ttl-after-finished"
