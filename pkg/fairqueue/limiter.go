@@ -1,0 +1,210 @@
+package fairqueue
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"time"
+
+	"k8s.io/client-go/util/flowcontrol"
+	"k8s.io/utils/clock"
+)
+
+// ErrStopped is returned by Wait once the Limiter is stopped.
+var ErrStopped = errors.New("fair rate limiter stopped")
+
+// flowKey is the context key of a request's flow.
+type flowKey struct{}
+
+// WithFlow returns a context whose requests belong to flow.
+func WithFlow(ctx context.Context, flow string) context.Context {
+	return context.WithValue(ctx, flowKey{}, flow)
+}
+
+// FlowOf returns the flow of ctx's requests ("" if none was set).
+func FlowOf(ctx context.Context) string {
+	flow, _ := ctx.Value(flowKey{}).(string)
+	return flow
+}
+
+// Options configures a Limiter. Zero fields take the documented defaults.
+type Options struct {
+	// Clock measures how long requests wait. Default the real clock.
+	Clock clock.PassiveClock
+	// Observe, if set, is called for every request let through, with its
+	// flow and the time it waited (for its turn and for the token). It is
+	// called from the worker loop and must not block.
+	Observe func(flow string, waited time.Duration)
+}
+
+// Limiter is a flowcontrol.RateLimiter that hands the tokens of another
+// one to its waiting callers flow by flow, in turns (package doc). It draws
+// one token at a time from that limiter, from one worker loop, and only
+// while a caller waits: it never lets through more requests than that
+// limiter allows.
+type Limiter struct {
+	// tokens is the shared limiter whose tokens are handed out.
+	tokens flowcontrol.RateLimiter
+	// clock is Options.Clock.
+	clock clock.PassiveClock
+	// observe is Options.Observe.
+	observe func(flow string, waited time.Duration)
+
+	// mu guards queue and stopped.
+	mu sync.Mutex
+	// queue holds the waiting callers and decides who is next.
+	queue *roundRobin[*waiter]
+	// stopped is set by Stop.
+	stopped bool
+
+	// wake tells the worker that a caller started waiting.
+	wake chan struct{}
+	// ctx is cancelled by Stop, ending the worker's wait for a token.
+	ctx    context.Context
+	cancel context.CancelFunc
+	// done is closed when the worker has returned.
+	done chan struct{}
+	// stopOnce makes Stop idempotent.
+	stopOnce sync.Once
+}
+
+// waiter is one caller of Wait.
+type waiter struct {
+	// since is when it started waiting.
+	since time.Time
+	// granted is closed when it has its token.
+	granted chan struct{}
+}
+
+var _ flowcontrol.RateLimiter = (*Limiter)(nil)
+
+// New returns a Limiter in front of tokens and starts its worker loop; Stop
+// ends it.
+func New(tokens flowcontrol.RateLimiter, opts Options) *Limiter {
+	if opts.Clock == nil {
+		opts.Clock = clock.RealClock{}
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	l := &Limiter{
+		tokens:  tokens,
+		clock:   opts.Clock,
+		observe: opts.Observe,
+		queue:   newRoundRobin[*waiter](),
+		wake:    make(chan struct{}, 1),
+		ctx:     ctx,
+		cancel:  cancel,
+		done:    make(chan struct{}),
+	}
+	go l.run()
+	return l
+}
+
+// Wait returns nil once the caller's flow (FlowOf(ctx)) has had its turn
+// and a token was taken for it, or ctx's error if ctx is done first, or
+// ErrStopped.
+func (l *Limiter) Wait(ctx context.Context) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	flow := FlowOf(ctx)
+	w := &waiter{since: l.clock.Now(), granted: make(chan struct{})}
+	l.mu.Lock()
+	if l.stopped {
+		l.mu.Unlock()
+		return ErrStopped
+	}
+	l.queue.push(flow, w)
+	l.mu.Unlock()
+	select {
+	case l.wake <- struct{}{}:
+	default:
+	}
+	select {
+	case <-w.granted:
+		return nil
+	case <-ctx.Done():
+		l.mu.Lock()
+		waiting := l.queue.remove(flow, w)
+		l.mu.Unlock()
+		if !waiting {
+			// Granted meanwhile: the token is spent either way.
+			return nil
+		}
+		return ctx.Err()
+	case <-l.ctx.Done():
+		return ErrStopped
+	}
+}
+
+// Accept waits for a token for the flow "".
+func (l *Limiter) Accept() { _ = l.Wait(context.Background()) }
+
+// TryAccept takes a token at once for the flow "" if no caller is waiting
+// and the shared limiter has one: it never jumps the queue.
+func (l *Limiter) TryAccept() bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.stopped || l.queue.len() > 0 {
+		return false
+	}
+	return l.tokens.TryAccept()
+}
+
+// QPS returns the shared limiter's QPS.
+func (l *Limiter) QPS() float32 { return l.tokens.QPS() }
+
+// Stop ends the worker loop; waiting callers and later ones get ErrStopped.
+// The shared limiter is left running: it may have other users.
+func (l *Limiter) Stop() {
+	l.stopOnce.Do(func() {
+		l.mu.Lock()
+		l.stopped = true
+		l.mu.Unlock()
+		l.cancel()
+		<-l.done
+	})
+}
+
+// run is the worker loop: while callers wait, it takes a token from the
+// shared limiter, then gives it to the caller whose turn it is. The turn is
+// decided once the token is there, so a flow that starts waiting during the
+// wait for a token can have it.
+func (l *Limiter) run() {
+	defer close(l.done)
+	for {
+		select {
+		case <-l.wake:
+		case <-l.ctx.Done():
+			return
+		}
+		for l.waiting() > 0 {
+			if err := l.tokens.Wait(l.ctx); err != nil {
+				return
+			}
+			l.grant()
+		}
+	}
+}
+
+// waiting returns the number of waiting callers.
+func (l *Limiter) waiting() int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.queue.len()
+}
+
+// grant gives a token to the caller whose turn it is. If every caller gave
+// up while the token was awaited, the token is lost: better than letting a
+// later request through above the limit.
+func (l *Limiter) grant() {
+	l.mu.Lock()
+	w, flow, ok := l.queue.pop()
+	l.mu.Unlock()
+	if !ok {
+		return
+	}
+	if l.observe != nil {
+		l.observe(flow, l.clock.Since(w.since))
+	}
+	close(w.granted)
+}

@@ -1,0 +1,201 @@
+package fairqueue
+
+import (
+	"context"
+	"errors"
+	"runtime"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	testingclock "k8s.io/utils/clock/testing"
+)
+
+// fakeTokens is a shared limiter whose tokens the test hands out one by one.
+type fakeTokens struct {
+	ch chan struct{}
+}
+
+func newFakeTokens() *fakeTokens { return &fakeTokens{ch: make(chan struct{})} }
+
+func (f *fakeTokens) Wait(ctx context.Context) error {
+	select {
+	case <-f.ch:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+func (f *fakeTokens) TryAccept() bool {
+	select {
+	case <-f.ch:
+		return true
+	default:
+		return false
+	}
+}
+
+func (f *fakeTokens) Accept()      { _ = f.Wait(context.Background()) }
+func (f *fakeTokens) Stop()        {}
+func (f *fakeTokens) QPS() float32 { return 7 }
+
+// grant is one request the limiter let through, as Observe saw it.
+type grant struct {
+	Flow   string
+	Waited time.Duration
+}
+
+// harness is a Limiter on fake tokens and a fake clock.
+type harness struct {
+	t      *testing.T
+	l      *Limiter
+	tokens *fakeTokens
+	clock  *testingclock.FakeClock
+	grants chan grant
+	// results receives each waiter's flow and Wait's error.
+	results chan result
+}
+
+type result struct {
+	flow string
+	err  error
+}
+
+func newHarness(t *testing.T) *harness {
+	h := &harness{t: t, tokens: newFakeTokens(), clock: testingclock.NewFakeClock(time.Unix(1000, 0)),
+		grants: make(chan grant, 100), results: make(chan result, 100)}
+	h.l = New(h.tokens, Options{Clock: h.clock, Observe: func(flow string, waited time.Duration) {
+		h.grants <- grant{flow, waited}
+	}})
+	t.Cleanup(h.l.Stop)
+	return h
+}
+
+// wait starts a caller of flow and returns once it is queued.
+func (h *harness) wait(ctx context.Context, flow string) {
+	before := h.l.waiting()
+	go func() {
+		err := h.l.Wait(WithFlow(ctx, flow))
+		h.results <- result{flow, err}
+	}()
+	for h.l.waiting() == before {
+		runtime.Gosched()
+	}
+}
+
+// token hands out one token and returns the grant it produced.
+func (h *harness) token() grant {
+	h.tokens.ch <- struct{}{}
+	return <-h.grants
+}
+
+func TestLimiterTurns(t *testing.T) {
+	h := newHarness(t)
+	ctx := context.Background()
+	for range 3 {
+		h.wait(ctx, "big")
+	}
+	h.clock.Step(100 * time.Millisecond)
+	h.wait(ctx, "small")
+	h.wait(ctx, "")
+	var got []grant
+	for range 5 {
+		got = append(got, h.token())
+		h.clock.Step(10 * time.Millisecond)
+	}
+	want := []grant{
+		{"big", 100 * time.Millisecond},
+		{"small", 10 * time.Millisecond},
+		{"", 20 * time.Millisecond},
+		{"big", 130 * time.Millisecond},
+		{"big", 140 * time.Millisecond},
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("grants (-want +got):\n%s", diff)
+	}
+	for range 5 {
+		if r := <-h.results; r.err != nil {
+			t.Errorf("Wait of flow %q: %v", r.flow, r.err)
+		}
+	}
+}
+
+func TestLimiterNeverExceedsTheTokens(t *testing.T) {
+	h := newHarness(t)
+	for range 10 {
+		h.wait(context.Background(), "big")
+	}
+	for range 4 {
+		h.token()
+	}
+	for range 4 {
+		if r := <-h.results; r.err != nil {
+			t.Fatalf("Wait: %v", r.err)
+		}
+	}
+	if n := h.l.waiting(); n != 6 {
+		t.Errorf("%d callers waiting after 4 tokens for 10, want 6", n)
+	}
+	if h.l.TryAccept() {
+		t.Errorf("TryAccept jumped the queue")
+	}
+	h.l.Stop()
+	for range 6 {
+		if r := <-h.results; !errors.Is(r.err, ErrStopped) {
+			t.Errorf("Wait after Stop = %v, want ErrStopped", r.err)
+		}
+	}
+	if err := h.l.Wait(context.Background()); !errors.Is(err, ErrStopped) {
+		t.Errorf("Wait on a stopped limiter = %v, want ErrStopped", err)
+	}
+	select {
+	case g := <-h.grants:
+		t.Errorf("granted %v with no token", g)
+	default:
+	}
+}
+
+func TestLimiterCallerGivesUp(t *testing.T) {
+	h := newHarness(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	h.wait(ctx, "impatient")
+	h.wait(context.Background(), "patient")
+	cancel()
+	if r := <-h.results; r.flow != "impatient" || !errors.Is(r.err, context.Canceled) {
+		t.Fatalf("first result %+v, want impatient's context.Canceled", r)
+	}
+	if g := h.token(); g.Flow != "patient" {
+		t.Errorf("token went to %q, want patient", g.Flow)
+	}
+	if r := <-h.results; r.err != nil {
+		t.Errorf("patient's Wait: %v", r.err)
+	}
+	if err := h.l.Wait(ctx); !errors.Is(err, context.Canceled) {
+		t.Errorf("Wait with a done context = %v, want context.Canceled", err)
+	}
+}
+
+func TestLimiterTryAcceptWhenIdle(t *testing.T) {
+	h := newHarness(t)
+	if h.l.TryAccept() {
+		t.Errorf("TryAccept with no token = true")
+	}
+	go func() { h.tokens.ch <- struct{}{} }()
+	for !h.l.TryAccept() {
+		runtime.Gosched()
+	}
+	if h.l.QPS() != 7 {
+		t.Errorf("QPS() = %v, want the shared limiter's", h.l.QPS())
+	}
+}
+
+func TestFlowOf(t *testing.T) {
+	ctx := context.Background()
+	if got := FlowOf(ctx); got != "" {
+		t.Errorf("FlowOf(background) = %q", got)
+	}
+	if got := FlowOf(WithFlow(ctx, "ns/job")); got != "ns/job" {
+		t.Errorf("FlowOf = %q, want ns/job", got)
+	}
+}
