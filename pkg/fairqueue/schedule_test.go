@@ -52,7 +52,7 @@ func TestRoundRobin(t *testing.T) {
 			want: []popped{{"a", 1, true}, {"b", 3, true}, {"c", 5, true}, {"a", 2, true}, {"b", 4, true}},
 		},
 		"a flow that arrives waits for the flows already waiting": {
-			ops: []op{push("a", 1), push("a", 2), push("b", 3), pop, push("c", 4), pop, pop, pop},
+			ops:  []op{push("a", 1), push("a", 2), push("b", 3), pop, push("c", 4), pop, pop, pop},
 			want: []popped{{"a", 1, true}, {"b", 3, true}, {"a", 2, true}, {"c", 4, true}},
 		},
 		"a busy flow is never starved by flows that come and go": {
