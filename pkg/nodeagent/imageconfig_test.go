@@ -5,6 +5,8 @@ import (
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
+
+	"jobkeeper.dev/jobkeeper/pkg/nodeagent/runtime"
 )
 
 func TestProcessArgs(t *testing.T) {
@@ -88,5 +90,34 @@ func TestDecidePull(t *testing.T) {
 		if got := decidePull(tc.policy, tc.present); got != tc.want {
 			t.Errorf("decidePull(%s, present=%v) = %d, want %d", tc.policy, tc.present, got, tc.want)
 		}
+	}
+}
+
+func TestWithDefaultTag(t *testing.T) {
+	for image, want := range map[string]string{
+		"busybox":                   "busybox:latest",
+		"busybox:1.36":              "busybox:1.36",
+		"localhost:5000/app":        "localhost:5000/app:latest",
+		"localhost:5000/app:v1":     "localhost:5000/app:v1",
+		"busybox@sha256:abc":        "busybox@sha256:abc",
+		"registry.k8s.io/pause:3.9": "registry.k8s.io/pause:3.9",
+	} {
+		if got := withDefaultTag(image); got != want {
+			t.Errorf("withDefaultTag(%q) = %q, want %q", image, got, want)
+		}
+	}
+}
+
+func TestByDepth(t *testing.T) {
+	got := byDepth([]runtime.Mount{
+		{Target: "/etc/hosts"}, {Target: "/data"}, {Target: "/etc"}, {Target: "/etc/hostname"}, {Target: "/a/b/c"}, {Target: "/b"},
+	})
+	var order []string
+	for _, m := range got {
+		order = append(order, m.Target)
+	}
+	want := []string{"/data", "/etc", "/b", "/etc/hosts", "/etc/hostname", "/a/b/c"}
+	if !reflect.DeepEqual(order, want) {
+		t.Errorf("byDepth = %q, want %q (parents first, equal depths in their order)", order, want)
 	}
 }

@@ -90,8 +90,11 @@ type pullBackoff struct {
 // pullState is a pull a container waits for; the worker goroutine owns it,
 // the pull goroutine fills img or err before closing done.
 type pullState struct {
-	// image is the container's image as written in the spec.
-	image string
+	// image is the container's image as written in the spec, ref its
+	// normalized reference.
+	image, ref string
+	// cancel ends the pull (the pod's worker ended).
+	cancel context.CancelFunc
 	// done is closed when the pull ended.
 	done chan struct{}
 	// img is the pulled image, err why the pull failed.
@@ -167,8 +170,10 @@ func (p *imagePuller) forget(uid types.UID, image string) {
 // start begins pulling image for pod in the background; poke is called
 // when it ended.
 func (p *imagePuller) start(ctx context.Context, pod *corev1.Pod, image, ref string, poke func()) *pullState {
-	st := &pullState{image: image, done: make(chan struct{}), asked: p.agent.clock.Now()}
+	ctx, cancel := context.WithCancel(ctx)
+	st := &pullState{image: image, ref: ref, cancel: cancel, done: make(chan struct{}), asked: p.agent.clock.Now()}
 	go func() {
+		defer cancel()
 		defer poke()
 		defer close(st.done)
 		select {
@@ -231,7 +236,9 @@ func (w *worker) imageFor(ctx context.Context, pod *corev1.Pod, c *container, no
 	if p == nil {
 		return nil, nil
 	}
-	image := c.spec.Image
+	requested := c.spec.Image
+	// The kubelet names the image with its default tag in pull events.
+	image := withDefaultTag(requested)
 	if st := c.pull; st != nil {
 		select {
 		case <-st.done:
@@ -244,7 +251,7 @@ func (w *worker) imageFor(ctx context.Context, pod *corev1.Pod, c *container, no
 			waited := w.agent.clock.Since(st.asked).Truncate(time.Millisecond)
 			w.agent.containerEvent(pod, c.info, corev1.EventTypeNormal, eventPulled, fmt.Sprintf("Successfully pulled image %q in %v (%v including waiting). Image size: %v bytes.",
 				image, st.took.Truncate(time.Millisecond), waited, st.img.Size))
-			return st.img, nil
+			return w.hold(c, st.img, st.ref, now)
 		}
 		if ctx.Err() != nil {
 			return nil, &imageWait{reason: ReasonContainerCreating, retry: now.Add(pullWaitCheck)}
@@ -255,30 +262,33 @@ func (w *worker) imageFor(ctx context.Context, pod *corev1.Pod, c *container, no
 		p.failed(pod.UID, image, ReasonErrImagePull+": "+msg, now)
 		return nil, &imageWait{reason: ReasonErrImagePull, message: msg, retry: now.Add(pullRetryAfterError)}
 	}
-	ref, err := images.Normalize(image)
+	ref, err := images.Normalize(requested)
 	if err != nil {
-		msg := fmt.Sprintf("Failed to apply default image tag %q: %v", image, err)
+		msg := fmt.Sprintf("Failed to apply default image tag %q: %v", requested, err)
 		w.agent.containerEvent(pod, c.info, corev1.EventTypeWarning, eventInspectFailed, msg)
 		w.agent.containerEvent(pod, c.info, corev1.EventTypeWarning, eventFailed, "Error: "+ReasonInvalidImageName)
 		return nil, &imageWait{reason: ReasonInvalidImageName, message: msg, retry: now.Add(retryConfigError)}
 	}
 	local, err := p.store.Lookup(ref)
 	if err != nil && !errors.Is(err, images.ErrNotFound) {
-		msg := fmt.Sprintf("Failed to inspect image %q: %v", image, err)
+		msg := fmt.Sprintf("Failed to inspect image %q: %v", requested, err)
 		w.agent.containerEvent(pod, c.info, corev1.EventTypeWarning, eventInspectFailed, msg)
 		w.agent.containerEvent(pod, c.info, corev1.EventTypeWarning, eventFailed, "Error: ImageInspectError")
 		return nil, &imageWait{reason: "ImageInspectError", message: msg, retry: now.Add(retryConfigError)}
 	}
 	policy := c.spec.ImagePullPolicy
 	if policy == "" {
-		policy = defaultPullPolicy(image)
+		policy = defaultPullPolicy(requested)
 	}
 	switch decidePull(policy, local != nil) {
 	case useLocal:
-		w.agent.containerEvent(pod, c.info, corev1.EventTypeNormal, eventPulled, fmt.Sprintf("Container image %q already present on machine and can be accessed by the pod", image))
-		return local, nil
+		// The kubelet's text without KubeletEnsureSecretPulledImages: the
+		// agent does not check that this pod's credentials could pull an
+		// image another pod's pulled (docs/node-agent.md).
+		w.agent.containerEvent(pod, c.info, corev1.EventTypeNormal, eventPulled, fmt.Sprintf("Container image %q already present on machine", requested))
+		return w.hold(c, local, ref, now)
 	case neverPulled:
-		msg := fmt.Sprintf("Container image %q is not present with pull policy of Never", image)
+		msg := fmt.Sprintf("Container image %q is not present with pull policy of Never", requested)
 		w.agent.containerEvent(pod, c.info, corev1.EventTypeWarning, ReasonErrImageNeverPull, msg+" (load it with `jobkeeper image load`)")
 		w.agent.containerEvent(pod, c.info, corev1.EventTypeWarning, eventFailed, "Error: "+ReasonErrImageNeverPull)
 		return nil, &imageWait{reason: ReasonErrImageNeverPull, message: msg, retry: now.Add(retryConfigError)}
@@ -312,10 +322,16 @@ func (w *worker) collectPulls() bool {
 	return progress
 }
 
-// runImage is the image an attempt runs and the store reference held for it.
+// runImage is the image a container runs and the store reference held for
+// it: from the image's resolution until the pod's worker ends, so that image
+// garbage collection and `jobkeeper image rm` leave the image of a pod that
+// may restart alone (the kubelet's image GC counts the images of exited
+// containers as used, too).
 type runImage struct {
 	// name is the normalized reference, id the imageID; empty in host mode.
 	name, id string
+	// storeID is the image's ID in the store.
+	storeID string
 	// done releases the store reference; nil when none is held.
 	done func()
 }
@@ -336,24 +352,47 @@ func (r *runImage) release() {
 	}
 }
 
-// useImage records that an attempt started from img: the store keeps it
-// from garbage collection until the attempt ends.
-func (a *Agent) useImage(img *images.Image, image string) runImage {
-	if img == nil || a.puller == nil {
-		return runImage{}
+// hold makes img the image of c, holding a store reference on it for the
+// container's life, and checks that the store still has it (an `image rm`
+// or a garbage collection may have come between the look-up and the
+// reference). When it is gone, c waits a moment and resolves its image
+// again, pulling it as its policy says.
+func (w *worker) hold(c *container, img *images.Image, ref string, now time.Time) (*images.Image, *imageWait) {
+	store := w.agent.puller.store
+	if c.image.storeID != img.ID || c.image.done == nil {
+		release := store.Use(img.ID)
+		if got, err := store.Lookup(ref); err != nil || got.ID != img.ID {
+			release()
+			return nil, &imageWait{reason: ReasonContainerCreating, retry: now}
+		}
+		c.image.release()
+		c.image = runImage{name: ref, id: imageIDOf(img, ref), storeID: img.ID, done: release}
 	}
-	ref, err := images.Normalize(image)
-	if err != nil {
-		ref = image
-	}
-	return runImage{name: ref, id: imageIDOf(img, ref), done: a.puller.store.Use(img.ID)}
+	return img, nil
 }
 
-// releaseImages gives back the store references of the pod's attempts and
-// forgets its pull back-offs (the worker is ending).
+// withDefaultTag is image with the tag "latest" when it names neither a
+// tag nor a digest, as the kubelet names images in its pull events.
+func withDefaultTag(image string) string {
+	if strings.Contains(image, "@") {
+		return image
+	}
+	name := image[strings.LastIndex(image, "/")+1:]
+	if strings.Contains(name, ":") {
+		return image
+	}
+	return image + ":latest"
+}
+
+// releaseImages gives back the store references of the pod's containers,
+// cancels their pulls in flight and forgets the pod's pull back-offs (the
+// worker is ending: the pod finished, was deleted, or the agent stops).
 func (w *worker) releaseImages() {
 	for _, c := range w.all() {
 		c.image.release()
+		if c.pull != nil {
+			c.pull.cancel()
+		}
 	}
 	if p := w.agent.puller; p != nil {
 		p.forget(w.currentPod().UID, "")

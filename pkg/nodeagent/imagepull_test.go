@@ -3,6 +3,7 @@ package nodeagent
 import (
 	"context"
 	"encoding/base64"
+	"errors"
 	"reflect"
 	"strings"
 	"testing"
@@ -228,4 +229,49 @@ func TestImagePullSecrets(t *testing.T) {
 		t.Fatal(err)
 	}
 	ta.waitPod(t, "allowed", phaseIs(corev1.PodRunning))
+}
+
+func TestImageWithoutCommandIsACreateError(t *testing.T) {
+	img, err := testimages.Static(map[string][]byte{"/app": []byte("x")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	host := testimages.Serve(t, map[string]v1.Image{"test/nocmd:v1": img})
+	ta, rt, _ := startAgentWithImages(t, imagePod("p", host+"/test/nocmd:v1", corev1.PullIfNotPresent))
+	p := ta.waitPod(t, "p", func(p *corev1.Pod) bool { return waitingReason(p) == ReasonCreateContainerError })
+	if msg := p.Status.ContainerStatuses[0].State.Waiting.Message; !strings.HasPrefix(msg, "no command specified") {
+		t.Errorf("message %q", msg)
+	}
+	if n := rt.count("main"); n != 0 {
+		t.Errorf("%d attempts ran", n)
+	}
+}
+
+func TestImageHeldWhileThePodMayRestart(t *testing.T) {
+	img, err := testimages.Static(map[string][]byte{"/app": []byte("x")}, "/app")
+	if err != nil {
+		t.Fatal(err)
+	}
+	host := testimages.Serve(t, map[string]v1.Image{"test/app:v1": img})
+	ref := host + "/test/app:v1"
+	pod := imagePod("p", ref, corev1.PullIfNotPresent)
+	pod.Spec.RestartPolicy = corev1.RestartPolicyAlways
+	ta, rt, store := startAgentWithImages(t, pod)
+	rt.attempt(t, "main", 0).exit(1)
+	ta.waitPod(t, "p", func(p *corev1.Pod) bool {
+		return len(p.Status.ContainerStatuses) > 0 && p.Status.ContainerStatuses[0].LastTerminationState.Terminated != nil
+	})
+	// Between attempts (back-off) the image is still the pod's.
+	if err := store.Remove(ref); !errors.Is(err, images.ErrInUse) {
+		t.Fatalf("removing the image of a restarting pod: %v, want ErrInUse", err)
+	}
+	if err := ta.client.CoreV1().Pods("ns").Delete(t.Context(), "p", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	ta.waitGone(t, "p")
+	if err := wait.PollUntilContextTimeout(t.Context(), 5*time.Millisecond, 10*time.Second, true, func(context.Context) (bool, error) {
+		return store.Remove(ref) == nil, nil
+	}); err != nil {
+		t.Errorf("the image stayed in use after its pod was gone: %v", store.Remove(ref))
+	}
 }

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -32,7 +33,7 @@ func (a *Agent) imageContainerSpec(ctx context.Context, pod *corev1.Pod, c *cont
 	}
 	spec.Command = processArgs(command, args, defs)
 	if len(spec.Command) == 0 {
-		return spec, fmt.Errorf("no command specified: image %q has neither ENTRYPOINT nor CMD and container %s sets no command", c.spec.Image, c.spec.Name)
+		return spec, &createError{msg: fmt.Sprintf("no command specified: image %q has neither ENTRYPOINT nor CMD and container %s sets no command", c.spec.Image, c.spec.Name)}
 	}
 	spec.WorkingDir = imageWorkingDir(c.spec, defs)
 	user, err := containerUser(pod, c.spec, defs.user)
@@ -49,8 +50,29 @@ func (a *Agent) imageContainerSpec(ctx context.Context, pod *corev1.Pod, c *cont
 	if err != nil {
 		return spec, err
 	}
-	spec.Mounts = append(managedFiles(files, mounts), mounts...)
+	spec.Mounts = byDepth(append(mounts, managedFiles(files, mounts)...))
 	return spec, nil
+}
+
+// ReasonCreateContainerError is the kubelet's waiting reason of a
+// container the runtime refused to create.
+const ReasonCreateContainerError = "CreateContainerError"
+
+// createError is a container the runtime would refuse to create (no
+// command at all): it waits with CreateContainerError, as with containerd.
+type createError struct{ msg string }
+
+// Error implements error.
+func (e *createError) Error() string { return e.msg }
+
+// byDepth orders mounts by the depth of their target, keeping the order of
+// mounts at one depth, as containerd orders a container's mounts: a volume
+// on /etc is mounted before the managed /etc/hosts, which stays visible.
+func byDepth(mounts []runtime.Mount) []runtime.Mount {
+	slices.SortStableFunc(mounts, func(a, b runtime.Mount) int {
+		return strings.Count(filepath.Clean(a.Target), "/") - strings.Count(filepath.Clean(b.Target), "/")
+	})
+	return mounts
 }
 
 // containerUser is who a container runs as: the image's USER, overridden

@@ -209,7 +209,8 @@ type event struct {
 	// evHookDone of a failed postStart hook: the container is killed).
 	grace time.Duration
 	// reason and retry are the waiting reason and the next look
-	// (evImageWait; message is the waiting message).
+	// (evImageWait; message is the waiting message); reason also
+	// replaces CreateContainerConfigError for evConfigFailed.
 	reason string
 	retry  time.Time
 }
@@ -314,6 +315,9 @@ func transition(s containerState, c containerInfo, ev event) (containerState, []
 		}
 		s.phase = phaseWaiting
 		s.waitReason, s.waitMessage = ReasonCreateContainerConfigError, ev.message
+		if ev.reason != "" {
+			s.waitReason = ev.reason
+		}
 		s.notBefore = ev.at.Add(retryConfigError)
 		return s, []action{recordEvent(corev1.EventTypeWarning, "Failed", "Error: "+ev.message)}
 	case evImageWait:

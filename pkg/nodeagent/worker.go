@@ -459,7 +459,6 @@ func (w *worker) collectExits(ctx context.Context) bool {
 		}
 		res := c.handle.Result()
 		c.handle, progress = nil, true
-		c.image.release()
 		w.apply(ctx, pod, c, event{kind: evExited, at: res.FinishedAt, result: res})
 	}
 	return progress
@@ -483,7 +482,12 @@ func (w *worker) start(ctx context.Context, pod *corev1.Pod, c *container, now t
 		err = w.agent.prepareAttempt(&spec, attempt)
 	}
 	if err != nil {
-		w.apply(ctx, pod, c, event{kind: evConfigFailed, at: now, message: err.Error()})
+		ev := event{kind: evConfigFailed, at: now, message: err.Error()}
+		var ce *createError
+		if errors.As(err, &ce) {
+			ev.reason = ReasonCreateContainerError
+		}
+		w.apply(ctx, pod, c, ev)
 		return
 	}
 	if img == nil {
@@ -506,7 +510,6 @@ func (w *worker) start(ctx context.Context, pod *corev1.Pod, c *container, now t
 	}
 	probes, hooks := w.probesOf(pod, c, h), w.hooksOf(pod, c, h)
 	c.handle = h
-	c.image = w.agent.useImage(img, c.spec.Image)
 	logger.V(2).Info("Container started", "pod", klog.KObj(pod), "container", c.spec.Name, "attempt", attempt, "pid", h.PID())
 	w.apply(ctx, pod, c, event{kind: evStarted, at: now, containerID: id, probes: probes, hooks: hooks})
 	go func() {
