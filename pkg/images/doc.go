@@ -36,5 +36,10 @@
 // that user, who is root inside the agent's user namespace, and directories
 // keep their owner's write and search bits. Character and block device
 // entries are skipped (the sandbox provides /dev). Entries with absolute or
-// ".." paths, and hard links that leave the layer, are refused.
+// ".." paths, and hard links that leave the layer, are refused. A
+// directory's mode, xattrs and times are applied once the whole layer is
+// in, through a descriptor opened without following symbolic links, and
+// only to the directory made for the entry: when a later entry replaced it
+// or a parent (with a symbolic link out of the layer, say), they are
+// dropped. A directory listed twice takes its last entry's.
 package images

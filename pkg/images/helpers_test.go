@@ -33,6 +33,10 @@ type entry struct {
 	name, body, link string
 	typ              byte
 	mode             int64
+	// uid and gid own the entry (0 unless set).
+	uid, gid int
+	// xattrs are the entry's extended attributes (PAX SCHILY.xattr.*).
+	xattrs map[string]string
 }
 
 // file, dir, symlink and hardlink build entries.
@@ -53,7 +57,13 @@ func layerTar(t *testing.T, entries ...entry) []byte {
 	var buf bytes.Buffer
 	tw := tar.NewWriter(&buf)
 	for _, e := range entries {
-		hdr := &tar.Header{Name: e.name, Typeflag: e.typ, Mode: e.mode, Linkname: e.link, Size: int64(len(e.body)), ModTime: time.Unix(1700000000, 0)}
+		hdr := &tar.Header{Name: e.name, Typeflag: e.typ, Mode: e.mode, Linkname: e.link, Size: int64(len(e.body)), ModTime: time.Unix(1700000000, 0), Uid: e.uid, Gid: e.gid}
+		for k, v := range e.xattrs {
+			if hdr.PAXRecords == nil {
+				hdr.PAXRecords = map[string]string{}
+			}
+			hdr.PAXRecords["SCHILY.xattr."+k] = v
+		}
 		if e.typ != tar.TypeReg {
 			hdr.Size = 0
 		}

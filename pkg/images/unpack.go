@@ -27,12 +27,26 @@ type unpacker struct {
 	// keepOwner applies the entries' uid and gid (needs root); without it
 	// every file belongs to the process's user (flattened ownership).
 	keepOwner bool
-	// dirs are the directories whose mode and times are set once every
-	// entry is in (later entries would change their times, and a
-	// read-only mode would stop a non-root user filling them).
-	dirs []*tar.Header
-	// dirPaths are the host paths of dirs.
-	dirPaths []string
+	// dirs are the directories whose mode, xattrs and times are set once
+	// every entry is in (later entries would change their times, and a
+	// read-only mode would stop a non-root user filling them), in tar
+	// order; an entry a later one replaced has a nil hdr.
+	dirs []pendingDir
+	// pending maps the host path of each directory in dirs whose hdr is
+	// set to its index.
+	pending map[string]int
+}
+
+// pendingDir is a directory unpacked whose metadata waits for the end of
+// the layer.
+type pendingDir struct {
+	// path is its host path when it was made, free of symbolic links.
+	path string
+	// hdr is its tar entry; nil once a later entry replaced it.
+	hdr *tar.Header
+	// dev and ino identify the directory made: its metadata is applied
+	// only to that directory, whatever is at path by then.
+	dev, ino uint64
 }
 
 // errUnsafeEntry is a tar entry that would write outside the layer.
@@ -72,8 +86,13 @@ func (u *unpacker) unpack(ctx context.Context, r io.Reader) (v1.Hash, int64, err
 	if _, err := io.Copy(io.Discard, tee); err != nil {
 		return v1.Hash{}, 0, err
 	}
+	// Children first: a parent's read-only mode must not stop the
+	// opening of the directories under it.
 	for i := len(u.dirs) - 1; i >= 0; i-- {
-		if err := u.finishDir(u.dirPaths[i], u.dirs[i]); err != nil {
+		if u.dirs[i].hdr == nil {
+			continue
+		}
+		if err := u.finishDir(u.dirs[i]); err != nil {
 			return v1.Hash{}, 0, err
 		}
 	}
@@ -101,7 +120,7 @@ func (u *unpacker) entry(tr *tar.Reader, hdr *tar.Header) (int64, error) {
 	}
 	if p == "." {
 		if hdr.Typeflag == tar.TypeDir {
-			u.dirs, u.dirPaths = append(u.dirs, hdr), append(u.dirPaths, u.root)
+			return 0, u.deferDir(u.root, hdr)
 		}
 		return 0, nil
 	}
@@ -116,10 +135,13 @@ func (u *unpacker) entry(tr *tar.Reader, hdr *tar.Header) (int64, error) {
 	case strings.HasPrefix(base, whiteoutMetaPrefix):
 		return 0, nil
 	case strings.HasPrefix(base, whiteoutPrefix):
-		return 0, makeWhiteout(filepath.Join(parent, strings.TrimPrefix(base, whiteoutPrefix)))
+		gone := filepath.Join(parent, strings.TrimPrefix(base, whiteoutPrefix))
+		u.forget(gone)
+		return 0, makeWhiteout(gone)
 	}
 	target := filepath.Join(parent, base)
 	if hdr.Typeflag != tar.TypeDir || !isDir(target) {
+		u.forget(target)
 		if err := removeAll(target); err != nil {
 			return 0, err
 		}
@@ -132,8 +154,7 @@ func (u *unpacker) entry(tr *tar.Reader, hdr *tar.Header) (int64, error) {
 		if err := u.own(target, hdr); err != nil {
 			return 0, err
 		}
-		u.dirs, u.dirPaths = append(u.dirs, hdr), append(u.dirPaths, target)
-		return 0, nil
+		return 0, u.deferDir(target, hdr)
 	case tar.TypeReg, tar.TypeRegA:
 		f, err := os.OpenFile(target, os.O_WRONLY|os.O_CREATE|os.O_EXCL|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0o600)
 		if err != nil {
@@ -230,43 +251,141 @@ func (u *unpacker) attrs(target string, hdr *tar.Header) error {
 			return err
 		}
 	}
-	if err := setXattrs(target, hdr); err != nil {
+	if err := setXattrs(target, hdr, unix.Lsetxattr); err != nil {
 		return err
 	}
 	return setTimes(target, hdr)
 }
 
-// finishDir applies a directory's mode, xattrs and mtime. Without kept
-// ownership, its owner keeps write and search access.
-func (u *unpacker) finishDir(target string, hdr *tar.Header) error {
+// deferDir records the directory just made at target (a host path free of
+// symbolic links) for finishDir, replacing an earlier entry for the same
+// directory: the last entry wins.
+func (u *unpacker) deferDir(target string, hdr *tar.Header) error {
+	var st unix.Stat_t
+	if err := unix.Lstat(target, &st); err != nil {
+		return err
+	}
+	if i, ok := u.pending[target]; ok {
+		u.dirs[i].hdr = nil
+	}
+	if u.pending == nil {
+		u.pending = map[string]int{}
+	}
+	u.pending[target] = len(u.dirs)
+	u.dirs = append(u.dirs, pendingDir{path: target, hdr: hdr, dev: st.Dev, ino: st.Ino})
+	return nil
+}
+
+// forget drops the pending metadata of target and, when target is a
+// directory, of everything under it: a later entry is replacing them.
+func (u *unpacker) forget(target string) {
+	if len(u.pending) == 0 {
+		return
+	}
+	if i, ok := u.pending[target]; ok {
+		u.dirs[i].hdr = nil
+		delete(u.pending, target)
+	}
+	if !isDir(target) {
+		return
+	}
+	prefix := target + string(filepath.Separator)
+	for p, i := range u.pending {
+		if strings.HasPrefix(p, prefix) {
+			u.dirs[i].hdr = nil
+			delete(u.pending, p)
+		}
+	}
+}
+
+// finishDir applies a directory's mode, xattrs and mtime (and, for the
+// layer's root, its owner). Without kept ownership, its owner keeps write
+// and search access.
+//
+// It acts through a file descriptor of the directory opened without
+// following any symbolic link, and only if that is still the directory
+// made for the entry: a later entry may have replaced it, or a parent,
+// with a symbolic link out of the layer, and path-based calls would then
+// change a host file.
+func (u *unpacker) finishDir(d pendingDir) error {
+	fd, err := u.openDir(d.path)
+	if errors.Is(err, unix.ENOENT) || errors.Is(err, unix.ENOTDIR) || errors.Is(err, unix.ELOOP) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("opening directory %s: %w", d.path, err)
+	}
+	defer unix.Close(fd)
+	var st unix.Stat_t
+	if err := unix.Fstat(fd, &st); err != nil {
+		return fmt.Errorf("stat of directory %s: %w", d.path, err)
+	}
+	if st.Mode&unix.S_IFMT != unix.S_IFDIR || st.Dev != d.dev || st.Ino != d.ino {
+		// Not the directory made for this entry any more.
+		return nil
+	}
+	hdr := d.hdr
+	if d.path == u.root && u.keepOwner {
+		if err := unix.Fchownat(fd, "", hdr.Uid, hdr.Gid, unix.AT_EMPTY_PATH|unix.AT_SYMLINK_NOFOLLOW); err != nil {
+			return fmt.Errorf("chown of directory %s: %w", d.path, err)
+		}
+	}
 	mode := uint32(hdr.Mode) & 0o7777
 	if !u.keepOwner {
 		mode |= 0o700
 	}
-	if target == u.root && u.keepOwner {
-		if err := u.own(target, hdr); err != nil {
-			return err
+	// An O_PATH descriptor takes no fchmod, fsetxattr or futimens; its
+	// /proc/self/fd link reaches the directory it holds and nothing else.
+	self := fmt.Sprintf("/proc/self/fd/%d", fd)
+	if err := unix.Chmod(self, mode); err != nil {
+		return fmt.Errorf("chmod of directory %s (through %s): %w", d.path, self, err)
+	}
+	if err := setXattrs(self, hdr, unix.Setxattr); err != nil {
+		return err
+	}
+	if err := unix.UtimesNanoAt(unix.AT_FDCWD, self, entryTimes(hdr), 0); err != nil {
+		return fmt.Errorf("setting the times of directory %s: %w", d.path, err)
+	}
+	return nil
+}
+
+// openDir opens the directory at target, under the layer's root, as an
+// O_PATH descriptor, one component at a time, failing (ENOTDIR or ELOOP)
+// where a component is not a directory or is a symbolic link.
+func (u *unpacker) openDir(target string) (int, error) {
+	const flags = unix.O_PATH | unix.O_DIRECTORY | unix.O_NOFOLLOW | unix.O_CLOEXEC
+	fd, err := unix.Open(u.root, flags, 0)
+	if err != nil {
+		return -1, err
+	}
+	rel, err := filepath.Rel(u.root, target)
+	if err != nil || rel == "." {
+		return fd, err
+	}
+	for _, name := range strings.Split(rel, string(filepath.Separator)) {
+		next, err := unix.Openat(fd, name, flags, 0)
+		unix.Close(fd)
+		if err != nil {
+			return -1, err
 		}
+		fd = next
 	}
-	if err := unix.Chmod(target, mode); err != nil {
-		return err
-	}
-	if err := setXattrs(target, hdr); err != nil {
-		return err
-	}
-	return setTimes(target, hdr)
+	return fd, nil
 }
 
 // setXattrs sets the entry's extended attributes (PAX SCHILY.xattr.*),
 // except overlayfs's own; those the process may not set, or the file
 // system does not take, are dropped.
-func setXattrs(target string, hdr *tar.Header) error {
+//
+// set is unix.Lsetxattr for a file just made, unix.Setxattr for a
+// /proc/self/fd link.
+func setXattrs(target string, hdr *tar.Header, set func(path, attr string, data []byte, flags int) error) error {
 	for k, v := range hdr.PAXRecords {
 		name, ok := strings.CutPrefix(k, "SCHILY.xattr.")
 		if !ok || isOverlayXattr(name) {
 			continue
 		}
-		err := unix.Lsetxattr(target, name, []byte(v), 0)
+		err := set(target, name, []byte(v), 0)
 		if err != nil && !errors.Is(err, unix.EPERM) && !errors.Is(err, unix.ENOTSUP) && !errors.Is(err, unix.EOPNOTSUPP) {
 			return fmt.Errorf("setting xattr %s on %s: %w", name, target, err)
 		}
@@ -277,12 +396,17 @@ func setXattrs(target string, hdr *tar.Header) error {
 // setTimes sets a file's access and modification times from its entry,
 // without following a symbolic link.
 func setTimes(target string, hdr *tar.Header) error {
+	return unix.UtimesNanoAt(unix.AT_FDCWD, target, entryTimes(hdr), unix.AT_SYMLINK_NOFOLLOW)
+}
+
+// entryTimes are the access and modification times of an entry, its
+// modification time standing for a missing access time.
+func entryTimes(hdr *tar.Header) []unix.Timespec {
 	atime := hdr.AccessTime
 	if atime.IsZero() {
 		atime = hdr.ModTime
 	}
-	ts := []unix.Timespec{timespec(atime), timespec(hdr.ModTime)}
-	return unix.UtimesNanoAt(unix.AT_FDCWD, target, ts, unix.AT_SYMLINK_NOFOLLOW)
+	return []unix.Timespec{timespec(atime), timespec(hdr.ModTime)}
 }
 
 // timespec converts t, the zero time being the epoch.

@@ -1,13 +1,16 @@
 package images
 
 import (
+	"archive/tar"
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"golang.org/x/sys/unix"
 )
@@ -90,6 +93,107 @@ func TestUnsafeEntriesRefused(t *testing.T) {
 	}
 	if _, err := os.Lstat(filepath.Join(u.root, "escape")); err != nil {
 		t.Errorf("up/escape was not written inside the layer: %v", err)
+	}
+}
+
+// TestDeferredDirMetadataStaysInLayer checks that a directory's mode,
+// owner, xattrs and times, applied once every entry is in, never reach a
+// host file when a later entry replaced the directory, or one of its
+// parents, with a symbolic link out of the layer.
+func TestDeferredDirMetadataStaysInLayer(t *testing.T) {
+	evil := map[string]string{"user.evil": "y"}
+	cases := map[string]struct {
+		// entries builds the layer; host is the directory outside it.
+		entries func(host string) []entry
+		// victim is the host path that must keep its metadata.
+		victim string
+	}{
+		"directory replaced by a symlink": {
+			entries: func(host string) []entry {
+				return []entry{
+					{name: "x/", typ: tar.TypeDir, mode: 0o6777, uid: 4242, gid: 4242, xattrs: evil},
+					symlink("x", filepath.Join(host, "victim")),
+				}
+			},
+			victim: "victim",
+		},
+		"parent replaced by a symlink": {
+			entries: func(host string) []entry {
+				return []entry{
+					dir("a/"),
+					{name: "a/victim/", typ: tar.TypeDir, mode: 0o6777, uid: 4242, gid: 4242, xattrs: evil},
+					symlink("a", host),
+				}
+			},
+			victim: "victim",
+		},
+	}
+	owners := []bool{false}
+	if os.Geteuid() == 0 {
+		owners = append(owners, true)
+	}
+	for name, tc := range cases {
+		for _, keepOwner := range owners {
+			t.Run(fmt.Sprintf("%s/keepOwner=%v", name, keepOwner), func(t *testing.T) {
+				parent := t.TempDir()
+				host := filepath.Join(parent, "host")
+				victim := filepath.Join(host, tc.victim)
+				if err := os.Mkdir(host, 0o755); err != nil {
+					t.Fatal(err)
+				}
+				if err := os.WriteFile(victim, []byte("host"), 0o600); err != nil {
+					t.Fatal(err)
+				}
+				old := time.Unix(1000, 0)
+				if err := os.Chtimes(victim, old, old); err != nil {
+					t.Fatal(err)
+				}
+				var before unix.Stat_t
+				if err := unix.Stat(victim, &before); err != nil {
+					t.Fatal(err)
+				}
+				u := &unpacker{root: filepath.Join(parent, "fs"), keepOwner: keepOwner}
+				if _, _, err := u.unpack(context.Background(), bytes.NewReader(layerTar(t, tc.entries(host)...))); err != nil {
+					t.Fatal(err)
+				}
+				var after unix.Stat_t
+				if err := unix.Stat(victim, &after); err != nil {
+					t.Fatal(err)
+				}
+				if after.Mode != before.Mode {
+					t.Errorf("host file mode %o, was %o", after.Mode, before.Mode)
+				}
+				if after.Uid != before.Uid || after.Gid != before.Gid {
+					t.Errorf("host file owner %d:%d, was %d:%d", after.Uid, after.Gid, before.Uid, before.Gid)
+				}
+				if after.Mtim != before.Mtim {
+					t.Errorf("host file mtime %v, was %v", after.Mtim, before.Mtim)
+				}
+				if _, err := unix.Getxattr(victim, "user.evil", make([]byte, 8)); err == nil {
+					t.Error("host file got the layer's xattr user.evil")
+				}
+			})
+		}
+	}
+}
+
+// TestRepeatedDirEntryLastWins checks that a directory listed twice gets
+// the metadata of its last entry, as tar extraction does.
+func TestRepeatedDirEntryLastWins(t *testing.T) {
+	u := &unpacker{root: filepath.Join(t.TempDir(), "fs")}
+	entries := []entry{
+		{name: "d/", typ: tar.TypeDir, mode: 0o750},
+		{name: "d/", typ: tar.TypeDir, mode: 0o705},
+	}
+	if _, _, err := u.unpack(context.Background(), bytes.NewReader(layerTar(t, entries...))); err != nil {
+		t.Fatal(err)
+	}
+	fi, err := os.Lstat(filepath.Join(u.root, "d"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := fi.Mode().Perm(); got != 0o705 {
+		t.Errorf("d has mode %o, want the last entry's 0705", got)
 	}
 }
 
