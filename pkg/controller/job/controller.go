@@ -91,6 +91,8 @@ type Controller struct {
 	finalizers *finalizerExpectations
 	// backoff holds the re-creation backoff records of Jobs.
 	backoff *backoffStore
+	// batches decides how long pod events delay a Job's sync (batching.go).
+	batches *syncBatches
 	// writes remembers the controller's newest writes per Job, so that a
 	// Job is not synced from caches that have not seen them (consistency.go);
 	// nil when Options.DisableReadYourWrites.
@@ -138,6 +140,7 @@ func NewController(ctx context.Context, podInformer coreinformers.PodInformer, j
 		expectations: newPodExpectations(opts.Clock),
 		finalizers:   newFinalizerExpectations(),
 		backoff:      newBackoffStore(),
+		batches:      newSyncBatches(),
 		goneJobs:     lru.New(goneJobsCacheSize),
 		broadcaster:  broadcaster,
 		recorder:     recorder,

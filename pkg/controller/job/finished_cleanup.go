@@ -47,6 +47,7 @@ func (c *Controller) forgetJob(key string, uid types.UID) {
 	c.finalizers.forget(key)
 	c.backoff.remove(key)
 	c.writes.forget(key, uid)
+	c.batches.forget(key)
 	if uid != "" {
 		c.finishedJobs.Delete(uid)
 	}

@@ -220,10 +220,12 @@ func (c *Controller) enqueue(logger klog.Logger, job *batchv1.Job, delay time.Du
 	c.queue.AddAfter(key, delay)
 }
 
-// enqueueBatched queues the Job after the batch period, so bursts of pod
-// events share one sync.
+// enqueueBatched queues the Job at once while its wake-ups are few, and
+// after the batch period in a burst, so that a burst of pod events shares
+// one sync (batching.go).
 func (c *Controller) enqueueBatched(logger klog.Logger, job *batchv1.Job) {
-	c.enqueue(logger, job, c.opts.SyncBatchPeriod)
+	key := jobKey(job)
+	c.enqueue(logger, job, c.batches.delay(key, c.clock.Now(), c.opts.SyncBatchPeriod))
 }
 
 // jobsSelecting returns the managed Jobs whose selector matches the pod.
