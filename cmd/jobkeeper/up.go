@@ -215,6 +215,9 @@ func runUp(out io.Writer, up *upOptions, opts *manager.Options, bootstrap []boot
 		Port:          up.port,
 		KubeconfigOut: up.kubeconfigOut,
 		Bootstrap:     bootstrap,
+		// runLocalControllers runs the serviceaccount controller and the
+		// root CA publisher, and the node agent mounts the token volume.
+		ServiceAccountAdmission: true,
 	})
 	if err != nil {
 		return err

@@ -6,6 +6,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/pprof"
+	"net/url"
 	"path/filepath"
 	"time"
 
@@ -94,6 +95,14 @@ func (f *nodeAgentFlags) component(out io.Writer) upComponent {
 		opts.ServingKeyFile = pki.NodeServingKey()
 		opts.ClientCAFile = pki.CACert()
 		opts.AllowedClientCommonNames = []string{controlplane.KubeletClientCommonName}
+		// Pods share this host's network: they reach the apiserver where
+		// it listens, not at the kubernetes Service's ClusterIP, which
+		// nothing routes here.
+		apiserver, err := url.Parse(cp.URL())
+		if err != nil {
+			return nil, fmt.Errorf("the apiserver's URL %q: %w", cp.URL(), err)
+		}
+		opts.APIServer = apiserver.Host
 		cfg := rest.CopyConfig(cp.AdminConfig())
 		cfg.UserAgent = "jobkeeper-node-agent"
 		client, err := kubernetes.NewForConfig(cfg)

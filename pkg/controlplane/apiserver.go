@@ -38,6 +38,9 @@ type apiserverConfig struct {
 	pki PKI
 	// authorizationModes are the --authorization-mode values.
 	authorizationModes []string
+	// serviceAccounts turns on the ServiceAccount admission plugin
+	// (Config.ServiceAccountAdmission).
+	serviceAccounts bool
 }
 
 // startAPIServer builds kube-apiserver from its own options structs, the way
@@ -56,10 +59,13 @@ func startAPIServer(ctx context.Context, c apiserverConfig) (<-chan error, error
 	s.Authentication.Anonymous.Allow = false
 	s.Authorization.Modes = c.authorizationModes
 
-	// Pods are created in namespaces that have no service account yet, and no
-	// token controller runs here: the ServiceAccount admission plugin would
-	// reject them.
-	s.Admission.GenericAdmission.DisablePlugins = []string{"ServiceAccount"}
+	// Without the controllers that create every namespace's default
+	// ServiceAccount and kube-root-ca.crt, the ServiceAccount admission
+	// plugin would refuse every pod: a caller that does not run them
+	// leaves it off.
+	if !c.serviceAccounts {
+		s.Admission.GenericAdmission.DisablePlugins = []string{"ServiceAccount"}
+	}
 	// Every other default plugin stays on, ValidatingAdmissionPolicy among
 	// them (with admissionregistration.k8s.io/v1, both GA since 1.30): `up`
 	// refuses the workloads it does not run with such a policy.
@@ -67,6 +73,12 @@ func startAPIServer(ctx context.Context, c apiserverConfig) (<-chan error, error
 	s.ServiceAccountSigningKeyFile = c.pki.ServiceAccountKey()
 	s.Authentication.ServiceAccounts.KeyFiles = []string{c.pki.ServiceAccountKey()}
 	s.Authentication.ServiceAccounts.Issuers = []string{"https://kubernetes.default.svc.cluster.local"}
+	// The default --service-account-extend-token-expiration (true) stays:
+	// a pod-bound token requested for the admission plugin's 3607 seconds
+	// with the apiserver's own audience is issued for a year (and its use
+	// after the first hour logged as stale), so the node agent, which
+	// does not refresh projected tokens, hands out one that stays valid for
+	// as long as the pod exists.
 
 	s.Etcd.StorageConfig.Transport.ServerList = []string{c.etcdURL}
 	s.ServiceClusterIPRanges = serviceCIDR

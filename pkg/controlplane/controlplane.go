@@ -34,6 +34,16 @@ type Config struct {
 	// the admin user is in system:masters, other identities need RBAC rules,
 	// as on a real cluster.
 	AuthorizationModes []string
+	// ServiceAccountAdmission turns on the apiserver's ServiceAccount
+	// admission plugin, as on a real cluster: every pod gets a
+	// serviceAccountName ("default" when unset), must name a ServiceAccount
+	// that exists, and gets the projected kube-api-access-* volume (token,
+	// ca.crt, namespace) unless automountServiceAccountToken says no. Only
+	// for a caller that runs what the plugin needs: the serviceaccount
+	// controller (the default ServiceAccount of each namespace), the root CA
+	// publisher (kube-root-ca.crt) and a node that mounts the volume. Off,
+	// pods are admitted in any namespace as they are.
+	ServiceAccountAdmission bool
 	// ReadyTimeout bounds the wait for /readyz. Default 2 minutes.
 	ReadyTimeout time.Duration
 	// Bootstrap functions create objects the caller needs before it can
@@ -180,6 +190,7 @@ func Start(ctx context.Context, cfg Config) (_ *ControlPlane, err error) {
 		etcdURL:            etcdURL,
 		pki:                cp.pki,
 		authorizationModes: cfg.AuthorizationModes,
+		serviceAccounts:    cfg.ServiceAccountAdmission,
 	})
 	if err != nil {
 		listener.Close()

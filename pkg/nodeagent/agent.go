@@ -53,6 +53,16 @@ type Agent struct {
 	podLister corelisters.PodLister
 	// podsSynced reports the node pod informer synced.
 	podsSynced cache.InformerSynced
+	// serviceFactory watches every Service, for the containers'
+	// environment.
+	serviceFactory informers.SharedInformerFactory
+	// serviceLister lists the Services.
+	serviceLister corelisters.ServiceLister
+	// servicesSynced reports the Service informer synced.
+	servicesSynced cache.InformerSynced
+	// apiserver is where pods reach the apiserver (Options.APIServer);
+	// nil: at the kubernetes Service's ClusterIP.
+	apiserver *apiserverEndpoint
 	// broadcaster sends the recorders' events to the API.
 	broadcaster record.EventBroadcaster
 	// recorder emits the node's events (source "kubelet"); nil when events
@@ -127,6 +137,15 @@ func New(client kubernetes.Interface, opts Options) (*Agent, error) {
 	}); err != nil {
 		return nil, err
 	}
+	apiserver, err := parseAPIServer(opts.APIServer)
+	if err != nil {
+		return nil, fmt.Errorf("node agent options: %w", err)
+	}
+	a.apiserver = apiserver
+	a.serviceFactory = informers.NewSharedInformerFactoryWithOptions(client, 0, informers.WithTransform(stripManagedFields))
+	serviceInformer := a.serviceFactory.Core().V1().Services()
+	a.serviceLister = serviceInformer.Lister()
+	a.servicesSynced = serviceInformer.Informer().HasSynced
 	b, err := newBinder(a)
 	if err != nil {
 		return nil, err
@@ -203,8 +222,11 @@ func (a *Agent) Run(ctx context.Context) error {
 	a.runCtx = ctx
 	a.mu.Unlock()
 	a.podFactory.Start(ctx.Done())
+	// As the kubelet, containers start once the Services were read at
+	// least once: KUBERNETES_SERVICE_HOST is what in-cluster clients need.
+	a.serviceFactory.Start(ctx.Done())
 	a.binder.start(ctx)
-	if !cache.WaitForCacheSync(ctx.Done(), a.podsSynced, a.binder.synced) {
+	if !cache.WaitForCacheSync(ctx.Done(), a.podsSynced, a.servicesSynced, a.binder.synced) {
 		return ctx.Err()
 	}
 	a.removeOrphanDirs(ctx)
@@ -221,6 +243,7 @@ func (a *Agent) Run(ctx context.Context) error {
 	<-ctx.Done()
 	wg.Wait()
 	a.podFactory.Shutdown()
+	a.serviceFactory.Shutdown()
 	a.stopWorkers()
 	a.closeImages()
 	logger.Info("Node agent stopped")
@@ -407,7 +430,11 @@ func (a *Agent) containerSpec(ctx context.Context, pod *corev1.Pod, c *container
 		ContainerName: c.spec.Name,
 		Annotations:   pod.Annotations,
 	}
-	env, err := resolveEnv(ctx, pod, c.spec, a.capacity, a)
+	services, err := a.servicesEnv(pod)
+	if err != nil {
+		return spec, err
+	}
+	env, err := resolveEnv(ctx, pod, c.spec, a.capacity, services, a)
 	if err != nil {
 		return spec, err
 	}

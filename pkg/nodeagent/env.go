@@ -69,10 +69,21 @@ func (l *envList) pairs() []string {
 
 // resolveEnv computes a container's environment the way the kubelet does:
 // envFrom sources first, then env in order, each value expanded against the
-// variables defined before it. allocatable is used for resourceFieldRef
-// limits the container does not set.
-func resolveEnv(ctx context.Context, pod *corev1.Pod, c *corev1.Container, allocatable corev1.ResourceList, src sourceLookup) (*envList, error) {
+// variables defined before it and then the service variables (services,
+// may be nil), then the service variables the container does not define
+// itself. allocatable is used for resourceFieldRef limits the container
+// does not set.
+func resolveEnv(ctx context.Context, pod *corev1.Pod, c *corev1.Container, allocatable corev1.ResourceList, services *envList, src sourceLookup) (*envList, error) {
+	if services == nil {
+		services = &envList{}
+	}
 	env := &envList{}
+	lookup := func(name string) (string, bool) {
+		if v, ok := env.get(name); ok {
+			return v, true
+		}
+		return services.get(name)
+	}
 	for _, from := range c.EnvFrom {
 		switch {
 		case from.ConfigMapRef != nil:
@@ -107,7 +118,7 @@ func resolveEnv(ctx context.Context, pod *corev1.Pod, c *corev1.Container, alloc
 	}
 	for _, e := range c.Env {
 		if e.ValueFrom == nil {
-			env.set(e.Name, expand(e.Value, env.get))
+			env.set(e.Name, expand(e.Value, lookup))
 			continue
 		}
 		v, ok, err := valueFrom(ctx, pod, c, e.ValueFrom, allocatable, src)
@@ -116,6 +127,11 @@ func resolveEnv(ctx context.Context, pod *corev1.Pod, c *corev1.Container, alloc
 		}
 		if ok {
 			env.set(e.Name, v)
+		}
+	}
+	for _, v := range services.vars {
+		if _, defined := env.get(v.name); !defined {
+			env.set(v.name, v.value)
 		}
 	}
 	return env, nil

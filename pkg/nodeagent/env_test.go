@@ -109,7 +109,7 @@ func TestResolveEnv(t *testing.T) {
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
-			env, err := resolveEnv(context.Background(), pod, &tc.container, alloc, src)
+			env, err := resolveEnv(context.Background(), pod, &tc.container, alloc, nil, src)
 			if (err != nil) != tc.wantErr {
 				t.Fatalf("resolveEnv() error = %v, wantErr %v", err, tc.wantErr)
 			}

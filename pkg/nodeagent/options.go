@@ -67,6 +67,14 @@ type Options struct {
 	// imageStore, set by tests, runs images from this store whatever the
 	// runtime (a fake one included).
 	imageStore *images.Store
+	// APIServer is where pods on this node reach the apiserver, as
+	// "host:port" with an IP address as host (`up`: 127.0.0.1 and its
+	// secure port, since pods share the host's network). Containers get it
+	// as the kubernetes Service's variables (KUBERNETES_SERVICE_HOST,
+	// KUBERNETES_SERVICE_PORT, KUBERNETES_PORT...), which
+	// rest.InClusterConfig reads, in place of the Service's ClusterIP and
+	// port. Empty: the Service's own, as a kubelet gives them.
+	APIServer string
 	// Isolation is the process runtime's filesystem isolation (--pod-isolation):
 	// process.IsolationAuto (default) gives each container a private
 	// copy-on-write view of the host where the machine allows it;

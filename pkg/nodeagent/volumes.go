@@ -91,9 +91,16 @@ func (a *Agent) refusal(pod *corev1.Pod) (string, string) {
 		}
 	}
 	if isolated, why := iso.Isolation(); !isolated {
-		names := make([]string, 0, len(pod.Spec.Volumes))
-		for _, v := range pod.Spec.Volumes {
-			names = append(names, v.Name)
+		var names []string
+		for i, v := range pod.Spec.Volumes {
+			if !serviceAccountVolume(&pod.Spec.Volumes[i]) {
+				names = append(names, v.Name)
+			}
+		}
+		if len(names) == 0 {
+			// Only the token volume the ServiceAccount admission plugin
+			// adds to every pod: the pod runs without it.
+			return "", ""
 		}
 		return ReasonNoPrivateFilesystem, fmt.Sprintf("Pod was rejected: it has volumes (%s) and this node cannot give containers a private filesystem view to mount them in (%s); "+
 			"it is refused rather than run against the host's filesystem. See docs/node-agent.md for what a user needs.", strings.Join(names, ", "), why)
@@ -116,6 +123,9 @@ func (m *volumeManager) mounts(ctx context.Context, pod *corev1.Pod, c *corev1.C
 		v := volumeNamed(pod, vm.Name)
 		if v == nil {
 			return nil, fmt.Errorf("volume mount %q: no volume of that name", vm.Name)
+		}
+		if serviceAccountVolume(v) && !m.agent.isolated() {
+			continue
 		}
 		source := m.source(pod, v)
 		sub := vm.SubPath
@@ -141,6 +151,18 @@ func (m *volumeManager) mounts(ctx context.Context, pod *corev1.Pod, c *corev1.C
 		out = append(out, runtime.Mount{Source: source, Target: vm.MountPath, ReadOnly: vm.ReadOnly || alwaysReadOnly(v)})
 	}
 	return out, nil
+}
+
+// serviceAccountVolumePrefix starts the name of the projected volume the
+// ServiceAccount admission plugin adds to pods (kube-api-access-<random>).
+const serviceAccountVolumePrefix = "kube-api-access-"
+
+// serviceAccountVolume reports the ServiceAccount admission plugin's token
+// volume. A node that cannot mount volumes (no private filesystem view)
+// runs the pod without it rather than refuse every pod: its containers
+// then have no token at /var/run/secrets/kubernetes.io/serviceaccount.
+func serviceAccountVolume(v *corev1.Volume) bool {
+	return v.Projected != nil && strings.HasPrefix(v.Name, serviceAccountVolumePrefix)
 }
 
 // alwaysReadOnly reports volumes the kubelet always mounts read-only.
@@ -176,8 +198,12 @@ func (m *volumeManager) prepare(ctx context.Context, pod *corev1.Pod) error {
 	if ready {
 		return nil
 	}
+	isolated := m.agent.isolated()
 	for i := range pod.Spec.Volumes {
 		v := &pod.Spec.Volumes[i]
+		if serviceAccountVolume(v) && !isolated {
+			continue
+		}
 		if err := m.prepareVolume(ctx, pod, v); err != nil {
 			msg := fmt.Sprintf("MountVolume.SetUp failed for volume %q : %v", v.Name, err)
 			m.agent.event(pod, corev1.EventTypeWarning, "FailedMount", msg)
