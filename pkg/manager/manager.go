@@ -201,7 +201,16 @@ func (m *Manager) runWithLeaderElection(ctx context.Context) error {
 // informers, and runs the controllers until ctx is done.
 func (m *Manager) runControllers(ctx context.Context) error {
 	logger := klog.FromContext(ctx)
-	client, err := kubernetes.NewForConfig(m.config)
+	clientConfig := m.config
+	if m.opts.Enabled(JobController) {
+		fair, stop, err := fairClientConfig(m.config, m.opts, m.clock, metrics.Registry)
+		if err != nil {
+			return err
+		}
+		defer stop()
+		clientConfig = fair
+	}
+	client, err := kubernetes.NewForConfig(clientConfig)
 	if err != nil {
 		return err
 	}
@@ -210,7 +219,8 @@ func (m *Manager) runControllers(ctx context.Context) error {
 		return err
 	}
 	// The metadata client carries the Job controller's finalizer removals:
-	// it shares the typed client's rate limiter, so that --kube-api-qps and
+	// it shares the typed client's rate limiter (with the Job controller, the
+	// fair queue of fairClientConfig), so that --kube-api-qps and
 	// --kube-api-burst bound the Job controller's writes as a whole.
 	metaConfig := rest.CopyConfig(m.config)
 	metaConfig.RateLimiter = client.CoreV1().RESTClient().GetRateLimiter()

@@ -18,6 +18,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"jobkeeper.dev/jobkeeper/pkg/controller/job/metrics"
+	"jobkeeper.dev/jobkeeper/pkg/fairqueue"
 )
 
 // Event reasons recorded on Jobs besides pod writes and suspend/resume.
@@ -100,6 +101,9 @@ func (sc *syncContext) failing() bool {
 func (c *Controller) syncJob(ctx context.Context, key string) (rErr error) {
 	start := c.clock.Now()
 	logger := klog.FromContext(ctx)
+	// The sync's requests are the Job's flow: with a fair rate limiter in
+	// front of the client (pkg/fairqueue), Jobs take turns for tokens.
+	ctx = fairqueue.WithFlow(ctx, key)
 	defer func() {
 		logger.V(4).Info("Finished syncing job", "key", key, "elapsed", c.clock.Since(start))
 	}()

@@ -1,0 +1,31 @@
+package manager
+
+import (
+	"github.com/prometheus/client_golang/prometheus"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/util/flowcontrol"
+	"k8s.io/utils/clock"
+
+	jobmetrics "jobkeeper.dev/jobkeeper/pkg/controller/job/metrics"
+	"jobkeeper.dev/jobkeeper/pkg/fairqueue"
+)
+
+// fairClientConfig returns a copy of config whose requests share the token
+// bucket of --kube-api-qps and --kube-api-burst through a fair queue: the
+// Job controller names each Job's requests as a flow (fairqueue.WithFlow),
+// and the flows take turns, so a Job with few writes is not queued behind
+// a big Job's pod creations. Everything else (informers, events, the TTL
+// controller) is one more flow. The queueing delay is exported as
+// job_controller_api_queue_wait_seconds on reg. Call stop when the clients
+// are no longer used.
+func fairClientConfig(config *rest.Config, opts *Options, clk clock.PassiveClock, reg prometheus.Registerer) (fair *rest.Config, stop func(), err error) {
+	observe, err := jobmetrics.NewAPIQueueWait(reg)
+	if err != nil {
+		return nil, nil, err
+	}
+	l := fairqueue.New(flowcontrol.NewTokenBucketRateLimiter(opts.KubeAPIQPS, opts.KubeAPIBurst),
+		fairqueue.Options{Clock: clk, Observe: observe})
+	fair = rest.CopyConfig(config)
+	fair.RateLimiter = l
+	return fair, l.Stop, nil
+}

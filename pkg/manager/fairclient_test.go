@@ -1,0 +1,41 @@
+package manager
+
+import (
+	"context"
+	"testing"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+	"k8s.io/client-go/rest"
+	"k8s.io/utils/clock"
+
+	"jobkeeper.dev/jobkeeper/pkg/fairqueue"
+)
+
+func TestFairClientConfig(t *testing.T) {
+	opts := NewOptions()
+	opts.KubeAPIQPS, opts.KubeAPIBurst = 100, 200
+	config := &rest.Config{Host: "https://127.0.0.1:6443", QPS: 100, Burst: 200}
+	reg := prometheus.NewRegistry()
+	fair, stop, err := fairClientConfig(config, opts, clock.RealClock{}, reg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer stop()
+	if config.RateLimiter != nil {
+		t.Errorf("the given config was changed")
+	}
+	l, ok := fair.RateLimiter.(*fairqueue.Limiter)
+	if !ok {
+		t.Fatalf("RateLimiter is %T, want a *fairqueue.Limiter", fair.RateLimiter)
+	}
+	if l.QPS() != 100 {
+		t.Errorf("QPS %v, want --kube-api-qps", l.QPS())
+	}
+	if err := l.Wait(fairqueue.WithFlow(context.Background(), "ns/job")); err != nil {
+		t.Fatal(err)
+	}
+	if n := testutil.CollectAndCount(reg, "job_controller_api_queue_wait_seconds"); n != 2 {
+		t.Errorf("%d series of job_controller_api_queue_wait_seconds, want 2 (job and other)", n)
+	}
+}
