@@ -105,9 +105,10 @@ func refuseBinding() *admissionregistrationv1.ValidatingAdmissionPolicyBinding {
 }
 
 // installRefusals installs the admission policy that refuses what `up` does
-// not run, creating or updating it (so every start leaves the current
-// version), and waits until the apiserver enforces it, so that nothing
-// created after "jobkeeper is up" slips through.
+// not run, and the one that warns of Services, which `up` does not route,
+// creating or updating them (so every start leaves the current version), and
+// waits until the apiserver enforces them, so that nothing created after
+// "jobkeeper is up" slips through.
 func installRefusals(ctx context.Context, admin *rest.Config) error {
 	cfg := rest.CopyConfig(admin)
 	cfg.UserAgent = refuseFieldManager
@@ -122,14 +123,28 @@ func installRefusals(ctx context.Context, admin *rest.Config) error {
 		// Not fatal: the policy is stored and will be enforced; say so in the log.
 		klog.FromContext(ctx).Error(err, "Admission policy not enforced yet", "policy", refusePolicyName)
 	}
+	if err := waitServiceWarned(ctx, cfg, refusalWaitTimeout); err != nil {
+		klog.FromContext(ctx).Error(err, "Admission policy not enforced yet", "policy", servicePolicyName)
+	}
 	return nil
 }
 
-// applyRefusals creates the policy and its binding, or updates their specs
-// when they exist.
+// applyRefusals creates the refusal and the warning policies and their
+// bindings, or updates their specs when they exist.
 func applyRefusals(ctx context.Context, client kubernetes.Interface) error {
+	if err := applyPolicy(ctx, client, refusePolicy(), refuseBinding()); err != nil {
+		return err
+	}
+	if err := applyPolicy(ctx, client, servicePolicy(), serviceBinding()); err != nil {
+		return fmt.Errorf("installing the admission policy %s: %w", servicePolicyName, err)
+	}
+	return nil
+}
+
+// applyPolicy creates policy and binding, or updates their specs when they
+// exist.
+func applyPolicy(ctx context.Context, client kubernetes.Interface, policy *admissionregistrationv1.ValidatingAdmissionPolicy, binding *admissionregistrationv1.ValidatingAdmissionPolicyBinding) error {
 	policies := client.AdmissionregistrationV1().ValidatingAdmissionPolicies()
-	policy := refusePolicy()
 	err := createOrUpdate(func() error {
 		_, err := policies.Create(ctx, policy, metav1.CreateOptions{FieldManager: refuseFieldManager})
 		return err
@@ -146,7 +161,6 @@ func applyRefusals(ctx context.Context, client kubernetes.Interface) error {
 		return err
 	}
 	bindings := client.AdmissionregistrationV1().ValidatingAdmissionPolicyBindings()
-	binding := refuseBinding()
 	return createOrUpdate(func() error {
 		_, err := bindings.Create(ctx, binding, metav1.CreateOptions{FieldManager: refuseFieldManager})
 		return err
@@ -178,19 +192,31 @@ func createOrUpdate(create, update func() error) error {
 // waitRefused makes dry-run creations of a Deployment until the policy
 // refuses one. A dry run goes through admission and stores nothing.
 func waitRefused(ctx context.Context, client kubernetes.Interface, timeout time.Duration) error {
-	deadline := time.Now().Add(timeout)
 	probe := refusalProbe()
-	for {
+	return waitEnforced(ctx, timeout, func() (bool, error) {
 		_, err := client.AppsV1().Deployments(probe.Namespace).Create(ctx, probe, metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
+		if apierrors.IsForbidden(err) && strings.Contains(err.Error(), refusePolicyName) {
+			return true, nil
+		}
+		if err == nil {
+			err = errors.New("a dry-run Deployment was still accepted")
+		}
+		return false, err
+	})
+}
+
+// waitEnforced calls try every 20ms until it reports the policy enforced,
+// ctx ends, or timeout passes; then the error is try's last one.
+func waitEnforced(ctx context.Context, timeout time.Duration, try func() (bool, error)) error {
+	deadline := time.Now().Add(timeout)
+	for {
+		done, err := try()
 		switch {
-		case apierrors.IsForbidden(err) && strings.Contains(err.Error(), refusePolicyName):
+		case done:
 			return nil
 		case ctx.Err() != nil:
 			return ctx.Err()
 		case time.Now().After(deadline):
-			if err == nil {
-				err = errors.New("a dry-run Deployment was still accepted")
-			}
 			return fmt.Errorf("not enforced within %s: %w", timeout, err)
 		}
 		time.Sleep(20 * time.Millisecond)

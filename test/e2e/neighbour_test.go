@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -14,6 +15,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
@@ -32,19 +34,107 @@ var stackTrace = regexp.MustCompile(`(?m)goroutine \d+ \[|"stacktrace"|^\s+/\S+\
 // TestUpRefusesUnsupportedWorkloads checks that the workload kinds `up` has
 // no controller for are refused at once, with a message that names the kind,
 // says what `up` runs and where to read more, and still are after a restart.
+//
+// Services are accepted with a warning that says nothing routes them, but
+// the apiserver's own kubernetes Service.
 func TestUpRefusesUnsupportedWorkloads(t *testing.T) {
 	dataDir := t.TempDir()
-	p, c, _ := startUp(t, dataDir)
+	p, c, kc := startUp(t, dataDir)
 	checkRefused(t, c)
+	checkServiceWarned(t, kc)
 	p.stop(t)
 	if t.Failed() {
 		return
 	}
 
-	// A restart finds the policy stored and keeps refusing.
-	p2, c2, _ := startUp(t, dataDir)
+	// A restart finds the policies stored and keeps refusing and warning.
+	p2, c2, kc2 := startUp(t, dataDir)
 	checkRefused(t, c2)
+	checkServiceWarned(t, kc2)
 	p2.stop(t)
+}
+
+// warnings is a rest.WarningHandler that keeps the warnings of responses.
+type warnings struct {
+	// mu guards texts.
+	mu sync.Mutex
+	// texts are the warnings received since the last take.
+	texts []string
+}
+
+// HandleWarningHeader keeps the warning.
+func (w *warnings) HandleWarningHeader(_ int, _ string, text string) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.texts = append(w.texts, text)
+}
+
+// take returns the warnings received since the last take and forgets them.
+func (w *warnings) take() []string {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	out := w.texts
+	w.texts = nil
+	return out
+}
+
+// checkServiceWarned creates a Service right away, through a client of
+// kubeconfig kc that collects warnings, and checks that it is created and
+// that the client got the warning saying nothing routes it and how to reach
+// a pod instead; a dry-run creation of the kubernetes Service in default
+// (refused as existing) gets no warning.
+func checkServiceWarned(t *testing.T, kc string) {
+	t.Helper()
+	ctx := context.Background()
+	cfg, err := clientcmd.BuildConfigFromFlags("", kc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := &warnings{}
+	cfg.WarningHandler = got
+	c, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	svc := &corev1.Service{
+		ObjectMeta: metav1.ObjectMeta{GenerateName: "web-", Namespace: metav1.NamespaceDefault},
+		Spec: corev1.ServiceSpec{
+			Selector: map[string]string{"app": "web"},
+			Ports:    []corev1.ServicePort{{Port: 80, TargetPort: intstr.FromInt32(8080)}},
+		},
+	}
+	if _, err := c.CoreV1().Services(svc.Namespace).Create(ctx, svc, metav1.CreateOptions{}); err != nil {
+		t.Errorf("creating a Service: %v; want it created, with a warning", err)
+	}
+	texts := got.take()
+	if len(texts) != 1 {
+		t.Errorf("creating a Service gave the warnings %q, want one", texts)
+	}
+	for _, text := range texts {
+		for _, want := range []string{"does not route Services", "127.0.0.1:<containerPort>", "kubectl port-forward", "What up runs and what it refuses"} {
+			if !strings.Contains(text, want) {
+				t.Errorf("the Service's warning does not say %q: %s", want, text)
+			}
+		}
+	}
+
+	apiserver, err := c.CoreV1().Services(metav1.NamespaceDefault).Get(ctx, "kubernetes", metav1.GetOptions{})
+	if err != nil {
+		t.Errorf("getting the kubernetes Service: %v", err)
+		return
+	}
+	got.take()
+	again := &corev1.Service{
+		ObjectMeta: metav1.ObjectMeta{Name: apiserver.Name, Namespace: apiserver.Namespace},
+		Spec:       corev1.ServiceSpec{Ports: apiserver.Spec.Ports},
+	}
+	_, err = c.CoreV1().Services(again.Namespace).Create(ctx, again, metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
+	if !apierrors.IsAlreadyExists(err) {
+		t.Errorf("a dry-run creation of the kubernetes Service: %v, want AlreadyExists", err)
+	}
+	if texts := got.take(); len(texts) > 0 {
+		t.Errorf("the kubernetes Service of default got the warnings %q, want none", texts)
+	}
 }
 
 // checkRefused creates one object of each refused kind, right away, and
