@@ -139,6 +139,12 @@ func runInClusterJob(t *testing.T, c kubernetes.Interface, ns, name, ref string,
 	if !strings.Contains(logs, "apiserver: https://127.0.0.1:") {
 		t.Errorf("the program did not reach the apiserver at 127.0.0.1:\n%s", logs)
 	}
+	// The admission plugin's 3607 s, extended by the apiserver's default
+	// --service-account-extend-token-expiration: the agent does not
+	// refresh tokens, so this one must last.
+	if !strings.Contains(logs, "token expires in 364 days\n") && !strings.Contains(logs, "token expires in 365 days\n") {
+		t.Errorf("the mounted token does not last a year:\n%s", logs)
+	}
 	return logs
 }
 
