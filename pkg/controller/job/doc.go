@@ -37,6 +37,16 @@
 // completedIndexes) before the finalizer was removed. A crash between any two
 // writes is recovered by the next sync from the API state alone.
 //
+// # When a sync runs, and its share of the API budget
+//
+// A new Job or a spec change syncs at once. A pod event or a status-only
+// update syncs at once while the Job's wake-ups are few, and after
+// Options.SyncBatchPeriod in a burst (batching.go), so that one-pod Jobs
+// never wait for the batch and big Jobs batch as upstream. A sync's API
+// requests carry the Job's key as their flow (pkg/fairqueue): with the
+// manager's fair rate limiter in front of the client, Jobs take turns for
+// the QPS budget instead of queueing behind a big Job's pod creations.
+//
 // A finished Job is forgotten, and any pod of it still holding the
 // finalizer is released (finished_cleanup.go). Orphaned pods (Job deleted,
 // finished, or no controller) lose their finalizer through a separate queue
