@@ -12,6 +12,8 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
+	"golang.org/x/sys/unix"
+
 	"jobkeeper.dev/jobkeeper/pkg/nodeagent/sandbox/imagetest"
 )
 
@@ -200,4 +202,134 @@ func TestImageStartFailures(t *testing.T) {
 	if !errors.As(err, &sf) || sf.Reason != ReasonCreateContainerError || !strings.Contains(sf.Message, "overlay") {
 		t.Errorf("missing layer: %v", err)
 	}
+}
+
+func TestImageFilesThatAreNotRegular(t *testing.T) {
+	requireNamespaces(t)
+	fifo := func(p string) func(t *testing.T, base string) {
+		return func(t *testing.T, base string) {
+			_ = os.Remove(filepath.Join(base, p))
+			if err := unix.Mkfifo(filepath.Join(base, p), 0o644); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	for name, tc := range map[string]struct {
+		// change alters the image's base layer.
+		change func(t *testing.T, base string)
+		// hosts mounts a file at /etc/hosts, as the agent does.
+		hosts bool
+		// wantErr is part of the start failure's message.
+		wantErr string
+	}{
+		"fifo passwd": {change: fifo("etc/passwd"), wantErr: "/etc/passwd of the image is not a regular file"},
+		"fifo group":  {change: fifo("etc/group"), wantErr: "/etc/group of the image is not a regular file"},
+		"passwd links to a device": {
+			change: func(t *testing.T, base string) {
+				_ = os.Remove(filepath.Join(base, "etc/passwd"))
+				if err := os.Symlink("/dev/zero", filepath.Join(base, "etc/passwd")); err != nil {
+					t.Fatal(err)
+				}
+			},
+			wantErr: "/etc/passwd of the image is not a regular file",
+		},
+		"huge passwd": {
+			change: func(t *testing.T, base string) {
+				big := strings.Repeat("x", 2<<20) + "\n" + imagetest.Passwd
+				if err := os.WriteFile(filepath.Join(base, "etc/passwd"), []byte(big), 0o644); err != nil {
+					t.Fatal(err)
+				}
+			},
+			wantErr: "/etc/passwd of the image is larger than 1 MiB",
+		},
+		"fifo mount point": {
+			// A file mount over a FIFO of the image binds over it
+			// without opening it.
+			change: func(t *testing.T, base string) {
+				_ = os.Remove(filepath.Join(base, "etc/hosts"))
+				if err := unix.Mkfifo(filepath.Join(base, "etc/hosts"), 0o644); err != nil {
+					t.Fatal(err)
+				}
+			},
+			hosts: true,
+		},
+	} {
+		t.Run(name, func(t *testing.T) {
+			layers := imagetest.Layers(t, t.TempDir())
+			tc.change(t, layers[0])
+			cfg := Config{Rootfs: &Rootfs{Layers: layers}, User: &User{}, Command: []string{"tool", "cat:/etc/hosts"}}
+			if tc.hosts {
+				hosts := filepath.Join(t.TempDir(), "hosts")
+				if err := os.WriteFile(hosts, []byte("10.0.0.2 fifo"), 0o644); err != nil {
+					t.Fatal(err)
+				}
+				cfg.Mounts = []Mount{{Source: hosts, Target: "/etc/hosts", ReadOnly: true}}
+			}
+			if tc.wantErr == "" {
+				if diff := cmp.Diff([]string{"10.0.0.2 fifo"}, runImage(t, cfg)); diff != "" {
+					t.Errorf("(-want +got):\n%s", diff)
+				}
+				return
+			}
+			exe, _ := os.Executable()
+			cfg.Isolate, cfg.Scratch = true, filepath.Join(t.TempDir(), "scratch")
+			_ = os.Mkdir(cfg.Scratch, 0o700)
+			start := time.Now()
+			_, err := startWithin(t, 20*time.Second, StartOptions{Executable: exe, Config: cfg, Namespaces: true})
+			var sf *StartFailure
+			if !errors.As(err, &sf) || sf.Reason != ReasonCreateContainerError || !strings.Contains(sf.Message, tc.wantErr) {
+				t.Errorf("Start = %v, want %s saying %q", err, ReasonCreateContainerError, tc.wantErr)
+			}
+			if d := time.Since(start); d > 10*time.Second {
+				t.Errorf("Start took %v", d)
+			}
+			if left := sandboxes(); len(left) > 0 {
+				t.Errorf("sandboxes left running: %v", left)
+			}
+		})
+	}
+}
+
+// startWithin starts a sandbox and fails the test when Start has not
+// returned within limit; what it started is then killed.
+func startWithin(t *testing.T, limit time.Duration, o StartOptions) (*Sandbox, error) {
+	t.Helper()
+	type result struct {
+		s   *Sandbox
+		err error
+	}
+	ch := make(chan result, 1)
+	go func() {
+		s, err := Start(o)
+		ch <- result{s, err}
+	}()
+	select {
+	case r := <-ch:
+		return r.s, r.err
+	case <-time.After(limit):
+		for _, pid := range sandboxes() {
+			KillSession(pid, StartTime(pid))
+		}
+		t.Fatalf("Start did not return within %v", limit)
+		return nil, nil
+	}
+}
+
+// sandboxes lists the live sandbox processes this test process started.
+func sandboxes() []int {
+	var out []int
+	self := os.Getpid()
+	for _, p := range processes() {
+		if p.ppid != self {
+			continue
+		}
+		b, err := os.ReadFile("/proc/" + itoa(p.pid) + "/cmdline")
+		if err != nil || !strings.HasPrefix(string(b), ArgvName+"\x00") {
+			continue
+		}
+		if st, _ := os.ReadFile("/proc/" + itoa(p.pid) + "/stat"); !strings.Contains(string(st), ") Z") {
+			out = append(out, p.pid)
+		}
+	}
+	return out
 }

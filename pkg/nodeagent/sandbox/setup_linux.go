@@ -308,6 +308,8 @@ func mountPoint(root, p string, dir bool) (string, error) {
 }
 
 // ensure creates a mount point: a directory, or an empty file, when missing.
+// An existing file is never opened (O_EXCL): it may be a FIFO of the image,
+// whose open would wait for a writer for ever, or a device.
 func ensure(p string, dir bool) error {
 	if dir {
 		return os.MkdirAll(p, 0o755)
@@ -315,7 +317,10 @@ func ensure(p string, dir bool) error {
 	if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
 		return err
 	}
-	f, err := os.OpenFile(p, os.O_CREATE|os.O_RDONLY, 0o644)
+	f, err := os.OpenFile(p, os.O_CREATE|os.O_EXCL|os.O_RDONLY, 0o644)
+	if errors.Is(err, os.ErrExist) {
+		return nil
+	}
 	if err != nil {
 		return err
 	}

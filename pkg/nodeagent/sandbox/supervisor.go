@@ -348,13 +348,14 @@ func lookPath(name string, env []string, dir string) (string, error) {
 	return "", fmt.Errorf("exec: %q: executable file not found in $PATH", name)
 }
 
-// executable reports whether p is a regular executable file.
+// executable reports whether p is a regular executable file (execve
+// refuses anything else).
 func executable(p string) error {
 	st, err := os.Stat(p)
 	if err != nil {
 		return err
 	}
-	if st.IsDir() || st.Mode().Perm()&0o111 == 0 {
+	if !st.Mode().IsRegular() || st.Mode().Perm()&0o111 == 0 {
 		return errors.New("not an executable file")
 	}
 	return nil

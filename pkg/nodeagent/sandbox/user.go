@@ -2,6 +2,7 @@ package sandbox
 
 import (
 	"bufio"
+	"bytes"
 	"errors"
 	"fmt"
 	"io"
@@ -41,18 +42,78 @@ func lookupUser(u User) (*syscall.Credential, string, error) {
 	return cred, id.home, nil
 }
 
-// readEntries parses the file at p with parse; a missing file has no
-// entries.
+// readEntries parses the image's file at p with parse; a missing file has
+// no entries. The file is read with readImageFile.
 func readEntries[E any](p string, parse func(io.Reader) []E) ([]E, error) {
-	f, err := os.Open(p)
+	b, err := readImageFile(p)
 	if errors.Is(err, os.ErrNotExist) {
 		return nil, nil
 	}
 	if err != nil {
+		return nil, err
+	}
+	return parse(bytes.NewReader(b)), nil
+}
+
+// maxImageFile bounds what the sandbox reads of a file of the image.
+const maxImageFile = 1 << 20
+
+// readImageFile reads a small file of the image (p is a path in the view,
+// after the pivot, so symbolic links resolve inside the image) without
+// trusting what the image put there: anything but a regular file (a FIFO
+// that would block the open for ever, a device, a directory) is refused
+// before it is opened and again after, and a file larger than
+// maxImageFile is refused. The error for a missing file wraps
+// os.ErrNotExist.
+func readImageFile(p string) ([]byte, error) {
+	st, err := os.Stat(p)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil, err
+	}
+	if err != nil {
+		return nil, fmt.Errorf("reading the image's %s: %w", p, err)
+	}
+	if !st.Mode().IsRegular() {
+		return nil, fmt.Errorf("%s of the image is not a regular file (%s)", p, fileType(st.Mode()))
+	}
+	// O_NONBLOCK: should the file have been replaced by a FIFO since, the
+	// open does not wait for a writer; the check below refuses it.
+	f, err := os.OpenFile(p, os.O_RDONLY|syscall.O_NONBLOCK|syscall.O_NOCTTY, 0)
+	if err != nil {
 		return nil, fmt.Errorf("reading the image's %s: %w", p, err)
 	}
 	defer func() { _ = f.Close() }()
-	return parse(f), nil
+	if st, err = f.Stat(); err != nil {
+		return nil, fmt.Errorf("reading the image's %s: %w", p, err)
+	}
+	if !st.Mode().IsRegular() {
+		return nil, fmt.Errorf("%s of the image is not a regular file (%s)", p, fileType(st.Mode()))
+	}
+	b, err := io.ReadAll(io.LimitReader(f, maxImageFile+1))
+	if err != nil {
+		return nil, fmt.Errorf("reading the image's %s: %w", p, err)
+	}
+	if len(b) > maxImageFile {
+		return nil, fmt.Errorf("%s of the image is larger than 1 MiB", p)
+	}
+	return b, nil
+}
+
+// fileType names the type of a file that is not a regular one.
+func fileType(m os.FileMode) string {
+	switch {
+	case m.IsDir():
+		return "a directory"
+	case m&os.ModeNamedPipe != 0:
+		return "a FIFO"
+	case m&os.ModeCharDevice != 0:
+		return "a character device"
+	case m&os.ModeDevice != 0:
+		return "a block device"
+	case m&os.ModeSocket != 0:
+		return "a socket"
+	}
+	return "type " + m.Type().String()
 }
 
 // identity is who a container's processes run as.

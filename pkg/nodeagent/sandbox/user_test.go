@@ -1,11 +1,16 @@
 package sandbox
 
 import (
+	"errors"
+	"os"
+	"path/filepath"
 	"strings"
 	"syscall"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
+	"golang.org/x/sys/unix"
 )
 
 const testPasswd = `# comment
@@ -144,5 +149,73 @@ func TestCredentialFor(t *testing.T) {
 				t.Errorf("(-want +got):\n%s", diff)
 			}
 		})
+	}
+}
+
+func TestReadImageFile(t *testing.T) {
+	dir := t.TempDir()
+	path := func(name string) string { return filepath.Join(dir, name) }
+	if err := os.WriteFile(path("passwd"), []byte(testPasswd), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(path("big"), make([]byte, maxImageFile+1), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(path("limit"), make([]byte, maxImageFile), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := unix.Mkfifo(path("fifo"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink("fifo", path("link-to-fifo")); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink("passwd", path("link")); err != nil {
+		t.Fatal(err)
+	}
+	for name, tc := range map[string]struct {
+		// file is the name under dir.
+		file string
+		// wantLen is the length read; wantErr part of the error.
+		wantLen int
+		wantErr string
+	}{
+		"regular":            {file: "passwd", wantLen: len(testPasswd)},
+		"link to a regular":  {file: "link", wantLen: len(testPasswd)},
+		"exactly the limit":  {file: "limit", wantLen: maxImageFile},
+		"too large":          {file: "big", wantErr: "larger than 1 MiB"},
+		"fifo":               {file: "fifo", wantErr: "is not a regular file (a FIFO)"},
+		"link to a fifo":     {file: "link-to-fifo", wantErr: "is not a regular file (a FIFO)"},
+		"directory":          {file: ".", wantErr: "is not a regular file (a directory)"},
+		"character device":   {file: "/dev/null", wantErr: "is not a regular file (a character device)"},
+		"missing is no file": {file: "missing", wantErr: "no such file"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			p := tc.file
+			if !filepath.IsAbs(p) {
+				p = path(p)
+			}
+			done := make(chan struct{})
+			var b []byte
+			var err error
+			go func() { b, err = readImageFile(p); close(done) }()
+			select {
+			case <-done:
+			case <-time.After(10 * time.Second):
+				t.Fatal("readImageFile blocked")
+			}
+			if tc.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
+					t.Errorf("readImageFile(%s) = %d bytes, %v; want an error saying %q", tc.file, len(b), err, tc.wantErr)
+				}
+				return
+			}
+			if err != nil || len(b) != tc.wantLen {
+				t.Errorf("readImageFile(%s) = %d bytes, %v; want %d", tc.file, len(b), err, tc.wantLen)
+			}
+		})
+	}
+	if _, err := readImageFile(path("missing")); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("missing file: %v, want os.ErrNotExist", err)
 	}
 }
