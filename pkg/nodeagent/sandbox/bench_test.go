@@ -1,6 +1,7 @@
 package sandbox
 
 import (
+	"context"
 	"os"
 	"path/filepath"
 	"testing"
@@ -28,7 +29,7 @@ func BenchmarkStart(b *testing.B) {
 		b.Run(mode, func(b *testing.B) {
 			isolate := mode != "host"
 			if isolate {
-				if err := Probe(exe, filepath.Join(b.TempDir(), "probe")); err != nil {
+				if err := Probe(context.Background(), exe, filepath.Join(b.TempDir(), "probe"), 0); err != nil {
 					b.Skipf("no private mount namespaces: %v", err)
 				}
 			}
@@ -59,7 +60,7 @@ func BenchmarkStart(b *testing.B) {
 						b.Fatal(err)
 					}
 				}
-				s, err := Start(StartOptions{Executable: exe, Config: cfg, Namespaces: isolate})
+				s, err := Start(context.Background(), StartOptions{Executable: exe, Config: cfg, Namespaces: isolate})
 				if err != nil {
 					b.Fatal(err)
 				}

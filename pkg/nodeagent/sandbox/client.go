@@ -26,7 +26,19 @@ type StartOptions struct {
 	Namespaces bool
 	// Stdin, Stdout and Stderr are the main process's; nil is /dev/null.
 	Stdin, Stdout, Stderr *os.File
+	// Timeout bounds how long the sandbox may take to build the view and
+	// report that the main process runs; 0 means DefaultStartTimeout.
+	Timeout time.Duration
 }
+
+// DefaultStartTimeout is how long Start waits for a sandbox by default:
+// the kubelet's runtime request timeout.
+const DefaultStartTimeout = 2 * time.Minute
+
+// controlWriteTimeout bounds a request sent without a caller's context
+// (Signal, Kill), so that a sandbox that stopped reading its control socket
+// does not block the agent. A variable for tests.
+var controlWriteTimeout = 5 * time.Second
 
 // StartFailure is returned by Start when nothing runs; Reason is a
 // container runtime's reason (ReasonStartError, ReasonCreateContainerError).
@@ -70,7 +82,9 @@ type Sandbox struct {
 	mu sync.Mutex
 	// nextID numbers exec requests.
 	nextID uint64
-	// execs are the exec requests waiting for an answer.
+	// execs are the exec requests waiting for an answer. A request whose
+	// caller gave up is removed; should the sandbox start it anyway, it is
+	// asked to kill it (kindExecCancel).
 	execs map[uint64]chan message
 	// sendMu serialises writes on ctrl.
 	sendMu sync.Mutex
@@ -79,8 +93,17 @@ type Sandbox struct {
 }
 
 // Start starts a sandbox and waits until its main process runs. A
-// *StartFailure says why nothing runs.
-func Start(o StartOptions) (*Sandbox, error) {
+// *StartFailure says why nothing runs. When the sandbox has not reported
+// within o.Timeout, or ctx ends first, it is killed with everything in its
+// session and Start fails with ReasonCreateContainerError: a sandbox stuck
+// building the view (a FUSE filesystem that never answers, say) must not
+// hold the pod's worker for ever.
+func Start(ctx context.Context, o StartOptions) (*Sandbox, error) {
+	timeout := o.Timeout
+	if timeout <= 0 {
+		timeout = DefaultStartTimeout
+	}
+	deadline := time.Now().Add(timeout)
 	ctrl, peer, err := socketPair()
 	if err != nil {
 		return nil, err
@@ -118,18 +141,17 @@ func Start(o StartOptions) (*Sandbox, error) {
 	}
 	s := &Sandbox{cmd: cmd, ctrl: ctrl, done: make(chan struct{}), execs: map[uint64]chan message{}}
 	s.startTime = StartTime(cmd.Process.Pid)
-	if err := json.NewEncoder(cfgW).Encode(o.Config); err != nil {
-		_ = cfgW.Close()
-		s.abandon()
-		return nil, &StartFailure{Reason: ReasonCreateContainerError, Message: fmt.Sprintf("sending the sandbox its config: %v", err)}
-	}
-	_ = cfgW.Close()
-	first, files, err := receive(ctrl)
-	closeAll(files)
+	first, err := s.handshake(ctx, cfgW, o.Config, deadline)
 	switch {
+	case ctx.Err() != nil && err != nil:
+		s.abandon()
+		return nil, &StartFailure{Reason: ReasonCreateContainerError, Message: fmt.Sprintf("starting the container was abandoned (%v); its sandbox was killed", ctx.Err())}
+	case errors.Is(err, os.ErrDeadlineExceeded):
+		s.abandon()
+		return nil, &StartFailure{Reason: ReasonCreateContainerError, Message: fmt.Sprintf("the container did not start within %v: its sandbox did not report and was killed", timeout)}
 	case err != nil:
 		st := s.abandon()
-		return nil, &StartFailure{Reason: ReasonCreateContainerError, Message: fmt.Sprintf("the sandbox ended before starting the container (%s)", st)}
+		return nil, &StartFailure{Reason: ReasonCreateContainerError, Message: fmt.Sprintf("the sandbox ended before starting the container (%v; %s)", err, st)}
 	case first.Kind == kindStartFailed:
 		s.abandon()
 		return nil, &StartFailure{Reason: first.Reason, Message: first.Message}
@@ -140,6 +162,51 @@ func Start(o StartOptions) (*Sandbox, error) {
 	s.mainPID = first.PID
 	go s.read()
 	return s, nil
+}
+
+// handshake sends the sandbox its config over cfgW (closing it) and reads
+// the sandbox's first message. Both give up at deadline
+// (os.ErrDeadlineExceeded) or when ctx ends.
+func (s *Sandbox) handshake(ctx context.Context, cfgW *os.File, cfg Config, deadline time.Time) (message, error) {
+	_ = cfgW.SetWriteDeadline(deadline)
+	_ = s.ctrl.SetReadDeadline(deadline)
+	stop := interrupt(ctx, func() {
+		_ = cfgW.SetWriteDeadline(longAgo)
+		_ = s.ctrl.SetReadDeadline(longAgo)
+	})
+	defer stop()
+	err := json.NewEncoder(cfgW).Encode(cfg)
+	_ = cfgW.Close()
+	if err != nil {
+		return message{}, fmt.Errorf("sending the sandbox its config: %w", err)
+	}
+	m, files, err := receive(s.ctrl)
+	closeAll(files)
+	stop()
+	// From here on the socket is read by read(), for as long as the
+	// sandbox lives.
+	_ = s.ctrl.SetReadDeadline(time.Time{})
+	return m, err
+}
+
+// longAgo is a deadline that has passed: setting it interrupts a blocked
+// read or write.
+var longAgo = time.Unix(1, 0)
+
+// interrupt calls f once ctx ends, until stop is called. Once stop has
+// returned, f is not running and will not run.
+func interrupt(ctx context.Context, f func()) (stop func()) {
+	fired := make(chan struct{})
+	cancel := context.AfterFunc(ctx, func() {
+		defer close(fired)
+		f()
+	})
+	return sync.OnceFunc(func() {
+		if !cancel() {
+			// f has started: wait for it to finish.
+			<-fired
+		}
+	})
 }
 
 // sysProcAttr starts the sandbox as the leader of a new session, in new
@@ -159,10 +226,11 @@ func sysProcAttr(namespaces bool) *syscall.SysProcAttr {
 	return attr
 }
 
-// abandon kills a sandbox that failed to start and reaps it; it returns
-// how it ended.
+// abandon kills a sandbox that failed to start, and whatever it started in
+// its session, and reaps it; it returns how it ended.
 func (s *Sandbox) abandon() string {
 	_ = s.ctrl.Close()
+	KillSession(s.cmd.Process.Pid, s.startTime)
 	_ = s.cmd.Process.Kill()
 	_ = s.cmd.Wait()
 	close(s.done)
@@ -185,14 +253,19 @@ func (s *Sandbox) read() {
 		case kindExited:
 			s.exit, reported = Exit{Code: m.Code, Signal: m.Signal}, true
 		case kindExecStarted, kindExecFailed, kindExecExited:
+			// Under mu, so that Exec, having removed its request, knows
+			// whether the answer is in its channel.
 			s.mu.Lock()
 			ch := s.execs[m.ID]
 			if m.Kind != kindExecStarted {
 				delete(s.execs, m.ID)
 			}
-			s.mu.Unlock()
 			if ch != nil {
 				ch <- m
+			}
+			s.mu.Unlock()
+			if ch == nil && m.Kind == kindExecStarted {
+				s.cancelExec(m.ID)
 			}
 		}
 	}
@@ -232,15 +305,16 @@ func (s *Sandbox) Done() <-chan struct{} { return s.done }
 // Exit is how the main process ended; valid once Done is closed.
 func (s *Sandbox) Exit() Exit { return s.exit }
 
-// Signal sends sig to the main process's process group.
+// Signal sends sig to the main process's process group. It fails when
+// the sandbox does not take the request within a few seconds.
 func (s *Sandbox) Signal(sig syscall.Signal) error {
-	return s.send(message{Kind: kindSignal, Signal: int32(sig)})
+	return s.sendWithin(controlWriteTimeout, message{Kind: kindSignal, Signal: int32(sig)})
 }
 
-// Kill kills every process of the attempt. If the sandbox does not answer
-// within a few seconds, it and its session are killed from here.
+// Kill kills every process of the attempt; it returns at once. If the
+// sandbox does not end within a few seconds, it and its session are killed
+// from here.
 func (s *Sandbox) Kill() {
-	_ = s.send(message{Kind: kindKill})
 	s.killOnce.Do(func() {
 		go func() {
 			t := time.NewTimer(5 * time.Second)
@@ -252,13 +326,38 @@ func (s *Sandbox) Kill() {
 			}
 		}()
 	})
+	go func() { _ = s.sendWithin(controlWriteTimeout, message{Kind: kindKill}) }()
 }
 
-// send writes a message to the sandbox.
-func (s *Sandbox) send(m message, files ...*os.File) error {
+// sendWithin writes a message to the sandbox, giving up after timeout.
+func (s *Sandbox) sendWithin(timeout time.Duration, m message) error {
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	return s.send(ctx, m)
+}
+
+// send writes a message to the sandbox, giving up (with ctx's error) when
+// ctx ends first: a sandbox that stopped reading fills the socket's buffer.
+func (s *Sandbox) send(ctx context.Context, m message, files ...*os.File) error {
 	s.sendMu.Lock()
 	defer s.sendMu.Unlock()
-	return send(s.ctrl, m, files...)
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	stop := interrupt(ctx, func() { _ = s.ctrl.SetWriteDeadline(longAgo) })
+	err := send(s.ctrl, m, files...)
+	stop()
+	_ = s.ctrl.SetWriteDeadline(time.Time{})
+	if err != nil && ctx.Err() != nil {
+		return ctx.Err()
+	}
+	return err
+}
+
+// cancelExec asks the sandbox to kill exec request id, whose caller gave
+// up before it started; it returns at once.
+func (s *Sandbox) cancelExec(id uint64) {
+	go func() { _ = s.sendWithin(controlWriteTimeout, message{Kind: kindExecCancel, ID: id}) }()
 }
 
 // ExecProcess is a command started in the sandbox by Exec.
@@ -283,8 +382,10 @@ func (p *ExecProcess) Wait(ctx context.Context) (int32, error) {
 // Exec starts argv inside the sandbox's view, with the container's
 // environment and working directory, and stdin, stdout and stderr attached
 // to the three files (one terminal when tty). The files may be closed once
-// Exec returns.
-func (s *Sandbox) Exec(argv []string, tty bool, stdin, stdout, stderr *os.File) (*ExecProcess, error) {
+// Exec returns. When ctx ends before the sandbox has started the command,
+// Exec returns an error wrapping ctx's, and the command, should the
+// sandbox start it later, is killed.
+func (s *Sandbox) Exec(ctx context.Context, argv []string, tty bool, stdin, stdout, stderr *os.File) (*ExecProcess, error) {
 	select {
 	case <-s.done:
 		return nil, errors.New("container is not running")
@@ -296,13 +397,31 @@ func (s *Sandbox) Exec(argv []string, tty bool, stdin, stdout, stderr *os.File) 
 	id := s.nextID
 	s.execs[id] = ch
 	s.mu.Unlock()
-	if err := s.send(message{Kind: kindExec, ID: id, Argv: argv, TTY: tty}, stdin, stdout, stderr); err != nil {
+	forget := func() {
 		s.mu.Lock()
 		delete(s.execs, id)
 		s.mu.Unlock()
+	}
+	if err := s.send(ctx, message{Kind: kindExec, ID: id, Argv: argv, TTY: tty}, stdin, stdout, stderr); err != nil {
+		forget()
 		return nil, fmt.Errorf("asking the sandbox to exec: %w", err)
 	}
-	m := <-ch
+	var m message
+	select {
+	case m = <-ch:
+	case <-ctx.Done():
+		forget()
+		select {
+		case m = <-ch:
+			// The answer came meanwhile; the caller is told the command
+			// did not run, so it must not.
+			if m.Kind == kindExecStarted {
+				s.cancelExec(id)
+			}
+		default:
+		}
+		return nil, fmt.Errorf("waiting for the sandbox to start the command: %w", ctx.Err())
+	}
 	switch m.Kind {
 	case kindExecStarted:
 		return &ExecProcess{PID: m.PID, ch: ch}, nil

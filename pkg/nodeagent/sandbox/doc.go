@@ -49,6 +49,13 @@
 // namespace. A name the image does not know fails the start with
 // CreateContainerError.
 //
+// The image's files are not trusted: /etc/passwd and /etc/group must be
+// regular files (symbolic links resolved inside the image) of at most
+// 1 MiB, or the start fails with CreateContainerError ("/etc/passwd of the
+// image is not a regular file") instead of blocking on a FIFO or reading a
+// device; a mount point the image already has is bound over, never opened;
+// and only a regular file is executed.
+//
 // Run by root, the sandbox has every id. Run by another user, it is in a
 // user namespace that maps only that user, as 0: a container can run as
 // root (uid 0, gid 0) and nothing else, and a container asking for any
@@ -81,6 +88,17 @@
 // When the agent goes away (even by SIGKILL) the socket closes and the
 // sandbox kills everything the attempt started. It is a child subreaper, so
 // processes that daemonise are still its descendants and die with it.
+//
+// The agent never waits on a sandbox without a bound. Start waits for the
+// sandbox's first message at most StartOptions.Timeout (by default
+// DefaultStartTimeout, two minutes, the kubelet's runtime request timeout)
+// and no longer than its context; then it kills the sandbox and everything
+// in its session and fails with CreateContainerError ("the container did
+// not start within ..."). Exec gives up when its context ends, whether
+// sending the request or waiting for the answer, and a command the sandbox
+// starts after that is killed (kindExecCancel); Signal and Kill give up
+// sending after a few seconds, and Kill then kills the session from the
+// agent's side.
 //
 // Files: config.go (what the agent asks for), plan.go (which mounts make
 // the view, in either mode; pure), setup_linux.go (making them), user.go

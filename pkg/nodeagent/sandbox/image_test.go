@@ -125,7 +125,7 @@ func TestImageUser(t *testing.T) {
 				exe, _ := os.Executable()
 				cfg.Isolate, cfg.Scratch = true, filepath.Join(t.TempDir(), "scratch")
 				_ = os.Mkdir(cfg.Scratch, 0o700)
-				_, err := Start(StartOptions{Executable: exe, Config: cfg, Namespaces: true})
+				_, err := Start(context.Background(), StartOptions{Executable: exe, Config: cfg, Namespaces: true})
 				var sf *StartFailure
 				if !errors.As(err, &sf) || sf.Reason != ReasonCreateContainerError || !strings.Contains(sf.Message, tc.wantErr) {
 					t.Errorf("Start = %v, want %s saying %q", err, ReasonCreateContainerError, tc.wantErr)
@@ -164,7 +164,7 @@ func TestExecRunsInTheImage(t *testing.T) {
 	}
 	devNull, _ := os.Open(os.DevNull)
 	defer func() { _ = devNull.Close() }()
-	p, err := s.Exec([]string{"tool", "pwd", "wait:/tmp/main", "cat:/tmp/main", "absent:/etc/os-release", "env:HOME", "exit:4"}, false, devNull, w, w)
+	p, err := s.Exec(context.Background(), []string{"tool", "pwd", "wait:/tmp/main", "cat:/tmp/main", "absent:/etc/os-release", "env:HOME", "exit:4"}, false, devNull, w, w)
 	_ = w.Close()
 	if err != nil {
 		t.Fatalf("Exec: %v", err)
@@ -183,14 +183,14 @@ func TestExecRunsInTheImage(t *testing.T) {
 	if string(b) != want {
 		t.Errorf("exec output = %q, want %q", b, want)
 	}
-	if _, err := s.Exec([]string{"sh", "-c", "true"}, false, devNull, devNull, devNull); err == nil {
+	if _, err := s.Exec(context.Background(), []string{"sh", "-c", "true"}, false, devNull, devNull, devNull); err == nil {
 		t.Errorf("the host's sh ran in the image")
 	}
 }
 
 func TestImageStartFailures(t *testing.T) {
 	exe, _ := os.Executable()
-	_, err := Start(StartOptions{Executable: exe, Config: Config{Rootfs: &Rootfs{Layers: []string{"/nonexistent"}}, Command: []string{"tool"}}})
+	_, err := Start(context.Background(), StartOptions{Executable: exe, Config: Config{Rootfs: &Rootfs{Layers: []string{"/nonexistent"}}, Command: []string{"tool"}}})
 	var sf *StartFailure
 	if !errors.As(err, &sf) || sf.Reason != ReasonCreateContainerError || !strings.Contains(sf.Message, "private mount namespace") {
 		t.Errorf("image without isolation: %v", err)
@@ -198,7 +198,7 @@ func TestImageStartFailures(t *testing.T) {
 	requireNamespaces(t)
 	scratch := filepath.Join(t.TempDir(), "scratch")
 	_ = os.Mkdir(scratch, 0o700)
-	_, err = Start(StartOptions{Executable: exe, Namespaces: true, Config: Config{Isolate: true, Scratch: scratch, Rootfs: &Rootfs{Layers: []string{"/nonexistent/layer"}}, Command: []string{"tool"}}})
+	_, err = Start(context.Background(), StartOptions{Executable: exe, Namespaces: true, Config: Config{Isolate: true, Scratch: scratch, Rootfs: &Rootfs{Layers: []string{"/nonexistent/layer"}}, Command: []string{"tool"}}})
 	if !errors.As(err, &sf) || sf.Reason != ReasonCreateContainerError || !strings.Contains(sf.Message, "overlay") {
 		t.Errorf("missing layer: %v", err)
 	}
@@ -290,17 +290,22 @@ func TestImageFilesThatAreNotRegular(t *testing.T) {
 	}
 }
 
-// startWithin starts a sandbox and fails the test when Start has not
-// returned within limit; what it started is then killed.
-func startWithin(t *testing.T, limit time.Duration, o StartOptions) (*Sandbox, error) {
+// startWithin starts a sandbox (with ctx, if given) and fails the test
+// when Start has not returned within limit; what it started is then
+// killed.
+func startWithin(t *testing.T, limit time.Duration, o StartOptions, ctx ...context.Context) (*Sandbox, error) {
 	t.Helper()
 	type result struct {
 		s   *Sandbox
 		err error
 	}
 	ch := make(chan result, 1)
+	c := context.Background()
+	if len(ctx) > 0 {
+		c = ctx[0]
+	}
 	go func() {
-		s, err := Start(o)
+		s, err := Start(c, o)
 		ch <- result{s, err}
 	}()
 	select {

@@ -37,6 +37,9 @@ const (
 	kindExecFailed = "execFailed"
 	// kindExecExited (sandbox → agent): exec request ID ended with Code.
 	kindExecExited = "execExited"
+	// kindExecCancel (agent → sandbox): kill exec request ID, whose caller
+	// gave up before it started, if it runs.
+	kindExecCancel = "execCancel"
 )
 
 // message is one datagram on the control socket.

@@ -32,7 +32,7 @@ func startTest(t *testing.T, isolate bool, cfg Config) (*Sandbox, func() string)
 	if err != nil {
 		t.Fatal(err)
 	}
-	s, err := Start(StartOptions{Executable: exe, Config: cfg, Namespaces: isolate, Stdout: w, Stderr: w})
+	s, err := Start(context.Background(), StartOptions{Executable: exe, Config: cfg, Namespaces: isolate, Stdout: w, Stderr: w})
 	_ = w.Close()
 	if err != nil {
 		_ = r.Close()
@@ -52,7 +52,7 @@ func startTest(t *testing.T, isolate bool, cfg Config) (*Sandbox, func() string)
 func requireNamespaces(t *testing.T) {
 	t.Helper()
 	exe, _ := os.Executable()
-	if err := Probe(exe, filepath.Join(t.TempDir(), "probe")); err != nil {
+	if err := Probe(context.Background(), exe, filepath.Join(t.TempDir(), "probe"), 0); err != nil {
 		if os.Getuid() == 0 {
 			t.Fatalf("probe failed as root: %v", err)
 		}
@@ -142,7 +142,7 @@ func TestExecRunsInTheView(t *testing.T) {
 			}
 			devNull, _ := os.Open(os.DevNull)
 			defer func() { _ = devNull.Close() }()
-			p, err := s.Exec([]string{"sh", "-c", "echo $GREETING; pwd; exit 3"}, false, devNull, w, w)
+			p, err := s.Exec(context.Background(), []string{"sh", "-c", "echo $GREETING; pwd; exit 3"}, false, devNull, w, w)
 			_ = w.Close()
 			if err != nil {
 				t.Fatalf("Exec: %v", err)
@@ -157,7 +157,7 @@ func TestExecRunsInTheView(t *testing.T) {
 			if got, want := string(b), "hello\n"+dir+"\n"; got != want {
 				t.Errorf("output = %q, want %q", got, want)
 			}
-			if _, err := s.Exec([]string{"no-such-command"}, false, devNull, devNull, devNull); err == nil {
+			if _, err := s.Exec(context.Background(), []string{"no-such-command"}, false, devNull, devNull, devNull); err == nil {
 				t.Errorf("Exec of a missing command succeeded")
 			}
 		})
@@ -209,18 +209,18 @@ func TestSignalAndKill(t *testing.T) {
 
 func TestStartFailures(t *testing.T) {
 	exe, _ := os.Executable()
-	_, err := Start(StartOptions{Executable: exe, Config: Config{Command: []string{"definitely-not-a-command"}, Env: []string{"PATH=/bin"}}})
+	_, err := Start(context.Background(), StartOptions{Executable: exe, Config: Config{Command: []string{"definitely-not-a-command"}, Env: []string{"PATH=/bin"}}})
 	var sf *StartFailure
 	if !errors.As(err, &sf) || sf.Reason != ReasonStartError || !strings.Contains(sf.Message, "executable file not found") {
 		t.Errorf("missing command: %v", err)
 	}
-	_, err = Start(StartOptions{Executable: exe, Config: Config{Isolate: true, Command: []string{"true"}}})
+	_, err = Start(context.Background(), StartOptions{Executable: exe, Config: Config{Isolate: true, Command: []string{"true"}}})
 	if !errors.As(err, &sf) || sf.Reason != ReasonCreateContainerError {
 		t.Errorf("isolation without namespaces: %v", err)
 	}
 }
 
-// sleepers lists the test's sleep processes (arguments 301 to 306).
+// sleepers lists the test's sleep processes (arguments 301 to 309).
 func sleepers() []int {
 	var out []int
 	for _, p := range processes() {
@@ -229,7 +229,7 @@ func sleepers() []int {
 			continue
 		}
 		args := strings.Split(strings.TrimRight(string(b), "\x00"), "\x00")
-		if len(args) == 2 && args[0] == "sleep" && len(args[1]) == 3 && args[1] >= "301" && args[1] <= "306" && p.ppid != 0 {
+		if len(args) == 2 && args[0] == "sleep" && len(args[1]) == 3 && args[1] >= "301" && args[1] <= "309" && p.ppid != 0 {
 			if st, _ := os.ReadFile("/proc/" + itoa(p.pid) + "/stat"); !strings.Contains(string(st), ") Z") {
 				out = append(out, p.pid)
 			}

@@ -216,6 +216,13 @@ func (s *supervisor) handle(m message, files []*os.File) {
 		}
 		s.execs[pid] = m.ID
 		_ = send(s.ctrl, message{Kind: kindExecStarted, ID: m.ID, PID: pid})
+	case kindExecCancel:
+		for pid, id := range s.execs {
+			if id == m.ID {
+				// Its own process group (or session, for a terminal).
+				_ = syscall.Kill(-pid, syscall.SIGKILL)
+			}
+		}
 	}
 }
 

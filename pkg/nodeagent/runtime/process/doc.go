@@ -29,6 +29,12 @@
 // Isolation reports whether this machine gives private views, whatever the
 // specs ask for.
 //
+// Start returns once the command runs. A sandbox that has not got that far
+// within Options.StartTimeout (two minutes by default), or when Start's
+// context ends, is killed with everything it started, and Start fails with
+// CreateContainerError; so does an image whose /etc/passwd or /etc/group is
+// not a regular file. An exec into a wedged sandbox ends with its context.
+//
 // Like a container whose init process exits, everything the attempt started
 // is killed as soon as the main process ends. Stop sends SIGTERM to the main
 // process's group, waits the grace period and then kills every process of

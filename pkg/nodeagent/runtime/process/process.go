@@ -59,6 +59,13 @@ type Options struct {
 	// Executable is the program started as each attempt's sandbox; it must
 	// link package sandbox. Default: this process's executable.
 	Executable string
+	// StartTimeout bounds how long a sandbox may take to report that the
+	// container's command runs (building the view and resolving the user
+	// included), and the isolation probe; a sandbox that takes longer is
+	// killed and the start fails with CreateContainerError. 0 means
+	// sandbox.DefaultStartTimeout, the kubelet's runtime request timeout
+	// (2 minutes).
+	StartTimeout time.Duration
 }
 
 // Runtime runs containers as host processes, each in a sandbox (package
@@ -115,7 +122,7 @@ func New(ctx context.Context, opts Options) (*Runtime, error) {
 	case IsolationOff:
 		r.isolationReason = "disabled by the agent's options"
 	default:
-		if err := sandbox.Probe(opts.Executable, filepath.Join(r.scratchRoot(), "probe")); err != nil {
+		if err := sandbox.Probe(ctx, opts.Executable, filepath.Join(r.scratchRoot(), "probe"), opts.StartTimeout); err != nil {
 			r.isolationReason = err.Error()
 		} else {
 			r.isolated = true
@@ -167,7 +174,10 @@ func killStale(ctx context.Context, dir string) {
 // Name implements runtime.Runtime.
 func (r *Runtime) Name() string { return Name }
 
-// Start implements runtime.Runtime.
+// Start implements runtime.Runtime. It returns once the container's command
+// runs, or fails with a *runtime.StartError; a sandbox that has not started
+// the command within Options.StartTimeout, or when ctx ends, is killed
+// and the start fails with CreateContainerError.
 func (r *Runtime) Start(ctx context.Context, spec runtime.Spec) (runtime.Handle, error) {
 	if len(spec.Command) == 0 {
 		msg := "the container sets neither command nor args: in host mode the process runtime does not look at images, so it does not know their entrypoint"
@@ -193,7 +203,7 @@ func (r *Runtime) Start(ctx context.Context, spec runtime.Spec) (runtime.Handle,
 		}
 		cfg.Scratch = dir
 	}
-	h, err := r.start(spec, cfg)
+	h, err := r.start(ctx, spec, cfg)
 	if err != nil && cfg.Scratch != "" {
 		_ = os.Remove(cfg.Scratch)
 	}
@@ -219,7 +229,7 @@ func sandboxConfig(spec runtime.Spec, isolate bool) sandbox.Config {
 }
 
 // start runs the sandbox of one attempt with its output going to the log.
-func (r *Runtime) start(spec runtime.Spec, cfg sandbox.Config) (runtime.Handle, error) {
+func (r *Runtime) start(ctx context.Context, spec runtime.Spec, cfg sandbox.Config) (runtime.Handle, error) {
 	lw, err := logfile.NewWriter(spec.LogPath, r.opts.LogMaxSize, r.opts.Clock)
 	if err != nil {
 		return nil, err
@@ -237,12 +247,13 @@ func (r *Runtime) start(spec runtime.Spec, cfg sandbox.Config) (runtime.Handle, 
 		return nil, fmt.Errorf("creating output pipe: %w", err)
 	}
 	startedAt := r.opts.Clock.Now()
-	sb, err := sandbox.Start(sandbox.StartOptions{
+	sb, err := sandbox.Start(ctx, sandbox.StartOptions{
 		Executable: r.opts.Executable,
 		Config:     cfg,
 		Namespaces: cfg.Isolate,
 		Stdout:     pw,
 		Stderr:     ew,
+		Timeout:    r.opts.StartTimeout,
 	})
 	_ = pw.Close()
 	_ = ew.Close()
@@ -374,10 +385,12 @@ func (h *handle) Stop(grace time.Duration) {
 			h.sb.Kill()
 			return
 		}
-		_ = h.sb.Signal(syscall.SIGTERM)
 		t := h.rt.opts.Clock.NewTimer(grace)
 		go func() {
 			defer t.Stop()
+			// In here: a sandbox that stopped reading its requests
+			// holds Signal for a few seconds.
+			_ = h.sb.Signal(syscall.SIGTERM)
 			select {
 			case <-h.done:
 			case <-t.C():
@@ -389,7 +402,7 @@ func (h *handle) Stop(grace time.Duration) {
 
 // Exec implements runtime.Execer.
 func (h *handle) Exec(ctx context.Context, req runtime.ExecRequest) (int32, error) {
-	p, err := h.sb.Exec(req.Command, req.TTY, req.Stdin, req.Stdout, req.Stderr)
+	p, err := h.sb.Exec(ctx, req.Command, req.TTY, req.Stdin, req.Stdout, req.Stderr)
 	if err != nil {
 		var sf *sandbox.StartFailure
 		if errors.As(err, &sf) {

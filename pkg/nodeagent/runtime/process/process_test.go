@@ -424,3 +424,120 @@ func TestImageModeStartErrors(t *testing.T) {
 		t.Errorf("the host's sh in an image: %v", err)
 	}
 }
+
+// startWithin calls rt.Start and fails the test when it has not returned
+// within limit.
+func startWithin(t *testing.T, ctx context.Context, rt *Runtime, spec runtime.Spec, limit time.Duration) (runtime.Handle, error) {
+	t.Helper()
+	type result struct {
+		h   runtime.Handle
+		err error
+	}
+	ch := make(chan result, 1)
+	go func() {
+		h, err := rt.Start(ctx, spec)
+		ch <- result{h, err}
+	}()
+	select {
+	case r := <-ch:
+		return r.h, r.err
+	case <-time.After(limit):
+		t.Fatalf("Start did not return within %v", limit)
+		return nil, nil
+	}
+}
+
+func TestImageWithAFIFOPasswdFailsToStart(t *testing.T) {
+	rt := newRuntime(t, nil)
+	if ok, _ := rt.Isolation(); !ok {
+		t.Skip("no isolation")
+	}
+	spec := imageSpec(t, "exit:0")
+	passwd := filepath.Join(spec.Rootfs.Layers[0], "etc/passwd")
+	if err := os.Remove(passwd); err != nil {
+		t.Fatal(err)
+	}
+	if err := syscall.Mkfifo(passwd, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	_, err := startWithin(t, context.Background(), rt, spec, 30*time.Second)
+	var se *runtime.StartError
+	if !errors.As(err, &se) || se.Reason != ReasonCreateContainerError || !strings.Contains(se.Message, "/etc/passwd of the image is not a regular file") {
+		t.Errorf("Start = %v, want %s saying /etc/passwd is not a regular file", err, ReasonCreateContainerError)
+	}
+	if n := recorded(rt); n != 0 {
+		t.Errorf("state dir lists %d sandboxes after a failed start", n)
+	}
+}
+
+func TestStartOfASilentSandboxTimesOut(t *testing.T) {
+	// A sandbox that never reports, having started a process of its own.
+	exe := filepath.Join(t.TempDir(), "sandbox.sh")
+	if err := os.WriteFile(exe, []byte("#!/bin/sh\nsleep 3073 &\nexec sleep 3074\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	rt, err := New(context.Background(), Options{StateDir: filepath.Join(t.TempDir(), "state"), Executable: exe, StartTimeout: 300 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ok, reason := rt.Isolation(); ok || !strings.Contains(reason, "did not start within 300ms") {
+		t.Errorf("Isolation() = %t, %q; want no isolation, the probe having timed out", ok, reason)
+	}
+	for name, cancelAfter := range map[string]time.Duration{"timeout": 0, "cancelled": 100 * time.Millisecond} {
+		t.Run(name, func(t *testing.T) {
+			ctx, cancel := context.WithCancel(context.Background())
+			defer cancel()
+			want := "the container did not start within 300ms"
+			if cancelAfter > 0 {
+				time.AfterFunc(cancelAfter, cancel)
+				want = "context canceled"
+			}
+			spec := childSpec(t, "print")
+			start := time.Now()
+			_, err := startWithin(t, ctx, rt, spec, 30*time.Second)
+			var se *runtime.StartError
+			if !errors.As(err, &se) || se.Reason != ReasonCreateContainerError || !strings.Contains(se.Message, want) {
+				t.Errorf("Start = %v, want %s saying %q", err, ReasonCreateContainerError, want)
+			}
+			if d := time.Since(start); d > 10*time.Second {
+				t.Errorf("Start took %v", d)
+			}
+			if n := recorded(rt); n != 0 {
+				t.Errorf("state dir lists %d sandboxes after a failed start", n)
+			}
+			for _, pid := range silentSandboxes() {
+				waitGone(t, pid)
+			}
+		})
+	}
+}
+
+// silentSandboxes lists the processes of TestStartOfASilentSandboxTimesOut's
+// sandboxes.
+func silentSandboxes() []int {
+	var out []int
+	entries, _ := os.ReadDir("/proc")
+	for _, e := range entries {
+		b, err := os.ReadFile("/proc/" + e.Name() + "/cmdline")
+		if err != nil {
+			continue
+		}
+		if s := string(b); s == "sleep\x003073\x00" || s == "sleep\x003074\x00" {
+			pid, _ := strconv.Atoi(e.Name())
+			out = append(out, pid)
+		}
+	}
+	return out
+}
+
+// recorded counts the sandboxes recorded in rt's state directory.
+func recorded(rt *Runtime) int {
+	n := 0
+	entries, _ := os.ReadDir(rt.opts.StateDir)
+	for _, e := range entries {
+		if _, err := strconv.Atoi(e.Name()); err == nil {
+			n++
+		}
+	}
+	return n
+}
