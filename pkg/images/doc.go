@@ -25,6 +25,21 @@
 // old (younger, it may be another process's pull in progress). A pull
 // that fills the disk removes what it stored and fails with ENOSPC.
 //
+// # Pulling
+//
+// Concurrent pulls of one reference, platform and set of credentials (a
+// digest of what the keychain gives for the repository) are one pull,
+// which runs on until its result is in or the last caller waiting for it
+// leaves; then it is cancelled. Pulls with other credentials are never
+// shared: a pull with valid credentials cannot take the refusal of one
+// without. Every registry request is watched: one that receives no byte
+// for the progress timeout (PullOptions.ProgressTimeout, by default
+// DefaultProgressTimeout, 5 minutes, as containerd's
+// image_pull_progress_timeout), waiting for its answer or for the next
+// bytes of a manifest or blob, fails the pull with ErrNoProgress ("no
+// progress for 5m0s pulling layer sha256:… of REF"), keeping nothing
+// partial.
+//
 // # Unpacking
 //
 // Whiteouts are stored as overlayfs expects them: a ".wh.name" entry becomes

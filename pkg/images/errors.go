@@ -16,6 +16,9 @@ var (
 	ErrInUse = errors.New("image in use")
 	// ErrCorrupt: a layer or manifest does not match its digest.
 	ErrCorrupt = errors.New("corrupt image content")
+	// ErrNoProgress: the registry sent nothing for the pull's progress
+	// timeout (PullOptions.ProgressTimeout).
+	ErrNoProgress = errors.New("no progress pulling from the registry")
 )
 
 // kindError is an error whose message reads on its own (it becomes a

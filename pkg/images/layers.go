@@ -77,28 +77,34 @@ type layerSource struct {
 // ensureLayer unpacks the layer unless it already is, and returns its
 // size. Concurrent calls for one layer in this process unpack it once;
 // across processes, the first rename into place wins and the others drop
-// their copy.
+// their copy. A call that joined an unpack whose own pull was cancelled
+// (its context error is not this call's) starts another.
 func (s *Store) ensureLayer(ctx context.Context, src layerSource) (int64, error) {
 	diffID := src.diffID.String()
-	if m, ok, err := s.unpackedLayer(diffID); err != nil || ok {
-		if err != nil {
-			return 0, err
-		}
-		return m.Size, nil
-	}
-	v, err, _ := s.layers.Do(diffID, func() (any, error) {
+	for {
 		if m, ok, err := s.unpackedLayer(diffID); err != nil || ok {
 			if err != nil {
-				return int64(0), err
+				return 0, err
 			}
 			return m.Size, nil
 		}
-		return s.unpackLayer(ctx, src)
-	})
-	if err != nil {
-		return 0, err
+		v, err, _ := s.layers.Do(diffID, func() (any, error) {
+			if m, ok, err := s.unpackedLayer(diffID); err != nil || ok {
+				if err != nil {
+					return int64(0), err
+				}
+				return m.Size, nil
+			}
+			return s.unpackLayer(ctx, src)
+		})
+		if err != nil && ctx.Err() == nil && (errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded)) {
+			continue
+		}
+		if err != nil {
+			return 0, err
+		}
+		return v.(int64), nil
 	}
-	return v.(int64), nil
 }
 
 // unpackLayer unpacks src into a temp directory and renames it into place.

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"time"
 
 	"github.com/google/go-containerregistry/pkg/authn"
 	"github.com/google/go-containerregistry/pkg/name"
@@ -25,16 +26,23 @@ type PullOptions struct {
 	// Transport carries the registry requests; nil is
 	// go-containerregistry's default (proxy from the environment, HTTP/2).
 	Transport http.RoundTripper
+	// ProgressTimeout is how long a registry request may go without
+	// receiving a byte (waiting for a manifest, a blob or the next bytes
+	// of one) before the pull fails with ErrNoProgress; 0 is
+	// DefaultProgressTimeout.
+	ProgressTimeout time.Duration
 }
 
 // Pull fetches ref from its registry into the store and returns it. An
-// index is resolved to o.Platform. Concurrent pulls of one reference in
-// this process share one pull (which runs to its end even if the context
-// of the first caller is cancelled while others wait), and a layer is
-// fetched and unpacked once however many images or pulls need it. Blobs
-// are verified against their digests. Errors read as kubelet event
-// messages, and are ErrNotFound, ErrUnauthorized, ErrPlatform,
-// ErrInvalidName or ErrCorrupt where those fit.
+// index is resolved to o.Platform. Concurrent pulls of one reference with
+// the same credentials in this process share one pull; a caller whose ctx
+// ends gets ctx.Err() at once, and the shared pull is cancelled when no
+// caller waits for it any more. A layer is fetched and unpacked once
+// however many images or pulls need it. Blobs are verified against their
+// digests. A registry request that receives nothing for o.ProgressTimeout
+// fails the pull. Errors read as kubelet event messages, and are
+// ErrNotFound, ErrUnauthorized, ErrPlatform, ErrInvalidName, ErrCorrupt or
+// ErrNoProgress where those fit.
 func (s *Store) Pull(ctx context.Context, ref string, o PullOptions) (*Image, error) {
 	r, err := parseReference(ref)
 	if err != nil {
@@ -46,26 +54,9 @@ func (s *Store) Pull(ctx context.Context, ref string, o PullOptions) (*Image, er
 	if o.Keychain == nil {
 		o.Keychain = authn.NewMultiKeychain()
 	}
-	key := normalized(r) + " " + platformString(o.Platform)
-	ch := s.pulls.DoChan(key, func() (any, error) {
-		return s.pullWithEach(context.WithoutCancel(ctx), r, o)
-	})
-	select {
-	case res := <-ch:
-		if res.Err != nil {
-			return nil, res.Err
-		}
-		return res.Val.(*Image), nil
-	case <-ctx.Done():
-		return nil, ctx.Err()
+	if o.ProgressTimeout <= 0 {
+		o.ProgressTimeout = DefaultProgressTimeout
 	}
-}
-
-// pullWithEach is one Pull: with each credential the keychain has for the
-// repository in turn (see MultiKeychain), as the kubelet, until one is not
-// refused (401 or 403); with none, anonymously. The error is the last
-// credential's.
-func (s *Store) pullWithEach(ctx context.Context, r name.Reference, o PullOptions) (*Image, error) {
 	auths, err := credentials(o.Keychain, r.Context())
 	if err != nil {
 		return nil, fmt.Errorf("finding credentials for %s: %w", normalized(r), err)
@@ -73,7 +64,25 @@ func (s *Store) pullWithEach(ctx context.Context, r name.Reference, o PullOption
 	if len(auths) == 0 {
 		auths = []authn.Authenticator{authn.Anonymous}
 	}
-	var img *Image
+	creds, err := credentialsKey(auths)
+	if err != nil {
+		return nil, fmt.Errorf("reading the credentials for %s: %w", normalized(r), err)
+	}
+	key := normalized(r) + " " + platformString(o.Platform) + " " + creds
+	return s.pulls.do(ctx, key, func(ctx context.Context) (*Image, error) {
+		return s.pullWithEach(ctx, r, o, auths)
+	})
+}
+
+// pullWithEach is one Pull: with each of auths in turn (the credentials
+// the keychain has for the repository, see MultiKeychain), as the kubelet,
+// until one is not refused (401 or 403). The error is the last
+// credential's.
+func (s *Store) pullWithEach(ctx context.Context, r name.Reference, o PullOptions, auths []authn.Authenticator) (*Image, error) {
+	var (
+		img *Image
+		err error
+	)
 	for _, auth := range auths {
 		if img, err = s.pull(ctx, r, o, auth); !errors.Is(err, ErrUnauthorized) {
 			break
@@ -82,13 +91,18 @@ func (s *Store) pullWithEach(ctx context.Context, r name.Reference, o PullOption
 	return img, err
 }
 
-// pull is one Pull with one credential.
-func (s *Store) pull(ctx context.Context, r name.Reference, o PullOptions, auth authn.Authenticator) (*Image, error) {
+// pull is one Pull with one credential. Its requests go through a
+// progressTransport: a stalled one fails it with ErrNoProgress.
+func (s *Store) pull(ctx context.Context, r name.Reference, o PullOptions, auth authn.Authenticator) (out *Image, err error) {
 	n := normalized(r)
-	opts := []remote.Option{remote.WithContext(ctx), remote.WithAuth(auth), remote.WithPlatform(*o.Platform)}
-	if o.Transport != nil {
-		opts = append(opts, remote.WithTransport(o.Transport))
+	var img v1.Image
+	defer func() { err = noProgressError(err, n, img) }()
+	base := o.Transport
+	if base == nil {
+		base = remote.DefaultTransport
 	}
+	rt := &progressTransport{base: base, timeout: o.ProgressTimeout}
+	opts := []remote.Option{remote.WithContext(ctx), remote.WithAuth(auth), remote.WithPlatform(*o.Platform), remote.WithTransport(rt)}
 	desc, err := remote.Get(r, opts...)
 	if err != nil {
 		return nil, registryError(err, n, r, auth)
@@ -103,7 +117,6 @@ func (s *Store) pull(ctx context.Context, r name.Reference, o PullOptions, auth 
 	if _, ok := r.(name.Tag); ok {
 		a.names = []string{n}
 	}
-	var img v1.Image
 	switch {
 	case desc.MediaType.IsIndex():
 		ii, err := desc.ImageIndex()
@@ -132,7 +145,7 @@ func (s *Store) pull(ctx context.Context, r name.Reference, o PullOptions, auth 
 	if out, ok, err := s.known(a); ok || err != nil {
 		return out, err
 	}
-	out, err := s.add(ctx, img, a)
+	out, err = s.add(ctx, img, a)
 	if err != nil {
 		return nil, registryError(err, n, r, auth)
 	}

@@ -32,8 +32,9 @@ type Store struct {
 	// diskUsage reports the bytes used and the capacity of the file
 	// system holding dir (tests set it).
 	diskUsage func(dir string) (used, capacity int64, err error)
-	// pulls deduplicates concurrent pulls of one reference.
-	pulls singleflight.Group
+	// pulls shares concurrent pulls of one reference with the same
+	// credentials.
+	pulls pullGroup
 	// layers deduplicates concurrent unpacks of one layer (by diffID).
 	layers singleflight.Group
 
