@@ -9,6 +9,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/metadata"
@@ -50,8 +51,9 @@ const (
 // jobkeeper's Job controller runs, pods that no node will ever finish (bound
 // to a node that is gone, or deleted before they were scheduled) are marked
 // Failed and deleted, as are the oldest terminated pods past the threshold,
-// and every namespace gets the "default" ServiceAccount and the
-// kube-root-ca.crt ConfigMap holding the CA that verifies the apiserver.
+// every namespace gets the "default" ServiceAccount and the
+// kube-root-ca.crt ConfigMap holding the CA that verifies the apiserver, and
+// PersistentVolumeClaims are bound and protected (volumeControllers).
 //
 // The pod garbage collector's package links the kubelet's eviction package
 // and, through it, cadvisor and the containerd API types: 19 more modules in
@@ -73,7 +75,7 @@ func runLocalControllers(ctx context.Context, cp *controlplane.ControlPlane) (fu
 	// own (podgc reads only metadata, nodeName, phase, reason and
 	// conditions; the CronJob controller never reads a finished Job's
 	// template).
-	factory := informers.NewSharedInformerFactoryWithOptions(client, 0, informers.WithTransform(manager.CacheTransform))
+	factory := informers.NewSharedInformerFactoryWithOptions(client, 0, informers.WithTransform(keepClaimVolumes))
 	ns := namespacecontroller.NewNamespaceController(ctx, client, metadataClient,
 		client.Discovery().ServerPreferredNamespacedResources, factory.Core().V1().Namespaces(), namespaceResync, corev1.FinalizerKubernetes)
 	cj, err := cronjob.NewControllerV2(ctx, factory.Batch().V1().Jobs(), factory.Batch().V1().CronJobs(), client)
@@ -103,6 +105,10 @@ func runLocalControllers(ctx context.Context, cp *controlplane.ControlPlane) (fu
 	if err != nil {
 		return nil, fmt.Errorf("root CA publisher: %w", err)
 	}
+	volumes, err := volumeControllers(ctx, client, factory)
+	if err != nil {
+		return nil, err
+	}
 	factory.Start(ctx.Done())
 	caFactory.Start(ctx.Done())
 	runs := []func(){
@@ -112,6 +118,7 @@ func runLocalControllers(ctx context.Context, cp *controlplane.ControlPlane) (fu
 		func() { sa.Run(ctx, serviceAccountWorkers) },
 		func() { publisher.Run(ctx, rootCAPublisherWorkers) },
 	}
+	runs = append(runs, volumes...)
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
@@ -125,6 +132,26 @@ func runLocalControllers(ctx context.Context, cp *controlplane.ControlPlane) (fu
 		factory.Shutdown()
 		caFactory.Shutdown()
 	}()
-	klog.FromContext(ctx).Info("Started upstream controllers", "controllers", []string{"namespace", "cronjob", "podgc", "serviceaccount", "root-ca-cert-publisher"})
+	klog.FromContext(ctx).Info("Started upstream controllers", "controllers", []string{"namespace", "cronjob", "podgc", "serviceaccount", "root-ca-cert-publisher", "persistentvolume-binder", "pvc-protection", "pv-protection"})
+	waitDefaultServiceAccount(ctx, client, defaultServiceAccountWait)
 	return func() { <-done }, nil
+}
+
+// defaultServiceAccountWait bounds how long up waits, before it says it is
+// up, for the default namespace's default ServiceAccount.
+const defaultServiceAccountWait = 30 * time.Second
+
+// waitDefaultServiceAccount waits until the ServiceAccount "default" of the
+// namespace "default" exists: with the ServiceAccount admission plugin on, a
+// pod created before it would be refused ("serviceaccount default not
+// found"), and `kubectl run` right after "jobkeeper is up" must work. Past
+// limit it logs and goes on (the controller will create it).
+func waitDefaultServiceAccount(ctx context.Context, client kubernetes.Interface, limit time.Duration) {
+	err := wait.PollUntilContextTimeout(ctx, 50*time.Millisecond, limit, true, func(ctx context.Context) (bool, error) {
+		_, err := client.CoreV1().ServiceAccounts(metav1.NamespaceDefault).Get(ctx, "default", metav1.GetOptions{})
+		return err == nil, nil
+	})
+	if err != nil {
+		klog.FromContext(ctx).Info("The default ServiceAccount of the default namespace does not exist yet; pods there are refused until it does", "waited", limit)
+	}
 }
