@@ -108,7 +108,7 @@ backups kept.`,
 				return err
 			}
 			bootstrap := []bootstrapFunc{installCRDs, installRefusals}
-			return runUp(cmd.OutOrStdout(), up, opts, bootstrap, []upComponent{runLocalControllers, node.component(cmd.OutOrStdout())})
+			return runUp(cmd.OutOrStdout(), up, opts, bootstrap, []upComponent{runLocalControllers, node.volumesComponent(), node.component(cmd.OutOrStdout())})
 		},
 	}
 	fs := cmd.Flags()

@@ -23,6 +23,7 @@ var dataDirEntries = map[string]bool{
 	"kubeconfig": true, // the default admin kubeconfig
 	"node":       true, // the node agent's pod files
 	"images":     true, // the node agent's image store (pkg/images)
+	"volumes":    true, // the local-path PersistentVolumes (pkg/localpath)
 }
 
 // dataDirTempPrefixes name the temporary files an interrupted write can

@@ -31,7 +31,7 @@ func TestReset(t *testing.T) {
 		// wantErr is a substring of the error; empty means the reset succeeds.
 		wantErr string
 	}{
-		"data directory":                {entries: []string{"lock", "pki", "etcd", "logs", "kubeconfig", "node", "images", ".write-test-123"}},
+		"data directory":                {entries: []string{"lock", "pki", "etcd", "logs", "kubeconfig", "node", "images", "volumes", ".write-test-123"}},
 		"data directory of a failed up": {entries: []string{"pki", "logs"}},
 		"another directory":             {entries: []string{"pki", "etcd", "Documents"}, wantErr: "Documents, which jobkeeper does not create"},
 		"only logs":                     {entries: []string{"logs", "lock"}, wantErr: "no etcd or pki"},

@@ -46,6 +46,8 @@ type volumeManager struct {
 	mu sync.Mutex
 	// ready holds the pods whose volumes are written.
 	ready map[types.UID]bool
+	// claims holds the paths of the pods' persistentVolumeClaim volumes.
+	claims claimPaths
 }
 
 // newVolumeManager returns the agent's volume manager.
@@ -58,6 +60,7 @@ func (m *volumeManager) forget(uid types.UID) {
 	m.mu.Lock()
 	delete(m.ready, uid)
 	m.mu.Unlock()
+	m.claims.forget(uid)
 }
 
 // unsupportedVolume says why a volume cannot be provided here, "" when it
@@ -65,7 +68,7 @@ func (m *volumeManager) forget(uid types.UID) {
 func unsupportedVolume(v *corev1.Volume) string {
 	s := v.VolumeSource
 	switch {
-	case s.EmptyDir != nil, s.ConfigMap != nil, s.Secret != nil, s.DownwardAPI != nil, s.HostPath != nil:
+	case s.EmptyDir != nil, s.ConfigMap != nil, s.Secret != nil, s.DownwardAPI != nil, s.HostPath != nil, s.PersistentVolumeClaim != nil:
 		return ""
 	case s.Projected != nil:
 		for _, p := range s.Projected.Sources {
@@ -75,7 +78,7 @@ func unsupportedVolume(v *corev1.Volume) string {
 		}
 		return ""
 	}
-	return fmt.Sprintf("volume %q: only emptyDir, configMap, secret, downwardAPI, projected and hostPath volumes are supported by the local node agent", v.Name)
+	return fmt.Sprintf("volume %q: only emptyDir, configMap, secret, downwardAPI, projected, hostPath and persistentVolumeClaim volumes are supported by the local node agent", v.Name)
 }
 
 // refusal returns why pod cannot run on this node, as a reason and a
@@ -148,7 +151,7 @@ func (m *volumeManager) mounts(ctx context.Context, pod *corev1.Pod, c *corev1.C
 			}
 			source = p
 		}
-		out = append(out, runtime.Mount{Source: source, Target: vm.MountPath, ReadOnly: vm.ReadOnly || alwaysReadOnly(v)})
+		out = append(out, runtime.Mount{Source: source, Target: vm.MountPath, ReadOnly: vm.ReadOnly || alwaysReadOnly(v) || claimReadOnly(v)})
 	}
 	return out, nil
 }
@@ -186,6 +189,9 @@ func (m *volumeManager) source(pod *corev1.Pod, v *corev1.Volume) string {
 	if v.HostPath != nil {
 		return filepath.Clean(v.HostPath.Path)
 	}
+	if v.PersistentVolumeClaim != nil {
+		return m.claims.path(pod.UID, v.Name)
+	}
 	return filepath.Join(m.agent.podDir(pod.UID), "volumes", v.Name)
 }
 
@@ -197,6 +203,9 @@ func (m *volumeManager) prepare(ctx context.Context, pod *corev1.Pod) error {
 	m.mu.Unlock()
 	if ready {
 		return nil
+	}
+	if err := m.prepareClaims(ctx, pod); err != nil {
+		return err
 	}
 	isolated := m.agent.isolated()
 	for i := range pod.Spec.Volumes {
@@ -223,6 +232,10 @@ func (m *volumeManager) prepareVolume(ctx context.Context, pod *corev1.Pod, v *c
 	}
 	if v.HostPath != nil {
 		return checkHostPath(v.HostPath)
+	}
+	if v.PersistentVolumeClaim != nil {
+		// Looked up by prepareClaims.
+		return nil
 	}
 	dir := m.source(pod, v)
 	if v.EmptyDir != nil {

@@ -1,0 +1,145 @@
+package e2e
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/kubernetes"
+
+	"jobkeeper.dev/jobkeeper/test/builder"
+)
+
+// TestUpPersistentVolumeClaims is the local volumes acceptance test: a Job
+// whose claim does not exist yet waits with a FailedMount event; the claim,
+// created without a class, gets the default "standard" class and a volume
+// under <data-dir>/volumes; the Job writes a file to it and completes; a
+// second Job mounting the claim read-only reads the file, cannot write, and
+// completes; deleting the claim deletes the volume and its directory.
+func TestUpPersistentVolumeClaims(t *testing.T) {
+	ctx := context.Background()
+	dataDir := t.TempDir()
+	up, c, _ := startUp(t, dataDir)
+	defer up.stop(t)
+	ns := "default"
+
+	class, err := c.StorageV1().StorageClasses().Get(ctx, "standard", metav1.GetOptions{})
+	if err != nil {
+		t.Fatalf("the default StorageClass: %v", err)
+	}
+	if class.Annotations["storageclass.kubernetes.io/is-default-class"] != "true" {
+		t.Errorf("StorageClass standard is not the default: %v", class.Annotations)
+	}
+
+	writer := claimJob("writer", ns, "results", false, "echo hello > /data/result")
+	if _, err := c.BatchV1().Jobs(ns).Create(ctx, writer, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	// No claim yet: the container waits, saying why, as the kubelet does.
+	waitEvent(t, c, ns, "FailedMount", `error processing PVC default/results: failed to fetch PVC from API server`)
+
+	pvc := &corev1.PersistentVolumeClaim{
+		ObjectMeta: metav1.ObjectMeta{Name: "results", Namespace: ns},
+		Spec: corev1.PersistentVolumeClaimSpec{
+			AccessModes: []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce},
+			Resources:   corev1.VolumeResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceStorage: resource.MustParse("1Gi")}},
+		},
+	}
+	if _, err := c.CoreV1().PersistentVolumeClaims(ns).Create(ctx, pvc, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	waitJob(t, c, ns, writer.Name, "completed", hasCondition(batchv1.JobComplete))
+
+	pvc, err = c.CoreV1().PersistentVolumeClaims(ns).Get(ctx, pvc.Name, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if pvc.Status.Phase != corev1.ClaimBound || pvc.Spec.StorageClassName == nil || *pvc.Spec.StorageClassName != "standard" {
+		t.Fatalf("claim: phase %s, class %v; want Bound, standard", pvc.Status.Phase, pvc.Spec.StorageClassName)
+	}
+	pv, err := c.CoreV1().PersistentVolumes().Get(ctx, pvc.Spec.VolumeName, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := filepath.Join(dataDir, "volumes", pv.Name)
+	if pv.Spec.HostPath == nil || pv.Spec.HostPath.Path != dir || pv.Spec.PersistentVolumeReclaimPolicy != corev1.PersistentVolumeReclaimDelete ||
+		pv.Spec.NodeAffinity == nil || !pv.Spec.Capacity.Storage().Equal(resource.MustParse("1Gi")) {
+		t.Errorf("volume %s: %+v; want hostPath %s, reclaim Delete, a node affinity, 1Gi", pv.Name, pv.Spec, dir)
+	}
+	if b, err := os.ReadFile(filepath.Join(dir, "result")); err != nil || string(b) != "hello\n" {
+		t.Errorf("the volume's directory holds %q (%v), want the writer's hello", b, err)
+	}
+
+	reader := claimJob("reader", ns, "results", true, `test "$(cat /data/result)" = hello && ! touch /data/written`)
+	if _, err := c.BatchV1().Jobs(ns).Create(ctx, reader, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	waitJob(t, c, ns, reader.Name, "completed", hasCondition(batchv1.JobComplete))
+
+	// The claim is released once no pod uses it: delete the Jobs and
+	// their pods, then the claim; the volume and its directory go.
+	foreground := metav1.DeletePropagationForeground
+	for _, name := range []string{writer.Name, reader.Name} {
+		if err := c.BatchV1().Jobs(ns).Delete(ctx, name, metav1.DeleteOptions{PropagationPolicy: &foreground}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := c.CoreV1().PersistentVolumeClaims(ns).Delete(ctx, pvc.Name, metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	pollGone(t, func(ctx context.Context) error {
+		_, err := c.CoreV1().PersistentVolumeClaims(ns).Get(ctx, pvc.Name, metav1.GetOptions{})
+		return err
+	})
+	pollGone(t, func(ctx context.Context) error {
+		_, err := c.CoreV1().PersistentVolumes().Get(ctx, pv.Name, metav1.GetOptions{})
+		return err
+	})
+	if _, err := os.Stat(dir); !os.IsNotExist(err) {
+		t.Errorf("the volume's directory %s is still there (%v)", dir, err)
+	}
+}
+
+// claimJob is a one-pod Job running script in sh with the claim mounted at
+// /data, read-only when readOnly.
+func claimJob(name, ns, claim string, readOnly bool, script string) *batchv1.Job {
+	job := builder.MakeJob(name, ns).BackoffLimit(0).Command("sh", "-c", script).Obj()
+	spec := &job.Spec.Template.Spec
+	spec.Volumes = []corev1.Volume{{Name: "data", VolumeSource: corev1.VolumeSource{
+		PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{ClaimName: claim, ReadOnly: readOnly},
+	}}}
+	spec.Containers[0].VolumeMounts = []corev1.VolumeMount{{Name: "data", MountPath: "/data"}}
+	return job
+}
+
+// waitEvent polls until an event of the namespace has reason and a message
+// containing text.
+func waitEvent(t *testing.T, c kubernetes.Interface, ns, reason, text string) {
+	t.Helper()
+	var seen []string
+	err := wait.PollUntilContextTimeout(context.Background(), 200*time.Millisecond, nodeTimeout, true, func(ctx context.Context) (bool, error) {
+		events, err := c.CoreV1().Events(ns).List(ctx, metav1.ListOptions{})
+		if err != nil {
+			return false, nil
+		}
+		seen = seen[:0]
+		for _, e := range events.Items {
+			if e.Reason == reason && strings.Contains(e.Message, text) {
+				return true, nil
+			}
+			seen = append(seen, e.Reason+": "+e.Message)
+		}
+		return false, nil
+	})
+	if err != nil {
+		t.Fatalf("no %s event saying %q; events:\n%s", reason, text, strings.Join(seen, "\n"))
+	}
+}
