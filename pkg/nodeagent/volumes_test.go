@@ -56,7 +56,8 @@ func volumeAgent(t *testing.T, isolated bool, objs ...any) (*Agent, *record.Fake
 
 func TestRefusal(t *testing.T) {
 	emptyDir := corev1.Volume{Name: "work", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}}
-	pvc := corev1.Volume{Name: "data", VolumeSource: corev1.VolumeSource{PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{ClaimName: "c"}}}
+	pvc := corev1.Volume{Name: "claim", VolumeSource: corev1.VolumeSource{PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{ClaimName: "c"}}}
+	nfs := corev1.Volume{Name: "data", VolumeSource: corev1.VolumeSource{NFS: &corev1.NFSVolumeSource{Server: "nfs", Path: "/"}}}
 	bundle := corev1.Volume{Name: "ca", VolumeSource: corev1.VolumeSource{Projected: &corev1.ProjectedVolumeSource{Sources: []corev1.VolumeProjection{{ClusterTrustBundle: &corev1.ClusterTrustBundleProjection{Path: "ca"}}}}}}
 	cases := []struct {
 		name       string
@@ -66,9 +67,9 @@ func TestRefusal(t *testing.T) {
 		wantIn     string
 	}{
 		{name: "no volumes, no isolation", isolated: false},
-		{name: "volumes with isolation", isolated: true, volumes: []corev1.Volume{emptyDir}},
+		{name: "volumes with isolation", isolated: true, volumes: []corev1.Volume{emptyDir, pvc}},
 		{name: "volumes without isolation", isolated: false, volumes: []corev1.Volume{emptyDir}, wantReason: ReasonNoPrivateFilesystem, wantIn: "volumes (work)"},
-		{name: "unsupported kind", isolated: true, volumes: []corev1.Volume{emptyDir, pvc}, wantReason: ReasonUnsupportedVolume, wantIn: `volume "data"`},
+		{name: "unsupported kind", isolated: true, volumes: []corev1.Volume{emptyDir, nfs}, wantReason: ReasonUnsupportedVolume, wantIn: `volume "data"`},
 		{name: "unsupported projection", isolated: true, volumes: []corev1.Volume{bundle}, wantReason: ReasonUnsupportedVolume, wantIn: "clusterTrustBundle"},
 	}
 	for _, tc := range cases {
