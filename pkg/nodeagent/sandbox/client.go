@@ -24,6 +24,10 @@ type StartOptions struct {
 	// user namespace (mapping the current user to root) when the current
 	// user is not root. Required by Config.Isolate.
 	Namespaces bool
+	// UTS also starts the sandbox in a new UTS namespace, where it sets
+	// Config.Hostname; it requires Namespaces (see ProbeUTS). Without it
+	// the sandbox keeps the host's name and Config.Hostname is ignored.
+	UTS bool
 	// Stdin, Stdout and Stderr are the main process's; nil is /dev/null.
 	Stdin, Stdout, Stderr *os.File
 	// Timeout bounds how long the sandbox may take to build the view and
@@ -114,12 +118,17 @@ func Start(ctx context.Context, o StartOptions) (*Sandbox, error) {
 		_ = peer.Close()
 		return nil, fmt.Errorf("creating the sandbox config pipe: %w", err)
 	}
+	uts := o.Namespaces && o.UTS
+	if !uts {
+		// Only a UTS namespace of its own may be renamed.
+		o.Config.Hostname = ""
+	}
 	cmd := &exec.Cmd{
 		Path:        o.Executable,
 		Args:        []string{ArgvName},
 		Env:         []string{},
 		ExtraFiles:  []*os.File{peer, cfgR},
-		SysProcAttr: sysProcAttr(o.Namespaces),
+		SysProcAttr: sysProcAttr(o.Namespaces, uts),
 	}
 	// exec.Cmd treats a nil *os.File field as "no file"; keep nil as nil.
 	if o.Stdin != nil {
@@ -210,13 +219,19 @@ func interrupt(ctx context.Context, f func()) (stop func()) {
 }
 
 // sysProcAttr starts the sandbox as the leader of a new session, in new
-// namespaces when asked.
-func sysProcAttr(namespaces bool) *syscall.SysProcAttr {
+// namespaces when asked: mount (and user, when not root) namespaces, and
+// with uts a UTS namespace.
+func sysProcAttr(namespaces, uts bool) *syscall.SysProcAttr {
 	attr := &syscall.SysProcAttr{Setsid: true}
 	if !namespaces {
 		return attr
 	}
 	attr.Cloneflags = syscall.CLONE_NEWNS
+	if uts {
+		// Owned by the new user namespace when there is one, so the
+		// sandbox may set its hostname.
+		attr.Cloneflags |= syscall.CLONE_NEWUTS
+	}
 	if uid := os.Getuid(); uid != 0 {
 		attr.Cloneflags |= syscall.CLONE_NEWUSER
 		attr.UidMappings = []syscall.SysProcIDMap{{ContainerID: 0, HostID: uid, Size: 1}}
@@ -305,8 +320,10 @@ func (s *Sandbox) Done() <-chan struct{} { return s.done }
 // Exit is how the main process ended; valid once Done is closed.
 func (s *Sandbox) Exit() Exit { return s.exit }
 
-// Signal sends sig to the main process's process group. It fails when
-// the sandbox does not take the request within a few seconds.
+// Signal sends sig to the main process alone, as a container runtime
+// signals a container's PID 1: a shell that traps it decides what happens
+// to its children. It fails when the sandbox does not take the request
+// within a few seconds.
 func (s *Sandbox) Signal(sig syscall.Signal) error {
 	return s.sendWithin(controlWriteTimeout, message{Kind: kindSignal, Signal: int32(sig)})
 }

@@ -37,6 +37,11 @@ type Config struct {
 	// User is who the main process and exec'd commands run as, resolved
 	// inside the view. Nil: the sandbox's own user (root in its namespace).
 	User *User `json:"user,omitempty"`
+	// Hostname is the container's hostname (the pod's), set in the
+	// sandbox's own UTS namespace, which StartOptions.UTS asks for; Start
+	// drops it otherwise, so that the host's name is never changed. Empty:
+	// the host's name.
+	Hostname string `json:"hostname,omitempty"`
 }
 
 // Rootfs is the root filesystem of a container run from an image.

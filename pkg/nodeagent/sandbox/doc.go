@@ -32,10 +32,18 @@
 // instead: nothing a container writes reaches the host except through a
 // volume. The sandbox chroots into this view.
 //
+// In either mode, with StartOptions.UTS, the sandbox is also in a UTS
+// namespace of its own, where it sets Config.Hostname (the pod's) before
+// anything runs: hostname and uname -n print it, in the main process and
+// in exec'd ones, and the host's name is untouched. ProbeUTS says whether
+// the machine allows it; where it does not, the agent starts sandboxes
+// without it and they keep the host's name (Start drops Config.Hostname, so
+// the host's name is never changed).
+//
 // Not done yet, in either mode: a minimal /dev of its own (the kubelet's
 // runtimes give a tmpfs with null, zero, full, random, urandom, tty and a
-// private devpts) and pid, uts, ipc and network namespaces; the container
-// sees the host's devices, processes and network.
+// private devpts) and pid, ipc and network namespaces; the container sees
+// the host's devices, processes and network.
 //
 // # Users
 //
@@ -73,7 +81,8 @@
 // ArgvName; the package's init function recognises that name and runs the
 // supervisor instead of the program's main. It is started in a new mount
 // namespace (and, for a user other than root, a new user namespace mapping
-// that user to root), so nothing it mounts is visible outside. Where that
+// that user to root; and, when asked, a new UTS namespace), so nothing it
+// mounts is visible outside. Where that
 // is not possible, Config.Isolate is false and the sandbox runs the attempt
 // on the host filesystem; the agent then refuses pods that have volumes,
 // and images.
@@ -84,7 +93,10 @@
 //
 // The agent and the sandbox talk over a socket pair (SOCK_SEQPACKET) that
 // also carries file descriptors: the sandbox reports the main process's
-// start and exit, runs exec requests inside its view, and relays signals.
+// start and exit, runs exec requests inside its view (and namespaces), and
+// relays signals. A signal goes to the main process alone, as a container
+// runtime signals PID 1, so a shell that traps SIGTERM stops its children
+// itself; Kill, and the main process's end, kill everything else.
 // When the agent goes away (even by SIGKILL) the socket closes and the
 // sandbox kills everything the attempt started. It is a child subreaper, so
 // processes that daemonise are still its descendants and die with it.

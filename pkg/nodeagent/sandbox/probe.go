@@ -29,3 +29,23 @@ func Probe(ctx context.Context, executable, scratch string, timeout time.Duratio
 	<-s.Done()
 	return nil
 }
+
+// ProbeUTS reports whether sandboxes can have a UTS namespace of their own
+// with a hostname set in it: it starts one in new namespaces (those of
+// StartOptions.Namespaces and UTS) that sets a hostname and exits, within
+// timeout (0: DefaultStartTimeout) and while ctx lasts. It builds no view.
+// The error says what the machine lacks.
+func ProbeUTS(ctx context.Context, executable string, timeout time.Duration) error {
+	s, err := Start(ctx, StartOptions{
+		Executable: executable,
+		Namespaces: true,
+		UTS:        true,
+		Config:     Config{Probe: true, Hostname: "jobkeeper-probe"},
+		Timeout:    timeout,
+	})
+	if err != nil {
+		return err
+	}
+	<-s.Done()
+	return nil
+}

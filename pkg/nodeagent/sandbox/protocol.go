@@ -22,8 +22,8 @@ const (
 	// Signal) and everything else the attempt started was killed. The
 	// sandbox exits.
 	kindExited = "exited"
-	// kindSignal (agent → sandbox): send Signal to the main process's
-	// process group.
+	// kindSignal (agent → sandbox): send Signal to the main process (not
+	// to its process group).
 	kindSignal = "signal"
 	// kindKill (agent → sandbox): kill every process of the attempt.
 	kindKill = "kill"

@@ -16,6 +16,13 @@ import (
 // startTest starts a sandbox running command, its output in a pipe.
 func startTest(t *testing.T, isolate bool, cfg Config) (*Sandbox, func() string) {
 	t.Helper()
+	return startTestWith(t, isolate, StartOptions{}, cfg)
+}
+
+// startTestWith is startTest with more options (Executable, Config,
+// Namespaces, Stdout and Stderr are set here).
+func startTestWith(t *testing.T, isolate bool, o StartOptions, cfg Config) (*Sandbox, func() string) {
+	t.Helper()
 	exe, err := os.Executable()
 	if err != nil {
 		t.Fatal(err)
@@ -32,7 +39,8 @@ func startTest(t *testing.T, isolate bool, cfg Config) (*Sandbox, func() string)
 	if err != nil {
 		t.Fatal(err)
 	}
-	s, err := Start(context.Background(), StartOptions{Executable: exe, Config: cfg, Namespaces: isolate, Stdout: w, Stderr: w})
+	o.Executable, o.Config, o.Namespaces, o.Stdout, o.Stderr = exe, cfg, isolate, w, w
+	s, err := Start(context.Background(), o)
 	_ = w.Close()
 	if err != nil {
 		_ = r.Close()
@@ -239,3 +247,98 @@ func sleepers() []int {
 }
 
 func itoa(i int) string { return strconv.Itoa(i) }
+
+func TestSignalGoesToTheMainProcessOnly(t *testing.T) {
+	// The shell's child traps TERM too: it says whether the shell's
+	// handler had run when TERM reached it.
+	dir := t.TempDir()
+	child := `trap '[ -e "$DIR/handled" ] && echo child stopped by the handler || echo child signalled first; exit 0' TERM; while :; do sleep 0.1; done`
+	script := `trap 'echo got TERM; touch "$DIR/handled"; kill $child; wait; exit 0' TERM; sh -c "$CHILD" & child=$!; echo ready; wait`
+	s, output := startTest(t, false, Config{Command: []string{"/bin/sh", "-c", script}, Env: []string{"DIR=" + dir, "CHILD=" + child}})
+	// Give the shell time to start its child, and the child to set its
+	// trap.
+	time.Sleep(300 * time.Millisecond)
+	if err := s.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	if ex := waitDone(t, s); ex.Code != 0 || ex.Signal != 0 {
+		t.Errorf("exit = %+v, want 0 from the shell's handler", ex)
+	}
+	if got, want := output(), "ready\ngot TERM\nchild stopped by the handler\n"; got != want {
+		t.Errorf("output = %q, want %q", got, want)
+	}
+}
+
+func TestHostnameIsThePods(t *testing.T) {
+	requireNamespaces(t)
+	if err := ProbeUTS(context.Background(), mustExecutable(t), 0); err != nil {
+		if os.Getuid() == 0 {
+			t.Fatalf("no UTS namespace as root: %v", err)
+		}
+		t.Skipf("no UTS namespace: %v", err)
+	}
+	host, err := os.Hostname()
+	if err != nil {
+		t.Fatal(err)
+	}
+	const name = "pod-hostname-test"
+	s, output := startTestWith(t, true, StartOptions{UTS: true}, Config{Hostname: name, Command: []string{"sh", "-c", "hostname; uname -n; touch /tmp/printed; sleep 60"}})
+	r, w, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	devNull, _ := os.Open(os.DevNull)
+	defer func() { _ = devNull.Close() }()
+	// Once the main process has printed (/tmp is the view's own).
+	p, err := s.Exec(context.Background(), []string{"sh", "-c", "while [ ! -e /tmp/printed ]; do sleep 0.05; done; hostname"}, false, devNull, w, w)
+	_ = w.Close()
+	if err != nil {
+		t.Fatalf("Exec: %v", err)
+	}
+	b, _ := io.ReadAll(r)
+	if got := string(b); got != name+"\n" {
+		t.Errorf("exec'd hostname = %q, want %q", got, name)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if code, err := p.Wait(ctx); err != nil || code != 0 {
+		t.Errorf("exec Wait = %d, %v", code, err)
+	}
+	s.Kill()
+	waitDone(t, s)
+	if got, want := output(), name+"\n"+name+"\n"; got != want {
+		t.Errorf("output = %q, want %q", got, want)
+	}
+	if now, _ := os.Hostname(); now != host {
+		t.Errorf("the host's hostname changed from %q to %q", host, now)
+	}
+}
+
+func TestHostnameNeedsAUTSNamespace(t *testing.T) {
+	// Without StartOptions.UTS the name is not set, least of all the
+	// host's.
+	host, err := os.Hostname()
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, output := startTest(t, false, Config{Hostname: "not-the-host", Command: []string{"hostname"}})
+	if ex := waitDone(t, s); ex.Code != 0 {
+		t.Errorf("exit = %+v", ex)
+	}
+	if got := output(); got != host+"\n" {
+		t.Errorf("output = %q, want the host's name %q", got, host)
+	}
+	if now, _ := os.Hostname(); now != host {
+		t.Errorf("the host's hostname changed from %q to %q", host, now)
+	}
+}
+
+// mustExecutable is the test binary, which links the sandbox.
+func mustExecutable(t *testing.T) string {
+	t.Helper()
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return exe
+}

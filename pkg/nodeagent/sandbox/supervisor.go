@@ -48,7 +48,8 @@ type supervisor struct {
 	// cred is who the container's processes run as; nil: the sandbox's
 	// own user.
 	cred *syscall.Credential
-	// main is the main process's PID (also its process group).
+	// main is the main process's PID (also its process group, which
+	// Kill ends).
 	main int
 	// execs maps exec'd processes to their request ids.
 	execs map[int]uint64
@@ -82,6 +83,14 @@ func supervise() int {
 		s.fail(ReasonCreateContainerError, err.Error())
 		return 2
 	}
+	if s.cfg.Hostname != "" {
+		// Start sends a hostname only to a sandbox in a UTS namespace of
+		// its own.
+		if err := unix.Sethostname([]byte(s.cfg.Hostname)); err != nil {
+			s.fail(ReasonCreateContainerError, fmt.Sprintf("setting the hostname %q: %v", s.cfg.Hostname, err))
+			return 2
+		}
+	}
 	if s.cfg.Rootfs != nil && !s.cfg.Isolate {
 		s.fail(ReasonCreateContainerError, "running an image needs the sandbox's private mount namespace")
 		return 2
@@ -107,8 +116,8 @@ func supervise() int {
 	// Orphans of the attempt become our children, so they can be found
 	// and killed with it.
 	_ = unix.Prctl(unix.PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
-	// Signals the agent sends to the attempt are for the main process's
-	// group, not for us; SIGCHLD drives the reaping.
+	// Signals sent to the sandbox are not for us (the agent's Signal goes
+	// to the main process); SIGCHLD drives the reaping.
 	sigs := make(chan os.Signal, 64)
 	signal.Notify(sigs, syscall.SIGCHLD, syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP, syscall.SIGQUIT)
 	if dir := s.cfg.WorkingDir; dir != "" {
@@ -200,7 +209,9 @@ func (s *supervisor) handle(m message, files []*os.File) {
 	defer closeAll(files)
 	switch m.Kind {
 	case kindSignal:
-		_ = syscall.Kill(-s.main, syscall.Signal(m.Signal))
+		// The main process only, as a runtime signals PID 1; Kill and
+		// the main process's end take care of the rest.
+		_ = syscall.Kill(s.main, syscall.Signal(m.Signal))
 	case kindKill:
 		_ = syscall.Kill(-s.main, syscall.SIGKILL)
 		s.killDescendants()
