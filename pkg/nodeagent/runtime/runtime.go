@@ -43,6 +43,11 @@ type Spec struct {
 	// User is who the container's processes run as (image mode; the
 	// process runtime ignores it in host mode). Nil: the agent's own user.
 	User *User
+	// Hostname is the pod's hostname (its spec.hostname or its name, at
+	// most 63 characters). A runtime that gives the container a UTS
+	// namespace of its own sets it there; empty, or without one, the
+	// container sees the host's name.
+	Hostname string
 }
 
 // Rootfs is the root filesystem of a container run from an image.

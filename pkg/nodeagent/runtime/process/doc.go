@@ -29,6 +29,12 @@
 // Isolation reports whether this machine gives private views, whatever the
 // specs ask for.
 //
+// Where it does, each container also gets a UTS namespace of its own named
+// Spec.Hostname (the pod's hostname), in both modes, so hostname and
+// uname -n print it, in exec'd commands too. New probes for it and logs the
+// answer; UTS reports it. Where the machine does not allow it (or without
+// isolation) containers see the host's name: that never fails a container.
+//
 // Start returns once the command runs. A sandbox that has not got that far
 // within Options.StartTimeout (two minutes by default), or when Start's
 // context ends, is killed with everything it started, and Start fails with
@@ -37,8 +43,9 @@
 //
 // Like a container whose init process exits, everything the attempt started
 // is killed as soon as the main process ends. Stop sends SIGTERM to the main
-// process's group, waits the grace period and then kills every process of
-// the attempt. exec runs commands inside the sandbox (runtime.Execer), with
+// process alone, as a container runtime signals PID 1 (a shell that traps
+// it stops its children itself), waits the grace period and then kills
+// every process of the attempt. exec runs commands inside the sandbox (runtime.Execer), with
 // the container's user.
 //
 // Every running sandbox is recorded as a file in the runtime's state
@@ -50,5 +57,5 @@
 // Anyone who can create pods runs commands with the privileges of the user
 // running the agent: a container may ask to run as root (in host mode it
 // always runs as the agent's user), and it sees the host's devices,
-// processes and network.
+// processes and network: there are no PID, IPC or network namespaces.
 package process

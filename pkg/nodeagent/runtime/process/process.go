@@ -77,6 +77,11 @@ type Runtime struct {
 	isolated bool
 	// isolationReason says why they do not.
 	isolationReason string
+	// uts is true when each container gets a UTS namespace of its own,
+	// named after its pod (only with isolated).
+	uts bool
+	// utsReason says why it does not.
+	utsReason string
 
 	// mu guards running.
 	mu sync.Mutex
@@ -128,11 +133,40 @@ func New(ctx context.Context, opts Options) (*Runtime, error) {
 			r.isolated = true
 		}
 	}
+	r.probeUTS(ctx)
 	return r, nil
+}
+
+// probeUTS finds out whether containers can have a UTS namespace of their
+// own, named after the pod, and logs the answer. A machine that does not
+// allow it runs containers with the host's name: never a reason to fail
+// one.
+func (r *Runtime) probeUTS(ctx context.Context) {
+	logger := klog.FromContext(ctx)
+	switch {
+	case !r.isolated:
+		r.utsReason = "containers get no namespaces: " + r.isolationReason
+	default:
+		if err := sandbox.ProbeUTS(ctx, r.opts.Executable, r.opts.StartTimeout); err != nil {
+			r.utsReason = "no UTS namespace: " + err.Error()
+		} else {
+			r.uts = true
+		}
+	}
+	if r.uts {
+		logger.Info("Containers get a UTS namespace of their own: hostname prints the pod's hostname")
+	} else {
+		logger.Info("WARNING: containers see this host's hostname, not their pod's", "reason", r.utsReason)
+	}
 }
 
 // Isolation implements runtime.Isolator.
 func (r *Runtime) Isolation() (bool, string) { return r.isolated, r.isolationReason }
+
+// UTS reports whether containers get a UTS namespace of their own, where
+// their hostname is Spec.Hostname; when not, reason says why, and they see
+// the host's name.
+func (r *Runtime) UTS() (ok bool, reason string) { return r.uts, r.utsReason }
 
 // scratchRoot holds the sandboxes' scratch directories.
 func (r *Runtime) scratchRoot() string { return filepath.Join(r.opts.StateDir, "scratch") }
@@ -213,7 +247,7 @@ func (r *Runtime) Start(ctx context.Context, spec runtime.Spec) (runtime.Handle,
 // sandboxConfig is what the sandbox of spec runs, before its scratch
 // directory is chosen. Spec.User is for image mode only.
 func sandboxConfig(spec runtime.Spec, isolate bool) sandbox.Config {
-	cfg := sandbox.Config{Isolate: isolate, Command: spec.Command, Env: spec.Env, WorkingDir: spec.WorkingDir}
+	cfg := sandbox.Config{Isolate: isolate, Command: spec.Command, Env: spec.Env, WorkingDir: spec.WorkingDir, Hostname: spec.Hostname}
 	for _, m := range spec.Mounts {
 		cfg.Mounts = append(cfg.Mounts, sandbox.Mount{Source: m.Source, Target: m.Target, ReadOnly: m.ReadOnly})
 	}
@@ -251,6 +285,7 @@ func (r *Runtime) start(ctx context.Context, spec runtime.Spec, cfg sandbox.Conf
 		Executable: r.opts.Executable,
 		Config:     cfg,
 		Namespaces: cfg.Isolate,
+		UTS:        cfg.Isolate && r.uts,
 		Stdout:     pw,
 		Stderr:     ew,
 		Timeout:    r.opts.StartTimeout,
@@ -372,8 +407,9 @@ func (h *handle) finish(res runtime.Result) {
 	close(h.done)
 }
 
-// Stop implements runtime.Handle: SIGTERM to the main process's group,
-// and after grace every process of the attempt is killed.
+// Stop implements runtime.Handle: SIGTERM to the main process alone, as a
+// container runtime signals PID 1, and after grace every process of the
+// attempt is killed.
 func (h *handle) Stop(grace time.Duration) {
 	h.stopOnce.Do(func() {
 		select {

@@ -128,7 +128,7 @@ func TestExitCodeEnvWorkingDirAndLogs(t *testing.T) {
 	}
 }
 
-func TestStopSendsSIGTERMToTheGroup(t *testing.T) {
+func TestStopSendsSIGTERM(t *testing.T) {
 	rt := newRuntime(t, nil)
 	spec := childSpec(t, "sleep")
 	h, err := rt.Start(context.Background(), spec)
@@ -140,6 +140,108 @@ func TestStopSendsSIGTERMToTheGroup(t *testing.T) {
 	res := wait(t, h)
 	if res.ExitCode != 143 || res.Signal != int32(syscall.SIGTERM) {
 		t.Errorf("result = %+v, want exit code 143 by SIGTERM", res)
+	}
+}
+
+func TestStopSignalsTheMainProcessOnly(t *testing.T) {
+	// A shell that traps TERM stops its child itself; the child, which
+	// traps TERM too, says whether the shell's handler had run first.
+	rt := newRuntime(t, nil)
+	spec := childSpec(t, "")
+	child := `trap '[ -e handled ] && echo child stopped by the handler || echo child signalled first; exit 0' TERM; while :; do sleep 0.1; done`
+	spec.Command = []string{"/bin/sh", "-c", `trap 'echo got TERM; touch handled; kill $child; wait; exit 0' TERM; sh -c "$CHILD" & child=$!; echo ready; wait`}
+	spec.Env = []string{"PATH=/usr/bin:/bin", "CHILD=" + child}
+	h, err := rt.Start(context.Background(), spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitForLog(t, spec.LogPath, "ready")
+	// Give the child time to set its trap.
+	time.Sleep(300 * time.Millisecond)
+	h.Stop(time.Hour)
+	if res := wait(t, h); res.ExitCode != 0 || res.Signal != 0 {
+		t.Errorf("result = %+v, want exit code 0 from the shell's handler", res)
+	}
+	if got, want := readLog(t, spec.LogPath), "ready\ngot TERM\nchild stopped by the handler\n"; got != want {
+		t.Errorf("log = %q, want %q", got, want)
+	}
+}
+
+func TestHostnameIsThePods(t *testing.T) {
+	rt := newRuntime(t, nil)
+	if ok, reason := rt.UTS(); !ok {
+		if os.Getuid() == 0 {
+			t.Fatalf("no UTS namespace as root: %s", reason)
+		}
+		t.Skipf("no UTS namespace: %s", reason)
+	}
+	host, err := os.Hostname()
+	if err != nil {
+		t.Fatal(err)
+	}
+	const name = "my-pod-0"
+	t.Run("host", func(t *testing.T) {
+		spec := childSpec(t, "")
+		spec.Command = []string{"sh", "-c", "hostname; uname -n"}
+		spec.Env = []string{"PATH=/usr/bin:/bin"}
+		spec.Hostname = name
+		h, err := rt.Start(context.Background(), spec)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if res := wait(t, h); res.ExitCode != 0 {
+			t.Errorf("result = %+v", res)
+		}
+		if got, want := readLog(t, spec.LogPath), name+"\n"+name+"\n"; got != want {
+			t.Errorf("log = %q, want %q", got, want)
+		}
+	})
+	t.Run("image", func(t *testing.T) {
+		spec := imageSpec(t, "hostname")
+		spec.Hostname = name
+		h, err := rt.Start(context.Background(), spec)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if res := wait(t, h); res.ExitCode != 0 {
+			t.Errorf("result = %+v", res)
+		}
+		if got, want := readLog(t, spec.LogPath), name+"\n"; got != want {
+			t.Errorf("log = %q, want %q", got, want)
+		}
+	})
+	if now, _ := os.Hostname(); now != host {
+		t.Errorf("the host's hostname changed from %q to %q", host, now)
+	}
+}
+
+func TestHostnameWithoutUTSNamespaceIsTheHosts(t *testing.T) {
+	// Without namespaces the container keeps the host's name and still
+	// runs.
+	rt, err := New(context.Background(), Options{StateDir: filepath.Join(t.TempDir(), "state"), Isolation: IsolationOff})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ok, reason := rt.UTS(); ok || !strings.Contains(reason, "disabled by the agent's options") {
+		t.Errorf("UTS() = %t, %q; want no UTS namespace, saying why", ok, reason)
+	}
+	host, err := os.Hostname()
+	if err != nil {
+		t.Fatal(err)
+	}
+	spec := childSpec(t, "")
+	spec.Command = []string{"hostname"}
+	spec.Env = []string{"PATH=/usr/bin:/bin"}
+	spec.Hostname = "my-pod-0"
+	h, err := rt.Start(context.Background(), spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res := wait(t, h); res.ExitCode != 0 {
+		t.Errorf("result = %+v", res)
+	}
+	if got := readLog(t, spec.LogPath); got != host+"\n" {
+		t.Errorf("log = %q, want the host's name %q", got, host)
 	}
 }
 

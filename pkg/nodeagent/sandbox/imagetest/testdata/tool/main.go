@@ -6,6 +6,7 @@
 //	write:PATH=TEXT   writes TEXT to PATH ("wrote PATH" or the error)
 //	id                "uid=U gid=G groups=[...]"
 //	pwd               the working directory
+//	hostname          the node name uname(2) gives (uname -n)
 //	env:NAME          NAME=value
 //	wait:PATH         waits up to 30 seconds for PATH to exist ("found PATH")
 //	sleep             sleeps for an hour
@@ -18,6 +19,7 @@ import (
 	"os"
 	"strconv"
 	"strings"
+	"syscall"
 	"time"
 )
 
@@ -51,6 +53,20 @@ func main() {
 		case "pwd":
 			wd, _ := os.Getwd()
 			fmt.Println(wd)
+		case "hostname":
+			var u syscall.Utsname
+			if err := syscall.Uname(&u); err != nil {
+				fmt.Println("error:", err)
+				continue
+			}
+			var b []byte
+			for _, c := range u.Nodename {
+				if c == 0 {
+					break
+				}
+				b = append(b, byte(c))
+			}
+			fmt.Println(string(b))
 		case "env":
 			fmt.Printf("%s=%s\n", arg, os.Getenv(arg))
 		case "wait":
