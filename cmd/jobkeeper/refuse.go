@@ -24,7 +24,8 @@ const (
 	// upRuns lists what acts on objects under `up`.
 	upRuns = "Jobs (jobkeeper's Job controller), CronJobs, TTL-after-finished cleanup, Pods (the local " +
 		"node agent), namespace deletion, garbage collection of dependents, and pod garbage collection " +
-		"(pods of a gone node, or stuck terminating)"
+		"(pods of a gone node, or stuck terminating), and PersistentVolumeClaims (the default StorageClass " +
+		"standard: a directory under the data directory per claim)"
 	// upRefuses lists the kinds `up` refuses to create, because nothing would act on them.
 	upRefuses = "Deployments, ReplicaSets, StatefulSets and DaemonSets"
 	// upDocs is where a refused user is sent.

@@ -94,7 +94,8 @@ A local node agent runs the pods on this machine as host processes: the host is 
 image is pulled; a container's command, or its args when it has no command, runs as is). Where the
 machine allows it (root, or unprivileged user and mount namespaces), each container gets a private
 copy-on-write view of this host's filesystems, so its writes stay in the container, and its
-emptyDir, configMap, secret, downwardAPI, projected and hostPath volumes are mounted in that view.
+emptyDir, configMap, secret, downwardAPI, projected, hostPath and persistentVolumeClaim volumes
+are mounted in that view.
 Where it does not (or with --pod-isolation=off), pods with volumes are refused with an event.
 Whoever can create pods runs commands on this host as the user running jobkeeper up.
 
