@@ -438,10 +438,8 @@ func (a *Agent) containerSpec(ctx context.Context, pod *corev1.Pod, c *container
 	if err != nil {
 		return spec, err
 	}
-	hostname := pod.Spec.Hostname
-	if hostname == "" {
-		hostname = pod.Name
-	}
+	hostname := podHostname(pod)
+	spec.Hostname = hostname
 	if img != nil {
 		return a.imageContainerSpec(ctx, pod, c, img, spec, env, hostname)
 	}
