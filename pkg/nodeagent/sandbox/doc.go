@@ -82,10 +82,9 @@
 // supervisor instead of the program's main. It is started in a new mount
 // namespace (and, for a user other than root, a new user namespace mapping
 // that user to root; and, when asked, a new UTS namespace), so nothing it
-// mounts is visible outside. Where that
-// is not possible, Config.Isolate is false and the sandbox runs the attempt
-// on the host filesystem; the agent then refuses pods that have volumes,
-// and images.
+// mounts is visible outside. Where that is not possible, Config.Isolate is
+// false and the sandbox runs the attempt on the host filesystem; the agent
+// then refuses pods that have volumes, and images.
 //
 // The command is looked up in the PATH of the container's environment
 // inside the view; the working directory is created inside the view when
