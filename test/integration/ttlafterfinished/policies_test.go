@@ -145,7 +145,13 @@ func TestPodTTL(t *testing.T) {
 	jobPod := builder.MakePod("job-pod", e.ns).Annotation(v1alpha1.TTLAnnotation, "0").OwnedByJob(job).Obj()
 	annotated := builder.MakePod("annotated", e.ns).Annotation(v1alpha1.TTLAnnotation, "1").Obj()
 	var created []*corev1.Pod
+	// The pods' finish times are stored to the second: a lower bound of the
+	// annotated pod's is the clock, truncated, before its phase is set (a
+	// reading after it may fall in the next second, and its TTL then seem
+	// to end early).
+	var finished time.Time
 	for _, p := range []*corev1.Pod{plain, jobPod, annotated} {
+		finished = time.Now().Truncate(time.Second)
 		got, err := e.client.CoreV1().Pods(e.ns).Create(e.ctx, p, metav1.CreateOptions{FieldManager: fieldManager})
 		if err != nil {
 			t.Fatal(err)
@@ -155,7 +161,6 @@ func TestPodTTL(t *testing.T) {
 		}
 		created = append(created, got)
 	}
-	finished := time.Now().Truncate(time.Second)
 	framework.WaitFor(t, "annotated pod deleted", func(ctx context.Context) (bool, error) {
 		return e.podGone(ctx, annotated.Name, created[2].UID)
 	})
