@@ -260,33 +260,91 @@ func (e *env) cleanup(ctx context.Context, ns string) {
 	_ = e.admin.CoreV1().Namespaces().Delete(ctx, ns, metav1.DeleteOptions{})
 }
 
+// jobsRun is what the Job workloads share: a namespace, a kubelet that
+// finishes every pod at once, a tracker of the namespace's Jobs, and impl's
+// controller started and synced.
+type jobsRun struct {
+	// ctx ends with the run.
+	ctx context.Context
+	// ns is the run's namespace.
+	ns string
+	// pods is the kubelet's pod cache.
+	pods cache.SharedIndexInformer
+	// tracker follows the Jobs.
+	tracker *jobTracker
+	// child is impl's controller.
+	child *child
+	// done stops the controller and the kubelet and empties the namespace.
+	done func()
+}
+
+// startJobsRun sets up a Job workload's run and records the controller's
+// start-up time in r. The caller defers run.done.
+func (e *env) startJobsRun(ctx context.Context, w workload, impl string, b budget, r *runResult) (*jobsRun, error) {
+	ns, err := e.namespace(ctx, w)
+	if err != nil {
+		return nil, err
+	}
+	runCtx, cancel := context.WithCancel(ctx)
+	run := &jobsRun{ctx: runCtx, ns: ns}
+	run.done = func() {
+		if run.child != nil {
+			run.child.kill()
+		}
+		cancel()
+		e.cleanup(ctx, ns)
+	}
+	fail := func(err error) (*jobsRun, error) {
+		run.done()
+		return nil, err
+	}
+	if run.pods, err = harness.InstantKubelet(runCtx, e.admin, ns, 16); err != nil {
+		return fail(err)
+	}
+	if run.tracker, err = trackJobs(runCtx, e.admin, ns); err != nil {
+		return fail(err)
+	}
+	if run.child, err = e.startChild(runCtx, impl, w, b); err != nil {
+		return fail(err)
+	}
+	if err := run.child.waitSynced(5 * time.Minute); err != nil {
+		return fail(err)
+	}
+	r.StartupSeconds = run.child.syncedAfter.Seconds()
+	return run, nil
+}
+
+// finish ends a Job workload's run once its Jobs are Complete: it records
+// the pods still holding the tracking finalizer, waits until none does,
+// stops the controller (its CPU and memory go into r) and checks that
+// every Job succeeded want(name) pods exactly.
+func (run *jobsRun) finish(start time.Time, r *runResult, want func(name string) int32) error {
+	r.FinalizersAtComplete = podsWithFinalizer(run.pods)
+	if err := waitFor(run.ctx, 10*time.Minute, func() bool { return podsWithFinalizer(run.pods) == 0 }); err != nil {
+		return fmt.Errorf("%d pods still hold the tracking finalizer: %w", podsWithFinalizer(run.pods), err)
+	}
+	r.FinalizersDoneSeconds = time.Since(start).Seconds()
+	time.Sleep(trailingWrites)
+	if err := run.child.stop(r); err != nil {
+		return err
+	}
+	for _, j := range run.tracker.jobs() {
+		if j.Status.Succeeded != want(j.Name) {
+			return fmt.Errorf("Job %s: succeeded %d, want %d", j.Name, j.Status.Succeeded, want(j.Name))
+		}
+	}
+	return nil
+}
+
 // runJobs creates w's Jobs while impl's Job controller runs and measures
 // until every Job is Complete and no pod holds the tracking finalizer.
 func (e *env) runJobs(ctx context.Context, w workload, impl string, b budget, r *runResult) error {
-	ns, err := e.namespace(ctx, w)
+	run, err := e.startJobsRun(ctx, w, impl, b, r)
 	if err != nil {
 		return err
 	}
-	defer e.cleanup(ctx, ns)
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	pods, err := harness.InstantKubelet(ctx, e.admin, ns, 16)
-	if err != nil {
-		return err
-	}
-	tracker, err := trackJobs(ctx, e.admin, ns)
-	if err != nil {
-		return err
-	}
-	c, err := e.startChild(ctx, impl, w, b)
-	if err != nil {
-		return err
-	}
-	defer c.kill()
-	if err := c.waitSynced(5 * time.Minute); err != nil {
-		return err
-	}
-	r.StartupSeconds = c.syncedAfter.Seconds()
+	defer run.done()
+	ctx, ns, tracker := run.ctx, run.ns, run.tracker
 
 	tw := builder.MakeJob("bench", ns).Completions(int32(w.Completions)).Parallelism(int32(w.Parallelism))
 	if w.Indexed {
@@ -306,21 +364,7 @@ func (e *env) runJobs(ctx context.Context, w workload, impl string, b budget, r 
 	r.WallSeconds = last.Sub(start).Seconds()
 	r.P50Seconds = harness.Percentile(ttc, 50)
 	r.P99Seconds = harness.Percentile(ttc, 99)
-	r.FinalizersAtComplete = podsWithFinalizer(pods)
-	if err := waitFor(ctx, 10*time.Minute, func() bool { return podsWithFinalizer(pods) == 0 }); err != nil {
-		return fmt.Errorf("%d pods still hold the tracking finalizer: %w", podsWithFinalizer(pods), err)
-	}
-	r.FinalizersDoneSeconds = time.Since(start).Seconds()
-	time.Sleep(trailingWrites)
-	if err := c.stop(r); err != nil {
-		return err
-	}
-	for _, j := range tracker.jobs() {
-		if j.Status.Succeeded != int32(w.Completions) {
-			return fmt.Errorf("Job %s: succeeded %d, want %d", j.Name, j.Status.Succeeded, w.Completions)
-		}
-	}
-	return nil
+	return run.finish(start, r, func(string) int32 { return int32(w.Completions) })
 }
 
 // Timing of the fairness workload's one-pod Jobs.
@@ -337,30 +381,12 @@ const (
 // holds the tracking finalizer. Wall time is the big Job's, from its
 // creation to Complete; p50 and p99 are the one-pod Jobs'.
 func (e *env) runFairness(ctx context.Context, w workload, impl string, b budget, r *runResult) error {
-	ns, err := e.namespace(ctx, w)
+	run, err := e.startJobsRun(ctx, w, impl, b, r)
 	if err != nil {
 		return err
 	}
-	defer e.cleanup(ctx, ns)
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	pods, err := harness.InstantKubelet(ctx, e.admin, ns, 16)
-	if err != nil {
-		return err
-	}
-	tracker, err := trackJobs(ctx, e.admin, ns)
-	if err != nil {
-		return err
-	}
-	c, err := e.startChild(ctx, impl, w, b)
-	if err != nil {
-		return err
-	}
-	defer c.kill()
-	if err := c.waitSynced(5 * time.Minute); err != nil {
-		return err
-	}
-	r.StartupSeconds = c.syncedAfter.Seconds()
+	defer run.done()
+	ctx, ns, tracker := run.ctx, run.ns, run.tracker
 
 	create := func(j *batchv1.Job) (time.Time, error) {
 		at := time.Now()
@@ -396,25 +422,12 @@ func (e *env) runFairness(ctx context.Context, w workload, impl string, b budget
 	r.WallSeconds = bigDone.Sub(start).Seconds()
 	r.P50Seconds = harness.Percentile(ttc, 50)
 	r.P99Seconds = harness.Percentile(ttc, 99)
-	r.FinalizersAtComplete = podsWithFinalizer(pods)
-	if err := waitFor(ctx, 10*time.Minute, func() bool { return podsWithFinalizer(pods) == 0 }); err != nil {
-		return fmt.Errorf("%d pods still hold the tracking finalizer: %w", podsWithFinalizer(pods), err)
-	}
-	r.FinalizersDoneSeconds = time.Since(start).Seconds()
-	time.Sleep(trailingWrites)
-	if err := c.stop(r); err != nil {
-		return err
-	}
-	for _, j := range tracker.jobs() {
-		want := int32(1)
-		if j.Name == big.Name {
-			want = int32(w.Completions)
+	return run.finish(start, r, func(name string) int32 {
+		if name == big.Name {
+			return int32(w.Completions)
 		}
-		if j.Status.Succeeded != want {
-			return fmt.Errorf("Job %s: succeeded %d, want %d", j.Name, j.Status.Succeeded, want)
-		}
-	}
-	return nil
+		return 1
+	})
 }
 
 // runTTL creates w's finished Jobs with TTL 0, then starts impl's
