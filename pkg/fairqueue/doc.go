@@ -17,6 +17,13 @@
 // request's context to the limiter. Requests without a flow share the flow
 // "".
 //
+// Flows named in Options.Background (work nobody waits on, such as event
+// writes) have a background share: they take turns among themselves, and
+// have a token only when no other flow waits, or once BackgroundEvery
+// tokens in a row went to the other flows while one of them waited. They
+// use the budget the others leave, take at most one token in
+// BackgroundEvery+1 from them, and are never starved.
+//
 // The turn order is a pure data structure (schedule.go); the Limiter only
 // adds the worker that draws tokens and the waiting callers (limiter.go).
 package fairqueue

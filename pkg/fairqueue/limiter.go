@@ -35,7 +35,20 @@ type Options struct {
 	// flow and the time it waited (for its turn and for the token). It is
 	// called from the worker loop and must not block.
 	Observe func(flow string, waited time.Duration)
+	// Background names the flows with a background share (package doc):
+	// they have a token only when no other flow waits, or after
+	// BackgroundEvery tokens in a row went to other flows while one of them
+	// waited. Default none.
+	Background []string
+	// BackgroundEvery bounds how long a background flow waits behind the
+	// others: the number of tokens in a row they may have while it waits.
+	// Default DefaultBackgroundEvery.
+	BackgroundEvery int
 }
+
+// DefaultBackgroundEvery is the default Options.BackgroundEvery: background
+// flows have at most one token in 11 while other flows wait.
+const DefaultBackgroundEvery = 10
 
 // Limiter is a flowcontrol.RateLimiter that hands the tokens of another
 // one to its waiting callers flow by flow, in turns (package doc). It draws
@@ -84,12 +97,15 @@ func New(tokens flowcontrol.RateLimiter, opts Options) *Limiter {
 	if opts.Clock == nil {
 		opts.Clock = clock.RealClock{}
 	}
+	if opts.BackgroundEvery <= 0 {
+		opts.BackgroundEvery = DefaultBackgroundEvery
+	}
 	ctx, cancel := context.WithCancel(context.Background())
 	l := &Limiter{
 		tokens:  tokens,
 		clock:   opts.Clock,
 		observe: opts.Observe,
-		queue:   newRoundRobin[*waiter](),
+		queue:   newRoundRobin[*waiter](opts.Background, opts.BackgroundEvery),
 		wake:    make(chan struct{}, 1),
 		ctx:     ctx,
 		cancel:  cancel,

@@ -62,12 +62,15 @@ type result struct {
 	err  error
 }
 
-func newHarness(t *testing.T) *harness {
+func newHarness(t *testing.T) *harness { return newHarnessWith(t, Options{}) }
+
+// newHarnessWith is newHarness with opts; its Clock and Observe are set.
+func newHarnessWith(t *testing.T, opts Options) *harness {
 	h := &harness{t: t, tokens: newFakeTokens(), clock: testingclock.NewFakeClock(time.Unix(1000, 0)),
 		grants: make(chan grant, 100), results: make(chan result, 100)}
-	h.l = New(h.tokens, Options{Clock: h.clock, Observe: func(flow string, waited time.Duration) {
-		h.grants <- grant{flow, waited}
-	}})
+	opts.Clock = h.clock
+	opts.Observe = func(flow string, waited time.Duration) { h.grants <- grant{flow, waited} }
+	h.l = New(h.tokens, opts)
 	t.Cleanup(h.l.Stop)
 	return h
 }
@@ -115,6 +118,43 @@ func TestLimiterTurns(t *testing.T) {
 		t.Errorf("grants (-want +got):\n%s", diff)
 	}
 	for range 5 {
+		if r := <-h.results; r.err != nil {
+			t.Errorf("Wait of flow %q: %v", r.flow, r.err)
+		}
+	}
+}
+
+func TestLimiterBackgroundWaitsBehindJobsButIsServed(t *testing.T) {
+	h := newHarnessWith(t, Options{Background: []string{"events"}, BackgroundEvery: 3})
+	ctx := context.Background()
+	h.wait(ctx, "events")
+	h.wait(ctx, "events")
+	for range 4 {
+		h.wait(ctx, "ns/big")
+	}
+	h.wait(ctx, "ns/small")
+	h.wait(ctx, "ns/small")
+	var got []grant
+	for range 8 {
+		h.clock.Step(10 * time.Millisecond)
+		got = append(got, h.token())
+	}
+	want := []grant{
+		{"ns/big", 10 * time.Millisecond},
+		{"ns/small", 20 * time.Millisecond},
+		{"ns/big", 30 * time.Millisecond},
+		// Three tokens went to the Jobs while the events waited.
+		{"events", 40 * time.Millisecond},
+		{"ns/small", 50 * time.Millisecond},
+		{"ns/big", 60 * time.Millisecond},
+		{"ns/big", 70 * time.Millisecond},
+		// No Job waits: the events have the tokens.
+		{"events", 80 * time.Millisecond},
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("grants (-want +got):\n%s", diff)
+	}
+	for range 8 {
 		if r := <-h.results; r.err != nil {
 			t.Errorf("Wait of flow %q: %v", r.flow, r.err)
 		}

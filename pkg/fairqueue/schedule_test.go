@@ -85,7 +85,75 @@ func TestRoundRobin(t *testing.T) {
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
-			r := newRoundRobin[int]()
+			r := newRoundRobin[int](nil, 1)
+			var got []popped
+			for _, o := range tc.ops {
+				switch {
+				case o.push:
+					r.push(o.flow, o.item)
+				case o.remove:
+					got = append(got, popped{o.flow, o.item, r.remove(o.flow, o.item)})
+				default:
+					item, flow, ok := r.pop()
+					got = append(got, popped{flow, item, ok})
+				}
+			}
+			if diff := cmp.Diff(tc.want, got); diff != "" {
+				t.Errorf("results (-want +got):\n%s", diff)
+			}
+			if r.len() != tc.wantLen {
+				t.Errorf("len() = %d, want %d", r.len(), tc.wantLen)
+			}
+		})
+	}
+}
+
+func TestRoundRobinBackground(t *testing.T) {
+	// "ev" and "ttl" are background flows; one in every 2 tokens may go to
+	// them while other flows wait.
+	background := []string{"ev", "ttl"}
+	cases := map[string]struct {
+		ops     []op
+		want    []popped
+		wantLen int
+	}{
+		"a background flow alone has every token": {
+			ops:  []op{push("ev", 1), push("ev", 2), pop, pop, pop},
+			want: []popped{{"ev", 1, true}, {"ev", 2, true}, {}},
+		},
+		"a background flow waits for every 2 tokens of the others": {
+			ops: []op{push("ev", 1), push("ev", 2), push("a", 10), push("a", 11), push("b", 20), push("b", 21),
+				pop, pop, pop, pop, pop, pop},
+			want: []popped{{"a", 10, true}, {"b", 20, true}, {"ev", 1, true}, {"a", 11, true}, {"b", 21, true}, {"ev", 2, true}},
+		},
+		"a background flow has the tokens the others leave": {
+			ops:  []op{push("a", 10), push("ev", 1), push("ev", 2), pop, pop, pop},
+			want: []popped{{"a", 10, true}, {"ev", 1, true}, {"ev", 2, true}},
+		},
+		"tokens given while no background flow waited do not count": {
+			ops: []op{push("a", 10), push("a", 11), push("a", 12), push("a", 13), pop, pop,
+				push("ev", 1), pop, pop, pop},
+			want: []popped{{"a", 10, true}, {"a", 11, true}, {"a", 12, true}, {"a", 13, true}, {"ev", 1, true}},
+		},
+		"background flows take turns among themselves": {
+			ops: []op{push("ev", 1), push("ev", 2), push("ttl", 5), push("a", 10), push("a", 11), push("a", 12),
+				push("a", 13), pop, pop, pop, pop, pop, pop, pop},
+			want: []popped{{"a", 10, true}, {"a", 11, true}, {"ev", 1, true}, {"a", 12, true}, {"a", 13, true},
+				{"ttl", 5, true}, {"ev", 2, true}},
+		},
+		"the count restarts when the background flows stop waiting": {
+			ops: []op{push("a", 10), push("a", 11), push("a", 12), push("ev", 1), pop, remove("ev", 1),
+				push("ev", 2), pop, pop, pop},
+			want: []popped{{"a", 10, true}, {"ev", 1, true}, {"a", 11, true}, {"a", 12, true}, {"ev", 2, true}},
+		},
+		"removing a background flow's item": {
+			ops:  []op{push("ev", 1), push("ev", 2), push("a", 10), remove("ev", 2), pop, pop, pop},
+			want: []popped{{"ev", 2, true}, {"a", 10, true}, {"ev", 1, true}, {}},
+		},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			r := newRoundRobin[int](background, 2)
 			var got []popped
 			for _, o := range tc.ops {
 				switch {
