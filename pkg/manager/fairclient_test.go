@@ -9,8 +9,18 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/utils/clock"
 
+	"jobkeeper.dev/jobkeeper/pkg/controller/job"
 	"jobkeeper.dev/jobkeeper/pkg/fairqueue"
 )
+
+// TestFairQueueOptions: the Job controller's event writes have a
+// background share.
+func TestFairQueueOptions(t *testing.T) {
+	opts := fairQueueOptions(clock.RealClock{}, nil)
+	if len(opts.Background) != 1 || opts.Background[0] != job.EventFlow {
+		t.Errorf("background flows %q, want the event sink's %q", opts.Background, job.EventFlow)
+	}
+}
 
 func TestFairClientConfig(t *testing.T) {
 	opts := NewOptions()

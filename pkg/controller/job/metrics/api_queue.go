@@ -1,6 +1,7 @@
 package metrics
 
 import (
+	"strings"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -11,14 +12,16 @@ const (
 	// FlowJob labels the requests of a Job's sync.
 	FlowJob = "job"
 	// FlowOther labels every other request of the client: informers,
-	// events, orphan pods, other controllers sharing the client.
+	// events (with their background share), orphan pods, other controllers
+	// sharing the client.
 	FlowOther = "other"
 )
 
 // NewAPIQueueWait registers job_controller_api_queue_wait_seconds on reg
 // (or reuses the one registered there) and returns the observer a
-// fairqueue.Limiter reports to: a request of flow "" is labelled
-// FlowOther, any other FlowJob (flows are Job keys, too many for a label).
+// fairqueue.Limiter reports to: a request whose flow is a Job key
+// (namespace/name, too many for a label) is labelled FlowJob, any other
+// (the flow "", the event sink's) FlowOther.
 func NewAPIQueueWait(reg prometheus.Registerer) (func(flow string, waited time.Duration), error) {
 	h, err := register(reg, prometheus.NewHistogramVec(prometheus.HistogramOpts{
 		Subsystem: Subsystem, Name: "api_queue_wait_seconds",
@@ -32,7 +35,7 @@ func NewAPIQueueWait(reg prometheus.Registerer) (func(flow string, waited time.D
 	}
 	job, other := h.WithLabelValues(FlowJob), h.WithLabelValues(FlowOther)
 	return func(flow string, waited time.Duration) {
-		if flow == "" {
+		if !strings.Contains(flow, "/") {
 			other.Observe(waited.Seconds())
 			return
 		}
