@@ -71,19 +71,8 @@ func refusePolicy() *admissionregistrationv1.ValidatingAdmissionPolicy {
 	return &admissionregistrationv1.ValidatingAdmissionPolicy{
 		ObjectMeta: metav1.ObjectMeta{Name: refusePolicyName},
 		Spec: admissionregistrationv1.ValidatingAdmissionPolicySpec{
-			FailurePolicy: &fail,
-			MatchConstraints: &admissionregistrationv1.MatchResources{
-				ResourceRules: []admissionregistrationv1.NamedRuleWithOperations{{
-					RuleWithOperations: admissionregistrationv1.RuleWithOperations{
-						Operations: []admissionregistrationv1.OperationType{admissionregistrationv1.Create},
-						Rule: admissionregistrationv1.Rule{
-							APIGroups:   []string{appsv1.GroupName},
-							APIVersions: []string{"*"},
-							Resources:   refusedResources,
-						},
-					},
-				}},
-			},
+			FailurePolicy:    &fail,
+			MatchConstraints: onCreate(appsv1.GroupName, "*", refusedResources...),
 			Validations: []admissionregistrationv1.Validation{{
 				Expression:        "false",
 				Message:           refusalMessage("such object"),
@@ -91,6 +80,24 @@ func refusePolicy() *admissionregistrationv1.ValidatingAdmissionPolicy {
 				Reason:            &forbidden,
 			}},
 		},
+	}
+}
+
+// onCreate matches the creation of resources of group at version ("*":
+// any), the only operation up's policies act on: objects that exist stay
+// updatable and deletable.
+func onCreate(group, version string, resources ...string) *admissionregistrationv1.MatchResources {
+	return &admissionregistrationv1.MatchResources{
+		ResourceRules: []admissionregistrationv1.NamedRuleWithOperations{{
+			RuleWithOperations: admissionregistrationv1.RuleWithOperations{
+				Operations: []admissionregistrationv1.OperationType{admissionregistrationv1.Create},
+				Rule: admissionregistrationv1.Rule{
+					APIGroups:   []string{group},
+					APIVersions: []string{version},
+					Resources:   resources,
+				},
+			},
+		}},
 	}
 }
 

@@ -32,19 +32,8 @@ func servicePolicy() *admissionregistrationv1.ValidatingAdmissionPolicy {
 	return &admissionregistrationv1.ValidatingAdmissionPolicy{
 		ObjectMeta: metav1.ObjectMeta{Name: servicePolicyName},
 		Spec: admissionregistrationv1.ValidatingAdmissionPolicySpec{
-			FailurePolicy: &fail,
-			MatchConstraints: &admissionregistrationv1.MatchResources{
-				ResourceRules: []admissionregistrationv1.NamedRuleWithOperations{{
-					RuleWithOperations: admissionregistrationv1.RuleWithOperations{
-						Operations: []admissionregistrationv1.OperationType{admissionregistrationv1.Create},
-						Rule: admissionregistrationv1.Rule{
-							APIGroups:   []string{corev1.GroupName},
-							APIVersions: []string{"v1"},
-							Resources:   []string{"services"},
-						},
-					},
-				}},
-			},
+			FailurePolicy:    &fail,
+			MatchConstraints: onCreate(corev1.GroupName, "v1", "services"),
 			MatchConditions: []admissionregistrationv1.MatchCondition{{
 				Name:       "not-the-apiservers-own",
 				Expression: `!(request.namespace == "default" && request.name == "kubernetes")`,
