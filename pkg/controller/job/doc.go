@@ -46,6 +46,8 @@
 // requests carry the Job's key as their flow (pkg/fairqueue): with the
 // manager's fair rate limiter in front of the client, Jobs take turns for
 // the QPS budget instead of queueing behind a big Job's pod creations.
+// Recorded events are written as the flow EventFlow (events.go), which the
+// manager gives a background share, so they use what the Jobs leave.
 //
 // A finished Job is forgotten, and any pod of it still holding the
 // finalizer is released (finished_cleanup.go). Orphaned pods (Job deleted,
