@@ -16,6 +16,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/klog/v2"
+	"k8s.io/kubernetes/pkg/controller/garbagecollector"
 )
 
 // DefaultPort is the apiserver's default secure port.
@@ -105,6 +106,8 @@ type ControlPlane struct {
 	apiErr <-chan error
 	// gcDone is closed when the garbage collector has stopped.
 	gcDone <-chan struct{}
+	// gc is the garbage collector (GarbageCollectorKnows).
+	gc *garbagecollector.GarbageCollector
 	// failed is closed, with failure set, when a component dies on its own.
 	failed chan struct{}
 	// failure is the first unexpected component error.
@@ -218,7 +221,7 @@ func Start(ctx context.Context, cfg Config) (_ *ControlPlane, err error) {
 
 	gcCtx, cancelGC := context.WithCancel(context.WithoutCancel(ctx))
 	cp.cancelGC = cancelGC
-	if cp.gcDone, err = runGarbageCollector(gcCtx, cp.AdminConfig()); err != nil {
+	if cp.gcDone, cp.gc, err = runGarbageCollector(gcCtx, cp.AdminConfig()); err != nil {
 		return nil, err
 	}
 	go cp.watchComponents()

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"time"
 
+	"k8s.io/apimachinery/pkg/types"
+
 	"k8s.io/client-go/discovery"
 	"k8s.io/client-go/discovery/cached/memory"
 	"k8s.io/client-go/informers"
@@ -28,22 +30,22 @@ const (
 // runGarbageCollector runs the upstream garbage collector against cfg until
 // ctx is done. Without it, foreground deletions never finish and background
 // deletions leave dependents behind.
-func runGarbageCollector(ctx context.Context, cfg *rest.Config) (<-chan struct{}, error) {
+func runGarbageCollector(ctx context.Context, cfg *rest.Config) (<-chan struct{}, *garbagecollector.GarbageCollector, error) {
 	cfg = rest.CopyConfig(cfg)
 	cfg.UserAgent = "jobkeeper-garbage-collector"
 	// Each deletion is a GET and a DELETE; give the collector room.
 	cfg.QPS, cfg.Burst = 400, 800
 	client, err := kubernetes.NewForConfig(cfg)
 	if err != nil {
-		return nil, fmt.Errorf("garbage collector client: %w", err)
+		return nil, nil, fmt.Errorf("garbage collector client: %w", err)
 	}
 	metadataClient, err := metadata.NewForConfig(cfg)
 	if err != nil {
-		return nil, fmt.Errorf("garbage collector metadata client: %w", err)
+		return nil, nil, fmt.Errorf("garbage collector metadata client: %w", err)
 	}
 	discoveryClient, err := discovery.NewDiscoveryClientForConfig(cfg)
 	if err != nil {
-		return nil, fmt.Errorf("garbage collector discovery client: %w", err)
+		return nil, nil, fmt.Errorf("garbage collector discovery client: %w", err)
 	}
 	mapper := restmapper.NewDeferredDiscoveryRESTMapper(memory.NewMemCacheClient(discoveryClient))
 
@@ -54,7 +56,7 @@ func runGarbageCollector(ctx context.Context, cfg *rest.Config) (<-chan struct{}
 		garbagecollector.DefaultIgnoredResources(),
 		informerfactory.NewInformerFactory(shared, meta), started)
 	if err != nil {
-		return nil, fmt.Errorf("creating garbage collector: %w", err)
+		return nil, nil, fmt.Errorf("creating garbage collector: %w", err)
 	}
 	done := make(chan struct{})
 	go func() {
@@ -70,5 +72,14 @@ func runGarbageCollector(ctx context.Context, cfg *rest.Config) (<-chan struct{}
 		shared.Shutdown()
 		meta.Shutdown()
 	}()
-	return done, nil
+	return done, gc, nil
+}
+
+// GarbageCollectorKnows reports whether the garbage collector's graph has
+// the object with uid: only then does it know the object's owners, so a test
+// that deletes an owner with orphan propagation right after creating a
+// dependent must wait for this (a dependent the collector sees only after its
+// owner is gone looks dangling, and is deleted, as upstream does).
+func (cp *ControlPlane) GarbageCollectorKnows(uid types.UID) bool {
+	return cp.gc != nil && cp.gc.GraphHasUID(uid)
 }

@@ -37,6 +37,12 @@ func TestCascadingDeletion(t *testing.T) {
 			if err != nil {
 				t.Fatalf("creating a pod in a fresh namespace: %v", err)
 			}
+			// The collector must know the pod before its owner goes: one
+			// it sees only after the Job is gone looks dangling and is
+			// deleted, whatever the propagation (upstream's behaviour).
+			framework.WaitFor(t, "the garbage collector to see the Pod", func(context.Context) (bool, error) {
+				return framework.ControlPlane().GarbageCollectorKnows(pod.UID), nil
+			})
 			if err := c.BatchV1().Jobs(ns).Delete(ctx, job.Name, metav1.DeleteOptions{PropagationPolicy: &policy}); err != nil {
 				t.Fatal(err)
 			}
