@@ -101,15 +101,20 @@ func onCreate(group, version string, resources ...string) *admissionregistration
 	}
 }
 
-// refuseBinding binds refusePolicy to every namespace, denying.
-func refuseBinding() *admissionregistrationv1.ValidatingAdmissionPolicyBinding {
+// bindEverywhere binds the policy name to every namespace with action.
+func bindEverywhere(name string, action admissionregistrationv1.ValidationAction) *admissionregistrationv1.ValidatingAdmissionPolicyBinding {
 	return &admissionregistrationv1.ValidatingAdmissionPolicyBinding{
-		ObjectMeta: metav1.ObjectMeta{Name: refusePolicyName},
+		ObjectMeta: metav1.ObjectMeta{Name: name},
 		Spec: admissionregistrationv1.ValidatingAdmissionPolicyBindingSpec{
-			PolicyName:        refusePolicyName,
-			ValidationActions: []admissionregistrationv1.ValidationAction{admissionregistrationv1.Deny},
+			PolicyName:        name,
+			ValidationActions: []admissionregistrationv1.ValidationAction{action},
 		},
 	}
+}
+
+// refuseBinding binds refusePolicy to every namespace, denying.
+func refuseBinding() *admissionregistrationv1.ValidatingAdmissionPolicyBinding {
+	return bindEverywhere(refusePolicyName, admissionregistrationv1.Deny)
 }
 
 // installRefusals installs the admission policy that refuses what `up` does

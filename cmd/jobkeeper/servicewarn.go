@@ -49,13 +49,7 @@ func servicePolicy() *admissionregistrationv1.ValidatingAdmissionPolicy {
 // serviceBinding binds servicePolicy to every namespace, warning only: the
 // Service is created.
 func serviceBinding() *admissionregistrationv1.ValidatingAdmissionPolicyBinding {
-	return &admissionregistrationv1.ValidatingAdmissionPolicyBinding{
-		ObjectMeta: metav1.ObjectMeta{Name: servicePolicyName},
-		Spec: admissionregistrationv1.ValidatingAdmissionPolicyBindingSpec{
-			PolicyName:        servicePolicyName,
-			ValidationActions: []admissionregistrationv1.ValidationAction{admissionregistrationv1.Warn},
-		},
-	}
+	return bindEverywhere(servicePolicyName, admissionregistrationv1.Warn)
 }
 
 // waitServiceWarned makes dry-run creations of a Service, with a client

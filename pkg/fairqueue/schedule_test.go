@@ -86,24 +86,7 @@ func TestRoundRobin(t *testing.T) {
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
 			r := newRoundRobin[int](nil, 1)
-			var got []popped
-			for _, o := range tc.ops {
-				switch {
-				case o.push:
-					r.push(o.flow, o.item)
-				case o.remove:
-					got = append(got, popped{o.flow, o.item, r.remove(o.flow, o.item)})
-				default:
-					item, flow, ok := r.pop()
-					got = append(got, popped{flow, item, ok})
-				}
-			}
-			if diff := cmp.Diff(tc.want, got); diff != "" {
-				t.Errorf("results (-want +got):\n%s", diff)
-			}
-			if r.len() != tc.wantLen {
-				t.Errorf("len() = %d, want %d", r.len(), tc.wantLen)
-			}
+			check(t, r, tc.ops, tc.want, tc.wantLen)
 		})
 	}
 }
@@ -154,24 +137,31 @@ func TestRoundRobinBackground(t *testing.T) {
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
 			r := newRoundRobin[int](background, 2)
-			var got []popped
-			for _, o := range tc.ops {
-				switch {
-				case o.push:
-					r.push(o.flow, o.item)
-				case o.remove:
-					got = append(got, popped{o.flow, o.item, r.remove(o.flow, o.item)})
-				default:
-					item, flow, ok := r.pop()
-					got = append(got, popped{flow, item, ok})
-				}
-			}
-			if diff := cmp.Diff(tc.want, got); diff != "" {
-				t.Errorf("results (-want +got):\n%s", diff)
-			}
-			if r.len() != tc.wantLen {
-				t.Errorf("len() = %d, want %d", r.len(), tc.wantLen)
-			}
+			check(t, r, tc.ops, tc.want, tc.wantLen)
 		})
+	}
+}
+
+// check carries out ops on r and compares what they returned, and the
+// items left, with want and wantLen.
+func check(t *testing.T, r *roundRobin[int], ops []op, want []popped, wantLen int) {
+	t.Helper()
+	var got []popped
+	for _, o := range ops {
+		switch {
+		case o.push:
+			r.push(o.flow, o.item)
+		case o.remove:
+			got = append(got, popped{o.flow, o.item, r.remove(o.flow, o.item)})
+		default:
+			item, flow, ok := r.pop()
+			got = append(got, popped{flow, item, ok})
+		}
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("results (-want +got):\n%s", diff)
+	}
+	if r.len() != wantLen {
+		t.Errorf("len() = %d, want %d", r.len(), wantLen)
 	}
 }
