@@ -118,7 +118,8 @@ func refuseBinding() *admissionregistrationv1.ValidatingAdmissionPolicyBinding {
 }
 
 // installRefusals installs the admission policy that refuses what `up` does
-// not run, and the one that warns of Services, which `up` does not route,
+// not run, and those that warn of what it accepts but does not act on
+// (Services, Ingresses, NetworkPolicies: warnedKinds),
 // creating or updating them (so every start leaves the current version), and
 // waits until the apiserver enforces them, so that nothing created after
 // "jobkeeper is up" slips through.
@@ -136,8 +137,10 @@ func installRefusals(ctx context.Context, admin *rest.Config) error {
 		// Not fatal: the policy is stored and will be enforced; say so in the log.
 		klog.FromContext(ctx).Error(err, "Admission policy not enforced yet", "policy", refusePolicyName)
 	}
-	if err := waitServiceWarned(ctx, cfg, refusalWaitTimeout); err != nil {
-		klog.FromContext(ctx).Error(err, "Admission policy not enforced yet", "policy", servicePolicyName)
+	for _, k := range warnedKinds {
+		if err := waitWarned(ctx, cfg, k, refusalWaitTimeout); err != nil {
+			klog.FromContext(ctx).Error(err, "Admission policy not enforced yet", "policy", k.policy)
+		}
 	}
 	return nil
 }
@@ -148,8 +151,10 @@ func applyRefusals(ctx context.Context, client kubernetes.Interface) error {
 	if err := applyPolicy(ctx, client, refusePolicy(), refuseBinding()); err != nil {
 		return err
 	}
-	if err := applyPolicy(ctx, client, servicePolicy(), serviceBinding()); err != nil {
-		return fmt.Errorf("installing the admission policy %s: %w", servicePolicyName, err)
+	for _, k := range warnedKinds {
+		if err := applyPolicy(ctx, client, warnPolicy(k), warnBinding(k)); err != nil {
+			return fmt.Errorf("installing the admission policy %s: %w", k.policy, err)
+		}
 	}
 	return nil
 }

@@ -13,6 +13,7 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
@@ -36,12 +37,14 @@ var stackTrace = regexp.MustCompile(`(?m)goroutine \d+ \[|"stacktrace"|^\s+/\S+\
 // says what `up` runs and where to read more, and still are after a restart.
 //
 // Services are accepted with a warning that says nothing routes them, but
-// the apiserver's own kubernetes Service.
+// the apiserver's own kubernetes Service; Ingresses and NetworkPolicies with
+// a warning that nothing serves or enforces them.
 func TestUpRefusesUnsupportedWorkloads(t *testing.T) {
 	dataDir := t.TempDir()
 	p, c, kc := startUp(t, dataDir)
 	checkRefused(t, c)
 	checkServiceWarned(t, kc)
+	checkNetworkingWarned(t, kc)
 	p.stop(t)
 	if t.Failed() {
 		return
@@ -76,6 +79,61 @@ func (w *warnings) take() []string {
 	out := w.texts
 	w.texts = nil
 	return out
+}
+
+// checkNetworkingWarned creates an Ingress and a NetworkPolicy through a
+// client of kubeconfig kc that collects warnings, and checks that each is
+// created with one warning saying what `up` does not do.
+func checkNetworkingWarned(t *testing.T, kc string) {
+	t.Helper()
+	ctx := context.Background()
+	cfg, err := clientcmd.BuildConfigFromFlags("", kc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := &warnings{}
+	cfg.WarningHandler = got
+	c, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ns := metav1.NamespaceDefault
+	check := func(kind string, err error, wants ...string) {
+		t.Helper()
+		texts := got.take()
+		if err != nil {
+			t.Errorf("creating an %s: %v; want it created, with a warning", kind, err)
+		}
+		if len(texts) != 1 {
+			t.Errorf("creating an %s gave the warnings %q, want one", kind, texts)
+		}
+		for _, text := range texts {
+			for _, want := range append(wants, "What up runs and what it refuses") {
+				if !strings.Contains(text, want) {
+					t.Errorf("the %s's warning does not say %q: %s", kind, want, text)
+				}
+			}
+		}
+	}
+	pathType := networkingv1.PathTypePrefix
+	ing := &networkingv1.Ingress{
+		ObjectMeta: metav1.ObjectMeta{GenerateName: "web-", Namespace: ns},
+		Spec: networkingv1.IngressSpec{Rules: []networkingv1.IngressRule{{
+			Host: "web.example",
+			IngressRuleValue: networkingv1.IngressRuleValue{HTTP: &networkingv1.HTTPIngressRuleValue{Paths: []networkingv1.HTTPIngressPath{{
+				Path: "/", PathType: &pathType,
+				Backend: networkingv1.IngressBackend{Service: &networkingv1.IngressServiceBackend{Name: "web", Port: networkingv1.ServiceBackendPort{Number: 80}}},
+			}}}},
+		}}},
+	}
+	_, err = c.NetworkingV1().Ingresses(ns).Create(ctx, ing, metav1.CreateOptions{})
+	check("Ingress", err, "no Ingress controller", "127.0.0.1:<containerPort>", "kubectl port-forward")
+	np := &networkingv1.NetworkPolicy{
+		ObjectMeta: metav1.ObjectMeta{GenerateName: "deny-", Namespace: ns},
+		Spec:       networkingv1.NetworkPolicySpec{PolicyTypes: []networkingv1.PolicyType{networkingv1.PolicyTypeIngress}},
+	}
+	_, err = c.NetworkingV1().NetworkPolicies(ns).Create(ctx, np, metav1.CreateOptions{})
+	check("NetworkPolicy", err, "does not enforce NetworkPolicies", "all traffic")
 }
 
 // checkServiceWarned creates a Service right away, through a client of
