@@ -429,6 +429,9 @@ func (a *Agent) containerSpec(ctx context.Context, pod *corev1.Pod, c *container
 		PodUID:        string(pod.UID),
 		ContainerName: c.spec.Name,
 		Annotations:   pod.Annotations,
+		Stdin:         c.spec.Stdin,
+		StdinOnce:     c.spec.StdinOnce,
+		TTY:           c.spec.TTY,
 	}
 	services, err := a.servicesEnv(pod)
 	if err != nil {

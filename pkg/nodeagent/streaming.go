@@ -279,24 +279,57 @@ func (e *execStreams) finish() {
 	}
 }
 
-// AttachContainer implements remotecommand.Attacher: the container's
-// output from now on, until it stops or the client leaves. The process
-// runtime gives containers no stdin and no terminal, so neither can be
-// attached.
-func (s *streamer) AttachContainer(ctx context.Context, _ string, _ string, container string, in io.Reader, out, errOut io.WriteCloser, tty bool, _ <-chan remotecommand.TerminalSize) error {
-	if tty {
-		return errors.New("attach with a terminal is not supported: the local node agent gives containers no terminal")
-	}
-	if _, err := s.running(container); err != nil {
+// AttachContainer implements remotecommand.Attacher: the client gets the
+// main process's output from now on and, when the container has stdin,
+// writes to it; with a terminal, resizes reach it. It ends as containerd's
+// attach: when the container's output ends, or the client's stdin ends
+// (with stdinOnce and no terminal the container's stdin is closed instead
+// and the output follows until the container ends). A runtime that cannot
+// attach (simulated) streams the container's log from now on.
+func (s *streamer) AttachContainer(ctx context.Context, _ string, _ string, container string, in io.Reader, out, errOut io.WriteCloser, _ bool, resize <-chan remotecommand.TerminalSize) error {
+	h, err := s.running(container)
+	if err != nil {
 		return err
 	}
+	if at, ok := h.(runtime.Attacher); ok {
+		req := runtime.AttachRequest{Stdin: in}
+		// A nil interface, not a nil stream in one.
+		if out != nil {
+			req.Stdout = out
+		}
+		if errOut != nil {
+			req.Stderr = errOut
+		}
+		if resize != nil {
+			sizes := make(chan runtime.TerminalSize)
+			go func() {
+				defer close(sizes)
+				for size := range resize {
+					select {
+					case sizes <- runtime.TerminalSize{Width: size.Width, Height: size.Height}:
+					case <-ctx.Done():
+						return
+					case <-h.Done():
+						return
+					}
+				}
+			}()
+			req.Resize = sizes
+		}
+		return at.Attach(ctx, req)
+	}
+	return s.followLog(ctx, container, out, errOut)
+}
+
+// followLog streams a container's log from now on until the attempt ends or
+// the client leaves.
+func (s *streamer) followLog(ctx context.Context, container string, out, errOut io.WriteCloser) error {
 	attempt, _ := s.a.logAttempt(s.pod, container)
-	_ = in
 	dst := io.Writer(out)
-	if dst == nil {
+	if out == nil {
 		dst = errOut
 	}
-	if dst == nil {
+	if errOut == nil && out == nil {
 		<-ctx.Done()
 		return nil
 	}

@@ -2,6 +2,7 @@ package runtime
 
 import (
 	"context"
+	"io"
 	"os"
 	"time"
 )
@@ -48,6 +49,16 @@ type Spec struct {
 	// namespace of its own sets it there; empty, or without one, the
 	// container sees the host's name.
 	Hostname string
+	// Stdin gives the main process a stdin the runtime keeps open (a
+	// pipe, or the terminal with TTY) and that attaching clients write
+	// to; false: /dev/null.
+	Stdin bool
+	// StdinOnce closes that stdin once the first client that attached
+	// with stdin detaches (without TTY, as containerd does).
+	StdinOnce bool
+	// TTY makes a terminal the main process's stdin, stdout and stderr;
+	// what it prints still goes to the log, as stdout.
+	TTY bool
 }
 
 // Rootfs is the root filesystem of a container run from an image.
@@ -106,6 +117,35 @@ type Execer interface {
 	// filesystem view and returns its exit code once it ends. An error
 	// means it did not run (a *StartError says why) or ctx ended first.
 	Exec(ctx context.Context, req ExecRequest) (int32, error)
+}
+
+// TerminalSize is a terminal's size in characters.
+type TerminalSize struct {
+	// Width and Height are columns and rows.
+	Width, Height uint16
+}
+
+// AttachRequest connects a client to a running container's main process
+// (kubectl attach).
+type AttachRequest struct {
+	// Stdin, when not nil, is copied to the container's stdin (if it has
+	// one) until it ends.
+	Stdin io.Reader
+	// Stdout and Stderr, when not nil, receive the container's output
+	// from now on; with a terminal everything goes to Stdout.
+	Stdout, Stderr io.Writer
+	// Resize carries the client's terminal size changes (terminal only).
+	Resize <-chan TerminalSize
+}
+
+// Attacher is implemented by handles of attempts that clients can attach
+// to.
+type Attacher interface {
+	// Attach streams until the container's output ends, a client stream
+	// fails, or the client's stdin ends (then the client detaches; with
+	// StdinOnce and no terminal the container's stdin is closed instead
+	// and the output follows until the container ends), or ctx ends.
+	Attach(ctx context.Context, req AttachRequest) error
 }
 
 // Result is how a container attempt ended.

@@ -42,6 +42,10 @@ type Config struct {
 	// drops it otherwise, so that the host's name is never changed. Empty:
 	// the host's name.
 	Hostname string `json:"hostname,omitempty"`
+	// TTY says the sandbox's stdin, stdout and stderr are one terminal:
+	// the main process gets it as its controlling terminal, in a session
+	// of its own.
+	TTY bool `json:"tty,omitempty"`
 }
 
 // Rootfs is the root filesystem of a container run from an image.

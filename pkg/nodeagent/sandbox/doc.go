@@ -86,6 +86,10 @@
 // false and the sandbox runs the attempt on the host filesystem; the agent
 // then refuses pods that have volumes, and images.
 //
+// The main process gets the sandbox's stdin, stdout and stderr, which the
+// sandbox then lets go of; with Config.TTY they are one terminal, which
+// becomes the main process's controlling terminal in a session of its own.
+//
 // The command is looked up in the PATH of the container's environment
 // inside the view; the working directory is created inside the view when
 // missing.

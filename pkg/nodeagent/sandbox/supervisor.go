@@ -126,16 +126,18 @@ func supervise() int {
 			return 2
 		}
 	}
-	pid, reason, err := s.spawn(s.cfg.Command, []*os.File{os.Stdin, os.Stdout, os.Stderr}, false)
+	pid, reason, err := s.spawn(s.cfg.Command, []*os.File{os.Stdin, os.Stdout, os.Stderr}, s.cfg.TTY)
 	if err != nil {
 		s.fail(reason, err.Error())
 		return 2
 	}
 	s.main = pid
-	// The sandbox's stdout and stderr are the container's log pipes: let
-	// go of them so the log ends when the container's processes do.
+	// The sandbox's stdin, stdout and stderr are the container's (pipes,
+	// or its terminal): let go of them so that the output ends, and the
+	// terminal hangs up, when the container's processes end.
 	devNull, _ := os.Open(os.DevNull)
 	if devNull != nil {
+		_ = unix.Dup2(int(devNull.Fd()), 0)
 		_ = unix.Dup2(int(devNull.Fd()), 1)
 		_ = unix.Dup2(int(devNull.Fd()), 2)
 		_ = devNull.Close()

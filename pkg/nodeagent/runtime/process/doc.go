@@ -7,7 +7,13 @@
 // environment is not inherited) in the working directory the worker chose;
 // the command is looked up in the environment's PATH inside the
 // container's view. stdout and stderr go to the attempt's log file
-// (package logfile), rotated at a size limit.
+// (package logfile), rotated at a size limit, and to the clients attached
+// (runtime.Attacher, stdio.go). As a container runtime's shim, the runtime
+// holds the main process's stdin when the spec asks for one (Spec.Stdin: a
+// pipe, so the container blocks reading it until a client writes), and its
+// terminal (Spec.TTY: a pseudo-terminal, the main process's controlling
+// one, whose output is logged as stdout); StdinOnce closes stdin when the
+// first client that wrote to it leaves (without a terminal, as containerd).
 //
 // A spec runs in one of two modes:
 //   - Image mode (Spec.Rootfs set): the container's root filesystem is its

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -247,7 +246,7 @@ func (r *Runtime) Start(ctx context.Context, spec runtime.Spec) (runtime.Handle,
 // sandboxConfig is what the sandbox of spec runs, before its scratch
 // directory is chosen. Spec.User is for image mode only.
 func sandboxConfig(spec runtime.Spec, isolate bool) sandbox.Config {
-	cfg := sandbox.Config{Isolate: isolate, Command: spec.Command, Env: spec.Env, WorkingDir: spec.WorkingDir, Hostname: spec.Hostname}
+	cfg := sandbox.Config{Isolate: isolate, Command: spec.Command, Env: spec.Env, WorkingDir: spec.WorkingDir, Hostname: spec.Hostname, TTY: spec.TTY}
 	for _, m := range spec.Mounts {
 		cfg.Mounts = append(cfg.Mounts, sandbox.Mount{Source: m.Source, Target: m.Target, ReadOnly: m.ReadOnly})
 	}
@@ -268,17 +267,10 @@ func (r *Runtime) start(ctx context.Context, spec runtime.Spec, cfg sandbox.Conf
 	if err != nil {
 		return nil, err
 	}
-	pr, pw, err := os.Pipe()
+	std, err := newStdio(spec, lw)
 	if err != nil {
 		_ = lw.Close()
-		return nil, fmt.Errorf("creating output pipe: %w", err)
-	}
-	er, ew, err := os.Pipe()
-	if err != nil {
-		_ = lw.Close()
-		_ = pr.Close()
-		_ = pw.Close()
-		return nil, fmt.Errorf("creating output pipe: %w", err)
+		return nil, err
 	}
 	startedAt := r.opts.Clock.Now()
 	sb, err := sandbox.Start(ctx, sandbox.StartOptions{
@@ -286,18 +278,15 @@ func (r *Runtime) start(ctx context.Context, spec runtime.Spec, cfg sandbox.Conf
 		Config:     cfg,
 		Namespaces: cfg.Isolate,
 		UTS:        cfg.Isolate && r.uts,
-		Stdout:     pw,
-		Stderr:     ew,
+		Stdin:      std.child[0],
+		Stdout:     std.child[1],
+		Stderr:     std.child[2],
 		Timeout:    r.opts.StartTimeout,
 	})
-	_ = pw.Close()
-	_ = ew.Close()
-	var copiers sync.WaitGroup
-	copiers.Add(2)
-	go func() { defer copiers.Done(); _, _ = io.Copy(lw.Stream("stdout"), pr); _ = pr.Close() }()
-	go func() { defer copiers.Done(); _, _ = io.Copy(lw.Stream("stderr"), er); _ = er.Close() }()
 	if err != nil {
-		copiers.Wait()
+		// What the sandbox printed before failing is kept in the log.
+		std.started()
+		std.wait()
 		_ = lw.Close()
 		var sf *sandbox.StartFailure
 		if errors.As(err, &sf) {
@@ -305,7 +294,8 @@ func (r *Runtime) start(ctx context.Context, spec runtime.Spec, cfg sandbox.Conf
 		}
 		return nil, err
 	}
-	h := &handle{rt: r, sb: sb, pid: sb.PID(), done: make(chan struct{}), started: startedAt}
+	std.started()
+	h := &handle{rt: r, sb: sb, pid: sb.PID(), done: make(chan struct{}), started: startedAt, stdio: std}
 	spid := sb.SandboxPID()
 	pidFile := filepath.Join(r.opts.StateDir, strconv.Itoa(spid))
 	_ = os.WriteFile(pidFile, []byte(fmt.Sprintf("%s/%s/%s\n%d\n", spec.PodNamespace, spec.PodName, spec.ContainerName, sb.SandboxStartTime())), 0o600)
@@ -314,7 +304,7 @@ func (r *Runtime) start(ctx context.Context, spec runtime.Spec, cfg sandbox.Conf
 	r.mu.Unlock()
 	go func() {
 		<-sb.Done()
-		copiers.Wait()
+		std.wait()
 		_ = lw.Close()
 		_ = os.Remove(pidFile)
 		if cfg.Scratch != "" {
@@ -370,6 +360,8 @@ type handle struct {
 	pid int
 	// started is when the process started.
 	started time.Time
+	// stdio are the main process's streams.
+	stdio *stdio
 	// done is closed when the process has ended and its output is stored.
 	done chan struct{}
 	// stopOnce makes Stop idempotent.
@@ -382,8 +374,9 @@ type handle struct {
 }
 
 var (
-	_ runtime.Handle = (*handle)(nil)
-	_ runtime.Execer = (*handle)(nil)
+	_ runtime.Handle   = (*handle)(nil)
+	_ runtime.Execer   = (*handle)(nil)
+	_ runtime.Attacher = (*handle)(nil)
 )
 
 // PID implements runtime.Handle.
@@ -447,4 +440,9 @@ func (h *handle) Exec(ctx context.Context, req runtime.ExecRequest) (int32, erro
 		return 0, err
 	}
 	return p.Wait(ctx)
+}
+
+// Attach implements runtime.Attacher.
+func (h *handle) Attach(ctx context.Context, req runtime.AttachRequest) error {
+	return h.stdio.attach(ctx, req)
 }

@@ -1,0 +1,180 @@
+package e2e
+
+import (
+	"bytes"
+	"context"
+	"io"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/kubernetes"
+	clientscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/remotecommand"
+)
+
+// lockedBuffer is an output buffer read while a stream writes it.
+type lockedBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *lockedBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *lockedBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
+
+// fixedTerminal is a client's terminal of one size (kubectl sends the size
+// at once, then each change).
+type fixedTerminal struct {
+	sent bool
+	done <-chan struct{}
+}
+
+func (f *fixedTerminal) Next() *remotecommand.TerminalSize {
+	if !f.sent {
+		f.sent = true
+		return &remotecommand.TerminalSize{Width: 100, Height: 30}
+	}
+	<-f.done
+	return nil
+}
+
+// attachExecutor returns an executor of pods/attach as kubectl attach
+// builds it: WebSocket, or SPDY.
+func attachExecutor(t *testing.T, c kubernetes.Interface, cfg *rest.Config, pod, container string, tty, websocket bool) remotecommand.Executor {
+	t.Helper()
+	req := c.CoreV1().RESTClient().Post().Resource("pods").Namespace("default").Name(pod).SubResource("attach").
+		VersionedParams(&corev1.PodAttachOptions{Container: container, Stdin: true, Stdout: true, Stderr: !tty, TTY: tty}, clientscheme.ParameterCodec)
+	var ex remotecommand.Executor
+	var err error
+	if websocket {
+		ex, err = remotecommand.NewWebSocketExecutor(cfg, "GET", req.URL().String())
+	} else {
+		ex, err = remotecommand.NewSPDYExecutor(cfg, "POST", req.URL())
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ex
+}
+
+// TestUpRunInteractive is `kubectl run -it --rm x --image=busybox
+// --restart=Never -- sh`: a pod with stdin, stdinOnce and a terminal waits
+// for its client, the client attaches with a terminal and types, the shell
+// answers and exits, the pod succeeds and is deleted.
+func TestUpRunInteractive(t *testing.T) {
+	ctx := context.Background()
+	up, c, kc := startUp(t, t.TempDir())
+	defer up.stop(t)
+	cfg := restConfig(t, kc)
+	pod := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: "x", Labels: map[string]string{"run": "x"}},
+		Spec: corev1.PodSpec{
+			RestartPolicy: corev1.RestartPolicyNever,
+			Containers: []corev1.Container{{
+				Name: "x", Image: "busybox", Args: []string{"sh"},
+				Stdin: true, StdinOnce: true, TTY: true,
+			}},
+		},
+	}
+	if _, err := c.CoreV1().Pods("default").Create(ctx, pod, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	waitPod(t, c, "default", pod.Name, "running", time.Minute, phaseIs(corev1.PodRunning))
+
+	ex := attachExecutor(t, c, cfg, pod.Name, "x", true, true)
+	inR, inW := io.Pipe()
+	defer func() { _ = inW.Close() }()
+	var out lockedBuffer
+	streamDone := make(chan struct{})
+	streamErr := make(chan error, 1)
+	go func() {
+		streamErr <- ex.StreamWithContext(ctx, remotecommand.StreamOptions{
+			Stdin: inR, Stdout: &out, Tty: true, TerminalSizeQueue: &fixedTerminal{done: streamDone},
+		})
+	}()
+	defer close(streamDone)
+	if _, err := io.WriteString(inW, "[ -t 0 ] && stty size; echo h''i; exit\n"); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-streamErr:
+		if err != nil {
+			t.Fatalf("attach: %v (output %q)", err, out.String())
+		}
+	case <-time.After(time.Minute):
+		t.Fatalf("attach did not end when the shell exited; output %q", out.String())
+	}
+	// The echo of the typed line has h''i; only the command's output has
+	// hi alone on a line.
+	if got := out.String(); !strings.Contains(got, "\r\nhi\r\n") || !strings.Contains(got, "30 100\r\n") {
+		t.Errorf("attached output %q, want the terminal's size 30 100 and hi", got)
+	}
+	p := waitPod(t, c, "default", pod.Name, "succeeded", time.Minute, phaseIs(corev1.PodSucceeded))
+	if term := p.Status.ContainerStatuses[0].State.Terminated; term == nil || term.ExitCode != 0 {
+		t.Errorf("container state %+v", p.Status.ContainerStatuses[0].State)
+	}
+	logs, err := c.CoreV1().Pods("default").GetLogs(pod.Name, &corev1.PodLogOptions{Container: "x"}).DoRaw(ctx)
+	if err != nil || !strings.Contains(string(logs), "hi\r\n") {
+		t.Errorf("logs %q, %v: the terminal's output belongs in the log", logs, err)
+	}
+	// --rm.
+	if err := c.CoreV1().Pods("default").Delete(ctx, pod.Name, metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
+		_, err := c.CoreV1().Pods("default").Get(ctx, pod.Name, metav1.GetOptions{})
+		return apierrors.IsNotFound(err), nil
+	}); err != nil {
+		t.Fatalf("pod not deleted: %v", err)
+	}
+}
+
+// TestUpAttachStdin is `kubectl attach -i` without a terminal, over SPDY: a
+// container with stdin and stdinOnce reads the client's input until the
+// client's stdin ends, then end of file; the client gets stdout and stderr
+// until the container ends.
+func TestUpAttachStdin(t *testing.T) {
+	ctx := context.Background()
+	up, c, kc := startUp(t, t.TempDir())
+	defer up.stop(t)
+	cfg := restConfig(t, kc)
+	pod := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: "reader"},
+		Spec: corev1.PodSpec{
+			RestartPolicy: corev1.RestartPolicyNever,
+			Containers: []corev1.Container{{
+				Name: "r", Image: "busybox", Command: []string{"sh", "-c", "read first; echo got:$first; cat; echo done >&2"},
+				Stdin: true, StdinOnce: true,
+			}},
+		},
+	}
+	if _, err := c.CoreV1().Pods("default").Create(ctx, pod, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	waitPod(t, c, "default", pod.Name, "running", time.Minute, phaseIs(corev1.PodRunning))
+	ex := attachExecutor(t, c, cfg, pod.Name, "r", false, false)
+	var out, errOut lockedBuffer
+	err := ex.StreamWithContext(ctx, remotecommand.StreamOptions{Stdin: strings.NewReader("one\ntwo\n"), Stdout: &out, Stderr: &errOut})
+	if err != nil {
+		t.Fatalf("attach: %v", err)
+	}
+	if out.String() != "got:one\ntwo\n" || errOut.String() != "done\n" {
+		t.Errorf("attached stdout %q, stderr %q", out.String(), errOut.String())
+	}
+	waitPod(t, c, "default", pod.Name, "succeeded", time.Minute, phaseIs(corev1.PodSucceeded))
+}
