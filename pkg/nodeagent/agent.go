@@ -556,8 +556,11 @@ func (a *Agent) containerEvent(pod *corev1.Pod, c containerInfo, eventType, reas
 		return
 	}
 	field := "spec.containers"
-	if c.kind != kindMain {
+	switch c.kind {
+	case kindInit, kindSidecar:
 		field = "spec.initContainers"
+	case kindEphemeral:
+		field = "spec.ephemeralContainers"
 	}
 	ref.FieldPath = fmt.Sprintf("%s{%s}", field, c.name)
 	a.recorder.Event(ref, eventType, reason, message)
@@ -576,7 +579,8 @@ func (a *Agent) quiet() bool {
 	return ok
 }
 
-// imageEvent says, once per attempt, that the image is not pulled.
-func (a *Agent) imageEvent(pod *corev1.Pod, c *corev1.Container) {
-	a.event(pod, corev1.EventTypeNormal, "Pulled", fmt.Sprintf("Image %q not pulled: the process runtime runs container %s's command on the host", c.Image, c.Name))
+// imageEvent says, once per attempt, that the image is not pulled; on the
+// container, as the kubelet's Pulled.
+func (a *Agent) imageEvent(pod *corev1.Pod, c *container) {
+	a.containerEvent(pod, c.info, corev1.EventTypeNormal, "Pulled", fmt.Sprintf("Image %q not pulled: the process runtime runs container %s's command on the host", c.spec.Image, c.spec.Name))
 }

@@ -79,7 +79,9 @@
 //
 // Per pod (planPod): init containers one at a time in order (a sidecar must
 // have started, a regular one must have succeeded), then all main
-// containers. The pod is finishing once it is deleted, past
+// containers. Ephemeral containers (kubectl debug) are taken on as they
+// appear in the spec (worker.addEphemerals) and started at once, even during
+// init; they never restart and count for neither phase nor readiness. The pod is finishing once it is deleted, past
 // activeDeadlineSeconds, an init container failed for good, or every main
 // container exited for good; then main containers stop at once and sidecars
 // last-first, each once no main container and no later sidecar runs (or

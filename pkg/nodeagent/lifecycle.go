@@ -24,6 +24,11 @@ const (
 	kindSidecar
 	// kindMain is a regular container.
 	kindMain
+	// kindEphemeral is an ephemeral container (kubectl debug): started
+	// once it appears in the spec, even while the pod initializes, never
+	// restarted, left out of the pod's phase and readiness, stopped with
+	// the main containers when the pod finishes.
+	kindEphemeral
 )
 
 // kindOf returns the kind of a container of the pod.

@@ -176,7 +176,7 @@ func (a *Agent) logAttempt(pod *corev1.Pod, cname string) (int32, bool) {
 			return s.attempt, s.running
 		}
 	}
-	for _, list := range [][]corev1.ContainerStatus{pod.Status.InitContainerStatuses, pod.Status.ContainerStatuses} {
+	for _, list := range [][]corev1.ContainerStatus{pod.Status.InitContainerStatuses, pod.Status.ContainerStatuses, pod.Status.EphemeralContainerStatuses} {
 		for _, s := range list {
 			if s.Name == cname {
 				return s.RestartCount, false
@@ -186,13 +186,19 @@ func (a *Agent) logAttempt(pod *corev1.Pod, cname string) (int32, bool) {
 	return 0, false
 }
 
-// hasContainer reports whether the pod declares the container.
+// hasContainer reports whether the pod declares the container (an
+// ephemeral one included).
 func hasContainer(pod *corev1.Pod, name string) bool {
 	for _, list := range [][]corev1.Container{pod.Spec.InitContainers, pod.Spec.Containers} {
 		for _, c := range list {
 			if c.Name == name {
 				return true
 			}
+		}
+	}
+	for _, c := range pod.Spec.EphemeralContainers {
+		if c.Name == name {
+			return true
 		}
 	}
 	return false

@@ -63,9 +63,11 @@ func podFinishing(kinds []containerKind, states []containerState, stopping bool)
 // a sidecar must have started (passed its startup probe, if it has one).
 // Once every init container is through, all main containers start. A sidecar
 // that started once is restarted on its own whenever its back-off allows.
+// An ephemeral container starts as soon as it is there (it never restarts:
+// its restart policy says so).
 //
-// Once the pod is finishing: main and regular init containers are stopped
-// at once, sidecars in reverse spec order, each when no main container and
+// Once the pod is finishing: main, ephemeral and regular init containers
+// are stopped at once, sidecars in reverse spec order, each when no main container and
 // no later sidecar runs any more, or when the grace period is over.
 func planPod(in planInput) podPlan {
 	var p podPlan
@@ -120,7 +122,7 @@ func planPod(in planInput) podPlan {
 	initsDone := true
 	for i, k := range in.kinds {
 		s := in.states[i]
-		if k == kindMain {
+		if k == kindMain || k == kindEphemeral {
 			continue
 		}
 		if k == kindInit && s.phase == phaseExited {
@@ -138,6 +140,9 @@ func planPod(in planInput) podPlan {
 		case k == kindMain && initsDone:
 			consider(i)
 		case k == kindSidecar && in.states[i].initialized:
+			consider(i)
+		case k == kindEphemeral:
+			// Whether or not initialization is through, as the kubelet.
 			consider(i)
 		}
 	}

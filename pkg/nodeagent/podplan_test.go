@@ -22,7 +22,7 @@ func TestPlanPod(t *testing.T) {
 	due := containerState{phase: phaseBackOff, ran: true, notBefore: now, last: &attemptResult{Result: runtime.Result{ExitCode: 1}}}
 	stopping := containerState{phase: phaseStopping, ran: true}
 	initialized := func(s containerState) containerState { s.initialized = true; return s }
-	sc, in, mn := kindSidecar, kindInit, kindMain
+	sc, in, mn, eph := kindSidecar, kindInit, kindMain, kindEphemeral
 	cases := map[string]struct {
 		// setup
 		kinds        []containerKind
@@ -107,6 +107,19 @@ func TestPlanPod(t *testing.T) {
 			kinds: []containerKind{sc, mn}, states: []containerState{initialized(backingOff), running},
 			stopping: true, stopDeadline: later, wantFinishing: true,
 			want: podPlan{stop: []int{1, 0}},
+		},
+		"ephemeral starts during init": {
+			kinds: []containerKind{in, mn, eph}, states: []containerState{running, waiting, waiting},
+			want: podPlan{start: []int{2}},
+		},
+		"exited ephemeral neither holds nor finishes the pod": {
+			kinds: []containerKind{mn, eph}, states: []containerState{running, failed},
+			want: podPlan{},
+		},
+		"running ephemeral does not keep a finished pod": {
+			kinds: []containerKind{mn, eph}, states: []containerState{succeeded, running},
+			stopDeadline: later, wantFinishing: true,
+			want: podPlan{stop: []int{1}},
 		},
 		"main restarting under OnFailure keeps the pod going": {
 			kinds: []containerKind{sc, mn}, states: []containerState{initialized(running), due},

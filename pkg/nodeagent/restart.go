@@ -27,6 +27,8 @@ func restartPolicyOf(pod *corev1.Pod, c *corev1.Container) restartPolicy {
 // container never restarts after success; otherwise restartsAfter decides.
 func shouldRestart(p restartPolicy, kind containerKind, exitCode int32) bool {
 	switch {
+	case kind == kindEphemeral:
+		return false
 	case kind == kindSidecar:
 		return true
 	case kind == kindInit && exitCode == 0:
@@ -74,6 +76,8 @@ func (p restartPolicy) restartsAfter(exitCode int32) bool {
 // is Never). Rules are not evaluated, the container had not exited.
 func (p restartPolicy) restartsAfterKill(kind containerKind) bool {
 	switch {
+	case kind == kindEphemeral:
+		return false
 	case kind == kindSidecar:
 		return true
 	case p.container != nil:

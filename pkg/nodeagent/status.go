@@ -75,6 +75,9 @@ type podView struct {
 	inits []containerView
 	// containers are the main containers, in spec order.
 	containers []containerView
+	// ephemerals are the ephemeral containers, in spec order; they count
+	// for neither the phase nor the conditions.
+	ephemerals []containerView
 	// startTime is when the agent accepted the pod.
 	startTime time.Time
 	// terminal is true once the pod was stopped for good (deletion, deadline).
@@ -115,6 +118,11 @@ func (v podView) anyRunning() bool {
 		}
 	}
 	for _, c := range v.containers {
+		if c.running {
+			return true
+		}
+	}
+	for _, c := range v.ephemerals {
 		if c.running {
 			return true
 		}
@@ -303,6 +311,10 @@ func buildStatus(pod *corev1.Pod, v podView, now time.Time) *corev1.PodStatus {
 	st.ContainerStatuses = nil
 	for _, c := range v.containers {
 		st.ContainerStatuses = append(st.ContainerStatuses, containerStatus(c, terminal))
+	}
+	st.EphemeralContainerStatuses = nil
+	for _, c := range v.ephemerals {
+		st.EphemeralContainerStatuses = append(st.EphemeralContainerStatuses, containerStatus(c, terminal))
 	}
 
 	// Conditions as the kubelet generates them (pkg/kubelet/status/generate.go):

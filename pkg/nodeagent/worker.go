@@ -112,8 +112,10 @@ type worker struct {
 	// finished is closed when the pod reached a terminal state here.
 	finished chan struct{}
 
-	// inits and containers are the pod's containers (worker goroutine only).
-	inits, containers []*container
+	// inits and containers are the pod's containers, ephemerals its
+	// ephemeral containers as far as the worker has seen them (worker
+	// goroutine only).
+	inits, containers, ephemerals []*container
 	// startTime is when the pod was accepted.
 	startTime time.Time
 	// stopping is set when the pod must stop for good (deletion, deadline).
@@ -165,6 +167,7 @@ func newWorker(a *Agent, pod *corev1.Pod) *worker {
 	for i := range pod.Spec.Containers {
 		w.containers = append(w.containers, restoreContainer(pod, &pod.Spec.Containers[i], false, pod.Status.ContainerStatuses, mainRan, now))
 	}
+	w.addEphemerals(pod, now)
 	for _, c := range w.all() {
 		w.logs[c.spec.Name] = logState{attempt: c.state.attempt, ran: c.state.ran}
 	}
@@ -174,9 +177,15 @@ func newWorker(a *Agent, pod *corev1.Pod) *worker {
 // restoreContainer rebuilds a container record from its API status. A
 // sidecar of a pod whose main containers ran counts as initialized.
 func restoreContainer(pod *corev1.Pod, spec *corev1.Container, isInit bool, statuses []corev1.ContainerStatus, mainRan bool, now time.Time) *container {
+	return restoreContainerOfKind(pod, spec, kindOf(spec, isInit), statuses, mainRan, now)
+}
+
+// restoreContainerOfKind is restoreContainer for a container of a known
+// kind.
+func restoreContainerOfKind(pod *corev1.Pod, spec *corev1.Container, kind containerKind, statuses []corev1.ContainerStatus, mainRan bool, now time.Time) *container {
 	c := &container{spec: spec, info: containerInfo{
 		name:    spec.Name,
-		kind:    kindOf(spec, isInit),
+		kind:    kind,
 		restart: restartPolicyOf(pod, spec),
 		podRef:  fmt.Sprintf("%s_%s(%s)", pod.Name, pod.Namespace, pod.UID),
 	}}
@@ -219,10 +228,26 @@ func restoreContainer(pod *corev1.Pod, spec *corev1.Container, isInit bool, stat
 	return c
 }
 
-// all returns init containers then containers.
+// all returns init containers, containers, then ephemeral containers.
 func (w *worker) all() []*container {
-	out := make([]*container, 0, len(w.inits)+len(w.containers))
-	return append(append(out, w.inits...), w.containers...)
+	out := make([]*container, 0, len(w.inits)+len(w.containers)+len(w.ephemerals))
+	return append(append(append(out, w.inits...), w.containers...), w.ephemerals...)
+}
+
+// addEphemerals takes on the ephemeral containers of pod the worker has not
+// seen yet (kubectl debug adds them to a running pod), restoring each from
+// the pod's status as restoreContainer does, and reports whether there were
+// any. Ephemeral containers are never removed from a pod's spec.
+func (w *worker) addEphemerals(pod *corev1.Pod, now time.Time) bool {
+	added := false
+	for i := len(w.ephemerals); i < len(pod.Spec.EphemeralContainers); i++ {
+		spec := (*corev1.Container)(&pod.Spec.EphemeralContainers[i].EphemeralContainerCommon)
+		c := restoreContainerOfKind(pod, spec, kindEphemeral, pod.Status.EphemeralContainerStatuses, false, now)
+		w.ephemerals = append(w.ephemerals, c)
+		w.setLogState(c)
+		added = true
+	}
+	return added
 }
 
 // update hands the worker the latest pod.
@@ -322,6 +347,9 @@ func (w *worker) view() podView {
 	for _, c := range w.containers {
 		v.containers = append(v.containers, hold(c.view()))
 	}
+	for _, c := range w.ephemerals {
+		v.ephemerals = append(v.ephemerals, c.view())
+	}
 	return v
 }
 
@@ -363,6 +391,7 @@ func (w *worker) advance(ctx context.Context) time.Time {
 		progress = w.collectHooks(ctx) || progress
 		pod := w.currentPod()
 		now := w.agent.clock.Now()
+		progress = w.addEphemerals(pod, now) || progress
 		if !w.stopping {
 			if pod.DeletionTimestamp != nil {
 				w.stopping = true
@@ -491,7 +520,7 @@ func (w *worker) start(ctx context.Context, pod *corev1.Pod, c *container, now t
 		return
 	}
 	if img == nil {
-		w.agent.imageEvent(pod, c.spec)
+		w.agent.imageEvent(pod, c)
 	}
 	h, err := w.agent.runtime.Start(ctx, spec)
 	if err != nil {

@@ -6,6 +6,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -389,5 +390,105 @@ func TestEventSources(t *testing.T) {
 		if ev := ta.waitEvent(t, reason); ev.Source.Component != component {
 			t.Errorf("%s event source %q, want %q", reason, ev.Source.Component, component)
 		}
+	}
+}
+
+// addEphemeral adds an ephemeral container to pod p, as kubectl debug does.
+func (ta *testAgent) addEphemeral(t *testing.T, p string, ec corev1.EphemeralContainer) {
+	t.Helper()
+	ctx := context.Background()
+	pod, err := ta.client.CoreV1().Pods("ns").Get(ctx, p, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	pod.Spec.EphemeralContainers = append(pod.Spec.EphemeralContainers, ec)
+	if _, err := ta.client.CoreV1().Pods("ns").UpdateEphemeralContainers(ctx, p, pod, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// ephemeralStatus returns the status of an ephemeral container.
+func ephemeralStatus(p *corev1.Pod, name string) (corev1.ContainerStatus, bool) {
+	for _, s := range p.Status.EphemeralContainerStatuses {
+		if s.Name == name {
+			return s, true
+		}
+	}
+	return corev1.ContainerStatus{}, false
+}
+
+// TestEphemeralContainers: an ephemeral container starts as soon as it is
+// added, even while the pod initializes, is never restarted, reports its
+// status apart, counts for neither the phase nor readiness, and is stopped
+// when the pod finishes; its events name it in spec.ephemeralContainers.
+func TestEphemeralContainers(t *testing.T) {
+	pod := builder.MakePod("p", "ns").UID("u1").InitContainer("setup", "sleep", "1d").Obj()
+	pod.Spec.RestartPolicy = corev1.RestartPolicyAlways
+	ta, rt := startAgentWithFake(t, pod)
+	setup := rt.attempt(t, "setup", 0)
+
+	ta.addEphemeral(t, "p", corev1.EphemeralContainer{EphemeralContainerCommon: corev1.EphemeralContainerCommon{
+		Name: "debugger", Image: "busybox", Command: []string{"sh"}, Stdin: true, TTY: true,
+	}, TargetContainerName: "main"})
+	dbg := rt.attempt(t, "debugger", 0)
+	if !dbg.spec.Stdin || !dbg.spec.TTY {
+		t.Errorf("ephemeral container spec stdin %v tty %v, want both", dbg.spec.Stdin, dbg.spec.TTY)
+	}
+	got := ta.waitPod(t, "p", func(p *corev1.Pod) bool {
+		s, ok := ephemeralStatus(p, "debugger")
+		return ok && s.State.Running != nil
+	})
+	if got.Status.Phase != corev1.PodPending {
+		t.Errorf("phase %s with a running ephemeral container during init, want Pending", got.Status.Phase)
+	}
+	ta.waitEventAt(t, "Started", "spec.ephemeralContainers{debugger}")
+
+	// It fails: never restarted, whatever the pod's restartPolicy (Always).
+	dbg.exit(1)
+	got = ta.waitPod(t, "p", func(p *corev1.Pod) bool {
+		s, ok := ephemeralStatus(p, "debugger")
+		return ok && s.State.Terminated != nil
+	})
+	if s, _ := ephemeralStatus(got, "debugger"); s.State.Terminated.ExitCode != 1 || s.RestartCount != 0 {
+		t.Errorf("ephemeral status %+v", s)
+	}
+	setup.exit(0)
+	rt.attempt(t, "main", 0)
+	got = ta.waitPod(t, "p", phaseIs(corev1.PodRunning))
+	if n := rt.count("debugger"); n != 1 {
+		t.Errorf("ephemeral container started %d times, want once", n)
+	}
+	if c := getCondition(got, corev1.PodReady); len(c) != 1 || c[0].Status != corev1.ConditionTrue {
+		t.Errorf("Ready = %+v: an exited ephemeral container must not make the pod unready", c)
+	}
+
+	// A second one runs until the pod finishes, and is stopped then.
+	ta.addEphemeral(t, "p", corev1.EphemeralContainer{EphemeralContainerCommon: corev1.EphemeralContainerCommon{
+		Name: "second", Image: "busybox", Command: []string{"sleep", "1d"},
+	}})
+	rt.attempt(t, "second", 0)
+	ta.deletePod(t, "p", 30)
+	ta.waitGone(t, "p")
+	if order := rt.stopOrder(); len(order) != 2 || !slices.Contains(order, "main") || !slices.Contains(order, "second") {
+		t.Errorf("stopped %v, want main and second", order)
+	}
+}
+
+// waitEventAt polls until an event with reason names fieldPath.
+func (ta *testAgent) waitEventAt(t *testing.T, reason, fieldPath string) {
+	t.Helper()
+	if err := wait.PollUntilContextTimeout(context.Background(), 5*time.Millisecond, 10*time.Second, true, func(ctx context.Context) (bool, error) {
+		evs, err := ta.client.CoreV1().Events("ns").List(ctx, metav1.ListOptions{})
+		if err != nil {
+			return false, nil
+		}
+		for _, e := range evs.Items {
+			if e.Reason == reason && e.InvolvedObject.FieldPath == fieldPath {
+				return true, nil
+			}
+		}
+		return false, nil
+	}); err != nil {
+		t.Fatalf("no %s event for %s", reason, fieldPath)
 	}
 }

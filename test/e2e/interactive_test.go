@@ -178,3 +178,106 @@ func TestUpAttachStdin(t *testing.T) {
 	}
 	waitPod(t, c, "default", pod.Name, "succeeded", time.Minute, phaseIs(corev1.PodSucceeded))
 }
+
+// TestUpDebugEphemeralContainer is `kubectl debug -it POD --image=busybox
+// --target=main`: an ephemeral container added through the
+// pods/ephemeralcontainers subresource runs in the pod's context (its
+// volumes, its hostname, the target's processes in sight), is attached to
+// with a terminal, reports its status apart and is not restarted; the pod
+// keeps running.
+func TestUpDebugEphemeralContainer(t *testing.T) {
+	ctx := context.Background()
+	up, c, kc := startUp(t, t.TempDir())
+	defer up.stop(t)
+	cfg := restConfig(t, kc)
+	pod := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: "target"},
+		Spec: corev1.PodSpec{
+			Containers: []corev1.Container{{
+				Name: "main", Image: "busybox", Command: []string{"sh", "-c", "echo from-main > /work/f; exec sleep 3601"},
+				VolumeMounts: []corev1.VolumeMount{{Name: "work", MountPath: "/work"}},
+			}},
+			Volumes: []corev1.Volume{{Name: "work", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}}},
+		},
+	}
+	if _, err := c.CoreV1().Pods("default").Create(ctx, pod, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	p := waitPod(t, c, "default", pod.Name, "running", time.Minute, phaseIs(corev1.PodRunning))
+	p.Spec.EphemeralContainers = append(p.Spec.EphemeralContainers, corev1.EphemeralContainer{
+		EphemeralContainerCommon: corev1.EphemeralContainerCommon{
+			Name: "debugger", Image: "busybox", Args: []string{"sh"},
+			Stdin: true, TTY: true, TerminationMessagePolicy: corev1.TerminationMessageReadFile,
+			VolumeMounts: []corev1.VolumeMount{{Name: "work", MountPath: "/shared"}},
+		},
+		TargetContainerName: "main",
+	})
+	if _, err := c.CoreV1().Pods("default").UpdateEphemeralContainers(ctx, pod.Name, p, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	ephemeralIs := func(cond func(corev1.ContainerStatus) bool) func(*corev1.Pod) bool {
+		return func(p *corev1.Pod) bool {
+			for _, s := range p.Status.EphemeralContainerStatuses {
+				if s.Name == "debugger" {
+					return cond(s)
+				}
+			}
+			return false
+		}
+	}
+	waitPod(t, c, "default", pod.Name, "debugging", time.Minute, ephemeralIs(func(s corev1.ContainerStatus) bool { return s.State.Running != nil }))
+
+	ex := attachExecutor(t, c, cfg, pod.Name, "debugger", true, false)
+	inR, inW := io.Pipe()
+	defer func() { _ = inW.Close() }()
+	var out lockedBuffer
+	streamDone := make(chan struct{})
+	defer close(streamDone)
+	streamErr := make(chan error, 1)
+	go func() {
+		streamErr <- ex.StreamWithContext(ctx, remotecommand.StreamOptions{
+			Stdin: inR, Stdout: &out, Tty: true, TerminalSizeQueue: &fixedTerminal{done: streamDone},
+		})
+	}()
+	if _, err := io.WriteString(inW, "cat /shared/f; ps -eo args | grep -c '^sleep 360[1]'; echo \"host:$(hostname)\"; exit 3\n"); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-streamErr:
+		if err != nil {
+			t.Fatalf("attach: %v (output %q)", err, out.String())
+		}
+	case <-time.After(time.Minute):
+		t.Fatalf("attach did not end when the shell exited; output %q", out.String())
+	}
+	got := out.String()
+	for _, want := range []string{"from-main\r\n", "\r\n1\r\n", "host:target\r\n"} {
+		if !strings.Contains(got, want) {
+			t.Errorf("debug shell output %q lacks %q (the pod's volume, the target's process, the pod's hostname)", got, want)
+		}
+	}
+	p = waitPod(t, c, "default", pod.Name, "debugged", time.Minute, ephemeralIs(func(s corev1.ContainerStatus) bool { return s.State.Terminated != nil }))
+	for _, s := range p.Status.EphemeralContainerStatuses {
+		if s.State.Terminated.ExitCode != 3 || s.RestartCount != 0 {
+			t.Errorf("ephemeral container status %+v", s)
+		}
+	}
+	if p.Status.Phase != corev1.PodRunning || len(p.Status.ContainerStatuses) != 1 || p.Status.ContainerStatuses[0].State.Running == nil {
+		t.Errorf("pod phase %s, containers %+v: the target must keep running", p.Status.Phase, p.Status.ContainerStatuses)
+	}
+	evs, err := c.CoreV1().Events("default").List(ctx, metav1.ListOptions{FieldSelector: "involvedObject.name=target"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	seen := map[string]bool{}
+	for _, e := range evs.Items {
+		if e.InvolvedObject.FieldPath == "spec.ephemeralContainers{debugger}" {
+			seen[e.Reason] = true
+		}
+	}
+	for _, reason := range []string{"Pulled", "Created", "Started"} {
+		if !seen[reason] {
+			t.Errorf("no %s event for spec.ephemeralContainers{debugger}; seen %v", reason, seen)
+		}
+	}
+}
