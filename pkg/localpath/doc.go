@@ -15,8 +15,13 @@
 // Delete, the ProvisionController calls Delete, which removes the directory,
 // then deletes the PersistentVolume.
 //
-// The class binds at once (volumeBindingMode Immediate), not on the first
-// consumer as kind's does: with one node, waiting for a pod cannot choose a
-// better place, and binding at once needs no scheduler step (the node
-// agent's binder would have to play the scheduler's volume binding).
+// The class binds on the first consumer (volumeBindingMode
+// WaitForFirstConsumer), as kind's does: a claim stays Pending, with the
+// PersistentVolume controller's WaitForFirstConsumer event, until a pod uses
+// it; then the node agent's binder, which schedules pods in place of
+// kube-scheduler, gives the claim the volume.kubernetes.io/selected-node
+// annotation, as the scheduler's volume binding does, which makes the
+// PersistentVolume controller hand the claim to this provisioner; the pod is
+// bound to the node once its claim is. A class of the user's with binding
+// Immediate is provisioned at once.
 package localpath

@@ -63,6 +63,21 @@ func TestProvisionAndDelete(t *testing.T) {
 		t.Fatal(err)
 	}
 
+	// The class's reclaim policy is the volume's: Retain keeps it (the
+	// library calls Delete only for Delete).
+	keep := StorageClass()
+	retain := corev1.PersistentVolumeReclaimRetain
+	keep.ReclaimPolicy = &retain
+	kept, _, err := p.Provision(ctx, controller.ProvisionOptions{StorageClass: keep, PVName: "pvc-3", PVC: claim, SelectedNodeName: "node-1"})
+	if err != nil || kept.Spec.PersistentVolumeReclaimPolicy != corev1.PersistentVolumeReclaimRetain {
+		t.Errorf("Provision with a Retain class: %v, reclaim policy %v; want Retain", err, kept)
+	}
+
+	// A node other than this one is handed back to the scheduler.
+	if _, state, err := p.Provision(ctx, controller.ProvisionOptions{StorageClass: StorageClass(), PVName: "pvc-4", PVC: claim, SelectedNodeName: "node-2"}); err == nil || state != controller.ProvisioningReschedule {
+		t.Errorf("Provision on another node: %v, %s; want an error and ProvisioningReschedule", err, state)
+	}
+
 	// Claims with a selector are refused.
 	claim.Spec.Selector = &metav1.LabelSelector{}
 	if _, _, err := p.Provision(ctx, controller.ProvisionOptions{StorageClass: StorageClass(), PVName: "pvc-2", PVC: claim}); err == nil {

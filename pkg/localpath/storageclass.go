@@ -20,10 +20,10 @@ const StorageClassName = "standard"
 const defaultClassAnnotation = "storageclass.kubernetes.io/is-default-class"
 
 // StorageClass returns the default StorageClass of this provisioner: reclaim
-// policy Delete, binding Immediate (doc.go says why).
+// policy Delete, binding WaitForFirstConsumer, as kind's (doc.go says how).
 func StorageClass() *storagev1.StorageClass {
 	reclaim := corev1.PersistentVolumeReclaimDelete
-	binding := storagev1.VolumeBindingImmediate
+	binding := storagev1.VolumeBindingWaitForFirstConsumer
 	return &storagev1.StorageClass{
 		ObjectMeta: metav1.ObjectMeta{
 			Name:        StorageClassName,

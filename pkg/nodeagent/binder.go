@@ -15,6 +15,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/informers"
 	corelisters "k8s.io/client-go/listers/core/v1"
+	storagelisters "k8s.io/client-go/listers/storage/v1"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/util/workqueue"
 	"k8s.io/klog/v2"
@@ -29,7 +30,7 @@ const bindKey = "bind"
 
 // binder plays the scheduler for the one local node: it binds pods that
 // have no node and the default scheduler name, oldest first, while the
-// node has room.
+// node has room and once their claims are bound (volumebinding.go).
 type binder struct {
 	// a is the agent.
 	a *Agent
@@ -41,13 +42,20 @@ type binder struct {
 	synced cache.InformerSynced
 	// queue serialises binding passes.
 	queue workqueue.TypedRateLimitingInterface[string]
+	// volumeFactory watches claims, volumes and classes.
+	volumeFactory informers.SharedInformerFactory
+	// claims, volumes and classes list them.
+	claims  corelisters.PersistentVolumeClaimLister
+	volumes corelisters.PersistentVolumeLister
+	classes storagelisters.StorageClassLister
 
 	// mu guards assumed and unschedulable.
 	mu sync.Mutex
 	// assumed are pods bound but not yet seen on the node.
 	assumed map[types.UID]assumedPod
-	// unschedulable are pods already marked as never fitting.
-	unschedulable map[types.UID]bool
+	// unschedulable holds, per pod marked PodScheduled=False, the message
+	// it was marked with.
+	unschedulable map[types.UID]string
 }
 
 // newBinder builds the binder and its informer.
@@ -64,14 +72,38 @@ func newBinder(a *Agent) (*binder, error) {
 		queue: workqueue.NewTypedRateLimitingQueueWithConfig(workqueue.DefaultTypedControllerRateLimiter[string](),
 			workqueue.TypedRateLimitingQueueConfig[string]{Name: "nodeagent_binder"}),
 		assumed:       map[types.UID]assumedPod{},
-		unschedulable: map[types.UID]bool{},
+		unschedulable: map[types.UID]string{},
+		volumeFactory: informers.NewSharedInformerFactoryWithOptions(a.client, 0, informers.WithTransform(stripManagedFields)),
 	}
 	inf := b.factory.Core().V1().Pods()
 	if err := inf.Informer().SetTransform(stripManagedFields); err != nil {
 		return nil, err
 	}
 	b.lister = inf.Lister()
-	b.synced = inf.Informer().HasSynced
+	claims := b.volumeFactory.Core().V1().PersistentVolumeClaims()
+	volumes := b.volumeFactory.Core().V1().PersistentVolumes()
+	classes := b.volumeFactory.Storage().V1().StorageClasses()
+	b.claims, b.volumes, b.classes = claims.Lister(), volumes.Lister(), classes.Lister()
+	synced := []cache.InformerSynced{inf.Informer().HasSynced}
+	// A pod waiting for its claims is looked at again when they change.
+	for _, i := range []cache.SharedIndexInformer{claims.Informer(), volumes.Informer(), classes.Informer()} {
+		if _, err := i.AddEventHandler(cache.ResourceEventHandlerFuncs{
+			AddFunc:    func(any) { b.enqueue() },
+			UpdateFunc: func(any, any) { b.enqueue() },
+			DeleteFunc: func(any) { b.enqueue() },
+		}); err != nil {
+			return nil, err
+		}
+		synced = append(synced, i.HasSynced)
+	}
+	b.synced = func() bool {
+		for _, s := range synced {
+			if !s() {
+				return false
+			}
+		}
+		return true
+	}
 	if _, err := inf.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
 		AddFunc:    func(any) { b.enqueue() },
 		UpdateFunc: func(any, any) { b.enqueue() },
@@ -88,8 +120,11 @@ func newBinder(a *Agent) (*binder, error) {
 	return b, nil
 }
 
-// start starts the informer.
-func (b *binder) start(ctx context.Context) { b.factory.Start(ctx.Done()) }
+// start starts the informers.
+func (b *binder) start(ctx context.Context) {
+	b.factory.Start(ctx.Done())
+	b.volumeFactory.Start(ctx.Done())
+}
 
 // enqueue asks for a binding pass.
 func (b *binder) enqueue() { b.queue.Add(bindKey) }
@@ -105,6 +140,7 @@ func (b *binder) run(ctx context.Context) {
 		key, quit := b.queue.Get()
 		if quit {
 			b.factory.Shutdown()
+			b.volumeFactory.Shutdown()
 			return
 		}
 		if err := b.sync(ctx); err != nil {
@@ -149,7 +185,9 @@ func (b *binder) sync(ctx context.Context) error {
 		return err
 	}
 	nodeLabels := nodeLabels(b.a.opts.NodeName)
+	view := b.volumeView(nodeLabels)
 	var toBind []*corev1.Pod
+	var volumesFailed error
 	for _, pod := range pending {
 		if usedPods >= b.a.opts.MaxPods {
 			break
@@ -162,7 +200,23 @@ func (b *binder) sync(ctx context.Context) error {
 		if !fitsNow(r, used, usedPods, b.a.opts.MaxPods, b.a.capacity) {
 			continue
 		}
+		d, err := decideVolumes(pod, view.view)
+		if err != nil {
+			volumesFailed = err
+			continue
+		}
+		if d.unschedulable != "" {
+			b.markUnschedulable(ctx, pod, d.unschedulable)
+			continue
+		}
+		if !d.ready() {
+			if err := b.bindVolumes(ctx, pod, d); err != nil {
+				volumesFailed = err
+			}
+			continue
+		}
 		used, usedPods = used.add(r), usedPods+1
+		view.add(pod)
 		toBind = append(toBind, pod)
 	}
 	var failed bool
@@ -178,7 +232,7 @@ func (b *binder) sync(ctx context.Context) error {
 	if failed {
 		return fmt.Errorf("some bindings failed")
 	}
-	return nil
+	return volumesFailed
 }
 
 // AssumeTimeout is how long a bound pod counts against the node before
@@ -192,6 +246,8 @@ type assumedPod struct {
 	requests requests
 	// boundAt is when it was bound.
 	boundAt time.Time
+	// claims are the namespace/name of its persistentVolumeClaim volumes.
+	claims []string
 }
 
 // seen stops counting an assumed pod: its worker now does.
@@ -226,7 +282,7 @@ func (b *binder) bind(ctx context.Context, pod *corev1.Pod) error {
 	// Count the pod before binding: its worker may start (and stop counting
 	// it here) before Bind returns.
 	b.mu.Lock()
-	b.assumed[pod.UID] = assumedPod{requests: podRequests(pod), boundAt: b.a.clock.Now()}
+	b.assumed[pod.UID] = assumedPod{requests: podRequests(pod), boundAt: b.a.clock.Now(), claims: podClaims(pod)}
 	b.mu.Unlock()
 	err := b.a.client.CoreV1().Pods(pod.Namespace).Bind(ctx, binding, metav1.CreateOptions{FieldManager: FieldManager})
 	if err != nil {
@@ -240,11 +296,13 @@ func (b *binder) bind(ctx context.Context, pod *corev1.Pod) error {
 	return nil
 }
 
-// markUnschedulable writes PodScheduled=False once for a pod that can never fit.
+// markUnschedulable writes PodScheduled=False for a pod that cannot go to
+// the node, once per message: a pod that can never fit is marked once, and
+// one waiting for a claim again when the reason changes.
 func (b *binder) markUnschedulable(ctx context.Context, pod *corev1.Pod, msg string) {
 	b.mu.Lock()
-	done := b.unschedulable[pod.UID]
-	b.unschedulable[pod.UID] = true
+	done := b.unschedulable[pod.UID] == msg
+	b.unschedulable[pod.UID] = msg
 	b.mu.Unlock()
 	if done {
 		return

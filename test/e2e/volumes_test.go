@@ -10,6 +10,7 @@ import (
 
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
+	storagev1 "k8s.io/api/storage/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
@@ -19,7 +20,7 @@ import (
 )
 
 // TestUpPersistentVolumeClaims is the local volumes acceptance test: a Job
-// whose claim does not exist yet waits with a FailedMount event; the claim,
+// whose claim does not exist yet waits with a FailedScheduling event; the claim,
 // created without a class, gets the default "standard" class and a volume
 // under <data-dir>/volumes; the Job writes a file to it and completes; a
 // second Job mounting the claim read-only reads the file, cannot write, and
@@ -43,8 +44,9 @@ func TestUpPersistentVolumeClaims(t *testing.T) {
 	if _, err := c.BatchV1().Jobs(ns).Create(ctx, writer, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	// No claim yet: the container waits, saying why, as the kubelet does.
-	waitEvent(t, c, ns, "FailedMount", `error processing PVC default/results: failed to fetch PVC from API server`)
+	// No claim yet: the pod is not scheduled, saying why, as the scheduler
+	// does.
+	waitEvent(t, c, ns, "FailedScheduling", `0/1 nodes are available: persistentvolumeclaim "results" not found.`)
 
 	pvc := &corev1.PersistentVolumeClaim{
 		ObjectMeta: metav1.ObjectMeta{Name: "results", Namespace: ns},
@@ -105,6 +107,129 @@ func TestUpPersistentVolumeClaims(t *testing.T) {
 	})
 	if _, err := os.Stat(dir); !os.IsNotExist(err) {
 		t.Errorf("the volume's directory %s is still there (%v)", dir, err)
+	}
+}
+
+// TestUpWaitForFirstConsumer checks the default class's binding on the
+// first consumer: a claim no pod uses stays Pending, with the
+// PersistentVolume controller's event; a Job using it gets it provisioned on
+// the node and bound, then runs. A Block claim is refused by the provisioner
+// with an event saying why; a class with reclaim policy Retain keeps the
+// volume and its directory when the claim is deleted.
+func TestUpWaitForFirstConsumer(t *testing.T) {
+	ctx := context.Background()
+	dataDir := t.TempDir()
+	up, c, _ := startUp(t, dataDir)
+	defer up.stop(t)
+	ns := "default"
+
+	late := testClaim("late", ns, nil)
+	if _, err := c.CoreV1().PersistentVolumeClaims(ns).Create(ctx, late, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	waitEvent(t, c, ns, "WaitForFirstConsumer", "waiting for first consumer to be created before binding")
+	got, err := c.CoreV1().PersistentVolumeClaims(ns).Get(ctx, late.Name, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.Status.Phase != corev1.ClaimPending || got.Spec.VolumeName != "" {
+		t.Fatalf("a claim no pod uses: phase %s, volume %q; want Pending, none", got.Status.Phase, got.Spec.VolumeName)
+	}
+
+	job := claimJob("first-consumer", ns, late.Name, false, "echo here > /data/f")
+	if _, err := c.BatchV1().Jobs(ns).Create(ctx, job, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	waitJob(t, c, ns, job.Name, "completed", hasCondition(batchv1.JobComplete))
+	got, err = c.CoreV1().PersistentVolumeClaims(ns).Get(ctx, late.Name, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.Status.Phase != corev1.ClaimBound || got.Annotations["volume.kubernetes.io/selected-node"] == "" {
+		t.Fatalf("the claim after its first consumer: phase %s, annotations %v; want Bound with a selected node", got.Status.Phase, got.Annotations)
+	}
+	if b, err := os.ReadFile(filepath.Join(dataDir, "volumes", got.Spec.VolumeName, "f")); err != nil || string(b) != "here\n" {
+		t.Errorf("the volume holds %q (%v), want the Job's file", b, err)
+	}
+
+	// Block: provisioning is refused, saying why; the pod stays unscheduled.
+	block := corev1.PersistentVolumeBlock
+	raw := testClaim("raw", ns, nil)
+	raw.Spec.VolumeMode = &block
+	if _, err := c.CoreV1().PersistentVolumeClaims(ns).Create(ctx, raw, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	rawPod := builder.MakePod("raw-user", ns).Command("true").Obj()
+	rawPod.Spec.Volumes = []corev1.Volume{{Name: "raw", VolumeSource: corev1.VolumeSource{
+		PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{ClaimName: raw.Name},
+	}}}
+	rawPod.Spec.Containers[0].VolumeDevices = []corev1.VolumeDevice{{Name: "raw", DevicePath: "/dev/raw"}}
+	if _, err := c.CoreV1().Pods(ns).Create(ctx, rawPod, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	waitEvent(t, c, ns, "ProvisioningFailed", "jobkeeper.dev/local-path does not support block volume provisioning")
+	if p, err := c.CoreV1().Pods(ns).Get(ctx, rawPod.Name, metav1.GetOptions{}); err != nil || p.Spec.NodeName != "" {
+		t.Errorf("the Block claim's pod: %v, node %q; want it unscheduled", err, p.Spec.NodeName)
+	}
+
+	// Retain: the volume outlives its claim, Released, with its files.
+	retain := corev1.PersistentVolumeReclaimRetain
+	immediate := storagev1.VolumeBindingImmediate
+	keep := &storagev1.StorageClass{
+		ObjectMeta:        metav1.ObjectMeta{Name: "keep"},
+		Provisioner:       "jobkeeper.dev/local-path",
+		ReclaimPolicy:     &retain,
+		VolumeBindingMode: &immediate,
+	}
+	if _, err := c.StorageV1().StorageClasses().Create(ctx, keep, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	kept := testClaim("kept", ns, &keep.Name)
+	if _, err := c.CoreV1().PersistentVolumeClaims(ns).Create(ctx, kept, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	var pvName string
+	if err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, nodeTimeout, true, func(ctx context.Context) (bool, error) {
+		k, err := c.CoreV1().PersistentVolumeClaims(ns).Get(ctx, kept.Name, metav1.GetOptions{})
+		if err != nil {
+			return false, nil
+		}
+		pvName = k.Spec.VolumeName
+		return k.Status.Phase == corev1.ClaimBound, nil
+	}); err != nil {
+		t.Fatalf("an Immediate claim of class keep was not bound: %v", err)
+	}
+	dir := filepath.Join(dataDir, "volumes", pvName)
+	if err := os.WriteFile(filepath.Join(dir, "kept"), []byte("x"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.CoreV1().PersistentVolumeClaims(ns).Delete(ctx, kept.Name, metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	var pv *corev1.PersistentVolume
+	if err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, nodeTimeout, true, func(ctx context.Context) (bool, error) {
+		pv, err = c.CoreV1().PersistentVolumes().Get(ctx, pvName, metav1.GetOptions{})
+		return err == nil && pv.Status.Phase == corev1.VolumeReleased, nil
+	}); err != nil {
+		t.Fatalf("the Retain volume %s did not become Released: %+v, %v", pvName, pv, err)
+	}
+	if pv.Spec.PersistentVolumeReclaimPolicy != corev1.PersistentVolumeReclaimRetain {
+		t.Errorf("reclaim policy %s, want Retain", pv.Spec.PersistentVolumeReclaimPolicy)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "kept")); err != nil {
+		t.Errorf("the Retain volume's file is gone: %v", err)
+	}
+}
+
+// testClaim is a 1Gi ReadWriteOnce claim, of class when it is not nil.
+func testClaim(name, ns string, class *string) *corev1.PersistentVolumeClaim {
+	return &corev1.PersistentVolumeClaim{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns},
+		Spec: corev1.PersistentVolumeClaimSpec{
+			StorageClassName: class,
+			AccessModes:      []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce},
+			Resources:        corev1.VolumeResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceStorage: resource.MustParse("1Gi")}},
+		},
 	}
 }
 
