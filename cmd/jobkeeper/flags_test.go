@@ -85,6 +85,7 @@ func TestUpDefaults(t *testing.T) {
 	for name, want := range map[string]string{
 		"port": "6443", "manage-unclaimed-jobs": "true", "leader-elect": "false", "runtime": "process",
 		"max-pods": "110", "kubeconfig-out": "", "kube-api-qps": "500", "kube-api-burst": "1000",
+		"sync-frequency": "1m0s",
 	} {
 		if got := fs.Lookup(name).Value.String(); got != want {
 			t.Errorf("up --%s default = %q, want %q", name, got, want)
@@ -142,6 +143,7 @@ func TestNodeAgentFlagsValidate(t *testing.T) {
 		"simulated":         {args: []string{"--runtime=simulated"}},
 		"unknown runtime":   {args: []string{"--runtime=docker"}, wantErr: "--runtime"},
 		"zero max pods":     {args: []string{"--max-pods=0"}, wantErr: "--max-pods"},
+		"zero sync period":  {args: []string{"--sync-frequency=0s"}, wantErr: "--sync-frequency"},
 		"kubelet port high": {args: []string{"--kubelet-port=70000"}, wantErr: "--kubelet-port"},
 	}
 	for name, tc := range cases {

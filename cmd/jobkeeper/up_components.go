@@ -52,6 +52,7 @@ func (f *nodeAgentFlags) addFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&f.opts.NodeName, "node-name", "", "Name of the local Node (default: the host name).")
 	fs.IntVar(&f.opts.MaxPods, "max-pods", nodeagent.DefaultMaxPods, "Pod capacity of the local Node.")
 	fs.StringVar(&f.opts.Runtime, "runtime", nodeagent.DefaultRuntime, "How pods run: \"process\" (container commands as host processes) or \"simulated\" (outcome and duration from pod annotations).")
+	fs.DurationVar(&f.opts.SyncFrequency, "sync-frequency", nodeagent.DefaultSyncFrequency, "How often the node agent refreshes the files of running pods' configMap, secret, downwardAPI and projected volumes (the kubelet's --sync-frequency).")
 	fs.IntVar(&f.opts.KubeletPort, "kubelet-port", 0, "Port of the node agent's kubelet API (logs, exec, attach, port-forward) on 127.0.0.1; 0 picks a free port.")
 	fs.StringVar(&f.opts.Images, "images", nodeagent.ImagesOCI, "Where containers get their files: \"oci\" runs each container's image (pulled from its registry into <data-dir>/images, or loaded with `jobkeeper image load`); \"host\" runs the container's command on this host's own files, copy-on-write (for the host's programs: GPU drivers, local toolchains). Never falls back from one to the other.")
 	fs.StringVar(&f.opts.Isolation, "pod-isolation", process.IsolationAuto, "Filesystem isolation of the process runtime: \"auto\" gives each container a private copy-on-write view of this host where the machine allows it (root, or user and mount namespaces), with volumes mounted in it; \"off\" never does, and pods with volumes are then refused.")
@@ -61,6 +62,9 @@ func (f *nodeAgentFlags) addFlags(fs *pflag.FlagSet) {
 func (f *nodeAgentFlags) validate() error {
 	if f.opts.MaxPods < 1 {
 		return fmt.Errorf("--max-pods must be at least 1")
+	}
+	if f.opts.SyncFrequency <= 0 {
+		return fmt.Errorf("--sync-frequency %s must be positive", f.opts.SyncFrequency)
 	}
 	if f.opts.Runtime != process.Name && f.opts.Runtime != simulated.Name {
 		return fmt.Errorf("--runtime %q is not one of %q, %q", f.opts.Runtime, process.Name, simulated.Name)

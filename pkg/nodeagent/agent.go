@@ -236,6 +236,7 @@ func (a *Agent) Run(ctx context.Context) error {
 	wg.Go(func() { a.renewLease(ctx) })
 	wg.Go(func() { a.heartbeat(ctx, port) })
 	wg.Go(func() { a.binder.run(ctx) })
+	wg.Go(func() { a.volumes.refreshLoop(ctx, a.opts.SyncFrequency) })
 	if a.puller != nil {
 		wg.Go(func() { a.collectImages(ctx) })
 	}

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"time"
 
 	"k8s.io/utils/clock"
 
@@ -56,6 +57,10 @@ type Options struct {
 	StatusWorkers int
 	// Clock is the clock; default the real one.
 	Clock clock.WithTicker
+	// SyncFrequency is how often the configMap, secret, downwardAPI and
+	// projected volumes of running pods are refreshed (the kubelet's
+	// --sync-frequency); default DefaultSyncFrequency.
+	SyncFrequency time.Duration
 	// Images is where the process runtime's containers get their files
 	// (--images): ImagesOCI (default) runs each container's image, pulled
 	// into the store at ImageDir (or loaded with `jobkeeper image load`);
@@ -93,6 +98,12 @@ func (o *Options) complete() error {
 	}
 	if o.MaxPods <= 0 {
 		o.MaxPods = DefaultMaxPods
+	}
+	if o.SyncFrequency < 0 {
+		return fmt.Errorf("sync frequency %s: must not be negative", o.SyncFrequency)
+	}
+	if o.SyncFrequency == 0 {
+		o.SyncFrequency = DefaultSyncFrequency
 	}
 	if o.Runtime == "" {
 		o.Runtime = DefaultRuntime

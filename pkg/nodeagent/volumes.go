@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"time"
 
 	securejoin "github.com/cyphar/filepath-securejoin"
 	authenticationv1 "k8s.io/api/authentication/v1"
@@ -36,9 +37,10 @@ const (
 
 // volumeManager prepares pod volumes on the host: a directory per volume
 // under the pod's directory (emptyDir; configMap, secret, downwardAPI and
-// projected files written once, when the pod's first container starts), or
-// the host path itself. The runtime mounts them in each container's view;
-// they go with the pod's directory.
+// projected files written when the pod's first container starts, in the
+// kubelet's atomic layout, and refreshed while it runs: refresh.go), or the
+// host path itself. The runtime mounts them in each container's view; they
+// go with the pod's directory.
 type volumeManager struct {
 	// agent gives the clients and directories.
 	agent *Agent
@@ -48,19 +50,35 @@ type volumeManager struct {
 	ready map[types.UID]bool
 	// claims holds the paths of the pods' persistentVolumeClaim volumes.
 	claims claimPaths
+	// refreshMu serialises refreshes with forget.
+	refreshMu sync.Mutex
+	// tokensMu guards tokens.
+	tokensMu sync.Mutex
+	// tokens are the projected tokens written, reused until they need a
+	// refresh.
+	tokens map[tokenKey]issuedToken
 }
 
 // newVolumeManager returns the agent's volume manager.
 func newVolumeManager(a *Agent) *volumeManager {
-	return &volumeManager{agent: a, ready: map[types.UID]bool{}}
+	return &volumeManager{agent: a, ready: map[types.UID]bool{}, tokens: map[tokenKey]issuedToken{}}
 }
 
 // forget drops what is known about a pod's volumes.
 func (m *volumeManager) forget(uid types.UID) {
+	m.refreshMu.Lock()
+	defer m.refreshMu.Unlock()
 	m.mu.Lock()
 	delete(m.ready, uid)
 	m.mu.Unlock()
 	m.claims.forget(uid)
+	m.tokensMu.Lock()
+	for k := range m.tokens {
+		if k.pod == uid {
+			delete(m.tokens, k)
+		}
+	}
+	m.tokensMu.Unlock()
 }
 
 // unsupportedVolume says why a volume cannot be provided here, "" when it
@@ -249,29 +267,9 @@ func (m *volumeManager) prepareVolume(ctx context.Context, pod *corev1.Pod, v *c
 	if err != nil {
 		return err
 	}
-	// Written afresh: a previous run of the agent may have left part of it.
-	if err := os.RemoveAll(dir); err != nil {
-		return err
-	}
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return err
-	}
-	for _, f := range files {
-		p, err := securejoin.SecureJoin(dir, f.path)
-		if err != nil {
-			return err
-		}
-		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
-			return err
-		}
-		if err := os.WriteFile(p, f.data, 0o600); err != nil {
-			return err
-		}
-		if err := os.Chmod(p, os.FileMode(f.mode)&os.ModePerm); err != nil {
-			return err
-		}
-	}
-	return nil
+	// What a previous run of the agent left is replaced whole.
+	_, err = writeAtomic(dir, files, m.agent.clock.Now())
+	return err
 }
 
 // checkHostPath applies a hostPath volume's type, creating the path for
@@ -524,10 +522,25 @@ func (m *volumeManager) tokenFile(ctx context.Context, pod *corev1.Pod, p *corev
 	if p.Audience != "" {
 		req.Spec.Audiences = []string{p.Audience}
 	}
+	ttl := time.Hour
+	if p.ExpirationSeconds != nil {
+		ttl = time.Duration(*p.ExpirationSeconds) * time.Second
+	}
+	key := tokenKey{pod: pod.UID, account: sa, audience: p.Audience, ttl: ttl}
+	now := m.agent.clock.Now()
+	m.tokensMu.Lock()
+	cached, ok := m.tokens[key]
+	m.tokensMu.Unlock()
+	if ok && !tokenNeedsRefresh(cached.issued, ttl, now) {
+		return []projectedFile{{path: p.Path, data: cached.token, mode: mode}}, nil
+	}
 	tr, err := m.agent.client.CoreV1().ServiceAccounts(pod.Namespace).CreateToken(ctx, sa, req, metav1.CreateOptions{})
 	if err != nil {
 		return nil, fmt.Errorf("requesting a token for service account %q: %w", sa, err)
 	}
+	m.tokensMu.Lock()
+	m.tokens[key] = issuedToken{token: []byte(tr.Status.Token), issued: now}
+	m.tokensMu.Unlock()
 	return []projectedFile{{path: p.Path, data: []byte(tr.Status.Token), mode: mode}}, nil
 }
 

@@ -13,6 +13,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes/fake"
 	"k8s.io/client-go/tools/record"
+	testingclock "k8s.io/utils/clock/testing"
 	"k8s.io/utils/ptr"
 
 	"jobkeeper.dev/jobkeeper/pkg/nodeagent/runtime"
@@ -48,10 +49,45 @@ func volumeAgent(t *testing.T, isolated bool, objs ...any) (*Agent, *record.Fake
 		runtime: isolatingRuntime{ok: isolated, why: "no namespaces here"},
 		workers: map[types.UID]*worker{},
 		refused: map[types.UID]bool{},
+		clock:   testingclock.NewFakeClock(t0),
 	}
 	a.recorder = rec
 	a.volumes = newVolumeManager(a)
 	return a, rec
+}
+
+// volumeFile is a file of a volume as a container reads it.
+type volumeFile struct {
+	content string
+	mode    os.FileMode
+}
+
+// volumeFiles returns the files under vols as a container sees them: by
+// "<volume>/<path>", through the links of the atomic layout (the version
+// directories' names left out).
+func volumeFiles(t *testing.T, vols string) map[string]volumeFile {
+	t.Helper()
+	out := map[string]volumeFile{}
+	_ = filepath.Walk(vols, func(p string, info os.FileInfo, err error) error {
+		if err != nil || !info.Mode().IsRegular() {
+			return nil
+		}
+		rel, _ := filepath.Rel(vols, p)
+		var parts []string
+		for _, part := range strings.Split(rel, string(filepath.Separator)) {
+			if !strings.HasPrefix(part, "..") {
+				parts = append(parts, part)
+			}
+		}
+		name := filepath.Join(parts...)
+		b, err := os.ReadFile(filepath.Join(vols, name))
+		if err != nil {
+			t.Errorf("%s is not reachable through the volume's links: %v", name, err)
+		}
+		out[name] = volumeFile{content: string(b), mode: info.Mode().Perm()}
+		return nil
+	})
+	return out
 }
 
 func TestRefusal(t *testing.T) {
@@ -132,14 +168,9 @@ func TestVolumeFiles(t *testing.T) {
 	}
 	files := map[string]string{}
 	modes := map[string]os.FileMode{}
-	_ = filepath.Walk(vols, func(p string, info os.FileInfo, err error) error {
-		if err == nil && info.Mode().IsRegular() {
-			rel, _ := filepath.Rel(vols, p)
-			b, _ := os.ReadFile(p)
-			files[rel], modes[rel] = string(b), info.Mode().Perm()
-		}
-		return nil
-	})
+	for name, f := range volumeFiles(t, vols) {
+		files[name], modes[name] = f.content, f.mode
+	}
 	wantFiles := map[string]string{
 		"cfg/a": "1", "cfg/b": "2", "one/sub/dir/b.txt": "2", "sec/token": "t",
 		"info/labels": "a=\"1\"\nb=\"x\\\"y\"", "info/name": "p",

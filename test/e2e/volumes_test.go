@@ -221,6 +221,42 @@ func TestUpWaitForFirstConsumer(t *testing.T) {
 	}
 }
 
+// TestUpConfigMapRefresh checks that a running pod sees an update of its
+// configMap volume within the sync period (--sync-frequency=1s here), whole
+// (the key's file swaps at once), while a subPath mount of the same key
+// keeps the content it was mounted with, as upstream.
+func TestUpConfigMapRefresh(t *testing.T) {
+	ctx := context.Background()
+	up, c, _ := startUp(t, t.TempDir(), "--sync-frequency=1s")
+	defer up.stop(t)
+	ns := "default"
+	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "settings", Namespace: ns}, Data: map[string]string{"key": "one"}}
+	if _, err := c.CoreV1().ConfigMaps(ns).Create(ctx, cm, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	// Waits up to 60 s for the update, then checks the subPath mount.
+	script := `echo started; i=0; while [ "$(cat /cfg/key)" != two ]; do i=$((i+1)); [ $i -lt 300 ] || exit 3; sleep 0.2; done; ` +
+		`test -L /cfg/key && test "$(cat /sub/key)" = one`
+	job := builder.MakeJob("reader", ns).BackoffLimit(0).Command("sh", "-c", script).Obj()
+	spec := &job.Spec.Template.Spec
+	spec.Volumes = []corev1.Volume{{Name: "cfg", VolumeSource: corev1.VolumeSource{
+		ConfigMap: &corev1.ConfigMapVolumeSource{LocalObjectReference: corev1.LocalObjectReference{Name: cm.Name}},
+	}}}
+	spec.Containers[0].VolumeMounts = []corev1.VolumeMount{
+		{Name: "cfg", MountPath: "/cfg"},
+		{Name: "cfg", MountPath: "/sub/key", SubPath: "key"},
+	}
+	if _, err := c.BatchV1().Jobs(ns).Create(ctx, job, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	waitJob(t, c, ns, job.Name, "running", func(j *batchv1.Job) bool { return j.Status.Ready != nil && *j.Status.Ready == 1 })
+	cm.Data["key"] = "two"
+	if _, err := c.CoreV1().ConfigMaps(ns).Update(ctx, cm, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	waitJob(t, c, ns, job.Name, "completed", hasCondition(batchv1.JobComplete))
+}
+
 // testClaim is a 1Gi ReadWriteOnce claim, of class when it is not nil.
 func testClaim(name, ns string, class *string) *corev1.PersistentVolumeClaim {
 	return &corev1.PersistentVolumeClaim{

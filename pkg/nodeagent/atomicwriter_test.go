@@ -1,0 +1,141 @@
+package nodeagent
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+// readVolume reads path of a volume directory, through its links.
+func readVolume(t *testing.T, dir, path string) string {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join(dir, path))
+	if err != nil {
+		t.Fatalf("reading %s: %v", path, err)
+	}
+	return string(b)
+}
+
+// versions lists the version directories of dir.
+func versions(t *testing.T, dir string) []string {
+	t.Helper()
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []string
+	for _, e := range entries {
+		if e.IsDir() && strings.HasPrefix(e.Name(), "..") {
+			out = append(out, e.Name())
+		}
+	}
+	return out
+}
+
+// TestWriteAtomic checks the kubelet's layout: files reached through
+// top-level links into ..data, an update swapping ..data whole (a name
+// resolved before the update, as a subPath mount resolves it, keeps the old
+// content), names gone from the payload removed, the old version removed,
+// no write at all when nothing changed, and plain files of another layout
+// taken over.
+func TestWriteAtomic(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "vol")
+	now := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+	v1 := []projectedFile{
+		{path: "app.conf", data: []byte("one"), mode: 0o644},
+		{path: "nested/key", data: []byte("n1"), mode: 0o400},
+		{path: "old", data: []byte("bye"), mode: 0o644},
+	}
+	changed, err := writeAtomic(dir, v1, now)
+	if err != nil || !changed {
+		t.Fatalf("first write: %v, changed %v", err, changed)
+	}
+	if got := readVolume(t, dir, "app.conf"); got != "one" {
+		t.Errorf("app.conf = %q", got)
+	}
+	if got := readVolume(t, dir, "nested/key"); got != "n1" {
+		t.Errorf("nested/key = %q", got)
+	}
+	if target, err := os.Readlink(filepath.Join(dir, "app.conf")); err != nil || target != "..data/app.conf" {
+		t.Errorf("app.conf links to %q (%v), want ..data/app.conf", target, err)
+	}
+	if fi, err := os.Stat(filepath.Join(dir, "nested/key")); err != nil || fi.Mode().Perm() != 0o400 {
+		t.Errorf("nested/key mode %v (%v), want 0400", fi, err)
+	}
+	first := versions(t, dir)
+	if len(first) != 1 || !strings.HasPrefix(first[0], "..2026_01_02_03_04_05.") {
+		t.Fatalf("versions %v, want one named after the time", first)
+	}
+
+	// What a subPath mount holds: the file resolved at mount time.
+	resolved, err := filepath.EvalSymlinks(filepath.Join(dir, "app.conf"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	held, err := os.Open(resolved)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer held.Close()
+
+	changed, err = writeAtomic(dir, v1, now.Add(time.Minute))
+	if err != nil || changed {
+		t.Fatalf("same files again: %v, changed %v; want no change", err, changed)
+	}
+	if got := versions(t, dir); len(got) != 1 || got[0] != first[0] {
+		t.Errorf("versions after an unchanged write %v, want %v", got, first)
+	}
+
+	v2 := []projectedFile{
+		{path: "app.conf", data: []byte("two"), mode: 0o644},
+		{path: "nested/key", data: []byte("n1"), mode: 0o400},
+		{path: "new", data: []byte("hi"), mode: 0o600},
+	}
+	changed, err = writeAtomic(dir, v2, now.Add(2*time.Minute))
+	if err != nil || !changed {
+		t.Fatalf("update: %v, changed %v", err, changed)
+	}
+	if got := readVolume(t, dir, "app.conf"); got != "two" {
+		t.Errorf("app.conf after the update = %q, want two", got)
+	}
+	if got := readVolume(t, dir, "new"); got != "hi" {
+		t.Errorf("new = %q", got)
+	}
+	if _, err := os.Lstat(filepath.Join(dir, "old")); !os.IsNotExist(err) {
+		t.Errorf("old is still there: %v", err)
+	}
+	if got := versions(t, dir); len(got) != 1 || got[0] == first[0] {
+		t.Errorf("versions after the update %v, want one new one", got)
+	}
+	b := make([]byte, 8)
+	n, _ := held.Read(b)
+	if string(b[:n]) != "one" {
+		t.Errorf("the file resolved before the update reads %q, want the old one", b[:n])
+	}
+
+	// Plain files of another layout are replaced by links.
+	plain := filepath.Join(t.TempDir(), "vol")
+	if err := os.MkdirAll(plain, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(plain, "app.conf"), []byte("stale"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := writeAtomic(plain, v2, now); err != nil {
+		t.Fatal(err)
+	}
+	if got := readVolume(t, plain, "app.conf"); got != "two" {
+		t.Errorf("taken over app.conf = %q, want two", got)
+	}
+
+	for _, bad := range []string{"/abs", "../up", "a/../../up", "..data", ""} {
+		if _, err := writeAtomic(dir, []projectedFile{{path: bad, data: nil, mode: 0o644}}, now); err == nil {
+			t.Errorf("path %q was written", bad)
+		}
+	}
+	if got := readVolume(t, dir, "app.conf"); got != "two" {
+		t.Errorf("a refused write changed the volume: app.conf = %q", got)
+	}
+}

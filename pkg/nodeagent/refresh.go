@@ -1,0 +1,123 @@
+package nodeagent
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/klog/v2"
+)
+
+// DefaultSyncFrequency is how often the volumes of running pods are
+// refreshed by default: the kubelet's --sync-frequency.
+const DefaultSyncFrequency = time.Minute
+
+// refreshed reports the volumes the kubelet keeps up to date under a
+// running pod: their files follow the ConfigMaps, Secrets, pod fields and
+// tokens they are made of. (A subPath mount of one is not refreshed: it
+// holds the file it was mounted from.)
+func refreshed(v *corev1.Volume) bool {
+	s := v.VolumeSource
+	return s.ConfigMap != nil || s.Secret != nil || s.DownwardAPI != nil || s.Projected != nil
+}
+
+// refreshable reports whether a pod's volumes are still kept up to date:
+// not once it has finished or is being deleted, as the kubelet stops
+// syncing them.
+func refreshable(pod *corev1.Pod) bool {
+	return pod.DeletionTimestamp == nil && pod.Status.Phase != corev1.PodSucceeded && pod.Status.Phase != corev1.PodFailed
+}
+
+// Token refresh, as the kubelet's token manager: a projected token is
+// requested again once 80% of its requested lifetime has passed, or after
+// 24 hours.
+const (
+	tokenRefreshFraction = 0.8
+	tokenMaxAge          = 24 * time.Hour
+)
+
+// tokenNeedsRefresh reports whether a token issued at issued for ttl must
+// be requested again at now.
+func tokenNeedsRefresh(issued time.Time, ttl time.Duration, now time.Time) bool {
+	age := now.Sub(issued)
+	return age >= tokenMaxAge || age >= time.Duration(float64(ttl)*tokenRefreshFraction)
+}
+
+// tokenKey names one projected token of one pod.
+type tokenKey struct {
+	pod      types.UID
+	account  string
+	audience string
+	ttl      time.Duration
+}
+
+// issuedToken is a token the agent wrote, and when.
+type issuedToken struct {
+	token  []byte
+	issued time.Time
+}
+
+// refreshLoop refreshes the volumes of running pods every syncFrequency
+// until ctx is done.
+func (m *volumeManager) refreshLoop(ctx context.Context, syncFrequency time.Duration) {
+	t := m.agent.clock.NewTicker(syncFrequency)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C():
+			m.refreshAll(ctx)
+		}
+	}
+}
+
+// refreshAll writes again the refreshed volumes of every pod whose volumes
+// were prepared and that still runs. A write that changes nothing leaves
+// the directory untouched; one that fails keeps the files as they were and
+// records a FailedMount event, as the kubelet's sync does.
+func (m *volumeManager) refreshAll(ctx context.Context) {
+	pods, err := m.agent.podLister.List(everything)
+	if err != nil {
+		return
+	}
+	for _, pod := range pods {
+		if !refreshable(pod) {
+			continue
+		}
+		m.refreshPod(ctx, pod)
+	}
+}
+
+// refreshPod refreshes one pod's volumes. It holds refreshMu so that a pod
+// being forgotten (its directory about to be removed) is not written again.
+func (m *volumeManager) refreshPod(ctx context.Context, pod *corev1.Pod) {
+	m.refreshMu.Lock()
+	defer m.refreshMu.Unlock()
+	m.mu.Lock()
+	ready := m.ready[pod.UID]
+	m.mu.Unlock()
+	if !ready {
+		return
+	}
+	isolated := m.agent.isolated()
+	for i := range pod.Spec.Volumes {
+		v := &pod.Spec.Volumes[i]
+		if !refreshed(v) || (serviceAccountVolume(v) && !isolated) {
+			continue
+		}
+		files, err := m.projection(ctx, pod, v)
+		if err == nil {
+			var changed bool
+			changed, err = writeAtomic(m.source(pod, v), files, m.agent.clock.Now())
+			if changed {
+				klog.FromContext(ctx).V(2).Info("Volume refreshed", "pod", klog.KObj(pod), "volume", v.Name)
+			}
+		}
+		if err != nil {
+			m.agent.event(pod, corev1.EventTypeWarning, "FailedMount", fmt.Sprintf("MountVolume.SetUp failed for volume %q : %v", v.Name, err))
+		}
+	}
+}
