@@ -100,7 +100,8 @@ func unsupportedVolume(v *corev1.Volume) string {
 }
 
 // refusal returns why pod cannot run on this node, as a reason and a
-// message; empty when it can.
+// message (the event's; the pod's status message is "Pod was rejected: "
+// and this, as the kubelet's rejectPod writes them); empty when it can.
 func (a *Agent) refusal(pod *corev1.Pod) (string, string) {
 	iso, ok := a.runtime.(runtime.Isolator)
 	if !ok || len(pod.Spec.Volumes) == 0 {
@@ -108,7 +109,7 @@ func (a *Agent) refusal(pod *corev1.Pod) (string, string) {
 	}
 	for i := range pod.Spec.Volumes {
 		if msg := unsupportedVolume(&pod.Spec.Volumes[i]); msg != "" {
-			return ReasonUnsupportedVolume, "Pod was rejected: " + msg
+			return ReasonUnsupportedVolume, msg
 		}
 	}
 	if isolated, why := iso.Isolation(); !isolated {
@@ -123,7 +124,7 @@ func (a *Agent) refusal(pod *corev1.Pod) (string, string) {
 			// adds to every pod: the pod runs without it.
 			return "", ""
 		}
-		return ReasonNoPrivateFilesystem, fmt.Sprintf("Pod was rejected: it has volumes (%s) and this node cannot give containers a private filesystem view to mount them in (%s); "+
+		return ReasonNoPrivateFilesystem, fmt.Sprintf("it has volumes (%s) and this node cannot give containers a private filesystem view to mount them in (%s); "+
 			"it is refused rather than run against the host's filesystem. See docs/node-agent.md for what a user needs.", strings.Join(names, ", "), why)
 	}
 	return "", ""
@@ -544,6 +545,9 @@ func (m *volumeManager) tokenFile(ctx context.Context, pod *corev1.Pod, p *corev
 	return []projectedFile{{path: p.Path, data: []byte(tr.Status.Token), mode: mode}}, nil
 }
 
+// rejectedPrefix starts the status message of a pod the node rejects.
+const rejectedPrefix = "Pod was rejected: "
+
 // refuse fails a pod this node cannot run, once, and reports whether it
 // did. A pod that already has a worker is not refused: its containers were
 // started by an earlier run of the agent under the same rules.
@@ -569,7 +573,7 @@ func (a *Agent) refuse(pod *corev1.Pod) bool {
 	status := pod.Status.DeepCopy()
 	status.Phase = corev1.PodFailed
 	status.Reason = reason
-	status.Message = msg
+	status.Message = rejectedPrefix + msg
 	a.status.set(pod, status)
 	return true
 }

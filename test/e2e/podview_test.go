@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"net/url"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -17,6 +18,7 @@ import (
 	"testing"
 	"time"
 
+	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -31,6 +33,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"jobkeeper.dev/jobkeeper/pkg/nodeagent"
+	"jobkeeper.dev/jobkeeper/test/builder"
 )
 
 // podModeEnv makes the test binary, run as a pod's command, act as a small
@@ -226,8 +229,8 @@ func TestUpRefusesVolumesWithoutIsolation(t *testing.T) {
 	})
 	if err != nil {
 		t.Errorf("no %s event", nodeagent.ReasonNoPrivateFilesystem)
-	} else if e := events.Items[0]; e.Type != corev1.EventTypeWarning || e.Message != got.Status.Message {
-		t.Errorf("event %s %q, want Warning with the status message", e.Type, e.Message)
+	} else if e := events.Items[0]; e.Type != corev1.EventTypeWarning || "Pod was rejected: "+e.Message != got.Status.Message {
+		t.Errorf("event %s %q, want Warning with the status message after its \"Pod was rejected: \" (the kubelet's rejectPod)", e.Type, e.Message)
 	}
 	if _, err := os.Stat("/work/x"); err == nil {
 		t.Errorf("/work/x exists on the host")
@@ -423,4 +426,52 @@ func alivePID(pid string) bool {
 	s := string(b)
 	f := strings.Fields(s[strings.LastIndexByte(s, ')')+1:])
 	return len(f) > 0 && f[0] != "Z"
+}
+
+// TestUpUnrunnablePodReported checks what a user sees of a Job whose pod can
+// never run here (an NFS volume): the pod fails at once with the kubelet's
+// rejection (reason UnsupportedVolume, message "Pod was rejected: ..." and a
+// Warning event); the Job fails with BackoffLimitExceeded (condition and
+// event), as upstream's Job controller reports it, without copying pod
+// reasons; `jobkeeper follow` prints the pod's reason beside the Job's.
+func TestUpUnrunnablePodReported(t *testing.T) {
+	ctx := context.Background()
+	up, c, kc := startUp(t, t.TempDir())
+	defer up.stop(t)
+	ns := "default"
+	job := builder.MakeJob("nfs", ns).BackoffLimit(0).Command("true").Obj()
+	job.Spec.Template.Spec.Volumes = []corev1.Volume{{Name: "data", VolumeSource: corev1.VolumeSource{
+		NFS: &corev1.NFSVolumeSource{Server: "nfs.example", Path: "/export"},
+	}}}
+	if _, err := c.BatchV1().Jobs(ns).Create(ctx, job, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	failed := waitJob(t, c, ns, job.Name, "failed", hasCondition(batchv1.JobFailed))
+	for _, cond := range failed.Status.Conditions {
+		if cond.Type == batchv1.JobFailed && cond.Reason != batchv1.JobReasonBackoffLimitExceeded {
+			t.Errorf("Failed condition %+v, want reason BackoffLimitExceeded", cond)
+		}
+	}
+	pods, err := c.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: "job-name=" + job.Name})
+	if err != nil || len(pods.Items) != 1 {
+		t.Fatalf("the Job's pods: %v, %d; want one", err, len(pods.Items))
+	}
+	pod := pods.Items[0]
+	const why = `volume "data": only emptyDir, configMap, secret, downwardAPI, projected, hostPath and persistentVolumeClaim volumes are supported by the local node agent`
+	if pod.Status.Phase != corev1.PodFailed || pod.Status.Reason != nodeagent.ReasonUnsupportedVolume || pod.Status.Message != "Pod was rejected: "+why {
+		t.Errorf("pod status %s %q %q; want Failed, %s, the rejection", pod.Status.Phase, pod.Status.Reason, pod.Status.Message, nodeagent.ReasonUnsupportedVolume)
+	}
+	waitEvent(t, c, ns, nodeagent.ReasonUnsupportedVolume, why)
+	waitEvent(t, c, ns, "BackoffLimitExceeded", "Job has reached the specified backoff limit")
+
+	out, err := exec.Command(binary, "follow", "--kubeconfig", kc, "--plain", job.Name).CombinedOutput()
+	var exit *exec.ExitError
+	if !errors.As(err, &exit) || exit.ExitCode() != 1 {
+		t.Errorf("follow of a failed Job: %v, want exit code 1", err)
+	}
+	for _, want := range []string{"warning pod/" + pod.Name + " UnsupportedVolume: " + why, "failed pod/" + pod.Name + ": UnsupportedVolume: Pod was rejected:", "BackoffLimitExceeded"} {
+		if !strings.Contains(string(out), want) {
+			t.Errorf("follow does not print %q:\n%s", want, out)
+		}
+	}
 }
