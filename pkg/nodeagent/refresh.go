@@ -83,17 +83,20 @@ func (m *volumeManager) refreshAll(ctx context.Context) {
 	if err != nil {
 		return
 	}
+	// One pass reads each ConfigMap and Secret once, however many pods
+	// mount it (every pod mounts its namespace's kube-root-ca.crt).
+	reads := &objectReads{memo: map[objectRef]objectRead{}}
 	for _, pod := range pods {
 		if !refreshable(pod) {
 			continue
 		}
-		m.refreshPod(ctx, pod)
+		m.refreshPod(ctx, reads, pod)
 	}
 }
 
 // refreshPod refreshes one pod's volumes. It holds refreshMu so that a pod
 // being forgotten (its directory about to be removed) is not written again.
-func (m *volumeManager) refreshPod(ctx context.Context, pod *corev1.Pod) {
+func (m *volumeManager) refreshPod(ctx context.Context, reads *objectReads, pod *corev1.Pod) {
 	m.refreshMu.Lock()
 	defer m.refreshMu.Unlock()
 	m.mu.Lock()
@@ -108,7 +111,7 @@ func (m *volumeManager) refreshPod(ctx context.Context, pod *corev1.Pod) {
 		if !refreshed(v) || (serviceAccountVolume(v) && !isolated) {
 			continue
 		}
-		files, err := m.projection(ctx, pod, v)
+		files, err := m.projection(ctx, reads, pod, v)
 		if err == nil {
 			var changed bool
 			changed, err = writeAtomic(m.source(pod, v), files, m.agent.clock.Now())

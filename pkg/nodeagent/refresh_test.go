@@ -10,6 +10,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	k8sfake "k8s.io/client-go/kubernetes/fake"
 	corelisters "k8s.io/client-go/listers/core/v1"
 	"k8s.io/client-go/tools/cache"
 	testingclock "k8s.io/utils/clock/testing"
@@ -77,7 +78,8 @@ func TestRefreshed(t *testing.T) {
 }
 
 // TestVolumeRefresh prepares a pod's volumes, changes the ConfigMap and the
-// pod's labels, and checks that one refresh pass rewrites the configMap and
+// pod's labels, and checks that one refresh pass (reading the ConfigMap
+// once for the two pods that mount it) rewrites the configMap and
 // downwardAPI volumes (a subPath mount keeps the file it was mounted from,
 // as upstream), keeps
 // the projected token until it needs a refresh, and requests a new one after
@@ -122,15 +124,38 @@ func TestVolumeRefresh(t *testing.T) {
 	defer held.Close()
 	vols := filepath.Join(a.podDir(pod.UID), "volumes")
 
+	// A second pod mounting the same ConfigMap.
+	other := pod.DeepCopy()
+	other.Name, other.UID = "q", "uid-2"
+	other.Spec.Volumes = other.Spec.Volumes[:1]
+	other.Spec.Containers[0].VolumeMounts = other.Spec.Containers[0].VolumeMounts[:1]
+	if _, err := a.volumes.mounts(ctx, other, &other.Spec.Containers[0], func(string) (string, bool) { return "", false }); err != nil {
+		t.Fatal(err)
+	}
+
 	// The refresh reads pods from the agent's lister.
-	a.podLister = podListerOf(t, pod)
+	a.podLister = podListerOf(t, pod, other)
 	cm.Data["a"] = "2"
 	if _, err := a.client.CoreV1().ConfigMaps("ns").Update(ctx, cm, metav1.UpdateOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	pod.Labels["v"] = "2"
 	clk.Step(time.Minute)
+	fake := a.client.(*k8sfake.Clientset)
+	fake.ClearActions()
 	a.volumes.refreshAll(ctx)
+	gets := 0
+	for _, act := range fake.Actions() {
+		if act.GetVerb() == "get" && act.GetResource().Resource == "configmaps" {
+			gets++
+		}
+	}
+	if gets != 1 {
+		t.Errorf("a refresh pass read the ConfigMap %d times for two pods, want once", gets)
+	}
+	if got := volumeFiles(t, filepath.Join(a.podDir(other.UID), "volumes"))["cfg/a"].content; got != "2" {
+		t.Errorf("the second pod's cfg/a after a refresh = %q, want 2", got)
+	}
 	files := volumeFiles(t, vols)
 	if files["cfg/a"].content != "2" || files["info/labels"].content != `v="2"` {
 		t.Errorf("after a refresh: cfg/a %q, info/labels %q; want 2, v=\"2\"", files["cfg/a"].content, files["info/labels"].content)
@@ -159,13 +184,15 @@ func TestVolumeRefresh(t *testing.T) {
 	}
 }
 
-// podListerOf returns a pod lister holding pod (the same object, so the
-// test's later changes to it are seen).
-func podListerOf(t *testing.T, pod *corev1.Pod) corelisters.PodLister {
+// podListerOf returns a pod lister holding pods (the same objects, so the
+// test's later changes to them are seen).
+func podListerOf(t *testing.T, pods ...*corev1.Pod) corelisters.PodLister {
 	t.Helper()
 	indexer := cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{})
-	if err := indexer.Add(pod); err != nil {
-		t.Fatal(err)
+	for _, pod := range pods {
+		if err := indexer.Add(pod); err != nil {
+			t.Fatal(err)
+		}
 	}
 	return corelisters.NewPodLister(indexer)
 }

@@ -264,7 +264,7 @@ func (m *volumeManager) prepareVolume(ctx context.Context, pod *corev1.Pod, v *c
 		// World-writable like the kubelet's, whatever the umask.
 		return os.Chmod(dir, 0o777)
 	}
-	files, err := m.projection(ctx, pod, v)
+	files, err := m.projection(ctx, nil, pod, v)
 	if err != nil {
 		return err
 	}
@@ -351,14 +351,15 @@ type projectedFile struct {
 }
 
 // projection computes the files of a configMap, secret, downwardAPI or
-// projected volume.
-func (m *volumeManager) projection(ctx context.Context, pod *corev1.Pod, v *corev1.Volume) ([]projectedFile, error) {
+// projected volume, reading ConfigMaps and Secrets through reads (nil: from
+// the API each time).
+func (m *volumeManager) projection(ctx context.Context, reads *objectReads, pod *corev1.Pod, v *corev1.Volume) ([]projectedFile, error) {
 	s := v.VolumeSource
 	switch {
 	case s.ConfigMap != nil:
-		return m.configMapFiles(ctx, pod.Namespace, s.ConfigMap.Name, s.ConfigMap.Items, modeOr(s.ConfigMap.DefaultMode), optional(s.ConfigMap.Optional))
+		return m.configMapFiles(ctx, reads, pod.Namespace, s.ConfigMap.Name, s.ConfigMap.Items, modeOr(s.ConfigMap.DefaultMode), optional(s.ConfigMap.Optional))
 	case s.Secret != nil:
-		return m.secretFiles(ctx, pod.Namespace, s.Secret.SecretName, s.Secret.Items, modeOr(s.Secret.DefaultMode), optional(s.Secret.Optional))
+		return m.secretFiles(ctx, reads, pod.Namespace, s.Secret.SecretName, s.Secret.Items, modeOr(s.Secret.DefaultMode), optional(s.Secret.Optional))
 	case s.DownwardAPI != nil:
 		return m.downwardFiles(pod, s.DownwardAPI.Items, modeOr(s.DownwardAPI.DefaultMode))
 	}
@@ -369,9 +370,9 @@ func (m *volumeManager) projection(ctx context.Context, pod *corev1.Pod, v *core
 		var err error
 		switch {
 		case p.ConfigMap != nil:
-			files, err = m.configMapFiles(ctx, pod.Namespace, p.ConfigMap.Name, p.ConfigMap.Items, mode, optional(p.ConfigMap.Optional))
+			files, err = m.configMapFiles(ctx, reads, pod.Namespace, p.ConfigMap.Name, p.ConfigMap.Items, mode, optional(p.ConfigMap.Optional))
 		case p.Secret != nil:
-			files, err = m.secretFiles(ctx, pod.Namespace, p.Secret.Name, p.Secret.Items, mode, optional(p.Secret.Optional))
+			files, err = m.secretFiles(ctx, reads, pod.Namespace, p.Secret.Name, p.Secret.Items, mode, optional(p.Secret.Optional))
 		case p.DownwardAPI != nil:
 			files, err = m.downwardFiles(pod, p.DownwardAPI.Items, mode)
 		case p.ServiceAccountToken != nil:
@@ -423,8 +424,8 @@ func keyFiles(kind, name string, data map[string][]byte, items []corev1.KeyToPat
 }
 
 // configMapFiles reads a ConfigMap's files.
-func (m *volumeManager) configMapFiles(ctx context.Context, ns, name string, items []corev1.KeyToPath, mode int32, opt bool) ([]projectedFile, error) {
-	cm, err := m.agent.client.CoreV1().ConfigMaps(ns).Get(ctx, name, metav1.GetOptions{})
+func (m *volumeManager) configMapFiles(ctx context.Context, reads *objectReads, ns, name string, items []corev1.KeyToPath, mode int32, opt bool) ([]projectedFile, error) {
+	cm, err := reads.configMap(ctx, m.agent.client, ns, name)
 	if apierrors.IsNotFound(err) {
 		if opt {
 			return nil, nil
@@ -445,8 +446,8 @@ func (m *volumeManager) configMapFiles(ctx context.Context, ns, name string, ite
 }
 
 // secretFiles reads a Secret's files.
-func (m *volumeManager) secretFiles(ctx context.Context, ns, name string, items []corev1.KeyToPath, mode int32, opt bool) ([]projectedFile, error) {
-	s, err := m.agent.client.CoreV1().Secrets(ns).Get(ctx, name, metav1.GetOptions{})
+func (m *volumeManager) secretFiles(ctx context.Context, reads *objectReads, ns, name string, items []corev1.KeyToPath, mode int32, opt bool) ([]projectedFile, error) {
+	s, err := reads.secret(ctx, m.agent.client, ns, name)
 	if apierrors.IsNotFound(err) {
 		if opt {
 			return nil, nil
