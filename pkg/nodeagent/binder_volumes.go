@@ -50,21 +50,29 @@ func (p *passVolumes) add(pod *corev1.Pod) { p.use(pod.UID, podClaims(pod)) }
 
 // volumeView returns the pass's view: the pods that use claims are the
 // node's pods that have not finished (as the scheduler's cache keeps them)
-// and those bound but not seen yet.
+// and those bound but not seen yet, listed the first time a pending pod's
+// ReadWriteOncePod claim asks (most passes have none).
 func (b *binder) volumeView(labels map[string]string) *passVolumes {
 	p := &passVolumes{users: map[string]map[types.UID]bool{}}
-	if pods, err := b.a.podLister.List(everything); err == nil {
-		for _, pod := range pods {
-			if pod.Spec.NodeName == b.a.opts.NodeName && pod.Status.Phase != corev1.PodSucceeded && pod.Status.Phase != corev1.PodFailed {
-				p.add(pod)
+	listed := false
+	list := func() {
+		if listed {
+			return
+		}
+		listed = true
+		if pods, err := b.a.podLister.List(everything); err == nil {
+			for _, pod := range pods {
+				if pod.Spec.NodeName == b.a.opts.NodeName && pod.Status.Phase != corev1.PodSucceeded && pod.Status.Phase != corev1.PodFailed {
+					p.add(pod)
+				}
 			}
 		}
+		b.mu.Lock()
+		for uid, a := range b.assumed {
+			p.use(uid, a.claims)
+		}
+		b.mu.Unlock()
 	}
-	b.mu.Lock()
-	for uid, a := range b.assumed {
-		p.use(uid, a.claims)
-	}
-	b.mu.Unlock()
 	p.view = volumeView{
 		claim: func(ns, name string) (*corev1.PersistentVolumeClaim, error) {
 			return b.claims.PersistentVolumeClaims(ns).Get(name)
@@ -74,6 +82,7 @@ func (b *binder) volumeView(labels map[string]string) *passVolumes {
 		volumes: func() ([]*corev1.PersistentVolume, error) { return b.volumes.List(everything) },
 		node:    &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: b.a.opts.NodeName, Labels: labels}},
 		inUse: func(ns, name string, uid types.UID) bool {
+			list()
 			for u := range p.users[ns+"/"+name] {
 				if u != uid {
 					return true
