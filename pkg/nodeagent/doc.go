@@ -9,8 +9,15 @@
 //     Lease in kube-node-lease (node.go, lease.go);
 //   - binds pods that have no node and the default scheduler, oldest first,
 //     through pods/binding while the node has room (pod count and CPU and
-//     memory requests); a pod that can never fit gets PodScheduled=False with
-//     reason Unschedulable (binder.go, fit.go);
+//     memory requests) and once its claims are bound, doing kube-scheduler's
+//     volume binding for WaitForFirstConsumer classes (selected-node
+//     annotation, pre-bound local volumes, ReadWriteOncePod); a pod that
+//     cannot go to the node gets PodScheduled=False with reason
+//     Unschedulable and the scheduler's message (binder.go, fit.go,
+//     volumebinding.go, binder_volumes.go);
+//   - prepares pod volumes and refreshes configMap, secret, downwardAPI and
+//     projected ones every Options.SyncFrequency with the kubelet's atomic
+//     layout (volumes.go, pvc.go, refresh.go, atomicwriter.go);
 //   - runs every pod bound to the node with one worker goroutine per pod
 //     (worker.go) and a runtime (runtime/process or runtime/simulated);
 //   - writes pod status through the status subresource, coalescing writes
