@@ -113,7 +113,8 @@ func TestUpPersistentVolumeClaims(t *testing.T) {
 // TestUpWaitForFirstConsumer checks the default class's binding on the
 // first consumer: a claim no pod uses stays Pending, with the
 // PersistentVolume controller's event; a Job using it gets it provisioned on
-// the node and bound, then runs. A Block claim is refused by the provisioner
+// the node and bound, then runs. A ReadWriteOncePod claim is used by one pod
+// at a time. A Block claim is refused by the provisioner
 // with an event saying why; a class with reclaim policy Retain keeps the
 // volume and its directory when the claim is deleted.
 func TestUpWaitForFirstConsumer(t *testing.T) {
@@ -151,6 +152,35 @@ func TestUpWaitForFirstConsumer(t *testing.T) {
 	if b, err := os.ReadFile(filepath.Join(dataDir, "volumes", got.Spec.VolumeName, "f")); err != nil || string(b) != "here\n" {
 		t.Errorf("the volume holds %q (%v), want the Job's file", b, err)
 	}
+
+	// ReadWriteOncePod: a second pod waits, with the scheduler's reason,
+	// until the first is gone.
+	solo := testClaim("solo", ns, nil)
+	solo.Spec.AccessModes = []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOncePod}
+	if _, err := c.CoreV1().PersistentVolumeClaims(ns).Create(ctx, solo, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	soloPod := func(name, command string) *corev1.Pod {
+		p := builder.MakePod(name, ns).Command("sh", "-c", command).Obj()
+		p.Spec.Volumes = []corev1.Volume{{Name: "data", VolumeSource: corev1.VolumeSource{
+			PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{ClaimName: solo.Name},
+		}}}
+		p.Spec.Containers[0].VolumeMounts = []corev1.VolumeMount{{Name: "data", MountPath: "/data"}}
+		return p
+	}
+	first, second := soloPod("solo-first", "sleep 600"), soloPod("solo-second", "true")
+	if _, err := c.CoreV1().Pods(ns).Create(ctx, first, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	waitPod(t, c, ns, first.Name, "running", nodeTimeout, phaseIs(corev1.PodRunning))
+	if _, err := c.CoreV1().Pods(ns).Create(ctx, second, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	waitEvent(t, c, ns, "FailedScheduling", "0/1 nodes are available: 1 node(s) unavailable due to PersistentVolumeClaim with ReadWriteOncePod access mode already in-use by another pod.")
+	if err := c.CoreV1().Pods(ns).Delete(ctx, first.Name, metav1.DeleteOptions{GracePeriodSeconds: new(int64)}); err != nil {
+		t.Fatal(err)
+	}
+	waitPod(t, c, ns, second.Name, "succeeded", nodeTimeout, phaseIs(corev1.PodSucceeded))
 
 	// Block: provisioning is refused, saying why; the pod stays unscheduled.
 	block := corev1.PersistentVolumeBlock
