@@ -127,6 +127,9 @@ func (f *nodeAgentFlags) volumesComponent() upComponent {
 		if err := localpath.EnsureStorageClass(ctx, client, refuseFieldManager); err != nil {
 			return nil, err
 		}
+		if note := localpath.OlderClass(ctx, client); note != "" {
+			klog.FromContext(ctx).Info(note, "storageClass", localpath.StorageClassName)
+		}
 		opts := localpath.Options{Root: filepath.Join(cp.DataDir(), volumesDirName), NodeName: node}
 		done := make(chan struct{})
 		go func() {

@@ -5,11 +5,14 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
+	storagev1 "k8s.io/api/storage/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes/fake"
 	"sigs.k8s.io/sig-storage-lib-external-provisioner/v13/controller"
 )
 
@@ -82,5 +85,29 @@ func TestProvisionAndDelete(t *testing.T) {
 	claim.Spec.Selector = &metav1.LabelSelector{}
 	if _, _, err := p.Provision(ctx, controller.ProvisionOptions{StorageClass: StorageClass(), PVName: "pvc-2", PVC: claim}); err == nil {
 		t.Errorf("a claim with a selector was provisioned")
+	}
+}
+
+// TestOlderClass checks the note about a class an older up made with
+// Immediate binding, and its absence for the current class or another
+// provisioner's.
+func TestOlderClass(t *testing.T) {
+	ctx := context.Background()
+	older := StorageClass()
+	immediate := storagev1.VolumeBindingImmediate
+	older.VolumeBindingMode = &immediate
+	if note := OlderClass(ctx, fake.NewClientset(older)); !strings.Contains(note, "kubectl delete storageclass standard") {
+		t.Errorf("an Immediate class of an older up: note %q", note)
+	}
+	if note := OlderClass(ctx, fake.NewClientset(StorageClass())); note != "" {
+		t.Errorf("the current class: note %q, want none", note)
+	}
+	theirs := older.DeepCopy()
+	theirs.Provisioner = "example.com/other"
+	if note := OlderClass(ctx, fake.NewClientset(theirs)); note != "" {
+		t.Errorf("another provisioner's class: note %q, want none", note)
+	}
+	if note := OlderClass(ctx, fake.NewClientset()); note != "" {
+		t.Errorf("no class: note %q, want none", note)
 	}
 }

@@ -46,3 +46,20 @@ func EnsureStorageClass(ctx context.Context, client kubernetes.Interface, fieldM
 	}
 	return nil
 }
+
+// OlderClass returns a note for the log when the StorageClass was made by
+// an older `up` with a binding mode that is no longer the default (its
+// binding mode cannot be changed), saying how to get the current one; ""
+// otherwise.
+func OlderClass(ctx context.Context, client kubernetes.Interface) string {
+	class, err := client.StorageV1().StorageClasses().Get(ctx, StorageClassName, metav1.GetOptions{})
+	if err != nil || class.Provisioner != ProvisionerName {
+		return ""
+	}
+	want := *StorageClass().VolumeBindingMode
+	if class.VolumeBindingMode == nil || *class.VolumeBindingMode == want {
+		return ""
+	}
+	return fmt.Sprintf("The StorageClass binds %s, as an older jobkeeper up made it; to bind %s as kind does, delete it (kubectl delete storageclass %s) and restart up",
+		*class.VolumeBindingMode, want, StorageClassName)
+}
