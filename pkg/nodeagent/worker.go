@@ -506,6 +506,9 @@ func (w *worker) start(ctx context.Context, pod *corev1.Pod, c *container, now t
 	}
 	attempt := c.state.nextAttempt()
 	spec, err := w.agent.containerSpec(ctx, pod, c, img)
+	if err == nil && w.agent.pidNamespaces() {
+		spec.PIDNamespace, spec.PIDTarget, err = pidNamespaceOf(pod, c, w.runningHandle)
+	}
 	if err == nil {
 		spec.Attempt = attempt
 		err = w.agent.prepareAttempt(&spec, attempt)

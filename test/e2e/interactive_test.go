@@ -17,6 +17,7 @@ import (
 	clientscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/remotecommand"
+	"k8s.io/utils/ptr"
 )
 
 // lockedBuffer is an output buffer read while a stream writes it.
@@ -239,7 +240,7 @@ func TestUpDebugEphemeralContainer(t *testing.T) {
 			Stdin: inR, Stdout: &out, Tty: true, TerminalSizeQueue: &fixedTerminal{done: streamDone},
 		})
 	}()
-	if _, err := io.WriteString(inW, "cat /shared/f; ps -eo args | grep -c '^sleep 360[1]'; echo \"host:$(hostname)\"; exit 3\n"); err != nil {
+	if _, err := io.WriteString(inW, "cat /shared/f; ps -eo args | grep -c '^sleep 360[1]'; echo \"host:$(hostname)\"; echo \"init:$(tr '\\0' ' ' < /proc/1/cmdline)\"; exit 3\n"); err != nil {
 		t.Fatal(err)
 	}
 	select {
@@ -251,7 +252,12 @@ func TestUpDebugEphemeralContainer(t *testing.T) {
 		t.Fatalf("attach did not end when the shell exited; output %q", out.String())
 	}
 	got := out.String()
-	for _, want := range []string{"from-main\r\n", "\r\n1\r\n", "host:target\r\n"} {
+	wants := []string{"from-main\r\n", "\r\n1\r\n", "host:target\r\n"}
+	if !strings.Contains(up.output(), "containers see every process of this host") {
+		// In the target's PID namespace, whose PID 1 is its main process.
+		wants = append(wants, "init:sleep 3601 \r\n")
+	}
+	for _, want := range wants {
 		if !strings.Contains(got, want) {
 			t.Errorf("debug shell output %q lacks %q (the pod's volume, the target's process, the pod's hostname)", got, want)
 		}
@@ -278,6 +284,59 @@ func TestUpDebugEphemeralContainer(t *testing.T) {
 	for _, reason := range []string{"Pulled", "Created", "Started"} {
 		if !seen[reason] {
 			t.Errorf("no %s event for spec.ephemeralContainers{debugger}; seen %v", reason, seen)
+		}
+	}
+}
+
+// TestUpPIDNamespaces: where the machine allows PID namespaces, a
+// container's main process is PID 1 of its own and sees no other pod's
+// processes; the containers of a pod with shareProcessNamespace see each
+// other's, under a pause process.
+func TestUpPIDNamespaces(t *testing.T) {
+	ctx := context.Background()
+	up, c, _ := startUp(t, t.TempDir())
+	defer up.stop(t)
+	if strings.Contains(up.output(), "containers see every process of this host") {
+		t.Skip("this machine gives containers no PID namespaces")
+	}
+	// The kubelet turns $$ into $ in commands.
+	const seen = `for i in $(seq 300); do cat /proc/[0-9]*/cmdline | tr '\0' ' ' | grep -q "sleep $1" && { echo "pid:$$$$ seen"; exit 0; }; sleep 0.1; done; echo "pid:$$$$ not seen"; exit 1`
+	own := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: "own"},
+		Spec: corev1.PodSpec{
+			RestartPolicy: corev1.RestartPolicyNever,
+			Containers: []corev1.Container{
+				{Name: "sleeper", Image: "busybox", Command: []string{"sleep", "3607"}},
+				{Name: "looker", Image: "busybox", Command: []string{"sh", "-c", `echo "pid:$$$$"; cat /proc/[0-9]*/cmdline | tr '\0' ' ' | grep -c "sleep 36[0]7"; true`}},
+			},
+		},
+	}
+	shared := own.DeepCopy()
+	shared.Name = "shared"
+	shared.Spec.ShareProcessNamespace = ptr.To(true)
+	shared.Spec.Containers[0].Command = []string{"sleep", "3608"}
+	shared.Spec.Containers[1].Command = []string{"sh", "-c", seen, "sh", "36[0]8"}
+	for _, p := range []*corev1.Pod{own, shared} {
+		if _, err := c.CoreV1().Pods("default").Create(ctx, p, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	looked := func(p *corev1.Pod) bool {
+		for _, s := range p.Status.ContainerStatuses {
+			if s.Name == "looker" {
+				return s.State.Terminated != nil
+			}
+		}
+		return false
+	}
+	for name, want := range map[string]string{"own": "pid:1\n0\n", "shared": " seen\n"} {
+		p := waitPod(t, c, "default", name, "looked", time.Minute, looked)
+		logs, err := c.CoreV1().Pods("default").GetLogs(name, &corev1.PodLogOptions{Container: "looker"}).DoRaw(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if name == "own" && string(logs) != want || name == "shared" && (!strings.HasSuffix(string(logs), want) || strings.HasPrefix(string(logs), "pid:1 ")) {
+			t.Errorf("pod %s: looker's log %q, want %q (status %+v)", name, logs, want, p.Status.ContainerStatuses)
 		}
 	}
 }

@@ -59,6 +59,37 @@ type Spec struct {
 	// TTY makes a terminal the main process's stdin, stdout and stderr;
 	// what it prints still goes to the log, as stdout.
 	TTY bool
+	// PIDNamespace is the container's process namespace, as CRI's
+	// NamespaceMode: PIDNamespaceContainer (the default, ""), Pod or
+	// Target. A runtime without PID namespaces (PIDNamespacer) runs every
+	// container in the host's.
+	PIDNamespace PIDNamespaceMode
+	// PIDTarget is the running attempt whose namespace a Target container
+	// joins (an ephemeral container's targetContainerName).
+	PIDTarget Handle
+}
+
+// PIDNamespaceMode says which PID namespace a container's processes are in.
+type PIDNamespaceMode string
+
+// PID namespace modes.
+const (
+	// PIDNamespaceContainer: one of its own, whose PID 1 is the main
+	// process.
+	PIDNamespaceContainer PIDNamespaceMode = ""
+	// PIDNamespacePod: the pod's, shared by its containers
+	// (shareProcessNamespace), whose PID 1 is a pause process.
+	PIDNamespacePod PIDNamespaceMode = "Pod"
+	// PIDNamespaceTarget: Spec.PIDTarget's.
+	PIDNamespaceTarget PIDNamespaceMode = "Target"
+)
+
+// PIDNamespacer is implemented by runtimes that can give containers PID
+// namespaces.
+type PIDNamespacer interface {
+	// PIDNamespaces reports whether containers get them; when not, reason
+	// says why, and containers see the host's processes.
+	PIDNamespaces() (ok bool, reason string)
 }
 
 // Rootfs is the root filesystem of a container run from an image.

@@ -28,6 +28,10 @@ type StartOptions struct {
 	// Config.Hostname; it requires Namespaces (see ProbeUTS). Without it
 	// the sandbox keeps the host's name and Config.Hostname is ignored.
 	UTS bool
+	// JoinPIDNamespace names the PID namespace the main process and the
+	// commands exec'd into the container join (Config.PIDNamespace
+	// PIDJoin): a /proc/<pid>/ns/pid file or a pidfd of a process in it.
+	JoinPIDNamespace *os.File
 	// Stdin, Stdout and Stderr are the main process's; nil is /dev/null.
 	Stdin, Stdout, Stderr *os.File
 	// Timeout bounds how long the sandbox may take to build the view and
@@ -108,6 +112,9 @@ func Start(ctx context.Context, o StartOptions) (*Sandbox, error) {
 		timeout = DefaultStartTimeout
 	}
 	deadline := time.Now().Add(timeout)
+	if (o.Config.PIDNamespace == PIDJoin) != (o.JoinPIDNamespace != nil) {
+		return nil, &StartFailure{Reason: ReasonCreateContainerError, Message: "a PID namespace to join needs PIDJoin, and PIDJoin one to join"}
+	}
 	ctrl, peer, err := socketPair()
 	if err != nil {
 		return nil, err
@@ -127,7 +134,7 @@ func Start(ctx context.Context, o StartOptions) (*Sandbox, error) {
 		Path:        o.Executable,
 		Args:        []string{ArgvName},
 		Env:         []string{},
-		ExtraFiles:  []*os.File{peer, cfgR},
+		ExtraFiles:  extraFiles(peer, cfgR, o.JoinPIDNamespace),
 		SysProcAttr: sysProcAttr(o.Namespaces, uts),
 	}
 	// exec.Cmd treats a nil *os.File field as "no file"; keep nil as nil.
@@ -447,4 +454,14 @@ func (s *Sandbox) Exec(ctx context.Context, argv []string, tty bool, stdin, stdo
 	default:
 		return nil, errors.New("container stopped before the command started")
 	}
+}
+
+// extraFiles are a sandbox's descriptors after stdin, stdout and stderr:
+// controlFD, configFD, and joinFD when a PID namespace is to be joined.
+func extraFiles(peer, cfgR, join *os.File) []*os.File {
+	files := []*os.File{peer, cfgR}
+	if join != nil {
+		files = append(files, join)
+	}
+	return files
 }

@@ -46,6 +46,13 @@ type Config struct {
 	// the main process gets it as its controlling terminal, in a session
 	// of its own.
 	TTY bool `json:"tty,omitempty"`
+	// PIDNamespace is PIDHost, PIDContainer or PIDJoin (see there); any
+	// but PIDHost needs Isolate (the view gets the namespace's /proc).
+	PIDNamespace string `json:"pidNamespace,omitempty"`
+	// Pause makes the main process a pause process instead of Command: PID
+	// 1 of a new PID namespace (PIDContainer) that only reaps the
+	// processes orphaned in it, for a pod whose containers share it.
+	Pause bool `json:"pause,omitempty"`
 }
 
 // Rootfs is the root filesystem of a container run from an image.

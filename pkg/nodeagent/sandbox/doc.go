@@ -40,10 +40,29 @@
 // without it and they keep the host's name (Start drops Config.Hostname, so
 // the host's name is never changed).
 //
+// With Config.PIDNamespace (pidns.go), the main process is in a PID
+// namespace other than the sandbox's: a new one whose PID 1 it is
+// (PIDContainer, as runc), or one to join (PIDJoin: a pod's shared one,
+// whose PID 1 is a pause sandbox's main process, Config.Pause; or an
+// ephemeral container's target's). The sandbox stays outside, in the
+// agent's namespace, as a runtime's shim does. It forks the init stage,
+// this executable again under another name, into that namespace before it
+// builds the view (the executable's dynamic loader may not be in an
+// image), lets it say it runs, builds the view (an image's pivot_root
+// moves the stage's root along; in host mode the stage chroots itself),
+// then sends it the command: the stage mounts its namespace's /proc over
+// the view's, takes the container's user and working directory and
+// executes the command, which so keeps its PID. Commands exec'd into the
+// container join the namespace (setns on a locked thread, through a pidfd
+// of the main process). Killing the attempt kills the main process and the
+// exec'd commands (in a namespace of its own, the end of PID 1 kills the
+// rest), never processes found in /proc, which now numbers the namespace's.
+// ProbePID says whether the machine allows it.
+//
 // Not done yet, in either mode: a minimal /dev of its own (the kubelet's
 // runtimes give a tmpfs with null, zero, full, random, urandom, tty and a
-// private devpts) and pid, ipc and network namespaces; the container sees
-// the host's devices, processes and network.
+// private devpts) and ipc and network namespaces; the container sees the
+// host's devices, System V IPC and network.
 //
 // # Users
 //

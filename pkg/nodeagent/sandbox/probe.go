@@ -49,3 +49,29 @@ func ProbeUTS(ctx context.Context, executable string, timeout time.Duration) err
 	<-s.Done()
 	return nil
 }
+
+// ProbePID reports whether containers can have a PID namespace of their
+// own: it starts a sandbox that builds a private view on scratch (an empty
+// directory, removed afterwards) and runs the init stage in a new PID
+// namespace, where it mounts that namespace's /proc over the view's, then
+// exits; within timeout (0: DefaultStartTimeout) and while ctx lasts. The
+// error says what the machine lacks (a kernel without pidfd_open, or a
+// /proc that a user namespace may not mount again, as in a container whose
+// /proc has paths masked).
+func ProbePID(ctx context.Context, executable, scratch string, timeout time.Duration) error {
+	if err := os.MkdirAll(scratch, 0o700); err != nil {
+		return fmt.Errorf("creating probe directory: %w", err)
+	}
+	defer func() { _ = os.RemoveAll(scratch) }()
+	s, err := Start(ctx, StartOptions{
+		Executable: executable,
+		Namespaces: true,
+		Config:     Config{Isolate: true, Scratch: scratch, Probe: true, PIDNamespace: PIDContainer},
+		Timeout:    timeout,
+	})
+	if err != nil {
+		return err
+	}
+	<-s.Done()
+	return nil
+}

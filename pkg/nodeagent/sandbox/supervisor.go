@@ -53,6 +53,15 @@ type supervisor struct {
 	main int
 	// execs maps exec'd processes to their request ids.
 	execs map[int]uint64
+	// stagePID is the init stage forked before the view was built,
+	// waiting for its stageConfig on stageCfg and answering on stageErr;
+	// 0 once it was given one (or without PID namespace).
+	stagePID           int
+	stageCfg, stageErr *os.File
+	// pidNS names the PID namespace commands exec'd into the container
+	// join: the main process's own (a pidfd), or the one joined; nil in
+	// the host's.
+	pidNS *os.File
 	// mainEnded is set once the main process was reaped, with its exit.
 	mainEnded         bool
 	mainCode, mainSig int32
@@ -91,6 +100,31 @@ func supervise() int {
 			return 2
 		}
 	}
+	if s.pidNamespaced() && !s.cfg.Isolate {
+		s.fail(ReasonCreateContainerError, "a PID namespace needs the sandbox's private mount namespace")
+		return 2
+	}
+	if s.cfg.PIDNamespace == PIDJoin {
+		s.pidNS = os.NewFile(joinFD, "pidns")
+	}
+	if s.pidNamespaced() {
+		stdio := []*os.File{os.Stdin, os.Stdout, os.Stderr}
+		if s.cfg.Probe || s.cfg.Pause {
+			devNull, err := os.OpenFile(os.DevNull, os.O_RDWR, 0)
+			if err != nil {
+				s.fail(ReasonCreateContainerError, err.Error())
+				return 2
+			}
+			stdio = []*os.File{devNull, devNull, devNull}
+			defer func() { _ = devNull.Close() }()
+		}
+		if err := s.forkStage(stdio, s.cfg.TTY); err != nil {
+			s.fail(ReasonCreateContainerError, err.Error())
+			return 2
+		}
+		// A start that fails before runStage lets it go.
+		defer s.abandonStage()
+	}
 	if s.cfg.Rootfs != nil && !s.cfg.Isolate {
 		s.fail(ReasonCreateContainerError, "running an image needs the sandbox's private mount namespace")
 		return 2
@@ -102,6 +136,12 @@ func supervise() int {
 		}
 	}
 	if s.cfg.Probe {
+		if s.pidNamespaced() {
+			if err := s.probePID(); err != nil {
+				s.fail(ReasonCreateContainerError, err.Error())
+				return 2
+			}
+		}
 		_ = send(s.ctrl, message{Kind: kindStarted})
 		return 0
 	}
@@ -126,12 +166,24 @@ func supervise() int {
 			return 2
 		}
 	}
-	pid, reason, err := s.spawn(s.cfg.Command, []*os.File{os.Stdin, os.Stdout, os.Stderr}, s.cfg.TTY)
+	stdio := []*os.File{os.Stdin, os.Stdout, os.Stderr}
+	var pid int
+	var reason string
+	if s.pidNamespaced() {
+		pid, reason, err = s.runStage(s.cfg.Command, false)
+	} else {
+		pid, reason, err = s.spawn(s.cfg.Command, stdio, s.cfg.TTY)
+	}
 	if err != nil {
 		s.fail(reason, err.Error())
 		return 2
 	}
 	s.main = pid
+	if err := s.enterMainNamespace(pid); err != nil {
+		s.killAll()
+		s.fail(ReasonCreateContainerError, err.Error())
+		return 2
+	}
 	// The sandbox's stdin, stdout and stderr are the container's (pipes,
 	// or its terminal): let go of them so that the output ends, and the
 	// terminal hangs up, when the container's processes end.
@@ -260,7 +312,7 @@ func (s *supervisor) spawn(argv []string, files []*os.File, tty bool) (int, stri
 		Files: fds,
 		Sys:   &syscall.SysProcAttr{Setpgid: !tty, Setsid: tty, Setctty: tty, Credential: s.cred},
 	}
-	pid, err := syscall.ForkExec(path, argv, attr)
+	pid, err := s.forkInNamespace(path, argv, attr)
 	if err != nil {
 		return 0, ReasonStartError, fmt.Errorf("exec: %q: %w", argv[0], err)
 	}
@@ -318,6 +370,10 @@ func (s *supervisor) killAll() {
 // children are then ours (we are a subreaper), and so on until no child is
 // left.
 func (s *supervisor) killDescendants() {
+	if s.pidNamespaced() {
+		s.killNamespaced()
+		return
+	}
 	self := os.Getpid()
 	deadline := time.Now().Add(10 * time.Second)
 	for time.Now().Before(deadline) {

@@ -41,6 +41,15 @@
 // answer; UTS reports it. Where the machine does not allow it (or without
 // isolation) containers see the host's name: that never fails a container.
 //
+// Where the machine allows it (New probes with sandbox.ProbePID, logs the
+// answer; PIDNamespaces reports it), each container also gets a PID
+// namespace (pidns.go): its own, whose PID 1 is the main process
+// (runtime.PIDNamespaceContainer); its pod's (PIDNamespacePod,
+// shareProcessNamespace), whose PID 1 is a pause sandbox started with the
+// first container of the pod that runs and killed with the last; or a
+// running target's (PIDNamespaceTarget, an ephemeral container's). Where it
+// does not, containers are in the host's.
+//
 // Start returns once the command runs. A sandbox that has not got that far
 // within Options.StartTimeout (two minutes by default), or when Start's
 // context ends, is killed with everything it started, and Start fails with

@@ -81,6 +81,13 @@ type Runtime struct {
 	uts bool
 	// utsReason says why it does not.
 	utsReason string
+	// pidns is true when each container gets a PID namespace (only with
+	// isolated).
+	pidns bool
+	// pidnsReason says why it does not.
+	pidnsReason string
+	// podNS are the pods' shared PID namespaces (shareProcessNamespace).
+	podNS podNamespaces
 
 	// mu guards running.
 	mu sync.Mutex
@@ -89,9 +96,10 @@ type Runtime struct {
 }
 
 var (
-	_ runtime.Runtime  = (*Runtime)(nil)
-	_ runtime.Isolator = (*Runtime)(nil)
-	_ runtime.Killer   = (*Runtime)(nil)
+	_ runtime.Runtime       = (*Runtime)(nil)
+	_ runtime.Isolator      = (*Runtime)(nil)
+	_ runtime.Killer        = (*Runtime)(nil)
+	_ runtime.PIDNamespacer = (*Runtime)(nil)
 )
 
 // New returns a process runtime. It first kills what the sandboxes of a
@@ -133,6 +141,7 @@ func New(ctx context.Context, opts Options) (*Runtime, error) {
 		}
 	}
 	r.probeUTS(ctx)
+	r.probePID(ctx)
 	return r, nil
 }
 
@@ -158,6 +167,31 @@ func (r *Runtime) probeUTS(ctx context.Context) {
 		logger.Info("WARNING: containers see this host's hostname, not their pod's", "reason", r.utsReason)
 	}
 }
+
+// probePID finds out whether containers can have PID namespaces, and logs
+// the answer. A machine that does not allow it runs containers in the
+// host's PID namespace: never a reason to fail one.
+func (r *Runtime) probePID(ctx context.Context) {
+	logger := klog.FromContext(ctx)
+	switch {
+	case !r.isolated:
+		r.pidnsReason = "containers get no namespaces: " + r.isolationReason
+	default:
+		if err := sandbox.ProbePID(ctx, r.opts.Executable, filepath.Join(r.scratchRoot(), "probe-pid"), r.opts.StartTimeout); err != nil {
+			r.pidnsReason = "no PID namespace: " + err.Error()
+		} else {
+			r.pidns = true
+		}
+	}
+	if r.pidns {
+		logger.Info("Containers get a PID namespace of their own (their pod's with shareProcessNamespace): the main process is PID 1 and ps shows the container's processes")
+	} else {
+		logger.Info("WARNING: containers see every process of this host", "reason", r.pidnsReason)
+	}
+}
+
+// PIDNamespaces implements runtime.PIDNamespacer.
+func (r *Runtime) PIDNamespaces() (bool, string) { return r.pidns, r.pidnsReason }
 
 // Isolation implements runtime.Isolator.
 func (r *Runtime) Isolation() (bool, string) { return r.isolated, r.isolationReason }
@@ -236,7 +270,15 @@ func (r *Runtime) Start(ctx context.Context, spec runtime.Spec) (runtime.Handle,
 		}
 		cfg.Scratch = dir
 	}
-	h, err := r.start(ctx, spec, cfg)
+	pc, err := r.pidNamespace(ctx, spec)
+	if err != nil {
+		if cfg.Scratch != "" {
+			_ = os.Remove(cfg.Scratch)
+		}
+		return nil, err
+	}
+	cfg.PIDNamespace = pc.mode
+	h, err := r.start(ctx, spec, cfg, pc)
 	if err != nil && cfg.Scratch != "" {
 		_ = os.Remove(cfg.Scratch)
 	}
@@ -262,13 +304,23 @@ func sandboxConfig(spec runtime.Spec, isolate bool) sandbox.Config {
 }
 
 // start runs the sandbox of one attempt with its output going to the log.
-func (r *Runtime) start(ctx context.Context, spec runtime.Spec, cfg sandbox.Config) (runtime.Handle, error) {
+func (r *Runtime) start(ctx context.Context, spec runtime.Spec, cfg sandbox.Config, pc pidChoice) (runtime.Handle, error) {
+	release := func() {
+		if pc.release != nil {
+			pc.release()
+		}
+	}
+	if pc.join != nil {
+		defer func() { _ = pc.join.Close() }()
+	}
 	lw, err := logfile.NewWriter(spec.LogPath, r.opts.LogMaxSize, r.opts.Clock)
 	if err != nil {
+		release()
 		return nil, err
 	}
 	std, err := newStdio(spec, lw)
 	if err != nil {
+		release()
 		_ = lw.Close()
 		return nil, err
 	}
@@ -282,8 +334,11 @@ func (r *Runtime) start(ctx context.Context, spec runtime.Spec, cfg sandbox.Conf
 		Stdout:     std.child[1],
 		Stderr:     std.child[2],
 		Timeout:    r.opts.StartTimeout,
+
+		JoinPIDNamespace: pc.join,
 	})
 	if err != nil {
+		release()
 		// What the sandbox printed before failing is kept in the log.
 		std.started()
 		std.wait()
@@ -297,13 +352,13 @@ func (r *Runtime) start(ctx context.Context, spec runtime.Spec, cfg sandbox.Conf
 	std.started()
 	h := &handle{rt: r, sb: sb, pid: sb.PID(), done: make(chan struct{}), started: startedAt, stdio: std}
 	spid := sb.SandboxPID()
-	pidFile := filepath.Join(r.opts.StateDir, strconv.Itoa(spid))
-	_ = os.WriteFile(pidFile, []byte(fmt.Sprintf("%s/%s/%s\n%d\n", spec.PodNamespace, spec.PodName, spec.ContainerName, sb.SandboxStartTime())), 0o600)
+	pidFile := r.recordSandbox(sb, spec.PodNamespace+"/"+spec.PodName+"/"+spec.ContainerName)
 	r.mu.Lock()
 	r.running[spid] = h
 	r.mu.Unlock()
 	go func() {
 		<-sb.Done()
+		release()
 		std.wait()
 		_ = lw.Close()
 		_ = os.Remove(pidFile)
@@ -316,6 +371,19 @@ func (r *Runtime) start(ctx context.Context, spec runtime.Spec, cfg sandbox.Conf
 		r.mu.Unlock()
 	}()
 	return h, nil
+}
+
+// recordSandbox records a running sandbox in the state directory (see
+// killStale) and returns the file.
+func (r *Runtime) recordSandbox(sb *sandbox.Sandbox, what string) string {
+	pidFile := filepath.Join(r.opts.StateDir, strconv.Itoa(sb.SandboxPID()))
+	_ = os.WriteFile(pidFile, []byte(fmt.Sprintf("%s\n%d\n", what, sb.SandboxStartTime())), 0o600)
+	return pidFile
+}
+
+// forgetSandbox removes the record of a sandbox that ended.
+func (r *Runtime) forgetSandbox(sb *sandbox.Sandbox) {
+	_ = os.Remove(filepath.Join(r.opts.StateDir, strconv.Itoa(sb.SandboxPID())))
 }
 
 // KillAll kills every running process group at once (agent shutdown) and

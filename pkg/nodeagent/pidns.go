@@ -1,0 +1,61 @@
+package nodeagent
+
+import (
+	"fmt"
+
+	corev1 "k8s.io/api/core/v1"
+
+	"jobkeeper.dev/jobkeeper/pkg/nodeagent/runtime"
+)
+
+// pidNamespaceOf decides a container's PID namespace as the kubelet asks
+// CRI for it: the pod's when it shares its process namespace
+// (shareProcessNamespace), the target's for an ephemeral container with a
+// targetContainerName, else one of its own. target finds the running
+// attempt of a container of the pod (nil when none runs). An ephemeral
+// container whose target does not run has to wait: an error.
+func pidNamespaceOf(pod *corev1.Pod, c *container, target func(name string) runtime.Handle) (runtime.PIDNamespaceMode, runtime.Handle, error) {
+	if pod.Spec.ShareProcessNamespace != nil && *pod.Spec.ShareProcessNamespace {
+		return runtime.PIDNamespacePod, nil, nil
+	}
+	if c.info.kind != kindEphemeral {
+		return runtime.PIDNamespaceContainer, nil, nil
+	}
+	name := ""
+	for _, ec := range pod.Spec.EphemeralContainers {
+		if ec.Name == c.spec.Name {
+			name = ec.TargetContainerName
+		}
+	}
+	if name == "" {
+		return runtime.PIDNamespaceContainer, nil, nil
+	}
+	h := target(name)
+	if h == nil {
+		return "", nil, fmt.Errorf("the target container %q of ephemeral container %q is not running", name, c.spec.Name)
+	}
+	return runtime.PIDNamespaceTarget, h, nil
+}
+
+// runningHandle returns the running attempt of the pod's container name,
+// nil when none runs (worker goroutine only).
+func (w *worker) runningHandle(name string) runtime.Handle {
+	for _, c := range w.all() {
+		if c.spec.Name == name && c.handle != nil {
+			return c.handle
+		}
+	}
+	return nil
+}
+
+// pidNamespaces reports whether the runtime gives containers PID
+// namespaces; without them every container is in the host's, and a target
+// means nothing.
+func (a *Agent) pidNamespaces() bool {
+	pn, ok := a.runtime.(runtime.PIDNamespacer)
+	if !ok {
+		return false
+	}
+	yes, _ := pn.PIDNamespaces()
+	return yes
+}

@@ -1,0 +1,57 @@
+package nodeagent
+
+import (
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/utils/ptr"
+
+	"jobkeeper.dev/jobkeeper/pkg/nodeagent/runtime"
+)
+
+func TestPIDNamespaceOf(t *testing.T) {
+	running := &fakeHandle{pid: 7}
+	targets := func(name string) runtime.Handle {
+		if name == "main" {
+			return running
+		}
+		return nil
+	}
+	pod := func(share bool, target string) *corev1.Pod {
+		p := &corev1.Pod{Spec: corev1.PodSpec{
+			Containers:          []corev1.Container{{Name: "main"}, {Name: "idle"}},
+			EphemeralContainers: []corev1.EphemeralContainer{{EphemeralContainerCommon: corev1.EphemeralContainerCommon{Name: "dbg"}, TargetContainerName: target}},
+		}}
+		if share {
+			p.Spec.ShareProcessNamespace = ptr.To(true)
+		}
+		return p
+	}
+	main := &container{spec: &corev1.Container{Name: "main"}, info: containerInfo{kind: kindMain}}
+	dbg := &container{spec: &corev1.Container{Name: "dbg"}, info: containerInfo{kind: kindEphemeral}}
+	cases := map[string]struct {
+		pod        *corev1.Pod
+		c          *container
+		wantMode   runtime.PIDNamespaceMode
+		wantTarget runtime.Handle
+		wantErr    bool
+	}{
+		"container of its own":            {pod: pod(false, ""), c: main, wantMode: runtime.PIDNamespaceContainer},
+		"shared by the pod":               {pod: pod(true, ""), c: main, wantMode: runtime.PIDNamespacePod},
+		"ephemeral without target":        {pod: pod(false, ""), c: dbg, wantMode: runtime.PIDNamespaceContainer},
+		"ephemeral with a running target": {pod: pod(false, "main"), c: dbg, wantMode: runtime.PIDNamespaceTarget, wantTarget: running},
+		"ephemeral whose target is idle":  {pod: pod(false, "idle"), c: dbg, wantErr: true},
+		"ephemeral in a shared pod":       {pod: pod(true, "main"), c: dbg, wantMode: runtime.PIDNamespacePod},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			mode, target, err := pidNamespaceOf(tc.pod, tc.c, targets)
+			if (err != nil) != tc.wantErr {
+				t.Fatalf("error %v, want error %v", err, tc.wantErr)
+			}
+			if mode != tc.wantMode || target != tc.wantTarget {
+				t.Errorf("got %q %v, want %q %v", mode, target, tc.wantMode, tc.wantTarget)
+			}
+		})
+	}
+}

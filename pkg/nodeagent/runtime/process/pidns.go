@@ -1,0 +1,164 @@
+package process
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"strconv"
+	"sync"
+
+	"jobkeeper.dev/jobkeeper/pkg/nodeagent/runtime"
+	"jobkeeper.dev/jobkeeper/pkg/nodeagent/sandbox"
+)
+
+// pidChoice is the PID namespace of one attempt's sandbox.
+type pidChoice struct {
+	// mode is the sandbox's Config.PIDNamespace.
+	mode string
+	// join names the namespace to join (sandbox.PIDJoin); closed by the
+	// caller once the sandbox started.
+	join *os.File
+	// release is called once the attempt ended (a pod's namespace is
+	// kept while one of its containers runs); nil when nothing to do.
+	release func()
+}
+
+// pidNamespace chooses the PID namespace of spec's sandbox, as CRI
+// runtimes do: a namespace of its own, the pod's (a pause process is its
+// PID 1, started with the first container that needs it), or a running
+// target's. Without PID namespaces on this machine, the host's.
+func (r *Runtime) pidNamespace(ctx context.Context, spec runtime.Spec) (pidChoice, error) {
+	if !r.pidns {
+		return pidChoice{mode: sandbox.PIDHost}, nil
+	}
+	switch spec.PIDNamespace {
+	case runtime.PIDNamespacePod:
+		return r.joinPod(ctx, spec)
+	case runtime.PIDNamespaceTarget:
+		h, ok := spec.PIDTarget.(*handle)
+		if !ok || h == nil {
+			return pidChoice{}, &runtime.StartError{Reason: ReasonCreateContainerError, Message: "the target container is not running"}
+		}
+		select {
+		case <-h.done:
+			return pidChoice{}, &runtime.StartError{Reason: ReasonCreateContainerError, Message: "the target container is not running"}
+		default:
+		}
+		f, err := openPIDNamespace(h.pid)
+		if err != nil {
+			return pidChoice{}, &runtime.StartError{Reason: ReasonCreateContainerError, Message: "joining the target container's process namespace: " + err.Error()}
+		}
+		return pidChoice{mode: sandbox.PIDJoin, join: f}, nil
+	default:
+		return pidChoice{mode: sandbox.PIDContainer}, nil
+	}
+}
+
+// openPIDNamespace opens the PID namespace of the host process pid.
+func openPIDNamespace(pid int) (*os.File, error) {
+	return os.Open("/proc/" + strconv.Itoa(pid) + "/ns/pid")
+}
+
+// podNamespace is the PID namespace a pod's containers share: a pause
+// sandbox, kept while one of them runs.
+type podNamespace struct {
+	// sb is the pause sandbox; its main process is the namespace's PID 1.
+	sb *sandbox.Sandbox
+	// scratch is its scratch directory.
+	scratch string
+	// users counts the attempts in it that have not ended.
+	users int
+}
+
+// podNamespaces are the shared PID namespaces by pod UID.
+type podNamespaces struct {
+	// mu guards byPod and serialises starting a pause sandbox.
+	mu sync.Mutex
+	// byPod holds the namespaces in use.
+	byPod map[string]*podNamespace
+}
+
+// joinPod returns the pod's shared namespace, starting its pause sandbox
+// when none runs.
+func (r *Runtime) joinPod(ctx context.Context, spec runtime.Spec) (pidChoice, error) {
+	pods := &r.podNS
+	pods.mu.Lock()
+	defer pods.mu.Unlock()
+	if pods.byPod == nil {
+		pods.byPod = map[string]*podNamespace{}
+	}
+	ns := pods.byPod[spec.PodUID]
+	if ns != nil {
+		select {
+		case <-ns.sb.Done():
+			// Its pause process was killed: the namespace is gone.
+			ns = nil
+		default:
+		}
+	}
+	if ns == nil {
+		var err error
+		if ns, err = r.startPause(ctx, spec); err != nil {
+			return pidChoice{}, err
+		}
+		pods.byPod[spec.PodUID] = ns
+	}
+	f, err := openPIDNamespace(ns.sb.PID())
+	if err != nil {
+		return pidChoice{}, &runtime.StartError{Reason: ReasonCreateContainerError, Message: "joining the pod's process namespace: " + err.Error()}
+	}
+	ns.users++
+	release := sync.OnceFunc(func() {
+		pods.mu.Lock()
+		defer pods.mu.Unlock()
+		ns.users--
+		if ns.users == 0 {
+			ns.sb.Kill()
+			if pods.byPod[spec.PodUID] == ns {
+				delete(pods.byPod, spec.PodUID)
+			}
+			go func() {
+				<-ns.sb.Done()
+				_ = os.RemoveAll(ns.scratch)
+			}()
+		}
+	})
+	return pidChoice{mode: sandbox.PIDJoin, join: f, release: release}, nil
+}
+
+// startPause starts the pause sandbox of spec's pod: a new PID namespace
+// whose PID 1 only reaps, in a view of an empty image (nothing of the
+// host's files is needed).
+func (r *Runtime) startPause(ctx context.Context, spec runtime.Spec) (*podNamespace, error) {
+	if err := os.MkdirAll(r.scratchRoot(), 0o700); err != nil {
+		return nil, fmt.Errorf("creating scratch directory: %w", err)
+	}
+	dir, err := os.MkdirTemp(r.scratchRoot(), "pause-")
+	if err != nil {
+		return nil, fmt.Errorf("creating scratch directory: %w", err)
+	}
+	sb, err := sandbox.Start(ctx, sandbox.StartOptions{
+		Executable: r.opts.Executable,
+		Namespaces: true,
+		Config: sandbox.Config{
+			Isolate: true, Scratch: dir, Rootfs: &sandbox.Rootfs{},
+			PIDNamespace: sandbox.PIDContainer, Pause: true,
+		},
+		Timeout: r.opts.StartTimeout,
+	})
+	if err != nil {
+		_ = os.RemoveAll(dir)
+		var sf *sandbox.StartFailure
+		if errors.As(err, &sf) {
+			return nil, &runtime.StartError{Reason: sf.Reason, Message: "starting the pod's process namespace: " + sf.Message}
+		}
+		return nil, err
+	}
+	r.recordSandbox(sb, spec.PodNamespace+"/"+spec.PodName+"/(pause)")
+	go func() {
+		<-sb.Done()
+		r.forgetSandbox(sb)
+	}()
+	return &podNamespace{sb: sb, scratch: dir}, nil
+}

@@ -1,0 +1,386 @@
+package sandbox
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"runtime"
+	"syscall"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// PID namespace modes of Config.PIDNamespace.
+const (
+	// PIDHost keeps the container in the agent's PID namespace: it sees
+	// the host's processes.
+	PIDHost = ""
+	// PIDContainer gives the container a PID namespace of its own whose
+	// PID 1 is the main process, as runc does.
+	PIDContainer = "container"
+	// PIDJoin puts the main process in the PID namespace passed to Start
+	// (StartOptions.JoinPIDNamespace): a pod's shared one, or an
+	// ephemeral container's target's.
+	PIDJoin = "join"
+)
+
+// initArgvName is argv[0] of the init stage: the process that becomes the
+// main process. It mounts the /proc of its PID namespace on the view's
+// /proc, takes the container's user and working directory, and executes
+// the command, which so keeps its PID: 1 in a namespace of its own.
+const initArgvName = "jobkeeper-sandbox-init"
+
+// Descriptors of the init stage, after stdin, stdout and stderr.
+const (
+	// stageConfigFD carries the stageConfig as JSON.
+	stageConfigFD = 3
+	// stageErrorFD is closed on a successful exec; otherwise the stage
+	// writes a stageError to it.
+	stageErrorFD = 4
+)
+
+// stageReady is the byte the init stage writes on stageErrorFD once it
+// runs (its executable loaded and initialised).
+const stageReady = 'R'
+
+// joinFD is the descriptor a sandbox is started with that names the PID
+// namespace to join (PIDJoin), after the control socket and the config
+// pipe.
+const joinFD = 5
+
+func init() {
+	if len(os.Args) > 0 && os.Args[0] == initArgvName {
+		os.Exit(stage())
+	}
+}
+
+// stageConfig is what the init stage does.
+type stageConfig struct {
+	// Probe mounts /proc and exits 0: ProbePID.
+	Probe bool `json:"probe,omitempty"`
+	// Pause mounts /proc and then only reaps orphans, for ever: a pod's
+	// shared namespace's PID 1 (Config.Pause).
+	Pause bool `json:"pause,omitempty"`
+	// Path, Argv and Env are the command's.
+	Path string   `json:"path,omitempty"`
+	Argv []string `json:"argv,omitempty"`
+	Env  []string `json:"env,omitempty"`
+	// Dir is the working directory.
+	Dir string `json:"dir,omitempty"`
+	// Root is the view's root to chroot into (host mode); empty when the
+	// view's pivot_root moved the stage's root already (image mode).
+	Root string `json:"root,omitempty"`
+	// Cred is who the command runs as; nil: the sandbox's user.
+	Cred *stageCred `json:"cred,omitempty"`
+}
+
+// stageCred is a syscall.Credential that survives JSON.
+type stageCred struct {
+	UID, GID    uint32
+	Groups      []uint32
+	NoSetGroups bool
+}
+
+// stageError is why the stage did not run the command.
+type stageError struct {
+	Reason  string `json:"reason"`
+	Message string `json:"message"`
+}
+
+// stage is the init stage's main function; it returns only on failure.
+func stage() int {
+	errW := os.NewFile(stageErrorFD, "stage-error")
+	syscall.CloseOnExec(stageErrorFD)
+	// Loaded and initialised: the sandbox may now build the view, which
+	// takes the host's files (the dynamic loader's among them) away.
+	if _, err := errW.Write([]byte{stageReady}); err != nil {
+		return 127
+	}
+	fail := func(reason, msg string) int {
+		_ = json.NewEncoder(errW).Encode(stageError{Reason: reason, Message: msg})
+		return 127
+	}
+	cfgR := os.NewFile(stageConfigFD, "stage-config")
+	var cfg stageConfig
+	err := json.NewDecoder(cfgR).Decode(&cfg)
+	_ = cfgR.Close()
+	if err != nil {
+		return fail(ReasonCreateContainerError, "reading the init stage's config: "+err.Error())
+	}
+	if cfg.Root != "" {
+		if err := unix.Chroot(cfg.Root); err != nil {
+			return fail(ReasonCreateContainerError, "entering the container's view: "+err.Error())
+		}
+	}
+	if err := unix.Chdir("/"); err != nil {
+		return fail(ReasonCreateContainerError, "entering the container's view: "+err.Error())
+	}
+	// The /proc of this PID namespace, over the host's in the view: ps
+	// and /proc/self then show the container's processes and numbers.
+	if err := unix.Mount("proc", "/proc", "proc", unix.MS_NOSUID|unix.MS_NODEV|unix.MS_NOEXEC, ""); err != nil {
+		return fail(ReasonCreateContainerError, "mounting /proc of the container's PID namespace: "+err.Error())
+	}
+	if cfg.Probe {
+		return 0
+	}
+	if cfg.Pause {
+		_ = errW.Close()
+		pause()
+	}
+	if c := cfg.Cred; c != nil {
+		if !c.NoSetGroups {
+			groups := make([]int, len(c.Groups))
+			for i, g := range c.Groups {
+				groups[i] = int(g)
+			}
+			if err := syscall.Setgroups(groups); err != nil {
+				return fail(ReasonStartError, "setting supplementary groups: "+err.Error())
+			}
+		}
+		if err := syscall.Setgid(int(c.GID)); err != nil {
+			return fail(ReasonStartError, "setting the group: "+err.Error())
+		}
+		if err := syscall.Setuid(int(c.UID)); err != nil {
+			return fail(ReasonStartError, "setting the user: "+err.Error())
+		}
+	}
+	if cfg.Dir != "" {
+		if err := os.Chdir(cfg.Dir); err != nil {
+			return fail(ReasonStartError, "entering the working directory: "+err.Error())
+		}
+	}
+	err = syscall.Exec(cfg.Path, cfg.Argv, cfg.Env)
+	return fail(ReasonStartError, fmt.Sprintf("exec: %q: %v", cfg.Argv[0], err))
+}
+
+// pidNamespaced reports whether the main process is in a PID namespace
+// other than the sandbox's, whose /proc the view then shows.
+func (s *supervisor) pidNamespaced() bool { return s.cfg.PIDNamespace != PIDHost }
+
+// forkStage starts the init stage, before the view is built: this
+// executable (through /proc/self/exe) may need files of the host, its
+// dynamic loader, that the view does not have. It waits for its
+// stageConfig (runStage) in a new PID namespace (PIDContainer) or the one
+// to join, with files as its stdin, stdout and stderr (one terminal, its
+// controlling one, with tty). An image view's pivot_root moves its root
+// along; in host mode it enters the view itself (stageConfig.Root).
+func (s *supervisor) forkStage(files []*os.File, tty bool) error {
+	cfgR, cfgW, err := os.Pipe()
+	if err != nil {
+		return err
+	}
+	errR, errW, err := os.Pipe()
+	if err != nil {
+		_ = cfgR.Close()
+		_ = cfgW.Close()
+		return err
+	}
+	fds := make([]uintptr, 0, 5)
+	for _, f := range files {
+		fds = append(fds, f.Fd())
+	}
+	fds = append(fds, cfgR.Fd(), errW.Fd())
+	sys := &syscall.SysProcAttr{Setpgid: !tty, Setsid: tty, Setctty: tty}
+	if s.cfg.PIDNamespace == PIDContainer {
+		sys.Cloneflags = syscall.CLONE_NEWPID
+	}
+	attr := &syscall.ProcAttr{Env: []string{}, Files: fds, Sys: sys}
+	pid, err := s.forkInNamespace("/proc/self/exe", []string{initArgvName}, attr)
+	_ = cfgR.Close()
+	_ = errW.Close()
+	if err != nil {
+		_ = cfgW.Close()
+		_ = errR.Close()
+		return fmt.Errorf("starting the container's init stage: %w", err)
+	}
+	s.stagePID, s.stageCfg, s.stageErr = pid, cfgW, errR
+	var b [1]byte
+	if n, _ := io.ReadFull(errR, b[:]); n != 1 || b[0] != stageReady {
+		s.abandonStage()
+		return errors.New("the container's init stage ended before it was ready")
+	}
+	return nil
+}
+
+// abandonStage ends a stage that will not run anything (the start failed
+// before runStage): it reads end of file and exits; it is reaped here.
+func (s *supervisor) abandonStage() {
+	if s.stagePID == 0 {
+		return
+	}
+	_ = s.stageCfg.Close()
+	_ = s.stageErr.Close()
+	_ = syscall.Kill(s.stagePID, syscall.SIGKILL)
+	var ws syscall.WaitStatus
+	_, _ = syscall.Wait4(s.stagePID, &ws, 0, nil)
+	s.stagePID = 0
+}
+
+// runStage has the stage run argv as the main process (or, probing, only
+// mount /proc and exit; for a pause sandbox, become the pause process). It
+// returns once the command was executed, or why it was not.
+func (s *supervisor) runStage(argv []string, probe bool) (int, string, error) {
+	cfg := stageConfig{Probe: probe, Pause: s.cfg.Pause}
+	if s.cfg.Rootfs == nil {
+		// Host mode chroots: the stage follows.
+		cfg.Root = rootDir(s.cfg.Scratch)
+	}
+	if !probe && !cfg.Pause {
+		if len(argv) == 0 {
+			s.abandonStage()
+			return 0, ReasonStartError, errors.New("no command")
+		}
+		path, err := lookPath(argv[0], s.cfg.Env, s.cfg.WorkingDir)
+		if err != nil {
+			s.abandonStage()
+			return 0, ReasonStartError, err
+		}
+		cfg.Path, cfg.Argv, cfg.Env, cfg.Dir = path, argv, s.cfg.Env, s.cfg.WorkingDir
+		if c := s.cred; c != nil {
+			cfg.Cred = &stageCred{UID: c.Uid, GID: c.Gid, Groups: c.Groups, NoSetGroups: c.NoSetGroups}
+		}
+	}
+	pid, cfgW, errR := s.stagePID, s.stageCfg, s.stageErr
+	s.stagePID = 0
+	defer func() { _ = errR.Close() }()
+	go func() {
+		_ = json.NewEncoder(cfgW).Encode(cfg)
+		_ = cfgW.Close()
+	}()
+	b, _ := io.ReadAll(errR)
+	if len(b) == 0 {
+		// Closed by a successful exec (or, probing, by the exit; for a
+		// pause process, once it runs).
+		return pid, "", nil
+	}
+	var se stageError
+	if err := json.Unmarshal(b, &se); err != nil {
+		se = stageError{Reason: ReasonStartError, Message: "the container's init stage failed: " + string(b)}
+	}
+	// The stage exits; the loop has not started yet, so reap it here.
+	var ws syscall.WaitStatus
+	_, _ = syscall.Wait4(pid, &ws, 0, nil)
+	return 0, se.Reason, errors.New(se.Message)
+}
+
+// forkInNamespace starts path: in the PID namespace to join (PIDJoin, and
+// every command exec'd into a container with a namespace of its own: the
+// main process's), else as attr says. setns for a PID namespace applies to
+// the children of the calling thread only, so the thread that forks is
+// locked to the goroutine and thrown away afterwards.
+func (s *supervisor) forkInNamespace(path string, argv []string, attr *syscall.ProcAttr) (int, error) {
+	ns := s.pidNS
+	if ns == nil {
+		return syscall.ForkExec(path, argv, attr)
+	}
+	type result struct {
+		pid int
+		err error
+	}
+	ch := make(chan result, 1)
+	go func() {
+		// Not unlocked: the thread ends with the goroutine.
+		runtime.LockOSThread()
+		if err := unix.Setns(int(ns.Fd()), unix.CLONE_NEWPID); err != nil {
+			ch <- result{err: fmt.Errorf("entering the container's PID namespace: %w", err)}
+			return
+		}
+		pid, err := syscall.ForkExec(path, argv, attr)
+		ch <- result{pid, err}
+	}()
+	r := <-ch
+	return r.pid, r.err
+}
+
+// enterMainNamespace records the main process's PID namespace, which
+// commands exec'd into the container join. pidfd names the main process.
+func (s *supervisor) enterMainNamespace(pid int) error {
+	if s.cfg.PIDNamespace != PIDContainer {
+		return nil
+	}
+	fd, err := unix.PidfdOpen(pid, 0)
+	if err != nil {
+		return fmt.Errorf("naming the container's PID namespace: %w", err)
+	}
+	s.pidNS = os.NewFile(uintptr(fd), "pidfd")
+	return nil
+}
+
+// killNamespaced ends an attempt whose main process is in a PID namespace
+// (whose processes the view's /proc numbers as the namespace does, so they
+// cannot be found there): it kills the main process and the commands
+// exec'd into the container, and reaps them until no child is left. In a
+// namespace of its own the end of its PID 1 kills everything in it; in a
+// joined one (PIDJoin), a process the attempt started that left both
+// their process groups stays in it until that namespace ends.
+func (s *supervisor) killNamespaced() {
+	deadline := time.Now().Add(10 * time.Second)
+	for time.Now().Before(deadline) {
+		if s.main > 0 && !s.mainEnded {
+			_ = syscall.Kill(-s.main, syscall.SIGKILL)
+			_ = syscall.Kill(s.main, syscall.SIGKILL)
+		}
+		for pid := range s.execs {
+			_ = syscall.Kill(-pid, syscall.SIGKILL)
+			_ = syscall.Kill(pid, syscall.SIGKILL)
+		}
+		for {
+			var ws syscall.WaitStatus
+			pid, err := syscall.Wait4(-1, &ws, syscall.WNOHANG, nil)
+			if errors.Is(err, syscall.ECHILD) {
+				return
+			}
+			if err != nil || pid <= 0 {
+				break
+			}
+			s.collected(pid, ws)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// probePID has the init stage (forked) only mount its namespace's /proc
+// in the view: what ProbePID checks.
+func (s *supervisor) probePID() error {
+	pid, _, err := s.runStage(nil, true)
+	if err != nil {
+		return err
+	}
+	// exec into a container joins its namespace through a pidfd.
+	if fd, err := unix.PidfdOpen(pid, 0); err != nil {
+		return fmt.Errorf("pidfd_open (Linux 5.3 or later, setns on a pidfd 5.8): %w", err)
+	} else {
+		_ = unix.Close(fd)
+	}
+	var ws syscall.WaitStatus
+	if _, err := syscall.Wait4(pid, &ws, 0, nil); err != nil {
+		return fmt.Errorf("waiting for the PID namespace probe: %w", err)
+	}
+	if !ws.Exited() || ws.ExitStatus() != 0 {
+		return fmt.Errorf("the PID namespace probe ended with %v", ws)
+	}
+	return nil
+}
+
+// pause is the loop of a pod's shared PID namespace's PID 1, as the
+// kubelet's pause container: the containers' processes orphaned in the
+// namespace become its children, and it reaps them. Signals from outside
+// the namespace do not reach it (PID 1 without handlers) but SIGKILL, which
+// ends the namespace.
+func pause() {
+	sigs := make(chan os.Signal, 16)
+	signal.Notify(sigs, syscall.SIGCHLD)
+	for range sigs {
+		for {
+			var ws syscall.WaitStatus
+			pid, err := syscall.Wait4(-1, &ws, syscall.WNOHANG, nil)
+			if err != nil || pid <= 0 {
+				break
+			}
+		}
+	}
+}
