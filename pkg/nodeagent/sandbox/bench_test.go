@@ -4,6 +4,7 @@ import (
 	"context"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"jobkeeper.dev/jobkeeper/pkg/nodeagent/sandbox/imagetest"
@@ -13,7 +14,9 @@ import (
 // at once, until the sandbox has exited: the cost a container attempt pays
 // for its sandbox. host runs `true` on the host's filesystem, isolated
 // runs it in the copy-on-write view of the host, image runs the test
-// image's program from a cached three-layer image (image mode). The
+// image's program from a cached three-layer image (image mode); the
+// "+pid" modes do the same with a PID namespace of the container's own (the
+// init stage started before the view). The
 // sandbox is this test binary, or the program named by
 // JOBKEEPER_SANDBOX_EXECUTABLE (for example a built jobkeeper, whose larger
 // initialisation it then includes).
@@ -25,9 +28,15 @@ func BenchmarkStart(b *testing.B) {
 	if e := os.Getenv("JOBKEEPER_SANDBOX_EXECUTABLE"); e != "" {
 		exe = e
 	}
-	for _, mode := range []string{"host", "isolated", "image"} {
+	for _, mode := range []string{"host", "isolated", "image", "isolated+pid", "image+pid"} {
 		b.Run(mode, func(b *testing.B) {
 			isolate := mode != "host"
+			pid := strings.HasSuffix(mode, "+pid")
+			if pid {
+				if err := ProbePID(context.Background(), exe, filepath.Join(b.TempDir(), "probe"), 0); err != nil {
+					b.Skipf("no PID namespaces: %v", err)
+				}
+			}
 			if isolate {
 				if err := Probe(context.Background(), exe, filepath.Join(b.TempDir(), "probe"), 0); err != nil {
 					b.Skipf("no private mount namespaces: %v", err)
@@ -35,7 +44,7 @@ func BenchmarkStart(b *testing.B) {
 			}
 			var rootfs *Rootfs
 			command := []string{"true"}
-			if mode == "image" {
+			if strings.HasPrefix(mode, "image") {
 				dir := b.TempDir()
 				layers := imagetest.Layers(b, dir)
 				extra := filepath.Join(dir, "extra")
@@ -53,6 +62,9 @@ func BenchmarkStart(b *testing.B) {
 				cfg := Config{Isolate: isolate, Command: command, Env: []string{"PATH=/usr/bin:/bin"}, Rootfs: rootfs}
 				if rootfs != nil {
 					cfg.User = &User{}
+				}
+				if pid {
+					cfg.PIDNamespace = PIDContainer
 				}
 				if isolate {
 					cfg.Scratch = filepath.Join(b.TempDir(), "scratch")
