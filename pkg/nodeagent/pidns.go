@@ -48,14 +48,32 @@ func (w *worker) runningHandle(name string) runtime.Handle {
 	return nil
 }
 
-// pidNamespaces reports whether the runtime gives containers PID
-// namespaces; without them every container is in the host's, and a target
-// means nothing.
-func (a *Agent) pidNamespaces() bool {
-	pn, ok := a.runtime.(runtime.PIDNamespacer)
+// ReasonPIDNamespaceNotShared is the Warning event of a container that
+// should share a PID namespace (shareProcessNamespace, an ephemeral
+// container's target) where the runtime cannot share one: it runs in the
+// host's, where it sees the others' processes, and the host's.
+const ReasonPIDNamespaceNotShared = "PIDNamespaceNotShared"
+
+// pidNamespaceFor is pidNamespaceOf for this agent's runtime: nothing to
+// choose without PID namespaces (every container is in the host's), and the
+// host's, with a Warning event, for a container that should share one where
+// the runtime cannot.
+func (w *worker) pidNamespaceFor(pod *corev1.Pod, c *container) (runtime.PIDNamespaceMode, runtime.Handle, error) {
+	pn, ok := w.agent.runtime.(runtime.PIDNamespacer)
 	if !ok {
-		return false
+		return runtime.PIDNamespaceContainer, nil, nil
 	}
-	yes, _ := pn.PIDNamespaces()
-	return yes
+	if yes, _ := pn.PIDNamespaces(); !yes {
+		return runtime.PIDNamespaceContainer, nil, nil
+	}
+	mode, target, err := pidNamespaceOf(pod, c, w.runningHandle)
+	if err != nil || mode == runtime.PIDNamespaceContainer {
+		return mode, target, err
+	}
+	if yes, why := pn.SharedPIDNamespaces(); !yes {
+		w.agent.containerEvent(pod, c.info, corev1.EventTypeWarning, ReasonPIDNamespaceNotShared,
+			fmt.Sprintf("Container %s runs in the host's process namespace (it sees every process of the host, its pod's included): containers cannot share one here: %s", c.spec.Name, why))
+		return runtime.PIDNamespaceHost, nil, nil
+	}
+	return mode, target, nil
 }

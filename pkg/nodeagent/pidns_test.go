@@ -4,9 +4,11 @@ import (
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
+	testingclock "k8s.io/utils/clock/testing"
 	"k8s.io/utils/ptr"
 
 	"jobkeeper.dev/jobkeeper/pkg/nodeagent/runtime"
+	"jobkeeper.dev/jobkeeper/test/builder"
 )
 
 func TestPIDNamespaceOf(t *testing.T) {
@@ -51,6 +53,44 @@ func TestPIDNamespaceOf(t *testing.T) {
 			}
 			if mode != tc.wantMode || target != tc.wantTarget {
 				t.Errorf("got %q %v, want %q %v", mode, target, tc.wantMode, tc.wantTarget)
+			}
+		})
+	}
+}
+
+// pidFakeRuntime is a fake runtime with PID namespaces, shared ones or not.
+type pidFakeRuntime struct {
+	*fakeRuntime
+	shared bool
+}
+
+func (r *pidFakeRuntime) PIDNamespaces() (bool, string) { return true, "" }
+
+func (r *pidFakeRuntime) SharedPIDNamespaces() (bool, string) {
+	return r.shared, "not as this user"
+}
+
+// TestSharedPIDNamespaceWhereNoneCanBeShared: a pod that shares its process
+// namespace runs, where the runtime cannot share one, in the host's, with
+// a Warning event saying so; where it can, in the pod's.
+func TestSharedPIDNamespaceWhereNoneCanBeShared(t *testing.T) {
+	for _, shared := range []bool{false, true} {
+		t.Run(map[bool]string{false: "not shared", true: "shared"}[shared], func(t *testing.T) {
+			pod := builder.MakePod("p", "ns").UID("u1").Obj()
+			pod.Spec.ShareProcessNamespace = ptr.To(true)
+			var rt *fakeRuntime
+			ta := startAgentOn(t, Options{MaxPods: 10, Runtime: "simulated"}, func(clk *testingclock.FakeClock) runtime.Runtime {
+				rt = newFakeRuntime(clk)
+				return &pidFakeRuntime{fakeRuntime: rt, shared: shared}
+			}, pod)
+			h := rt.attempt(t, "main", 0)
+			want := runtime.PIDNamespacePod
+			if !shared {
+				want = runtime.PIDNamespaceHost
+				ta.waitEventAt(t, ReasonPIDNamespaceNotShared, "spec.containers{main}")
+			}
+			if h.spec.PIDNamespace != want {
+				t.Errorf("PID namespace %q, want %q", h.spec.PIDNamespace, want)
 			}
 		})
 	}

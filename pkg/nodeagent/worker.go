@@ -506,8 +506,8 @@ func (w *worker) start(ctx context.Context, pod *corev1.Pod, c *container, now t
 	}
 	attempt := c.state.nextAttempt()
 	spec, err := w.agent.containerSpec(ctx, pod, c, img)
-	if err == nil && w.agent.pidNamespaces() {
-		spec.PIDNamespace, spec.PIDTarget, err = pidNamespaceOf(pod, c, w.runningHandle)
+	if err == nil {
+		spec.PIDNamespace, spec.PIDTarget, err = w.pidNamespaceFor(pod, c)
 	}
 	if err == nil {
 		spec.Attempt = attempt

@@ -82,6 +82,9 @@ const (
 	PIDNamespacePod PIDNamespaceMode = "Pod"
 	// PIDNamespaceTarget: Spec.PIDTarget's.
 	PIDNamespaceTarget PIDNamespaceMode = "Target"
+	// PIDNamespaceHost: the host's, where containers cannot share one
+	// (PIDNamespacer.SharedPIDNamespaces).
+	PIDNamespaceHost PIDNamespaceMode = "Host"
 )
 
 // PIDNamespacer is implemented by runtimes that can give containers PID
@@ -90,6 +93,9 @@ type PIDNamespacer interface {
 	// PIDNamespaces reports whether containers get them; when not, reason
 	// says why, and containers see the host's processes.
 	PIDNamespaces() (ok bool, reason string)
+	// SharedPIDNamespaces reports whether containers can share one
+	// (PIDNamespacePod, PIDNamespaceTarget); when not, reason says why.
+	SharedPIDNamespaces() (ok bool, reason string)
 }
 
 // Rootfs is the root filesystem of a container run from an image.

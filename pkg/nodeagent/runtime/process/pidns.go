@@ -33,6 +33,8 @@ func (r *Runtime) pidNamespace(ctx context.Context, spec runtime.Spec) (pidChoic
 		return pidChoice{mode: sandbox.PIDHost}, nil
 	}
 	switch spec.PIDNamespace {
+	case runtime.PIDNamespaceHost:
+		return pidChoice{mode: sandbox.PIDHost}, nil
 	case runtime.PIDNamespacePod:
 		return r.joinPod(ctx, spec)
 	case runtime.PIDNamespaceTarget:

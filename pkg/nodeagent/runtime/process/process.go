@@ -193,6 +193,19 @@ func (r *Runtime) probePID(ctx context.Context) {
 // PIDNamespaces implements runtime.PIDNamespacer.
 func (r *Runtime) PIDNamespaces() (bool, string) { return r.pidns, r.pidnsReason }
 
+// SharedPIDNamespaces implements runtime.PIDNamespacer: only as root. As
+// another user each sandbox has a user namespace of its own, which may not
+// enter a PID namespace another sandbox's user namespace owns.
+func (r *Runtime) SharedPIDNamespaces() (bool, string) {
+	switch {
+	case !r.pidns:
+		return false, r.pidnsReason
+	case os.Getuid() != 0:
+		return false, "the node agent does not run as root: each container has a user namespace of its own, which may not enter another container's PID namespace"
+	}
+	return true, ""
+}
+
 // Isolation implements runtime.Isolator.
 func (r *Runtime) Isolation() (bool, string) { return r.isolated, r.isolationReason }
 
