@@ -50,6 +50,9 @@ func TestPIDNamespacePerContainer(t *testing.T) {
 func TestPIDNamespaceSharedByThePod(t *testing.T) {
 	rt := newRuntime(t, nil)
 	requirePIDNamespaces(t, rt)
+	if ok, why := rt.SharedPIDNamespaces(); !ok {
+		t.Skipf("no shared PID namespaces: %s", why)
+	}
 	first := shellSpec(t, "exec sleep 3611")
 	first.PodUID, first.PIDNamespace = "pod-1", runtime.PIDNamespacePod
 	h1, err := rt.Start(context.Background(), first)
