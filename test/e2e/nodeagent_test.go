@@ -139,7 +139,9 @@ func TestUpRunsJobsOnTheLocalNode(t *testing.T) {
 	})
 
 	t.Run("suspend kills the processes and resume starts new ones", func(t *testing.T) {
-		job := builder.MakeJob("sleepers", ns).Parallelism(2).Completions(2).Command("sleep", "300").Obj()
+		// A PID 1 that handles SIGTERM, so the deletion does not take the
+		// grace period.
+		job := builder.MakeJob("sleepers", ns).Parallelism(2).Completions(2).Command("sh", "-c", "trap 'exit 143' TERM; sleep 300 & wait").Obj()
 		job, err := c.BatchV1().Jobs(ns).Create(ctx, job, metav1.CreateOptions{})
 		if err != nil {
 			t.Fatal(err)

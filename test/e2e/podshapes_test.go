@@ -25,7 +25,9 @@ func TestUpRunsJobsWithNativeSidecars(t *testing.T) {
 	up, c, _ := startUp(t, t.TempDir())
 	defer up.stop(t)
 	ns := "default"
-	sidecarCmd := []string{"sh", "-c", "echo sidecar index=$JOB_COMPLETION_INDEX; while true; do sleep 1; done"}
+	// The sidecar is its namespace's PID 1, which gets no SIGTERM it has no
+	// handler for: it traps it, or its stop would take the grace period.
+	sidecarCmd := []string{"sh", "-c", "trap 'exit 0' TERM; echo sidecar index=$JOB_COMPLETION_INDEX; while true; do sleep 1; done"}
 	jobs := map[string]*batchv1.Job{
 		"nonindexed": builder.MakeJob("with-sidecar", ns).Completions(2).Parallelism(2).
 			Sidecar("proxy", sidecarCmd...).Command("sh", "-c", "sleep 1; echo main done").Obj(),

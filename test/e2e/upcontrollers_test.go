@@ -25,7 +25,9 @@ func TestUpDeletesNamespaces(t *testing.T) {
 	if _, err := c.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	job, err := c.BatchV1().Jobs(ns).Create(ctx, builder.MakeJob("sleeper", ns).Parallelism(2).Completions(2).Command("sleep", "300").Obj(), metav1.CreateOptions{})
+	// A PID 1 that handles SIGTERM, so the pods' deletion does not take the
+	// grace period.
+	job, err := c.BatchV1().Jobs(ns).Create(ctx, builder.MakeJob("sleeper", ns).Parallelism(2).Completions(2).Command("sh", "-c", "trap 'exit 143' TERM; sleep 300 & wait").Obj(), metav1.CreateOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}

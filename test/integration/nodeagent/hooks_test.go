@@ -19,7 +19,10 @@ func TestFailedPostStartExecHookKillsTheContainer(t *testing.T) {
 	startSharedAgent(t)
 	ns := framework.CreateNamespace(t)
 	c := framework.Client(t)
-	pod := builder.MakePod("hook", ns).Command("sleep", "3600").Obj()
+	// The container's main process is its PID namespace's PID 1, which
+	// gets no SIGTERM it has no handler for: it handles it (a bare sleep
+	// would be killed after the grace period, 137, as on a kubelet).
+	pod := builder.MakePod("hook", ns).Command("sh", "-c", "trap 'exit 143' TERM; sleep 3600 & wait").Obj()
 	pod.Spec.Containers[0].Lifecycle = &corev1.Lifecycle{
 		PostStart: &corev1.LifecycleHandler{Exec: &corev1.ExecAction{Command: []string{"sh", "-c", "echo in the container; exit 3"}}},
 	}
