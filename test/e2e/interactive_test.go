@@ -294,7 +294,7 @@ func TestUpDebugEphemeralContainer(t *testing.T) {
 // other's, under a pause process.
 func TestUpPIDNamespaces(t *testing.T) {
 	ctx := context.Background()
-	up, c, _ := startUp(t, t.TempDir())
+	up, c, kc := startUp(t, t.TempDir())
 	defer up.stop(t)
 	if strings.Contains(up.output(), "containers see every process of this host") {
 		t.Skip("this machine gives containers no PID namespaces")
@@ -337,6 +337,21 @@ func TestUpPIDNamespaces(t *testing.T) {
 		}
 		if name == "own" && string(logs) != want || name == "shared" && (!strings.HasSuffix(string(logs), want) || strings.HasPrefix(string(logs), "pid:1 ")) {
 			t.Errorf("pod %s: looker's log %q, want %q (status %+v)", name, logs, want, p.Status.ContainerStatuses)
+		}
+	}
+	// kubectl exec joins the container's namespace: PID 1 is the main
+	// process, or the pod's pause process.
+	cfg := restConfig(t, kc)
+	for name, want := range map[string]string{"own": "sleep 3607 ", "shared": "jobkeeper-sandbox-init "} {
+		req := c.CoreV1().RESTClient().Post().Resource("pods").Namespace("default").Name(name).SubResource("exec").
+			VersionedParams(&corev1.PodExecOptions{Container: "sleeper", Command: []string{"sh", "-c", `tr '\0' ' ' < /proc/1/cmdline`}, Stdout: true, Stderr: true}, clientscheme.ParameterCodec)
+		ex, err := remotecommand.NewWebSocketExecutor(cfg, "GET", req.URL().String())
+		if err != nil {
+			t.Fatal(err)
+		}
+		var out, errOut bytes.Buffer
+		if err := ex.StreamWithContext(ctx, remotecommand.StreamOptions{Stdout: &out, Stderr: &errOut}); err != nil || out.String() != want {
+			t.Errorf("exec in pod %s: PID 1 is %q (%v, %q), want %q", name, out.String(), err, errOut.String(), want)
 		}
 	}
 }
