@@ -30,6 +30,9 @@ type runResult struct {
 	WallSeconds float64 `json:"wallSeconds"`
 	// StartupSeconds is from the process start to its informers synced.
 	StartupSeconds float64 `json:"startupSeconds"`
+	// FirstPodSeconds is from the process start to its first pod creation
+	// request (startup workload).
+	FirstPodSeconds float64 `json:"firstPodSeconds,omitempty"`
 	// P50Seconds and P99Seconds are Job creation to Complete.
 	P50Seconds float64 `json:"p50Seconds,omitempty"`
 	P99Seconds float64 `json:"p99Seconds,omitempty"`
@@ -163,6 +166,7 @@ type summaryRow struct {
 const (
 	figWall        = "wall (s)"
 	figStartup     = "start-up to informers synced (s)"
+	figFirstPod    = "process start to first pod created (s)"
 	figP50         = "Job create to Complete p50 (s)"
 	figP99         = "Job create to Complete p99 (s)"
 	figOnePodP50   = "one-pod Job create to Complete p50 (s)"
@@ -198,6 +202,10 @@ func figures(w workload) []string {
 		return []string{figWall, figOnePodP50, figOnePodP99, figFinalizers, figLeftover, per, figRequests, figCPU, figRSS, figHeap, figSteadyHeap, figStartup, figLoad}
 	case kindTTL:
 		return []string{figWall, per, figRequests, figCPU, figRSS, figHeap, figSteadyHeap, figStartup, figLoad}
+	case kindBusy:
+		return []string{figRSS, figHeap, figSteadyHeap, figWall, figFinalizers, figLeftover, per, figRequests, figCPU, figStartup, figLoad}
+	case kindStartup:
+		return []string{figFirstPod, figStartup, figRSS, figHeap, figCPU, figRequests, figLoad}
 	default:
 		return []string{figStartup, figSteadyHeap, figHeap, figRSS, figCPU, figRequests, per, figLoad}
 	}
@@ -209,6 +217,7 @@ func runFigures(w workload, r runResult) map[string]float64 {
 	return map[string]float64{
 		figWall:                   r.WallSeconds,
 		figStartup:                r.StartupSeconds,
+		figFirstPod:               r.FirstPodSeconds,
 		figP50:                    r.P50Seconds,
 		figP99:                    r.P99Seconds,
 		figOnePodP50:              r.P50Seconds,
@@ -360,6 +369,9 @@ func workloadTables(rep report, w workload, b string) string {
 	b2.WriteString(markdownTable([]string{"figure", "jobkeeper", "upstream", "jobkeeper/upstream"}, rows))
 	if w.Kind == kindFairness {
 		b2.WriteString("\n" + fairnessGoal(jk) + "\n")
+	}
+	for _, g := range goalLines(w, jk, up) {
+		b2.WriteString("\n" + g + "\n")
 	}
 	kinds := map[string]bool{}
 	for k := range jk.Requests {

@@ -154,7 +154,26 @@ func runSuite(cfg *suiteConfig) error {
 	meta.Finished = time.Now().UTC()
 	rep := buildReport(meta, cfg, results)
 	fmt.Println(renderTables(rep))
-	return writeOutputs(cfg, rep)
+	if err := writeOutputs(cfg, rep); err != nil {
+		return err
+	}
+	return failedRuns(results)
+}
+
+// failedRuns returns an error naming every run that failed: a check of its
+// end state (exact succeeded counts, no tracking finalizer left) or a
+// timeout. The results are written first, so the failure is in them too.
+func failedRuns(results []runResult) error {
+	var failed []string
+	for _, r := range results {
+		if r.Error != "" {
+			failed = append(failed, fmt.Sprintf("%s %s %s #%d: %s", r.Workload, r.Impl, r.Budget, r.Repeat, r.Error))
+		}
+	}
+	if len(failed) == 0 {
+		return nil
+	}
+	return fmt.Errorf("%d run(s) failed:\n  %s", len(failed), strings.Join(failed, "\n  "))
 }
 
 // runWorkload runs w for every budget and repeat, alternating the two
@@ -181,6 +200,32 @@ func (e *env) runWorkload(ctx context.Context, w workload, last bool) ([]runResu
 			defer e.cleanup(ctx, ns)
 		}
 	}
+	if w.Kind == kindBusy {
+		// Pods of no Job, in a namespace of their own that no run's kubelet
+		// watches: they stay Running through every run of the workload.
+		ns, err := e.namespace(ctx, w)
+		if err != nil {
+			return nil, err
+		}
+		t := time.Now()
+		if err := createRunningPods(ctx, e.admin, ns, w.Pods, nil); err != nil {
+			return nil, err
+		}
+		fmt.Fprintf(os.Stderr, "bench: %s: created %d running pods of no Job in %v\n", w.Name, w.Pods, time.Since(t).Round(time.Second))
+		if !last {
+			defer e.cleanup(ctx, ns)
+		}
+	}
+	var st *startupJob
+	if w.Kind == kindStartup {
+		var err error
+		if st, err = e.createStartupJob(ctx, w); err != nil {
+			return nil, err
+		}
+		if !last {
+			defer e.cleanup(ctx, st.ns)
+		}
+	}
 	var out []runResult
 	var errs []error
 	for _, b := range e.cfg.budgets {
@@ -196,8 +241,10 @@ func (e *env) runWorkload(ctx context.Context, w workload, last bool) ([]runResu
 				r := runResult{Workload: w.Name, Impl: impl, Budget: b.String(), Repeat: rep + 1, Units: w.units(), LoadBefore: loadAverage()}
 				var err error
 				switch w.Kind {
-				case kindJobs:
+				case kindJobs, kindBusy:
 					err = e.runJobs(ctx, w, impl, b, &r)
+				case kindStartup:
+					err = e.runStartup(ctx, w, impl, b, st, &r)
 				case kindFairness:
 					err = e.runFairness(ctx, w, impl, b, &r)
 				case kindTTL:

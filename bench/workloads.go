@@ -22,6 +22,14 @@ const (
 	// fairnessInterval while it runs, and measures how long the one-pod
 	// Jobs wait (issue 27: no Job starves behind a big one).
 	kindFairness workloadKind = "fairness"
+	// kindBusy creates running pods that belong to no Job, then runs one
+	// Job as kindJobs does: what the pods of other workloads cost a Job
+	// controller (issue 27: only Job pods in memory).
+	kindBusy workloadKind = "busy"
+	// kindStartup creates a Job and its running pods, then starts the
+	// controllers and measures the time from the process start to the first
+	// pod creation request (issue 27: start-up).
+	kindStartup workloadKind = "startup"
 )
 
 // workload is one benchmark scenario.
@@ -39,7 +47,8 @@ type workload struct {
 	Parallelism int `json:"parallelism,omitempty"`
 	// Indexed makes the Jobs Indexed.
 	Indexed bool `json:"indexed,omitempty"`
-	// Pods is the number of pods present (kindMemory).
+	// Pods is the number of pods present (kindMemory), of running non-Job
+	// pods (kindBusy), or of the existing Job's running pods (kindStartup).
 	Pods int `json:"pods,omitempty"`
 	// OnePodJobs is the number of one-pod Jobs created while the big Job
 	// runs (kindFairness); Completions and Parallelism size the big Job.
@@ -56,15 +65,17 @@ var workloads = []workload{
 	{Name: "memory", Title: "Start-up with 10,000 finished Jobs and 100,000 pods present (both controllers)", Kind: kindMemory, Jobs: 10000, Pods: 100000},
 	{Name: "long", Title: "One NonIndexed Job, 100,000 completions, parallelism 500", Kind: kindJobs, Jobs: 1, Completions: 100000, Parallelism: 500},
 	{Name: "fairness", Title: "One NonIndexed Job of 2,000 completions (parallelism 500), and 20 one-pod Jobs created every 100 ms from 2 s after it", Kind: kindFairness, Jobs: 1, Completions: 2000, Parallelism: 500, OnePodJobs: 20},
+	{Name: "busy", Title: "Busy cluster: 10,000 running pods of no Job, then one NonIndexed Job of 2,000 completions (parallelism 500; both controllers)", Kind: kindBusy, Jobs: 1, Completions: 2000, Parallelism: 500, Pods: 10000},
+	{Name: "startup", Title: "Start-up: one NonIndexed Job with 10,000 running pods exists; process start to its first new pod (both controllers)", Kind: kindStartup, Jobs: 1, Pods: 10000},
 }
 
 // suiteWorkloads returns the workload names of a suite, nil if unknown.
 func suiteWorkloads(suite string) []string {
 	switch suite {
 	case "default":
-		return []string{"nonindexed", "indexed", "small", "ttl", "fairness", "memory"}
+		return []string{"nonindexed", "indexed", "small", "ttl", "fairness", "busy", "startup", "memory"}
 	case "long":
-		return []string{"nonindexed", "indexed", "small", "ttl", "fairness", "long", "memory"}
+		return []string{"nonindexed", "indexed", "small", "ttl", "fairness", "busy", "startup", "long", "memory"}
 	}
 	return nil
 }
@@ -128,6 +139,10 @@ func (w workload) size() string {
 		return fmt.Sprintf("%d Job(s) x %d completions, parallelism %d", w.Jobs, w.Completions, w.Parallelism)
 	case kindFairness:
 		return fmt.Sprintf("1 Job x %d completions, parallelism %d, and %d one-pod Jobs", w.Completions, w.Parallelism, w.OnePodJobs)
+	case kindBusy:
+		return fmt.Sprintf("%d running non-Job pods, 1 Job x %d completions, parallelism %d", w.Pods, w.Completions, w.Parallelism)
+	case kindStartup:
+		return fmt.Sprintf("1 Job with %d running pods", w.Pods)
 	case kindTTL:
 		return fmt.Sprintf("%d Jobs", w.Jobs)
 	default:
@@ -139,7 +154,7 @@ func (w workload) size() string {
 // deleted Jobs, or pods present.
 func (w workload) units() int {
 	switch w.Kind {
-	case kindJobs:
+	case kindJobs, kindBusy:
 		return w.Jobs * w.Completions
 	case kindFairness:
 		return w.Completions + w.OnePodJobs
@@ -153,7 +168,7 @@ func (w workload) units() int {
 // unitName names units().
 func (w workload) unitName() string {
 	switch w.Kind {
-	case kindJobs, kindFairness:
+	case kindJobs, kindFairness, kindBusy:
 		return "completed pod"
 	case kindTTL:
 		return "deleted Job"

@@ -77,11 +77,13 @@ type Counter struct {
 	counts map[string]int
 	// last is when the latest request of each kind was answered.
 	last map[string]time.Time
+	// first is when the first request of each kind arrived.
+	first map[string]time.Time
 }
 
 // NewCounter returns an empty Counter.
 func NewCounter() *Counter {
-	return &Counter{counts: map[string]int{}, last: map[string]time.Time{}}
+	return &Counter{counts: map[string]int{}, last: map[string]time.Time{}, first: map[string]time.Time{}}
 }
 
 // Add counts one request of kind.
@@ -89,6 +91,16 @@ func (c *Counter) Add(kind string) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.counts[kind]++
+	if _, seen := c.first[kind]; !seen {
+		c.first[kind] = time.Now()
+	}
+}
+
+// FirstSeen returns when the first request of kind arrived (zero if none did).
+func (c *Counter) FirstSeen(kind string) time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.first[kind]
 }
 
 // answered records that a request of kind got its response headers.
