@@ -6,8 +6,12 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/utils/ptr"
 
 	"jobkeeper.dev/jobkeeper/test/builder"
 )
@@ -15,6 +19,53 @@ import (
 // busyApps is how many different app labels the busy workload's pods of no
 // Job carry (as Deployments' pods would).
 const busyApps = 100
+
+// deploymentPod makes p look like the pod of a Deployment as a cluster's
+// admission and a kubelet leave it: labels and annotations, a ReplicaSet
+// controller reference, an application container and a sidecar with ports,
+// environment, resources, probes and mounts, a config volume and the
+// projected service account token volume, and the default tolerations. It
+// is what a busy cluster's other pods cost a controller that caches them.
+func deploymentPod(p *corev1.Pod, i int) {
+	app := fmt.Sprintf("app-%02d", i%busyApps)
+	p.Labels = map[string]string{"app.kubernetes.io/name": app, "app.kubernetes.io/part-of": "shop", "pod-template-hash": "6d4cf56db6", "tier": "web"}
+	p.Annotations = map[string]string{"prometheus.io/scrape": "true", "prometheus.io/port": "9090", "kubectl.kubernetes.io/restartedAt": "2026-11-20T10:00:00Z"}
+	p.OwnerReferences = []metav1.OwnerReference{{APIVersion: "apps/v1", Kind: "ReplicaSet", Name: app + "-6d4cf56db6",
+		UID: types.UID(fmt.Sprintf("8a6f2c1e-3b7d-4e59-9c0a-%012d", i%busyApps)), Controller: ptr.To(true), BlockOwnerDeletion: ptr.To(true)}}
+	res := corev1.ResourceRequirements{
+		Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("100m"), corev1.ResourceMemory: resource.MustParse("128Mi")},
+		Limits:   corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("500m"), corev1.ResourceMemory: resource.MustParse("256Mi")},
+	}
+	probe := func(path string) *corev1.Probe {
+		return &corev1.Probe{ProbeHandler: corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{Path: path, Port: intstr.FromInt32(8080), Scheme: corev1.URISchemeHTTP}},
+			PeriodSeconds: 10, TimeoutSeconds: 1, SuccessThreshold: 1, FailureThreshold: 3}
+	}
+	mounts := []corev1.VolumeMount{{Name: "config", MountPath: "/etc/app"}, {Name: "kube-api-access-x7k2p", MountPath: "/var/run/secrets/kubernetes.io/serviceaccount", ReadOnly: true}}
+	env := []corev1.EnvVar{{Name: "APP_NAME", Value: app}, {Name: "LOG_LEVEL", Value: "info"}, {Name: "PORT", Value: "8080"},
+		{Name: "POD_NAME", ValueFrom: &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{APIVersion: "v1", FieldPath: "metadata.name"}}},
+		{Name: "POD_IP", ValueFrom: &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{APIVersion: "v1", FieldPath: "status.podIP"}}}}
+	p.Spec.Containers = []corev1.Container{
+		{Name: "app", Image: "registry.example.com/shop/" + app + ":1.4.2", Ports: []corev1.ContainerPort{{Name: "http", ContainerPort: 8080, Protocol: corev1.ProtocolTCP}, {Name: "metrics", ContainerPort: 9090, Protocol: corev1.ProtocolTCP}},
+			Env: env, Resources: res, LivenessProbe: probe("/healthz"), ReadinessProbe: probe("/readyz"), VolumeMounts: mounts,
+			TerminationMessagePath: "/dev/termination-log", TerminationMessagePolicy: corev1.TerminationMessageReadFile, ImagePullPolicy: corev1.PullIfNotPresent},
+		{Name: "proxy", Image: "registry.example.com/infra/envoy:1.31.0", Args: []string{"--config-path", "/etc/app/envoy.yaml", "--log-level", "warn"},
+			Ports: []corev1.ContainerPort{{Name: "proxy", ContainerPort: 15001, Protocol: corev1.ProtocolTCP}}, Resources: res, VolumeMounts: mounts,
+			TerminationMessagePath: "/dev/termination-log", TerminationMessagePolicy: corev1.TerminationMessageReadFile, ImagePullPolicy: corev1.PullIfNotPresent},
+	}
+	p.Spec.Volumes = []corev1.Volume{
+		{Name: "config", VolumeSource: corev1.VolumeSource{ConfigMap: &corev1.ConfigMapVolumeSource{LocalObjectReference: corev1.LocalObjectReference{Name: app + "-config"}, DefaultMode: ptr.To[int32](0o644)}}},
+		{Name: "kube-api-access-x7k2p", VolumeSource: corev1.VolumeSource{Projected: &corev1.ProjectedVolumeSource{DefaultMode: ptr.To[int32](0o644), Sources: []corev1.VolumeProjection{
+			{ServiceAccountToken: &corev1.ServiceAccountTokenProjection{ExpirationSeconds: ptr.To[int64](3607), Path: "token"}},
+			{ConfigMap: &corev1.ConfigMapProjection{LocalObjectReference: corev1.LocalObjectReference{Name: "kube-root-ca.crt"}, Items: []corev1.KeyToPath{{Key: "ca.crt", Path: "ca.crt"}}}},
+			{DownwardAPI: &corev1.DownwardAPIProjection{Items: []corev1.DownwardAPIVolumeFile{{Path: "namespace", FieldRef: &corev1.ObjectFieldSelector{APIVersion: "v1", FieldPath: "metadata.namespace"}}}}},
+		}}}},
+	}
+	p.Spec.RestartPolicy = corev1.RestartPolicyAlways
+	p.Spec.Tolerations = []corev1.Toleration{
+		{Key: "node.kubernetes.io/not-ready", Operator: corev1.TolerationOpExists, Effect: corev1.TaintEffectNoExecute, TolerationSeconds: ptr.To[int64](300)},
+		{Key: "node.kubernetes.io/unreachable", Operator: corev1.TolerationOpExists, Effect: corev1.TaintEffectNoExecute, TolerationSeconds: ptr.To[int64](300)},
+	}
+}
 
 // createRunningPods creates n pods named p-<i> in ns and writes them Running
 // as a kubelet would (a start time, a running container, Ready). When
@@ -30,7 +81,7 @@ func createRunningPods(ctx context.Context, c kubernetes.Interface, ns string, n
 		}
 		p.Spec.NodeName = "bench-node"
 		if owner == nil {
-			p.Labels = map[string]string{"app": fmt.Sprintf("app-%02d", i%busyApps), "tier": "web"}
+			deploymentPod(p, i)
 		} else {
 			owner(p)
 		}
@@ -41,7 +92,11 @@ func createRunningPods(ctx context.Context, c kubernetes.Interface, ns string, n
 		created.Status = corev1.PodStatus{
 			Phase:     corev1.PodRunning,
 			StartTime: &started,
-			PodIP:     "10.0.0.1",
+			PodIP:     "10.244.0.1",
+			PodIPs:    []corev1.PodIP{{IP: "10.244.0.1"}},
+			HostIP:    "192.168.0.10",
+			HostIPs:   []corev1.HostIP{{IP: "192.168.0.10"}},
+			QOSClass:  corev1.PodQOSBurstable,
 			Conditions: []corev1.PodCondition{
 				{Type: corev1.PodReady, Status: corev1.ConditionTrue, LastTransitionTime: started},
 				{Type: corev1.ContainersReady, Status: corev1.ConditionTrue, LastTransitionTime: started},

@@ -27,6 +27,14 @@ type ControllerContext struct {
 	// InformerFactory is shared by all controllers; the manager starts it
 	// after every InitFunc has registered its informers.
 	InformerFactory informers.SharedInformerFactory
+	// JobPodFactory lists and watches only the pods that carry the Job
+	// label (batch.kubernetes.io/controller-uid, on the pods of every Job
+	// without manualSelector), so that the pods of other workloads are never
+	// cached: its Pods() is the Job pods' informer. The Job controller watches
+	// the rest itself (job.Options.JobPodsOnly), and so does the TTL
+	// controller (ttlafterfinished.Options.JobPods). The manager starts it
+	// with InformerFactory.
+	JobPodFactory informers.SharedInformerFactory
 	// Registerer is where controllers register their Prometheus collectors.
 	Registerer prometheus.Registerer
 	// Clock is the clock controllers must use (a fake one in tests).

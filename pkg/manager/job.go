@@ -21,7 +21,7 @@ func startJobController(ctx context.Context, cc ControllerContext) (RunFunc, err
 		batch = -1
 	}
 	c, err := job.NewController(ctx,
-		cc.InformerFactory.Core().V1().Pods(),
+		cc.JobPodFactory.Core().V1().Pods(),
 		cc.InformerFactory.Batch().V1().Jobs(),
 		cc.Client,
 		job.Options{
@@ -34,6 +34,8 @@ func startJobController(ctx context.Context, cc ControllerContext) (RunFunc, err
 			MaxPodCreateDeletePerSync: o.MaxPodCreateDeletePerSync,
 			DisableReadYourWrites:     !o.StaleControllerConsistency,
 			Metadata:                  cc.Metadata,
+			JobPodsOnly:               true,
+			PodTransform:              CacheTransform,
 			Clock:                     cc.Clock,
 			Registerer:                cc.Registerer,
 		})

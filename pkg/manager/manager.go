@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+	batchv1 "k8s.io/api/batch/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/uuid"
 	"k8s.io/client-go/dynamic"
@@ -235,8 +236,10 @@ func (m *Manager) runControllers(ctx context.Context) error {
 		Dynamic:         dyn,
 		Metadata:        meta,
 		InformerFactory: informers.NewSharedInformerFactoryWithOptions(client, 0, informers.WithTransform(CacheTransform)),
-		Registerer:      metrics.Registry,
-		Clock:           m.clock,
+		JobPodFactory: informers.NewSharedInformerFactoryWithOptions(client, 0, informers.WithTransform(CacheTransform),
+			informers.WithTweakListOptions(func(o *metav1.ListOptions) { o.LabelSelector = batchv1.ControllerUidLabel })),
+		Registerer: metrics.Registry,
+		Clock:      m.clock,
 	}
 	names := append([]string(nil), m.opts.Controllers...)
 	sort.Strings(names)
@@ -255,6 +258,7 @@ func (m *Manager) runControllers(ctx context.Context) error {
 		runs = append(runs, run)
 	}
 	cc.InformerFactory.Start(ctx.Done())
+	cc.JobPodFactory.Start(ctx.Done())
 	var wg sync.WaitGroup
 	for _, run := range runs {
 		wg.Add(1)
@@ -265,9 +269,11 @@ func (m *Manager) runControllers(ctx context.Context) error {
 	}
 	m.ready.Store(true)
 	go func() {
-		for _, ok := range cc.InformerFactory.WaitForCacheSync(ctx.Done()) {
-			if !ok {
-				return
+		for _, f := range []informers.SharedInformerFactory{cc.InformerFactory, cc.JobPodFactory} {
+			for _, ok := range f.WaitForCacheSync(ctx.Done()) {
+				if !ok {
+					return
+				}
 			}
 		}
 		m.synced.Store(true)
@@ -275,6 +281,7 @@ func (m *Manager) runControllers(ctx context.Context) error {
 	<-ctx.Done()
 	wg.Wait()
 	cc.InformerFactory.Shutdown()
+	cc.JobPodFactory.Shutdown()
 	m.ready.Store(false)
 	m.synced.Store(false)
 	return nil

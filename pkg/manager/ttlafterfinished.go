@@ -30,6 +30,8 @@ func startTTLAfterFinishedController(ctx context.Context, cc ControllerContext) 
 		Registerer:     cc.Registerer,
 		DeletionEvents: cc.Options.TTLDeletionEvents,
 		DryRun:         cc.Options.TTLDryRun,
+		JobPods:        cc.JobPodFactory.Core().V1().Pods(),
+		PodTransform:   CacheTransform,
 	}, ttlafterfinished.Clients{
 		Client:  cc.Client,
 		Dynamic: cc.Dynamic,

@@ -55,6 +55,10 @@ type syncedVersioner interface {
 type writeTracker struct {
 	// stores report how far each informer has synced, by resource.
 	stores map[schema.GroupResource]syncedVersioner
+	// podStore, if set, returns the store of the pods without the Job label
+	// of the Job key (its manualSelector narrow informer), nil when the
+	// Job has none (Options.JobPodsOnly, pod_sources.go).
+	podStore func(key string) syncedVersioner
 	// mu guards jobs.
 	mu sync.Mutex
 	// jobs maps a Job key to its outstanding writes.
@@ -65,8 +69,9 @@ type writeTracker struct {
 type jobWrites struct {
 	// uid is the Job's UID; a write for another UID replaces the record.
 	uid types.UID
-	// versions is the newest resourceVersion written, by resource.
-	versions map[schema.GroupResource]string
+	// versions is the newest resourceVersion written, by resource (and, for
+	// pods, by the informer that holds the pod written).
+	versions map[versionKey]string
 	// barriers are the objects with a write whose outcome is unknown (an
 	// error that does not prove the write was refused): before the next
 	// sync, a fresh read of each must supply a version at least as new as
@@ -75,6 +80,20 @@ type jobWrites struct {
 	// staleSince is when a check first found an informer behind these
 	// writes (zero while none did).
 	staleSince time.Time
+}
+
+// versionKey names the informer a write must reach: the resource's, or
+// for a pod without the Job label, its Job's narrow informer when it has
+// one (pod_sources.go).
+type versionKey struct {
+	resource     schema.GroupResource
+	outsideLabel bool
+}
+
+// podVersionKey is the versionKey of a write of pod.
+func (w *writeTracker) podVersionKey(pod metav1.Object) versionKey {
+	_, labelled := pod.GetLabels()[batchv1.ControllerUidLabel]
+	return versionKey{resource: podsResource, outsideLabel: w.podStore != nil && !labelled}
 }
 
 // barrier names an object whose last write has an unknown outcome.
@@ -93,18 +112,23 @@ func newWriteTracker(stores map[schema.GroupResource]syncedVersioner) *writeTrac
 // resourceVersion rv of resource gr. Only the newest version per resource
 // is kept.
 func (w *writeTracker) wrote(key string, uid types.UID, gr schema.GroupResource, rv string) {
+	w.wroteAt(key, uid, versionKey{resource: gr}, rv)
+}
+
+// wroteAt is wrote for the informer vk names.
+func (w *writeTracker) wroteAt(key string, uid types.UID, vk versionKey, rv string) {
 	if w == nil || rv == "" {
 		return
 	}
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	rec := w.record(key, uid)
-	if prev, ok := rec.versions[gr]; ok {
+	if prev, ok := rec.versions[vk]; ok {
 		if cmp, err := resourceversion.CompareResourceVersion(prev, rv); err == nil && cmp >= 0 {
 			return
 		}
 	}
-	rec.versions[gr] = rv
+	rec.versions[vk] = rv
 }
 
 // ambiguous reports whether a failed write may nevertheless have been
@@ -131,7 +155,7 @@ func ambiguous(err error) bool {
 func (w *writeTracker) record(key string, uid types.UID) *jobWrites {
 	rec := w.jobs[key]
 	if rec == nil || rec.uid != uid {
-		rec = &jobWrites{uid: uid, versions: map[schema.GroupResource]string{}, barriers: map[barrier]bool{}}
+		rec = &jobWrites{uid: uid, versions: map[versionKey]string{}, barriers: map[barrier]bool{}}
 		w.jobs[key] = rec
 	}
 	return rec
@@ -175,8 +199,8 @@ func (w *writeTracker) barriers(key string) []barrier {
 
 // passedBarrier records the version a fresh read of b returned ("" if the
 // object does not exist), which the informer must reach before the Job is
-// synced, and drops the barrier.
-func (w *writeTracker) passedBarrier(key string, b barrier, rv string) {
+// synced, and drops the barrier. vk is the informer that must reach rv.
+func (w *writeTracker) passedBarrier(key string, b barrier, vk versionKey, rv string) {
 	if w == nil {
 		return
 	}
@@ -189,7 +213,7 @@ func (w *writeTracker) passedBarrier(key string, b barrier, rv string) {
 	delete(rec.barriers, b)
 	uid := rec.uid
 	w.mu.Unlock()
-	w.wrote(key, uid, b.resource, rv)
+	w.wroteAt(key, uid, vk, rv)
 }
 
 // wrotePod records a pod write for the Job that controls the pod, if any.
@@ -203,7 +227,7 @@ func (w *writeTracker) wrotePod(pod metav1.Object) {
 	if ref == nil || ref.Kind != "Job" || ref.APIVersion != batchv1.SchemeGroupVersion.String() {
 		return
 	}
-	w.wrote(pod.GetNamespace()+"/"+ref.Name, ref.UID, podsResource, pod.GetResourceVersion())
+	w.wroteAt(pod.GetNamespace()+"/"+ref.Name, ref.UID, w.podVersionKey(pod), pod.GetResourceVersion())
 }
 
 // staleRead is the outcome of a check that found a cache behind a write.
@@ -242,8 +266,14 @@ func (w *writeTracker) stale(key string, now time.Time) *staleRead {
 			return found(&staleRead{resource: b.resource})
 		}
 	}
-	for gr, wrote := range rec.versions {
+	for vk, wrote := range rec.versions {
+		gr := vk.resource
 		store := w.stores[gr]
+		if vk.outsideLabel {
+			if s := w.podStore(key); s != nil {
+				store = s
+			}
+		}
 		if store == nil {
 			continue
 		}
@@ -390,7 +420,7 @@ func (c *Controller) readBarrier(ctx context.Context, key string, b barrier) err
 				c.writes.forget(key, "")
 				return &refusedReadError{barrier: b, err: getErr}
 			}
-			c.writes.passedBarrier(key, b, rv)
+			c.writes.passedBarrier(key, b, versionKey{resource: jobsResource}, rv)
 			return &refusedReadError{barrier: b, err: getErr}
 		default:
 			rv = job.ResourceVersion
@@ -404,13 +434,18 @@ func (c *Controller) readBarrier(ctx context.Context, key string, b barrier) err
 			if rv, _, err = c.listVersion(ctx, ns, b, getErr); err != nil {
 				return err
 			}
-			c.writes.passedBarrier(key, b, rv)
+			// The listed version is the object's; which informer holds it
+			// is unknown: the shared one's wait is the safe one only when
+			// the Job has no narrow informer.
+			c.writes.passedBarrier(key, b, versionKey{resource: podsResource, outsideLabel: c.sources.manualFor(key) != nil}, rv)
 			return &refusedReadError{barrier: b, err: getErr}
 		default:
 			rv = pod.ResourceVersion
+			c.writes.passedBarrier(key, b, c.writes.podVersionKey(pod), rv)
+			return nil
 		}
 	}
-	c.writes.passedBarrier(key, b, rv)
+	c.writes.passedBarrier(key, b, versionKey{resource: b.resource}, rv)
 	return nil
 }
 

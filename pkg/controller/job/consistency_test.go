@@ -411,7 +411,7 @@ func TestBarrierReadRefused(t *testing.T) {
 				}
 				// The informer must reach the pod's version.
 				h.c.writes.mu.Lock()
-				got := h.c.writes.jobs[key].versions[podsResource]
+				got := h.c.writes.jobs[key].versions[versionKey{resource: podsResource}]
 				h.c.writes.mu.Unlock()
 				if got != "77" {
 					t.Errorf("after the fallback the pod informer must reach %q, want the pod's version 77", got)

@@ -113,6 +113,10 @@ type Controller struct {
 	// the controller runs (stale_finalizers.go).
 	staleFinalizers *staleFinalizerScanner
 
+	// sources are the pod caches beside the shared informer when
+	// Options.JobPodsOnly (pod_sources.go); nil otherwise.
+	sources *podSources
+
 	// syncHandler is syncJob; tests may replace it.
 	syncHandler func(ctx context.Context, key string) error
 }
@@ -152,12 +156,24 @@ func NewController(ctx context.Context, podInformer coreinformers.PodInformer, j
 			workqueue.TypedRateLimitingQueueConfig[orphanKey]{Name: orphanQueueName, Clock: opts.Clock}),
 	}
 	c.syncHandler = c.syncJob
+	if opts.JobPodsOnly {
+		if opts.Metadata == nil {
+			return nil, fmt.Errorf("job controller: JobPodsOnly needs a metadata client (Options.Metadata)")
+		}
+		if c.sources, err = newPodSources(ctx, c); err != nil {
+			return nil, fmt.Errorf("watching pods outside the Job label: %w", err)
+		}
+		c.synced = append(c.synced, c.sources.others.HasSynced)
+	}
 	c.staleFinalizers = newStaleFinalizerScanner(c)
 	if !opts.DisableReadYourWrites {
 		c.writes = newWriteTracker(map[schema.GroupResource]syncedVersioner{
 			podsResource: podInformer.Informer().GetStore(),
 			jobsResource: jobInformer.Informer().GetStore(),
 		})
+		if c.sources != nil {
+			c.writes.podStore = c.sources.podStore
+		}
 	}
 	c.pods = &podControl{client: client, meta: opts.Metadata, recorder: recorder, onWrite: c.writes.wrotePod}
 
@@ -218,6 +234,9 @@ func (c *Controller) Run(ctx context.Context, workers int) {
 		c.orphanQueue.ShutDown()
 		wg.Wait()
 	}()
+	if c.sources != nil {
+		wg.Go(func() { c.sources.run(ctx) })
+	}
 	if !cache.WaitForNamedCacheSyncWithContext(ctx, c.synced...) {
 		return
 	}

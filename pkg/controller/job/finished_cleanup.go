@@ -34,6 +34,14 @@ func (c *Controller) syncFinished(logger klog.Logger, key string, job *batchv1.J
 		c.enqueueOrphanPod(pod)
 		queued++
 	}
+	if c.sources != nil {
+		for _, m := range c.sources.outsidePodsOf(job.Namespace, job.UID) {
+			if !inFlight.Has(m.UID) {
+				c.orphanQueue.Add(orphanKey{namespace: m.Namespace, name: m.Name, live: true})
+				queued++
+			}
+		}
+	}
 	if queued > 0 {
 		logger.V(2).Info("Releasing finalizers of pods of a finished job", "job", klog.KObj(job), "pods", queued)
 	}

@@ -161,6 +161,7 @@ func (c *Controller) addJob(logger klog.Logger, obj any) {
 		}
 		return
 	}
+	c.sources.watchManual(job)
 	c.enqueue(logger, job, 0)
 }
 
@@ -172,6 +173,7 @@ func (c *Controller) updateJob(logger klog.Logger, old, cur any) {
 	if !c.manages(curJob) {
 		return
 	}
+	c.sources.watchManual(curJob)
 	if isFinished(curJob) {
 		// syncFinished releases what still holds the finalizer and forgets
 		// the Job, whoever finished it.
@@ -211,6 +213,14 @@ func (c *Controller) deleteJob(logger klog.Logger, obj any) {
 	c.enqueue(logger, job, 0)
 	c.forgetJob(jobKey(job), job.UID)
 	c.enqueueSelectorOrphans(logger, job)
+	if c.sources != nil {
+		// Its pods without the Job label leave the caches with its narrow
+		// informer: those holding the finalizer are read live.
+		for _, m := range c.sources.outsidePodsOf(job.Namespace, job.UID) {
+			c.orphanQueue.Add(orphanKey{namespace: m.Namespace, name: m.Name, live: true})
+		}
+		c.sources.unwatchManual(job)
+	}
 }
 
 // enqueue queues the Job's key after delay.

@@ -1,10 +1,11 @@
 package job
 
 import (
-	"k8s.io/client-go/metadata"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"k8s.io/client-go/metadata"
+	"k8s.io/client-go/tools/cache"
 	"k8s.io/utils/clock"
 )
 
@@ -45,6 +46,17 @@ type Options struct {
 	Metadata metadata.Interface
 	// Registerer receives the controller's metrics. Default: a private registry.
 	Registerer prometheus.Registerer
+	// JobPodsOnly says that the pod informer given to NewController lists
+	// and watches only the pods with batchv1.ControllerUidLabel. The
+	// controller then watches the rest itself: the pods of Jobs with
+	// manualSelector, through one narrow informer per such Job, and the
+	// metadata of every other pod, trimmed, so that no pod holding the
+	// tracking finalizer is missed (pod_sources.go). Needs Metadata.
+	// Default false: the pod informer holds every pod, as upstream's.
+	JobPodsOnly bool
+	// PodTransform is the transform of the narrow informers JobPodsOnly
+	// starts (the shared pod informer's own). Default none.
+	PodTransform cache.TransformFunc
 }
 
 // withDefaults returns a copy of o with zero fields set to their defaults.

@@ -9,8 +9,10 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/types"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	"k8s.io/klog/v2"
+	"k8s.io/kubernetes/pkg/controller"
 )
 
 // orphanKey is an item of the orphan queue: one pod by name, or every pod
@@ -22,6 +24,9 @@ type orphanKey struct {
 	name string
 	// selector of a Job, rendered as a string.
 	selector string
+	// live says the pod is read from the apiserver: it may be in no cache
+	// (a pod without the Job label, Options.JobPodsOnly).
+	live bool
 }
 
 // enqueueOrphanPod queues one pod for finalizer removal.
@@ -65,10 +70,17 @@ func (c *Controller) processNextOrphan(ctx context.Context) bool {
 // syncOrphan removes the tracking finalizer from the pod(s) of key that no
 // managed, unfinished Job can count any more.
 func (c *Controller) syncOrphan(ctx context.Context, key orphanKey) error {
+	if key.live {
+		return c.releaseLivePod(ctx, key.namespace, key.name)
+	}
 	if key.selector == "" {
 		pod, err := c.podLister.Pods(key.namespace).Get(key.name)
 		if apierrors.IsNotFound(err) {
-			return nil
+			var ok bool
+			if pod, ok = c.sources.cachedPod(key.namespace, key.name); !ok {
+				return nil
+			}
+			err = nil
 		}
 		if err != nil {
 			return err
@@ -145,4 +157,46 @@ func (c *Controller) liveControllerJob(ctx context.Context, ns string, ref *meta
 	// Not found, or a new Job of the same name: a UID never comes back.
 	c.goneJobs.Add(ref.UID, struct{}{})
 	return nil, nil
+}
+
+// releaseLivePod reads a pod that may be in no cache from the apiserver and
+// releases its tracking finalizer when no managed, unfinished Job counts
+// it, as upstream's orphan handling and its Job syncs would: a pod without
+// a controller, or whose Job is gone or finished, loses the finalizer; a
+// pod whose unfinished Job's selector it no longer matches is released by
+// that Job, losing its controller reference and the finalizer together.
+func (c *Controller) releaseLivePod(ctx context.Context, ns, name string) error {
+	pod, err := c.client.CoreV1().Pods(ns).Get(ctx, name, metav1.GetOptions{})
+	if apierrors.IsNotFound(err) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("reading pod %s/%s: %w", ns, name, err)
+	}
+	if !hasTrackingFinalizer(pod) {
+		return nil
+	}
+	ref := metav1.GetControllerOf(pod)
+	if ref == nil || ref.Kind != "Job" || ref.APIVersion != batchv1.SchemeGroupVersion.String() {
+		return c.releaseOrphanFinalizer(ctx, pod)
+	}
+	job, err := c.liveControllerJob(ctx, ns, ref)
+	if err != nil {
+		return fmt.Errorf("checking the Job of pod %s: %w", klog.KObj(pod), err)
+	}
+	if job == nil || isFinished(job) || !c.manages(job) {
+		return c.releaseOrphanFinalizer(ctx, pod)
+	}
+	if sel, ok := selectorOf(job); !ok || sel.Matches(labels.Set(pod.Labels)) {
+		return nil
+	}
+	klog.FromContext(ctx).V(2).Info("Releasing a pod that no longer matches its Job's selector", "pod", klog.KObj(pod), "job", klog.KObj(job))
+	patch, err := controller.GenerateDeleteOwnerRefStrategicMergeBytes(pod.UID, []types.UID{job.UID}, batchv1.JobTrackingFinalizer)
+	if err != nil {
+		return err
+	}
+	if err := c.pods.PatchPod(ctx, ns, name, patch); err != nil && !apierrors.IsNotFound(err) && !apierrors.IsInvalid(err) {
+		return fmt.Errorf("releasing pod %s: %w", klog.KObj(pod), err)
+	}
+	return nil
 }

@@ -309,15 +309,26 @@ func (c *Controller) podsForJob(ctx context.Context, job *batchv1.Job) ([]*corev
 	if err != nil {
 		return nil, fmt.Errorf("converting job selector: %w", err)
 	}
-	var candidates []*corev1.Pod
-	for _, idx := range []string{string(job.UID), "orphan/" + job.Namespace} {
-		objs, err := c.podIndexer.ByIndex(podControllerIndex, idx)
-		if err != nil {
-			return nil, err
+	indexers := []cache.Indexer{c.podIndexer}
+	if m := c.sources.manualFor(jobKey(job)); m != nil {
+		// A Job with manualSelector: its pods without the Job label are in
+		// its narrow informer (pod_sources.go), which must have synced.
+		if !m.informer.HasSynced() {
+			return nil, fmt.Errorf("%w: the informer of the pods selected by %s has not synced", errStaleCache, jobKey(job))
 		}
-		for _, o := range objs {
-			if p := o.(*corev1.Pod); p.Namespace == job.Namespace {
-				candidates = append(candidates, p)
+		indexers = append(indexers, m.informer.GetIndexer())
+	}
+	var candidates []*corev1.Pod
+	for _, indexer := range indexers {
+		for _, idx := range []string{string(job.UID), "orphan/" + job.Namespace} {
+			objs, err := indexer.ByIndex(podControllerIndex, idx)
+			if err != nil {
+				return nil, err
+			}
+			for _, o := range objs {
+				if p := o.(*corev1.Pod); p.Namespace == job.Namespace {
+					candidates = append(candidates, p)
+				}
 			}
 		}
 	}

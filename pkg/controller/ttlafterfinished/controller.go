@@ -18,6 +18,7 @@ import (
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/dynamic/dynamicinformer"
 	"k8s.io/client-go/informers"
+	coreinformers "k8s.io/client-go/informers/core/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/kubernetes/scheme"
 	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
@@ -81,6 +82,15 @@ type Options struct {
 	// write per deletion. A policy's spec.deletionEvents turns them on for
 	// its own deletions. Dry-run reports and warnings are always recorded.
 	DeletionEvents bool
+	// JobPods, if set, is an informer of only the pods with the Job label
+	// (batch.kubernetes.io/controller-uid), used instead of the factory's
+	// informer of every pod; the controller then watches the other pods
+	// itself, only the finished ones unless a policy targets Pods
+	// (pod_cache.go). Default: the factory's pod informer.
+	JobPods coreinformers.PodInformer
+	// PodTransform is the transform of the informer of the other pods
+	// JobPods makes the controller keep. Default none.
+	PodTransform cache.TransformFunc
 }
 
 // Clients are the API clients the controller uses.
@@ -133,8 +143,8 @@ type Controller struct {
 
 	// jobLister reads Jobs from the shared informer.
 	jobLister batchlisters.JobLister
-	// podLister reads Pods from the shared informer.
-	podLister corelisters.PodLister
+	// pods reads Pods from the caches (pod_cache.go).
+	pods *podCache
 	// nsLister reads Namespaces, for namespace selectors.
 	nsLister corelisters.NamespaceLister
 	// cachesSynced are the shared informers' HasSynced functions.
@@ -238,9 +248,20 @@ func New(ctx context.Context, opts Options, clients Clients, factory informers.S
 
 	jobInformer := factory.Batch().V1().Jobs()
 	podInformer := factory.Core().V1().Pods()
+	if opts.JobPods != nil {
+		podInformer = opts.JobPods
+	}
 	nsInformer := factory.Core().V1().Namespaces()
 	c.jobLister = jobInformer.Lister()
-	c.podLister = podInformer.Lister()
+	podHandler := cache.ResourceEventHandlerFuncs{
+		AddFunc:    func(obj interface{}) { c.onPod(logger, obj) },
+		UpdateFunc: func(_, obj interface{}) { c.onPod(logger, obj) },
+		DeleteFunc: c.onDeleteOf(policy.PodGVK),
+	}
+	c.pods = &podCache{shared: podInformer.Lister(), handler: podHandler}
+	if opts.JobPods != nil {
+		c.pods.client, c.pods.transform = clients.Client, opts.PodTransform
+	}
 	c.nsLister = nsInformer.Lister()
 	if _, err := jobInformer.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
 		AddFunc:    func(obj interface{}) { c.onJob(logger, obj) },
@@ -249,11 +270,7 @@ func New(ctx context.Context, opts Options, clients Clients, factory informers.S
 	}); err != nil {
 		return nil, err
 	}
-	if _, err := podInformer.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
-		AddFunc:    func(obj interface{}) { c.onPod(logger, obj) },
-		UpdateFunc: func(_, obj interface{}) { c.onPod(logger, obj) },
-		DeleteFunc: c.onDeleteOf(policy.PodGVK),
-	}); err != nil {
+	if _, err := podInformer.Informer().AddEventHandler(podHandler); err != nil {
 		return nil, err
 	}
 	if _, err := nsInformer.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
@@ -305,7 +322,11 @@ func (c *Controller) Run(ctx context.Context, workers int) {
 	// applies, which only delays deletions. The CRD may even be missing, in
 	// which case Jobs and Pods are still served.
 	wg.Go(func() { c.policyInformer.RunWithContext(ctx) })
-	if !cache.WaitForNamedCacheSyncWithContext(ctx, c.cachesSynced...) {
+	synced := c.cachesSynced
+	if s := c.pods.run(ctx); s != nil {
+		synced = append(synced[:len(synced):len(synced)], s)
+	}
+	if !cache.WaitForNamedCacheSyncWithContext(ctx, synced...) {
 		return
 	}
 	for i := 0; i < workers; i++ {

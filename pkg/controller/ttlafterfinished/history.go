@@ -164,8 +164,7 @@ func (c *Controller) opsAndObjects(p *policy.Policy, ns string) (*kindOps, []run
 		}
 		return c.jobOps(), out
 	case podResource:
-		pods, _ := c.podLister.Pods(ns).List(labels.Everything())
-		for _, p := range pods {
+		for _, p := range c.pods.list(ns) {
 			out = append(out, p)
 		}
 		return c.podOps(), out

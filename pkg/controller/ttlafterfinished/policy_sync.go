@@ -219,8 +219,7 @@ func (c *Controller) targetObjects(p *policy.Policy) []runtime.Object {
 			out = append(out, j)
 		}
 	case podResource:
-		pods, _ := c.podLister.List(labels.Everything())
-		for _, p := range pods {
+		for _, p := range c.pods.list("") {
 			out = append(out, p)
 		}
 	default:

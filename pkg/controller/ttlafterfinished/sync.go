@@ -93,7 +93,7 @@ func (c *Controller) syncObject(ctx context.Context, key objectKey) error {
 	)
 	if key.resource == podResource {
 		ops = c.podOps()
-		obj, err = c.podLister.Pods(key.namespace).Get(key.name)
+		obj, err = c.pods.get(key.namespace, key.name)
 	} else {
 		c.mu.RLock()
 		t := c.targets[key.resource]

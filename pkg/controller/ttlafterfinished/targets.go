@@ -15,6 +15,8 @@ import (
 	"k8s.io/client-go/dynamic/dynamicinformer"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/klog/v2"
+
+	"jobkeeper.dev/jobkeeper/pkg/controller/ttlafterfinished/policy"
 )
 
 // dynamicTarget is a running informer for one custom resource targeted by
@@ -110,6 +112,9 @@ func (c *Controller) wantedTargets() map[schema.GroupVersionResource]*dynamicTar
 func (c *Controller) reconcileTargets(ctx context.Context) map[schema.GroupVersionResource]bool {
 	logger := klog.FromContext(ctx)
 	started := map[schema.GroupVersionResource]bool{}
+	if c.pods.reconcile(len(c.byKind[policy.PodGVK]) > 0) {
+		started[podResource] = true
+	}
 	want := c.wantedTargets()
 	for gvr, t := range c.targets {
 		if w, ok := want[gvr]; !ok || strings.Join(w.fields, ",") != strings.Join(t.fields, ",") || w.gvk != t.gvk {

@@ -70,18 +70,26 @@ func startControllerWithTransport(t testing.TB, opts jobcontroller.Options, wrap
 	}
 	// Logs go to klog, which the framework sends to the control plane's log file.
 	ctx, cancel := context.WithCancel(context.Background())
+	// As the manager wires it: Jobs from the shared factory, pods from an
+	// informer of the pods with the Job label only, the rest watched by the
+	// controller itself (JobPodsOnly).
 	factory := informers.NewSharedInformerFactoryWithOptions(client, 0, informers.WithTransform(manager.CacheTransform))
-	c, err := jobcontroller.NewController(ctx, factory.Core().V1().Pods(), factory.Batch().V1().Jobs(), client, opts)
+	podFactory := informers.NewSharedInformerFactoryWithOptions(client, 0, informers.WithTransform(manager.CacheTransform),
+		informers.WithTweakListOptions(func(o *metav1.ListOptions) { o.LabelSelector = batchv1.ControllerUidLabel }))
+	opts.JobPodsOnly, opts.PodTransform = true, manager.CacheTransform
+	c, err := jobcontroller.NewController(ctx, podFactory.Core().V1().Pods(), factory.Batch().V1().Jobs(), client, opts)
 	if err != nil {
 		cancel()
 		t.Fatal(err)
 	}
 	factory.Start(ctx.Done())
+	podFactory.Start(ctx.Done())
 	r := &controllerRun{cancel: cancel, done: make(chan struct{})}
 	go func() {
 		defer close(r.done)
 		c.Run(ctx, 5)
 		factory.Shutdown()
+		podFactory.Shutdown()
 	}()
 	t.Cleanup(r.stop)
 	return r
