@@ -5,12 +5,14 @@ import (
 	"fmt"
 	"time"
 
+	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/util/retry"
 	"k8s.io/utils/ptr"
 
 	"jobkeeper.dev/jobkeeper/test/builder"
@@ -23,15 +25,16 @@ const busyApps = 100
 // deploymentPod makes p look like the pod of a Deployment as a cluster's
 // admission and a kubelet leave it: labels and annotations, a ReplicaSet
 // controller reference, an application container and a sidecar with ports,
-// environment, resources, probes and mounts, a config volume and the
-// projected service account token volume, and the default tolerations. It
+// environment, resources, probes and mounts, a config volume and a
+// projected volume like the service account one (without the token, which
+// needs a service account the bench's control plane does not make), and
+// the default tolerations. It
 // is what a busy cluster's other pods cost a controller that caches them.
-func deploymentPod(p *corev1.Pod, i int) {
+func deploymentPod(p *corev1.Pod, i int, owners []metav1.OwnerReference) {
 	app := fmt.Sprintf("app-%02d", i%busyApps)
 	p.Labels = map[string]string{"app.kubernetes.io/name": app, "app.kubernetes.io/part-of": "shop", "pod-template-hash": "6d4cf56db6", "tier": "web"}
 	p.Annotations = map[string]string{"prometheus.io/scrape": "true", "prometheus.io/port": "9090", "kubectl.kubernetes.io/restartedAt": "2026-11-20T10:00:00Z"}
-	p.OwnerReferences = []metav1.OwnerReference{{APIVersion: "apps/v1", Kind: "ReplicaSet", Name: app + "-6d4cf56db6",
-		UID: types.UID(fmt.Sprintf("8a6f2c1e-3b7d-4e59-9c0a-%012d", i%busyApps)), Controller: ptr.To(true), BlockOwnerDeletion: ptr.To(true)}}
+	p.OwnerReferences = []metav1.OwnerReference{owners[i%busyApps]}
 	res := corev1.ResourceRequirements{
 		Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("100m"), corev1.ResourceMemory: resource.MustParse("128Mi")},
 		Limits:   corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("500m"), corev1.ResourceMemory: resource.MustParse("256Mi")},
@@ -55,7 +58,6 @@ func deploymentPod(p *corev1.Pod, i int) {
 	p.Spec.Volumes = []corev1.Volume{
 		{Name: "config", VolumeSource: corev1.VolumeSource{ConfigMap: &corev1.ConfigMapVolumeSource{LocalObjectReference: corev1.LocalObjectReference{Name: app + "-config"}, DefaultMode: ptr.To[int32](0o644)}}},
 		{Name: "kube-api-access-x7k2p", VolumeSource: corev1.VolumeSource{Projected: &corev1.ProjectedVolumeSource{DefaultMode: ptr.To[int32](0o644), Sources: []corev1.VolumeProjection{
-			{ServiceAccountToken: &corev1.ServiceAccountTokenProjection{ExpirationSeconds: ptr.To[int64](3607), Path: "token"}},
 			{ConfigMap: &corev1.ConfigMapProjection{LocalObjectReference: corev1.LocalObjectReference{Name: "kube-root-ca.crt"}, Items: []corev1.KeyToPath{{Key: "ca.crt", Path: "ca.crt"}}}},
 			{DownwardAPI: &corev1.DownwardAPIProjection{Items: []corev1.DownwardAPIVolumeFile{{Path: "namespace", FieldRef: &corev1.ObjectFieldSelector{APIVersion: "v1", FieldPath: "metadata.namespace"}}}}},
 		}}}},
@@ -73,6 +75,27 @@ func deploymentPod(p *corev1.Pod, i int) {
 // owner gives pod i its labels, controller reference and finalizers.
 func createRunningPods(ctx context.Context, c kubernetes.Interface, ns string, n int, owner func(p *corev1.Pod)) error {
 	spec := builder.MakeJob("template", ns).Obj().Spec.Template.Spec
+	var owners []metav1.OwnerReference
+	if owner == nil {
+		// Real owners: the garbage collector deletes pods whose owner does
+		// not exist. Nothing runs these ReplicaSets in the bench's control
+		// plane, so their pods stay as created.
+		for a := range busyApps {
+			rs := &appsv1.ReplicaSet{
+				ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("app-%02d-6d4cf56db6", a), Namespace: ns},
+				Spec: appsv1.ReplicaSetSpec{
+					Replicas: ptr.To[int32](int32(n / busyApps)),
+					Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"app.kubernetes.io/name": fmt.Sprintf("app-%02d", a)}},
+					Template: corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: map[string]string{"app.kubernetes.io/name": fmt.Sprintf("app-%02d", a)}}, Spec: *spec.DeepCopy()},
+				},
+			}
+			created, err := c.AppsV1().ReplicaSets(ns).Create(ctx, rs, metav1.CreateOptions{})
+			if err != nil {
+				return fmt.Errorf("creating ReplicaSet %s: %w", rs.Name, err)
+			}
+			owners = append(owners, *metav1.NewControllerRef(created, appsv1.SchemeGroupVersion.WithKind("ReplicaSet")))
+		}
+	}
 	started := metav1.NewTime(time.Now().Add(-time.Minute).Truncate(time.Second))
 	return parallelDo(ctx, n, func(ctx context.Context, i int) error {
 		p := &corev1.Pod{
@@ -81,7 +104,7 @@ func createRunningPods(ctx context.Context, c kubernetes.Interface, ns string, n
 		}
 		p.Spec.NodeName = "bench-node"
 		if owner == nil {
-			deploymentPod(p, i)
+			deploymentPod(p, i, owners)
 		} else {
 			owner(p)
 		}
@@ -89,28 +112,40 @@ func createRunningPods(ctx context.Context, c kubernetes.Interface, ns string, n
 		if err != nil {
 			return fmt.Errorf("creating pod %s: %w", p.Name, err)
 		}
-		created.Status = corev1.PodStatus{
-			Phase:     corev1.PodRunning,
-			StartTime: &started,
-			PodIP:     "10.244.0.1",
-			PodIPs:    []corev1.PodIP{{IP: "10.244.0.1"}},
-			HostIP:    "192.168.0.10",
-			HostIPs:   []corev1.HostIP{{IP: "192.168.0.10"}},
-			QOSClass:  corev1.PodQOSBurstable,
-			Conditions: []corev1.PodCondition{
-				{Type: corev1.PodReady, Status: corev1.ConditionTrue, LastTransitionTime: started},
-				{Type: corev1.ContainersReady, Status: corev1.ConditionTrue, LastTransitionTime: started},
-				{Type: corev1.PodScheduled, Status: corev1.ConditionTrue, LastTransitionTime: started},
-			},
+		running := func(created *corev1.Pod) {
+			created.Status = corev1.PodStatus{
+				Phase:     corev1.PodRunning,
+				StartTime: &started,
+				PodIP:     "10.244.0.1",
+				PodIPs:    []corev1.PodIP{{IP: "10.244.0.1"}},
+				HostIP:    "192.168.0.10",
+				HostIPs:   []corev1.HostIP{{IP: "192.168.0.10"}},
+				QOSClass:  corev1.PodQOSBurstable,
+				Conditions: []corev1.PodCondition{
+					{Type: corev1.PodReady, Status: corev1.ConditionTrue, LastTransitionTime: started},
+					{Type: corev1.ContainersReady, Status: corev1.ConditionTrue, LastTransitionTime: started},
+					{Type: corev1.PodScheduled, Status: corev1.ConditionTrue, LastTransitionTime: started},
+				},
+			}
+			for _, ctr := range created.Spec.Containers {
+				created.Status.ContainerStatuses = append(created.Status.ContainerStatuses, corev1.ContainerStatus{
+					Name: ctr.Name, Image: ctr.Image, ImageID: "sha256:0123456789abcdef", ContainerID: "containerd://" + created.Name,
+					Ready: true, Started: func() *bool { b := true; return &b }(),
+					State: corev1.ContainerState{Running: &corev1.ContainerStateRunning{StartedAt: started}},
+				})
+			}
 		}
-		for _, ctr := range created.Spec.Containers {
-			created.Status.ContainerStatuses = append(created.Status.ContainerStatuses, corev1.ContainerStatus{
-				Name: ctr.Name, Image: ctr.Image, ImageID: "sha256:0123456789abcdef", ContainerID: "containerd://" + created.Name,
-				Ready: true, Started: func() *bool { b := true; return &b }(),
-				State: corev1.ContainerState{Running: &corev1.ContainerStateRunning{StartedAt: started}},
-			})
-		}
-		if _, err := c.CoreV1().Pods(ns).UpdateStatus(ctx, created, metav1.UpdateOptions{}); err != nil {
+		err = retry.RetryOnConflict(retry.DefaultRetry, func() error {
+			running(created)
+			_, err := c.CoreV1().Pods(ns).UpdateStatus(ctx, created, metav1.UpdateOptions{})
+			if apierrors.IsConflict(err) {
+				if fresh, gerr := c.CoreV1().Pods(ns).Get(ctx, created.Name, metav1.GetOptions{}); gerr == nil {
+					created = fresh
+				}
+			}
+			return err
+		})
+		if err != nil {
 			return fmt.Errorf("writing pod %s Running: %w", p.Name, err)
 		}
 		return nil

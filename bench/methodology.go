@@ -9,7 +9,7 @@ const methodology = "Run it yourself (about three hours for the default suite at
 	"go run ./bench -suite long                    # also one Job of 100,000 completions\n" +
 	"go run ./bench -workloads ttl,small -repeats 1 -qps 500/1000 -scale 0.1 -out /tmp/b.md   # a quick look\n" +
 	"```\n\n" +
-	"Flags: `-suite default|long`, `-workloads` (comma list of `nonindexed,indexed,small,ttl,memory,long,fairness`),\n" +
+	"Flags: `-suite default|long`, `-workloads` (comma list of `nonindexed,indexed,small,ttl,memory,long,fairness,busy,startup`),\n" +
 	"`-repeats` (default 3), `-qps` (QPS/burst budgets, default `50/100,500/1000`), `-workers` (default 5),\n" +
 	"`-scale` (multiplies the sizes, for quick runs), `-out` (this page), `-json` (raw results, default next\n" +
 	"to `-out`), `-keep` (keep the control plane's directory and every controller's log).\n\n" +
@@ -56,4 +56,22 @@ const methodology = "Run it yourself (about three hours for the default suite at
 	"7. `fairness` (Job controllers only): one NonIndexed Job of 2,000 completions at parallelism 500, and from\n" +
 	"   2 s after its creation 20 one-pod Jobs, one every 100 ms; wall time is the big Job's (creation to\n" +
 	"   `Complete`), p50/p99 the one-pod Jobs' creation to `Complete`, and a line says whether issue 27's goal\n" +
-	"   (p99 <= 1.0 s at QPS 100) is met.\n"
+	"   (p99 <= 1.0 s at QPS 100) is met.\n" +
+	"8. `busy` (both controllers): 10,000 pods that belong to no Job, shaped like a Deployment's (two containers\n" +
+	"   with ports, environment, resources, probes and mounts, two volumes, a ReplicaSet owner, written `Running`\n" +
+	"   with a kubelet's status), exist in a namespace of their own before the child starts, as the other\n" +
+	"   workloads of a busy cluster; then one NonIndexed Job of 2,000 completions at parallelism 500 runs as in\n" +
+	"   workload 1. A line says whether issue 27's goal (peak RSS <= 0.25x upstream's) is met, and another lists\n" +
+	"   each side's pod lists and watches: what keeping pods in memory costs in requests, which must not grow\n" +
+	"   with the pods of no Job. The pods are created once and shared by every run of the workload.\n" +
+	"9. `startup` (both controllers): one NonIndexed Job whose 10,000 pods exist and run (created by the bench\n" +
+	"   with the Job's labels, controller reference and tracking finalizer, as if its controller had created them\n" +
+	"   before a restart), with parallelism 100 above them, exists before the child starts; the figure is the time\n" +
+	"   from the child's start to its first pod creation request, counted at the proxy. After each run the pods\n" +
+	"   the controller created are removed, so every run starts from the same state.\n" +
+	"\n" +
+	"Goal lines: issue 27's goals stated as ratios are checked against the medians of the same run, side by\n" +
+	"side: controller CPU <= 0.85x on `nonindexed` and `small` (stated for 2,000 pods and for 100 Jobs of 5, so\n" +
+	"at `-scale 0.2` and `-scale 0.1`), peak RSS <= 0.25x on `busy`, and start-up <= 1.0x on `startup`. The bench\n" +
+	"exits non-zero when a run failed a check of its end state (exact succeeded counts, no tracking finalizer\n" +
+	"left) or timed out, after writing the results.\n"

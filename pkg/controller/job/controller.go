@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"time"
 
@@ -163,9 +164,13 @@ func NewController(ctx context.Context, podInformer coreinformers.PodInformer, j
 		if c.sources, err = newPodSources(ctx, c); err != nil {
 			return nil, fmt.Errorf("watching pods outside the Job label: %w", err)
 		}
-		c.synced = append(c.synced, c.sources.others.HasSynced)
+		// Not waited for: it only finds tracking finalizers to release,
+		// and the first syncs of Jobs need nothing from it.
 	}
 	c.staleFinalizers = newStaleFinalizerScanner(c)
+	if c.sources != nil {
+		c.staleFinalizers.pods = append(c.staleFinalizers.pods, c.sources.others.GetIndexer())
+	}
 	if !opts.DisableReadYourWrites {
 		c.writes = newWriteTracker(map[schema.GroupResource]syncedVersioner{
 			podsResource: podInformer.Informer().GetStore(),
@@ -197,21 +202,22 @@ func NewController(ctx context.Context, podInformer coreinformers.PodInformer, j
 	return c, nil
 }
 
-// indexPodByController is the podControllerIndex function.
+// indexPodByController is the podControllerIndex function, for pods and
+// for pods' metadata (pod_sources.go).
 func indexPodByController(obj any) ([]string, error) {
-	pod, ok := obj.(*corev1.Pod)
+	pod, ok := obj.(metav1.Object)
 	if !ok {
 		return nil, nil
 	}
 	if ref := metav1.GetControllerOfNoCopy(pod); ref != nil {
 		return []string{string(ref.UID)}, nil
 	}
-	return []string{"orphan/" + pod.Namespace}, nil
+	return []string{"orphan/" + pod.GetNamespace()}, nil
 }
 
 // indexFinalizerPodByController is the podFinalizerIndex function.
 func indexFinalizerPodByController(obj any) ([]string, error) {
-	if pod, ok := obj.(*corev1.Pod); !ok || !hasTrackingFinalizer(pod) {
+	if pod, ok := obj.(metav1.Object); !ok || !slices.Contains(pod.GetFinalizers(), batchv1.JobTrackingFinalizer) {
 		return nil, nil
 	}
 	return indexPodByController(obj)

@@ -84,7 +84,7 @@ func newPodSources(ctx context.Context, c *Controller) (*podSources, error) {
 	s := &podSources{c: c, ctx: ctx, manual: map[string]*manualPods{}, byJob: map[string]string{}}
 	sel := labels.NewSelector().Add(outsideLabel).String()
 	s.others = metadatainformer.NewFilteredMetadataInformer(c.opts.Metadata, podsResourceGVR, metav1.NamespaceAll, 0,
-		cache.Indexers{podControllerIndex: indexPodByController},
+		cache.Indexers{podControllerIndex: indexPodByController, podFinalizerIndex: indexFinalizerPodByController},
 		func(o *metav1.ListOptions) { o.LabelSelector = sel }).Informer()
 	if err := s.others.SetTransform(trimOutsidePod); err != nil {
 		return nil, err
@@ -116,6 +116,9 @@ func trimOutsidePod(obj any) (any, error) {
 	if slices.Contains(m.Finalizers, batchv1.JobTrackingFinalizer) {
 		out.Finalizers = []string{batchv1.JobTrackingFinalizer}
 		out.Labels = m.Labels
+		// The stale finalizer gauge dates a pod of a finished Job from its
+		// creation when it is younger than the Job's finish.
+		out.CreationTimestamp = m.CreationTimestamp
 	}
 	return out, nil
 }

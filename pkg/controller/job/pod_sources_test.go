@@ -124,3 +124,35 @@ func TestPodsOutsideTheJobLabel(t *testing.T) {
 		})
 	}
 }
+
+// TestOutsidePodsFoundByJob: the metadata of pods without the Job label is
+// indexed by controller, so the pods of a deleted Job with manualSelector
+// are found by its UID, and a pod holding the finalizer for a gone Job is
+// counted by the stale finalizer gauge like a pod of the shared cache.
+func TestOutsidePodsFoundByJob(t *testing.T) {
+	sch := runtime.NewScheme()
+	if err := metav1.AddMetaToScheme(sch); err != nil {
+		t.Fatal(err)
+	}
+	running := builder.MakeJob("running", ns).Selector("running-uid").Obj()
+	h := newHarness(t, Options{JobPodsOnly: true, ManageUnclaimedJobs: true, Metadata: metadatafake.NewSimpleMetadataClient(sch)}, running)
+	gone := builder.MakeJob("gone", ns).UID("gone-uid").Obj()
+	for _, p := range []*corev1.Pod{
+		builder.MakePod("held", ns).UID("held").OwnedByJob(gone).Finalizer(batchv1.JobTrackingFinalizer).Obj(),
+		builder.MakePod("free", ns).UID("free").OwnedByJob(gone).Obj(),
+	} {
+		m, _ := trimOutsidePod(&metav1.PartialObjectMetadata{ObjectMeta: p.ObjectMeta})
+		if err := h.c.sources.others.GetIndexer().Add(m); err != nil {
+			t.Fatal(err)
+		}
+	}
+	got := h.c.sources.outsidePodsOf(ns, "gone-uid")
+	if len(got) != 1 || got[0].Name != "held" {
+		t.Errorf("pods of the gone Job holding the finalizer: %v, want [held]", got)
+	}
+	h.c.staleFinalizers.StaleFinalizers()
+	h.clock.Step(2 * staleFinalizerGrace)
+	if s := h.c.staleFinalizers.StaleFinalizers(); s.Pods != 1 {
+		t.Errorf("stale finalizer pods: %d, want 1 (held)", s.Pods)
+	}
+}

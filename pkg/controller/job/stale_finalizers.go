@@ -1,6 +1,7 @@
 package job
 
 import (
+	"slices"
 	"sync"
 	"time"
 
@@ -56,8 +57,10 @@ type staleFinalizerScanner struct {
 	clock clock.PassiveClock
 	// jobs lists the cached Jobs.
 	jobs batchlisters.JobLister
-	// pods is the pod cache, indexed by controller (podFinalizerIndex).
-	pods cache.Indexer
+	// pods are the pod caches, each indexed by controller
+	// (podFinalizerIndex): the shared informer's pods, and with
+	// Options.JobPodsOnly the metadata of the others (pod_sources.go).
+	pods []cache.Indexer
 	// manages reports whether this controller manages a Job.
 	manages func(*batchv1.Job) bool
 
@@ -76,7 +79,7 @@ func newStaleFinalizerScanner(c *Controller) *staleFinalizerScanner {
 	return &staleFinalizerScanner{
 		clock:     c.clock,
 		jobs:      c.jobLister,
-		pods:      c.podIndexer,
+		pods:      []cache.Indexer{c.podIndexer},
 		manages:   c.manages,
 		goneSince: map[types.UID]time.Time{},
 	}
@@ -107,37 +110,39 @@ func (s *staleFinalizerScanner) StaleFinalizers() metrics.StaleFinalizers {
 			out.OldestSeconds = max(out.OldestSeconds, age.Seconds())
 		}
 	}
-	for _, key := range s.pods.ListIndexFuncValues(podFinalizerIndex) {
-		job, known := byUID[types.UID(key)]
-		if known && (!s.manages(job) || !isFinished(job)) {
-			continue
-		}
-		objs, err := s.pods.ByIndex(podFinalizerIndex, key)
-		if err != nil {
-			continue
-		}
-		for _, o := range objs {
-			pod, ok := o.(*corev1.Pod)
-			if !ok || !hasTrackingFinalizer(pod) {
+	for _, pods := range s.pods {
+		for _, key := range pods.ListIndexFuncValues(podFinalizerIndex) {
+			job, known := byUID[types.UID(key)]
+			if known && (!s.manages(job) || !isFinished(job)) {
 				continue
 			}
-			if known && pod.Namespace == job.Namespace {
-				if since, stale := finishedJobFinalizerSince(pod, job, true); stale {
-					count(since)
+			objs, err := pods.ByIndex(podFinalizerIndex, key)
+			if err != nil {
+				continue
+			}
+			for _, o := range objs {
+				pod, ok := o.(metav1.Object)
+				if !ok || !slices.Contains(pod.GetFinalizers(), batchv1.JobTrackingFinalizer) {
+					continue
 				}
-				continue
+				if known && pod.GetNamespace() == job.Namespace {
+					if since, stale := finishedJobFinalizerSince(pod, job, true); stale {
+						count(since)
+					}
+					continue
+				}
+				// Not a cached Job's pod: no controller at all, a controller of
+				// another kind, or a Job that is gone.
+				if ref := metav1.GetControllerOfNoCopy(pod); ref != nil && (ref.Kind != "Job" || ref.APIVersion != batchGroupVersion) {
+					continue
+				}
+				since, seen := s.goneSince[pod.GetUID()]
+				if !seen {
+					since = now
+				}
+				gone[pod.GetUID()] = since
+				count(since)
 			}
-			// Not a cached Job's pod: no controller at all, a controller of
-			// another kind, or a Job that is gone.
-			if ref := metav1.GetControllerOfNoCopy(pod); ref != nil && (ref.Kind != "Job" || ref.APIVersion != batchGroupVersion) {
-				continue
-			}
-			since, seen := s.goneSince[pod.UID]
-			if !seen {
-				since = now
-			}
-			gone[pod.UID] = since
-			count(since)
 		}
 	}
 	s.goneSince = gone
@@ -153,12 +158,12 @@ var batchGroupVersion = batchv1.SchemeGroupVersion.String()
 // pod created from a stale cache after the Job finished is young). Pods of
 // unfinished Jobs, and of Jobs this controller does not manage, are not
 // stale.
-func finishedJobFinalizerSince(pod *corev1.Pod, job *batchv1.Job, managed bool) (time.Time, bool) {
+func finishedJobFinalizerSince(pod metav1.Object, job *batchv1.Job, managed bool) (time.Time, bool) {
 	if !managed || !isFinished(job) {
 		return time.Time{}, false
 	}
 	since := jobFinishTime(job)
-	if created := pod.CreationTimestamp.Time; created.After(since) {
+	if created := pod.GetCreationTimestamp().Time; created.After(since) {
 		since = created
 	}
 	return since, true

@@ -396,8 +396,8 @@ func TestStaleFinalizerScanSkipsPodsWithoutFinalizer(t *testing.T) {
 	}
 	pods = append(pods, builder.MakePod("orphan", ns).UID("orphan").Finalizer(batchv1.JobTrackingFinalizer).OwnedByJob(gone).Obj())
 	f := newStaleFixture(t, []*batchv1.Job{running}, pods)
-	counter := &readCounter{Indexer: f.h.c.staleFinalizers.pods}
-	f.h.c.staleFinalizers.pods = counter
+	counter := &readCounter{Indexer: f.h.c.staleFinalizers.pods[0]}
+	f.h.c.staleFinalizers.pods = []cache.Indexer{counter}
 	f.h.c.staleFinalizers.StaleFinalizers()
 	if counter.read != 1 {
 		t.Errorf("a scrape read %d pods, want 1 (the one holding the finalizer)", counter.read)

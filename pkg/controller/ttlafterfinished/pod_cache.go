@@ -65,17 +65,22 @@ var withoutJobLabel = func() string {
 	return labels.NewSelector().Add(*r).String()
 }()
 
+// othersListOptions selects the pods without the Job label, finished ones
+// only unless all.
+func othersListOptions(all bool) func(*metav1.ListOptions) {
+	return func(o *metav1.ListOptions) {
+		o.LabelSelector = withoutJobLabel
+		if !all {
+			o.FieldSelector = finishedPods
+		}
+	}
+}
+
 // newOthers builds (does not start) the informer of the pods without the
 // Job label: finished ones only unless all.
 func (p *podCache) newOthers(all bool) cache.SharedIndexInformer {
 	inf := coreinformers.NewFilteredPodInformer(p.client, metav1.NamespaceAll, 0,
-		cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc},
-		func(o *metav1.ListOptions) {
-			o.LabelSelector = withoutJobLabel
-			if !all {
-				o.FieldSelector = finishedPods
-			}
-		})
+		cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc}, othersListOptions(all))
 	if p.transform != nil {
 		_ = inf.SetTransform(p.transform)
 	}
