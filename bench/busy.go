@@ -89,6 +89,7 @@ func createRunningPods(ctx context.Context, c kubernetes.Interface, ns string, n
 					Template: corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: map[string]string{"app.kubernetes.io/name": fmt.Sprintf("app-%02d", a)}}, Spec: *spec.DeepCopy()},
 				},
 			}
+			rs.Spec.Template.Spec.RestartPolicy = corev1.RestartPolicyAlways
 			created, err := c.AppsV1().ReplicaSets(ns).Create(ctx, rs, metav1.CreateOptions{})
 			if err != nil {
 				return fmt.Errorf("creating ReplicaSet %s: %w", rs.Name, err)
@@ -120,7 +121,7 @@ func createRunningPods(ctx context.Context, c kubernetes.Interface, ns string, n
 				PodIPs:    []corev1.PodIP{{IP: "10.244.0.1"}},
 				HostIP:    "192.168.0.10",
 				HostIPs:   []corev1.HostIP{{IP: "192.168.0.10"}},
-				QOSClass:  corev1.PodQOSBurstable,
+				QOSClass:  created.Status.QOSClass,
 				Conditions: []corev1.PodCondition{
 					{Type: corev1.PodReady, Status: corev1.ConditionTrue, LastTransitionTime: started},
 					{Type: corev1.ContainersReady, Status: corev1.ConditionTrue, LastTransitionTime: started},
