@@ -29,10 +29,10 @@ import (
 //     selector (with the label's absence added, so it never holds a pod the
 //     shared informer holds), started when the Job appears and stopped when
 //     it is deleted;
-//   - every other pod's metadata, trimmed to what decides whether its
-//     tracking finalizer must be released (name, UID, version, controller
-//     reference, the tracking finalizer, and labels only on pods that hold
-//     it): a pod holding batch.kubernetes.io/job-tracking whose Job is gone
+//   - every other pod's metadata, trimmed to its name and version, and for
+//     the pods holding the tracking finalizer to what decides whether it
+//     must be released (UID, controller reference, labels, creation and
+//     deletion times): a pod holding batch.kubernetes.io/job-tracking whose Job is gone
 //     or finished, that has no controller, or that no longer matches its
 //     Job's selector (a label removed) is released as upstream, which
 //     watches every pod, releases it. That watch costs one list and one
@@ -84,7 +84,7 @@ func newPodSources(ctx context.Context, c *Controller) (*podSources, error) {
 	s := &podSources{c: c, ctx: ctx, manual: map[string]*manualPods{}, byJob: map[string]string{}}
 	sel := labels.NewSelector().Add(outsideLabel).String()
 	s.others = metadatainformer.NewFilteredMetadataInformer(c.opts.Metadata, podsResourceGVR, metav1.NamespaceAll, 0,
-		cache.Indexers{podControllerIndex: indexPodByController, podFinalizerIndex: indexFinalizerPodByController},
+		cache.Indexers{podFinalizerIndex: indexFinalizerPodByController},
 		func(o *metav1.ListOptions) { o.LabelSelector = sel }).Informer()
 	if err := s.others.SetTransform(trimOutsidePod); err != nil {
 		return nil, err
@@ -106,14 +106,16 @@ func trimOutsidePod(obj any) (any, error) {
 	if !ok {
 		return obj, nil
 	}
-	out := &metav1.PartialObjectMetadata{TypeMeta: m.TypeMeta, ObjectMeta: metav1.ObjectMeta{
-		Name: m.Name, Namespace: m.Namespace, UID: m.UID, ResourceVersion: m.ResourceVersion,
-		DeletionTimestamp: m.DeletionTimestamp,
+	// A pod without the finalizer is kept by name only: most of a busy
+	// cluster's pods, and nothing is decided for them.
+	out := &metav1.PartialObjectMetadata{ObjectMeta: metav1.ObjectMeta{
+		Name: m.Name, Namespace: m.Namespace, ResourceVersion: m.ResourceVersion,
 	}}
-	if ref := metav1.GetControllerOfNoCopy(m); ref != nil {
-		out.OwnerReferences = []metav1.OwnerReference{*ref}
-	}
 	if slices.Contains(m.Finalizers, batchv1.JobTrackingFinalizer) {
+		out.TypeMeta, out.UID, out.DeletionTimestamp = m.TypeMeta, m.UID, m.DeletionTimestamp
+		if ref := metav1.GetControllerOfNoCopy(m); ref != nil {
+			out.OwnerReferences = []metav1.OwnerReference{*ref}
+		}
 		out.Finalizers = []string{batchv1.JobTrackingFinalizer}
 		out.Labels = m.Labels
 		// The stale finalizer gauge dates a pod of a finished Job from its
@@ -158,7 +160,7 @@ func (s *podSources) checkOutsidePod(logger klog.Logger, obj any) {
 // outsidePodsOf returns the names of the pods without the Job label that
 // the Job with uid controls and that hold the tracking finalizer.
 func (s *podSources) outsidePodsOf(ns string, uid types.UID) []*metav1.PartialObjectMetadata {
-	objs, err := s.others.GetIndexer().ByIndex(podControllerIndex, string(uid))
+	objs, err := s.others.GetIndexer().ByIndex(podFinalizerIndex, string(uid))
 	if err != nil {
 		return nil
 	}
