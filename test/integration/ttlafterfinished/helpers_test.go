@@ -60,13 +60,19 @@ func startController(t testing.TB) {
 		// would hide.
 		ttlafterfinished.UnreadyPolicyRetryPeriod = 500 * time.Millisecond
 		ctx := context.Background()
+		// As the manager wires it: the Job pods from an informer of the
+		// pods with the Job label only; the controller watches the rest.
 		factory := informers.NewSharedInformerFactoryWithOptions(client, 0, informers.WithTransform(manager.CacheTransform))
-		c, err := ttlafterfinished.New(ctx, ttlafterfinished.Options{}, ttlafterfinished.Clients{Client: client, Dynamic: dyn}, factory)
+		podFactory := informers.NewSharedInformerFactoryWithOptions(client, 0, informers.WithTransform(manager.CacheTransform),
+			informers.WithTweakListOptions(func(o *metav1.ListOptions) { o.LabelSelector = batchv1.ControllerUidLabel }))
+		c, err := ttlafterfinished.New(ctx, ttlafterfinished.Options{JobPods: podFactory.Core().V1().Pods(), PodTransform: manager.CacheTransform},
+			ttlafterfinished.Clients{Client: client, Dynamic: dyn}, factory)
 		if err != nil {
 			startErr = err
 			return
 		}
 		factory.Start(ctx.Done())
+		podFactory.Start(ctx.Done())
 		go c.Run(ctx, 5)
 	})
 	if startErr != nil {

@@ -396,3 +396,34 @@ func TestPolicyStatusCountsDeletionPromptly(t *testing.T) {
 		return p.Status.Deleted == 1 && p.Status.Matched == 1
 	})
 }
+
+// TestPodPolicyCountsRunningPods: the controller keeps only finished pods
+// outside the Job label until a policy targets Pods; then it watches every
+// such pod, so the policy's status counts the running one it selects too,
+// and a finished one it selects is deleted at its TTL.
+func TestPodPolicyCountsRunningPods(t *testing.T) {
+	e := setup(t)
+	running := builder.MakePod("running", e.ns).Label("test", e.ns).Obj()
+	done := builder.MakePod("done", e.ns).Label("test", e.ns).Obj()
+	for _, p := range []*corev1.Pod{running, done} {
+		got, err := e.client.CoreV1().Pods(e.ns).Create(e.ctx, p, metav1.CreateOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		phase := corev1.PodRunning
+		if p.Name == "done" {
+			phase = corev1.PodSucceeded
+		}
+		if err := framework.SetPodPhase(e.ctx, e.client, got, phase); err != nil {
+			t.Fatal(err)
+		}
+	}
+	name := e.ns + "-pods"
+	e.createPolicy(t, builder.MakeTTLPolicy(name).Target("v1", "Pod").Selector("test", e.ns).TTLAfterSuccess(1).Obj())
+	e.waitPolicy(t, name, "deleted 1, matched 1 (the running pod)", func(p *v1alpha1.TTLPolicy) bool {
+		return p.Status.Deleted == 1 && p.Status.Matched == 1
+	})
+	if _, err := e.client.CoreV1().Pods(e.ns).Get(e.ctx, "running", metav1.GetOptions{}); err != nil {
+		t.Errorf("the running pod: %v, want it kept", err)
+	}
+}
