@@ -239,3 +239,32 @@ func TestFlowOf(t *testing.T) {
 		t.Errorf("FlowOf = %q, want ns/job", got)
 	}
 }
+
+// countingTokens always has a token, and counts how many were taken.
+type countingTokens struct{ taken int }
+
+func (c *countingTokens) Wait(context.Context) error { c.taken++; return nil }
+func (c *countingTokens) TryAccept() bool           { c.taken++; return true }
+func (c *countingTokens) Accept()                   { c.taken++ }
+func (c *countingTokens) Stop()                     {}
+func (c *countingTokens) QPS() float32              { return 7 }
+
+// TestWaitTakesAFreeTokenItself: with nobody waiting and a token there, the
+// caller takes it at once (observed as no wait), one token per request.
+func TestWaitTakesAFreeTokenItself(t *testing.T) {
+	tokens := &countingTokens{}
+	var waited []time.Duration
+	l := New(tokens, Options{Observe: func(_ string, d time.Duration) { waited = append(waited, d) }})
+	defer l.Stop()
+	for range 3 {
+		if err := l.Wait(WithFlow(context.Background(), "a")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if diff := cmp.Diff([]time.Duration{0, 0, 0}, waited); diff != "" {
+		t.Errorf("waits observed (-want +got):\n%s", diff)
+	}
+	if tokens.taken != 3 {
+		t.Errorf("%d tokens taken for 3 requests", tokens.taken)
+	}
+}
