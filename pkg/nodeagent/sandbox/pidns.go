@@ -350,11 +350,16 @@ func (s *supervisor) probePID() error {
 	if err != nil {
 		return err
 	}
-	// exec into a container joins its namespace through a pidfd.
+	// exec into a container joins its namespace through a pidfd: the
+	// kernel must open one and take it in setns (Linux 5.8), tried here
+	// on our own, whose namespace we are in already.
 	if fd, err := unix.PidfdOpen(pid, 0); err != nil {
-		return fmt.Errorf("pidfd_open (Linux 5.3 or later, setns on a pidfd 5.8): %w", err)
+		return fmt.Errorf("pidfd_open (Linux 5.3 or later): %w", err)
 	} else {
 		_ = unix.Close(fd)
+	}
+	if err := setnsByPidfdWorks(); err != nil {
+		return fmt.Errorf("setns on a pidfd (Linux 5.8 or later): %w", err)
 	}
 	var ws syscall.WaitStatus
 	if _, err := syscall.Wait4(pid, &ws, 0, nil); err != nil {
@@ -383,4 +388,28 @@ func pause() {
 			}
 		}
 	}
+}
+
+// setnsByPidfdWorks enters, through a pidfd of this process, the PID
+// namespace it is in, on a thread thrown away afterwards: whether the
+// kernel takes pidfds in setns. A kernel that does not says EINVAL (the
+// descriptor is no namespace); one that does may still refuse a sandbox
+// in a user namespace of its own the agent's namespace (EPERM), which is
+// not a namespace it will ever join.
+func setnsByPidfdWorks() error {
+	fd, err := unix.PidfdOpen(os.Getpid(), 0)
+	if err != nil {
+		return err
+	}
+	defer func() { _ = unix.Close(fd) }()
+	ch := make(chan error, 1)
+	go func() {
+		// Not unlocked: the thread ends with the goroutine.
+		runtime.LockOSThread()
+		ch <- unix.Setns(fd, unix.CLONE_NEWPID)
+	}()
+	if err := <-ch; err != nil && !errors.Is(err, unix.EPERM) {
+		return err
+	}
+	return nil
 }
