@@ -132,6 +132,12 @@ func (f *nodeAgentFlags) component(out io.Writer) upComponent {
 				return nil, fmt.Errorf("containers cannot get a private filesystem view here (%s), so their images cannot be run: start with --images=host to run commands on this host's own files instead", why)
 			}
 			fmt.Fprintln(out, isolationBanner(f.opts.Runtime, f.opts.Images, opts.ImageDir, ok, why))
+			if ok {
+				if pid, why, err := agent.PIDNamespaces(isoCtx); err == nil && !pid {
+					fmt.Fprintln(out, "WARNING: containers get no PID namespace here ("+why+"):\n"+
+						"they see (and may signal) every process of this host.")
+				}
+			}
 		}
 		return func() { <-done }, nil
 	}

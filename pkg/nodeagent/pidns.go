@@ -1,6 +1,7 @@
 package nodeagent
 
 import (
+	"context"
 	"fmt"
 
 	corev1 "k8s.io/api/core/v1"
@@ -76,4 +77,21 @@ func (w *worker) pidNamespaceFor(pod *corev1.Pod, c *container) (runtime.PIDName
 		return runtime.PIDNamespaceHost, nil, nil
 	}
 	return mode, target, nil
+}
+
+// PIDNamespaces waits until Run has set up the runtime, then reports
+// whether containers get PID namespaces and, when not, why (they see every
+// process of the host).
+func (a *Agent) PIDNamespaces(ctx context.Context) (bool, string, error) {
+	select {
+	case <-a.runtimeReady:
+	case <-ctx.Done():
+		return false, "", ctx.Err()
+	}
+	pn, ok := a.runtime.(runtime.PIDNamespacer)
+	if !ok {
+		return false, "the " + a.runtime.Name() + " runtime runs nothing on this host", nil
+	}
+	yes, why := pn.PIDNamespaces()
+	return yes, why, nil
 }
