@@ -107,7 +107,8 @@ func (f *nodeAgentFlags) component(out io.Writer) upComponent {
 			return nil, fmt.Errorf("the apiserver's URL %q: %w", cp.URL(), err)
 		}
 		opts.APIServer = apiserver.Host
-		cfg := rest.CopyConfig(cp.AdminConfig())
+		// The kubelet's default --kube-api-content-type.
+		cfg := controlplane.ProtobufConfig(cp.AdminConfig())
 		cfg.UserAgent = "jobkeeper-node-agent"
 		client, err := kubernetes.NewForConfig(cfg)
 		if err != nil {

@@ -13,7 +13,6 @@ import (
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/metadata"
-	"k8s.io/client-go/rest"
 	"k8s.io/klog/v2"
 	"k8s.io/kubernetes/pkg/controller/certificates/rootcacertpublisher"
 	"k8s.io/kubernetes/pkg/controller/cronjob"
@@ -59,7 +58,9 @@ const (
 // and, through it, cadvisor and the containerd API types: 19 more modules in
 // go.mod and 3.4 MB (2%) more binary, none of it run (docs/architecture.md).
 func runLocalControllers(ctx context.Context, cp *controlplane.ControlPlane) (func(), error) {
-	cfg := rest.CopyConfig(cp.AdminConfig())
+	// kube-controller-manager's default --kube-api-content-type; the
+	// metadata client picks its own.
+	cfg := controlplane.ProtobufConfig(cp.AdminConfig())
 	cfg.UserAgent = "jobkeeper-up-controllers"
 	cfg.QPS, cfg.Burst = 100, 200
 	client, err := kubernetes.NewForConfig(cfg)

@@ -77,9 +77,10 @@ func startEtcd(ctx context.Context, dir, socket, logFile string) (*embed.Etcd, s
 	cfg.WarningUnaryRequestDuration = embed.DefaultWarningUnaryRequestDuration
 	cfg.LogLevel = "warn"
 	cfg.ZapLoggerBuilder = embed.NewZapLoggerBuilder(newEtcdLogger(newRotatingLog(logFile), zapcore.WarnLevel))
-	// Compact history regularly, as kube-apiserver would ask a standalone etcd to.
+	// Compact history regularly, as kube-apiserver asks it to
+	// (compactionInterval), for a data directory served without it.
 	cfg.AutoCompactionMode = "periodic"
-	cfg.AutoCompactionRetention = "5m"
+	cfg.AutoCompactionRetention = compactionInterval.String()
 	cfg.QuotaBackendBytes = 8 << 30
 
 	e, err := embed.StartEtcd(cfg)

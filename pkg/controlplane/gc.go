@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"time"
 
+	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 
 	"k8s.io/client-go/discovery"
@@ -31,7 +33,7 @@ const (
 // ctx is done. Without it, foreground deletions never finish and background
 // deletions leave dependents behind.
 func runGarbageCollector(ctx context.Context, cfg *rest.Config) (<-chan struct{}, *garbagecollector.GarbageCollector, error) {
-	cfg = rest.CopyConfig(cfg)
+	cfg = ProtobufConfig(cfg)
 	cfg.UserAgent = "jobkeeper-garbage-collector"
 	// Each deletion is a GET and a DELETE; give the collector room.
 	cfg.QPS, cfg.Burst = 400, 800
@@ -49,30 +51,57 @@ func runGarbageCollector(ctx context.Context, cfg *rest.Config) (<-chan struct{}
 	}
 	mapper := restmapper.NewDeferredDiscoveryRESTMapper(memory.NewMemCacheClient(discoveryClient))
 
-	shared := informers.NewSharedInformerFactory(client, 0)
-	meta := metadatainformer.NewSharedInformerFactory(metadataClient, 0)
+	// The collector reads only object metadata (owners, finalizers,
+	// deletion state). kube-controller-manager hands it the typed informers
+	// it shares with its other controllers, and metadata-only informers
+	// for the rest; here no other controller shares its informers, so it
+	// watches metadata only, without managed fields. Typed informers would
+	// hold a second full copy of every pod and cost the apiserver one more
+	// full-object watch of each built-in resource.
+	metaFactory := metadatainformer.NewSharedInformerFactoryWithOptions(metadataClient, 0,
+		metadatainformer.WithTransform(dropManagedFields))
 	started := make(chan struct{})
 	gc, err := garbagecollector.NewGarbageCollector(ctx, client, metadataClient, mapper,
 		garbagecollector.DefaultIgnoredResources(),
-		informerfactory.NewInformerFactory(shared, meta), started)
+		metadataOnly{metaFactory}, started)
 	if err != nil {
 		return nil, nil, fmt.Errorf("creating garbage collector: %w", err)
 	}
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		shared.Start(ctx.Done())
-		meta.Start(ctx.Done())
+		metaFactory.Start(ctx.Done())
 		close(started)
 		finished := make(chan struct{}, 2)
 		go func() { gc.Run(ctx, gcWorkers, time.Minute); finished <- struct{}{} }()
 		go func() { gc.Sync(ctx, discoveryClient, gcResyncPeriod); finished <- struct{}{} }()
 		<-finished
 		<-finished
-		shared.Shutdown()
-		meta.Shutdown()
+		metaFactory.Shutdown()
 	}()
 	return done, gc, nil
+}
+
+// metadataOnly gives the garbage collector metadata-only informers for
+// every resource, built-in ones included (informerfactory.InformerFactory).
+type metadataOnly struct {
+	metadatainformer.SharedInformerFactory
+}
+
+// ForResource returns the metadata informer of resource.
+func (m metadataOnly) ForResource(resource schema.GroupVersionResource) (informers.GenericInformer, error) {
+	return m.SharedInformerFactory.ForResource(resource), nil
+}
+
+var _ informerfactory.InformerFactory = metadataOnly{}
+
+// dropManagedFields removes managedFields from a cached object's metadata:
+// the collector never reads them, and they are most of a pod's metadata.
+func dropManagedFields(obj any) (any, error) {
+	if m, err := meta.Accessor(obj); err == nil {
+		m.SetManagedFields(nil)
+	}
+	return obj, nil
 }
 
 // GarbageCollectorKnows reports whether the garbage collector's graph has

@@ -4,10 +4,12 @@ import (
 	"context"
 	"strings"
 	"testing"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 
@@ -102,5 +104,54 @@ func TestAuthorization(t *testing.T) {
 	ns := framework.CreateNamespace(t)
 	if _, err := framework.Client(t).CoreV1().ServiceAccounts(ns).Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: "sa"}}, metav1.CreateOptions{}); err != nil {
 		t.Errorf("creating a service account: %v", err)
+	}
+}
+
+// TestPodWatchesServedByEtcd checks that the apiserver has no watch cache for
+// pods (--watch-cache-sizes=pods#0) and keeps the others: the cache closes a
+// pod watcher that falls a few events behind, which the node agent's watch of
+// every pod on the one node did hundreds of times in a 10,000-pod Job
+// (issue 27), where an etcd watch waits for its reader.
+func TestPodWatchesServedByEtcd(t *testing.T) {
+	ctx := context.Background()
+	ns := framework.CreateNamespace(t)
+	c := framework.Client(t)
+	w, err := c.CoreV1().Pods(ns).Watch(ctx, metav1.ListOptions{FieldSelector: "spec.nodeName=n"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Stop()
+	pod, err := c.CoreV1().Pods(ns).Create(ctx, builder.MakePod("p", ns).Obj(), metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.CoreV1().Pods(ns).Bind(ctx, &corev1.Binding{ObjectMeta: metav1.ObjectMeta{Name: pod.Name}, Target: corev1.ObjectReference{Kind: "Node", Name: "n"}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case ev := <-w.ResultChan():
+		if got, ok := ev.Object.(*corev1.Pod); !ok || got.Name != pod.Name {
+			t.Fatalf("watch of the node's pods: got %s %T, want the bound pod", ev.Type, ev.Object)
+		}
+	case <-time.After(wait.ForeverTestTimeout):
+		t.Fatal("the watch of the node's pods saw nothing of the bound pod")
+	}
+	metrics, err := c.CoreV1().RESTClient().Get().AbsPath("/metrics").DoRaw(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	initialized := func(resource string) bool {
+		for _, line := range strings.Split(string(metrics), "\n") {
+			if strings.HasPrefix(line, "apiserver_watch_cache_initializations_total{") && strings.Contains(line, `resource="`+resource+`"`) {
+				return true
+			}
+		}
+		return false
+	}
+	if initialized("pods") {
+		t.Error("the apiserver has a watch cache for pods, want none")
+	}
+	if !initialized("jobs") {
+		t.Error("the apiserver has no watch cache for jobs, want one (only pods go without)")
 	}
 }
