@@ -10,12 +10,15 @@ import (
 )
 
 // pidNamespaceOf decides a container's PID namespace as the kubelet asks
-// CRI for it: the pod's when it shares its process namespace
-// (shareProcessNamespace), the target's for an ephemeral container with a
-// targetContainerName, else one of its own. target finds the running
+// CRI for it: the host's for a hostPID pod, the pod's when it shares its
+// process namespace (shareProcessNamespace), the target's for an ephemeral
+// container with a targetContainerName, else one of its own. target finds the running
 // attempt of a container of the pod (nil when none runs). An ephemeral
 // container whose target does not run has to wait: an error.
 func pidNamespaceOf(pod *corev1.Pod, c *container, target func(name string) runtime.Handle) (runtime.PIDNamespaceMode, runtime.Handle, error) {
+	if pod.Spec.HostPID {
+		return runtime.PIDNamespaceHost, nil, nil
+	}
 	if pod.Spec.ShareProcessNamespace != nil && *pod.Spec.ShareProcessNamespace {
 		return runtime.PIDNamespacePod, nil, nil
 	}
@@ -68,7 +71,7 @@ func (w *worker) pidNamespaceFor(pod *corev1.Pod, c *container) (runtime.PIDName
 		return runtime.PIDNamespaceContainer, nil, nil
 	}
 	mode, target, err := pidNamespaceOf(pod, c, w.runningHandle)
-	if err != nil || mode == runtime.PIDNamespaceContainer {
+	if err != nil || mode == runtime.PIDNamespaceContainer || mode == runtime.PIDNamespaceHost {
 		return mode, target, err
 	}
 	if yes, why := pn.SharedPIDNamespaces(); !yes {

@@ -19,6 +19,7 @@ func TestPIDNamespaceOf(t *testing.T) {
 		}
 		return nil
 	}
+	hostPID := &corev1.Pod{Spec: corev1.PodSpec{HostPID: true, ShareProcessNamespace: ptr.To(false), Containers: []corev1.Container{{Name: "main"}}}}
 	pod := func(share bool, target string) *corev1.Pod {
 		p := &corev1.Pod{Spec: corev1.PodSpec{
 			Containers:          []corev1.Container{{Name: "main"}, {Name: "idle"}},
@@ -39,6 +40,7 @@ func TestPIDNamespaceOf(t *testing.T) {
 		wantErr    bool
 	}{
 		"container of its own":            {pod: pod(false, ""), c: main, wantMode: runtime.PIDNamespaceContainer},
+		"hostPID":                         {pod: hostPID, c: main, wantMode: runtime.PIDNamespaceHost},
 		"shared by the pod":               {pod: pod(true, ""), c: main, wantMode: runtime.PIDNamespacePod},
 		"ephemeral without target":        {pod: pod(false, ""), c: dbg, wantMode: runtime.PIDNamespaceContainer},
 		"ephemeral with a running target": {pod: pod(false, "main"), c: dbg, wantMode: runtime.PIDNamespaceTarget, wantTarget: running},

@@ -82,8 +82,8 @@ const (
 	PIDNamespacePod PIDNamespaceMode = "Pod"
 	// PIDNamespaceTarget: Spec.PIDTarget's.
 	PIDNamespaceTarget PIDNamespaceMode = "Target"
-	// PIDNamespaceHost: the host's, where containers cannot share one
-	// (PIDNamespacer.SharedPIDNamespaces).
+	// PIDNamespaceHost: the host's (a hostPID pod, or where containers
+	// cannot share one: PIDNamespacer.SharedPIDNamespaces).
 	PIDNamespaceHost PIDNamespaceMode = "Host"
 )
 
