@@ -137,7 +137,8 @@
 // Files: config.go (what the agent asks for), plan.go (which mounts make
 // the view, in either mode; pure), setup_linux.go (making them), user.go
 // and idmap.go (who the processes run as), supervisor.go (the sandbox
-// process), client.go (the agent's side), protocol.go (the messages),
+// process), pidns.go (PID namespaces: the init stage, the pause process,
+// joining), client.go (the agent's side), protocol.go (the messages),
 // procfs.go (finding a session's processes). Package imagetest builds
 // small images for tests.
 package sandbox
