@@ -192,6 +192,11 @@ func (b *binder) sync(ctx context.Context) error {
 		if usedPods >= b.a.opts.MaxPods {
 			break
 		}
+		if b.alreadyBound(pod.UID) {
+			// Bound, and counted in used, but this informer has not seen
+			// it leave yet: binding it again would only be refused.
+			continue
+		}
 		if msg := neverFits(pod, nodeLabels, b.a.capacity); msg != "" {
 			b.markUnschedulable(ctx, pod, msg)
 			continue
@@ -248,6 +253,22 @@ type assumedPod struct {
 	boundAt time.Time
 	// claims are the namespace/name of its persistentVolumeClaim volumes.
 	claims []string
+}
+
+// alreadyBound reports whether the pod was bound by this binder (assumed) or
+// is run by the agent, which sees a pod bound before the binder's informer
+// sees it leave the unscheduled pods.
+func (b *binder) alreadyBound(uid types.UID) bool {
+	b.mu.Lock()
+	_, assumed := b.assumed[uid]
+	b.mu.Unlock()
+	if assumed {
+		return true
+	}
+	b.a.mu.Lock()
+	defer b.a.mu.Unlock()
+	_, running := b.a.workers[uid]
+	return running
 }
 
 // seen stops counting an assumed pod: its worker now does.
