@@ -96,6 +96,9 @@ type Agent struct {
 	runtimeReady chan struct{}
 	// puller pulls and holds images (image mode); nil in host mode.
 	puller *imagePuller
+	// euid is the agent's effective user ID (os.Geteuid in New): as root
+	// it can give volumes any group (fsGroup).
+	euid int
 }
 
 // New builds an agent. Nothing talks to the apiserver before Run.
@@ -112,6 +115,7 @@ func New(client kubernetes.Interface, opts Options) (*Agent, error) {
 		status:       newStatusManager(client),
 		workers:      map[types.UID]*worker{},
 		capacity:     hostCapacity(opts.MaxPods),
+		euid:         os.Geteuid(),
 	}
 	switch opts.Runtime {
 	case simulated.Name:
@@ -303,6 +307,15 @@ func (a *Agent) onPod(pod *corev1.Pod) {
 		ok = false
 	}
 	a.mu.Unlock()
+	if created && pod.Status.StartTime == nil {
+		// A pod new to the node (not one a previous run of the agent
+		// started) hears once what runs without being enforced.
+		if _, ok := a.runtime.(runtime.Isolator); ok {
+			if d := decideFeatures(pod, a.podFeatures()); len(d.unenforced) > 0 {
+				a.event(pod, corev1.EventTypeWarning, ReasonNotEnforced, notEnforcedMessage(d.unenforced))
+			}
+		}
+	}
 	if created {
 		a.binder.seen(pod.UID)
 	}
@@ -441,6 +454,13 @@ func (a *Agent) containerSpec(ctx context.Context, pod *corev1.Pod, c *container
 	env, err := resolveEnv(ctx, pod, c.spec, a.capacity, services, a)
 	if err != nil {
 		return spec, err
+	}
+	if sc := c.spec.SecurityContext; sc != nil {
+		// As the kubelet: no_new_privs when privilege escalation is
+		// disallowed; a read-only root only where there is a private view
+		// (decideFeatures refuses it elsewhere).
+		spec.NoNewPrivileges = sc.AllowPrivilegeEscalation != nil && !*sc.AllowPrivilegeEscalation
+		spec.ReadOnlyRoot = sc.ReadOnlyRootFilesystem != nil && *sc.ReadOnlyRootFilesystem && a.isolated()
 	}
 	hostname := podHostname(pod)
 	spec.Hostname = hostname

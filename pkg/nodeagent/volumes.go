@@ -104,7 +104,14 @@ func unsupportedVolume(v *corev1.Volume) string {
 // and this, as the kubelet's rejectPod writes them); empty when it can.
 func (a *Agent) refusal(pod *corev1.Pod) (string, string) {
 	iso, ok := a.runtime.(runtime.Isolator)
-	if !ok || len(pod.Spec.Volumes) == 0 {
+	if !ok {
+		// A runtime that runs nothing on this host enforces nothing.
+		return "", ""
+	}
+	if d := decideFeatures(pod, a.podFeatures()); d.reason != "" {
+		return d.reason, d.message
+	}
+	if len(pod.Spec.Volumes) == 0 {
 		return "", ""
 	}
 	for i := range pod.Spec.Volumes {

@@ -59,6 +59,14 @@ type Spec struct {
 	// TTY makes a terminal the main process's stdin, stdout and stderr;
 	// what it prints still goes to the log, as stdout.
 	TTY bool
+	// ReadOnlyRoot makes the container's root filesystem read-only
+	// (securityContext.readOnlyRootFilesystem); its volumes keep their own
+	// modes. Only a runtime with a private filesystem view (Isolator) can;
+	// the agent does not ask others.
+	ReadOnlyRoot bool
+	// NoNewPrivileges runs the container's processes with no_new_privs
+	// (securityContext.allowPrivilegeEscalation: false).
+	NoNewPrivileges bool
 	// PIDNamespace is the container's process namespace, as CRI's
 	// NamespaceMode: PIDNamespaceContainer (the default, ""), Pod or
 	// Target. A runtime without PID namespaces (PIDNamespacer) runs every

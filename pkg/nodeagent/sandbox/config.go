@@ -49,6 +49,16 @@ type Config struct {
 	// PIDNamespace is PIDHost, PIDContainer or PIDJoin (see there); any
 	// but PIDHost needs Isolate (the view gets the namespace's /proc).
 	PIDNamespace string `json:"pidNamespace,omitempty"`
+	// ReadOnlyRoot makes the view's root filesystem read-only
+	// (readOnlyRootFilesystem): in image mode the image's overlay, in host
+	// mode every overlay of the host's directories and the root itself.
+	// Volumes, /dev, /proc and /sys keep their own modes. The mount points
+	// of the volumes and the working directory are created first.
+	ReadOnlyRoot bool `json:"readOnlyRoot,omitempty"`
+	// NoNewPrivileges sets no_new_privs on the main process and exec'd
+	// commands (allowPrivilegeEscalation: false): a setuid or file
+	// capability program gains nothing.
+	NoNewPrivileges bool `json:"noNewPrivileges,omitempty"`
 	// Pause makes the main process a pause process instead of Command: PID
 	// 1 of a new PID namespace (PIDContainer) that only reaps the
 	// processes orphaned in it, for a pod whose containers share it.

@@ -76,6 +76,9 @@ type stageConfig struct {
 	Root string `json:"root,omitempty"`
 	// Cred is who the command runs as; nil: the sandbox's user.
 	Cred *stageCred `json:"cred,omitempty"`
+	// NoNewPrivileges sets no_new_privs before the exec
+	// (Config.NoNewPrivileges).
+	NoNewPrivileges bool `json:"noNewPrivileges,omitempty"`
 }
 
 // stageCred is a syscall.Credential that survives JSON.
@@ -153,6 +156,11 @@ func stage() int {
 			return fail(ReasonStartError, "entering the working directory: "+err.Error())
 		}
 	}
+	if cfg.NoNewPrivileges {
+		if err := unix.Prctl(unix.PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0); err != nil {
+			return fail(ReasonStartError, "setting no_new_privs: "+err.Error())
+		}
+	}
 	err = syscall.Exec(cfg.Path, cfg.Argv, cfg.Env)
 	return fail(ReasonStartError, fmt.Sprintf("exec: %q: %v", cfg.Argv[0], err))
 }
@@ -224,7 +232,7 @@ func (s *supervisor) abandonStage() {
 // mount /proc and exit; for a pause sandbox, become the pause process). It
 // returns once the command was executed, or why it was not.
 func (s *supervisor) runStage(argv []string, probe bool) (int, string, error) {
-	cfg := stageConfig{Probe: probe, Pause: s.cfg.Pause}
+	cfg := stageConfig{Probe: probe, Pause: s.cfg.Pause, NoNewPrivileges: s.cfg.NoNewPrivileges}
 	if s.cfg.Rootfs == nil {
 		// Host mode chroots: the stage follows.
 		cfg.Root = rootDir(s.cfg.Scratch)

@@ -31,6 +31,18 @@ const (
 	// opImage mounts the overlay of an image's layers (lowers, top first)
 	// on target, its upper and work directories under source.
 	opImage
+	// opDev mounts a private tmpfs on the container's /dev (target) and
+	// binds every entry of the host's /dev (source) in it: device nodes,
+	// directories with what is mounted below them, symbolic links. Files
+	// the container's own mounts add there (a termination message file)
+	// stay in the container.
+	opDev
+	// opMountPoint creates the mount point of a volume (target, inside the
+	// view; a directory when source is one) or the working directory
+	// (source empty), before the root is made read-only.
+	opMountPoint
+	// opReadOnly makes the mount on target read-only.
+	opReadOnly
 	// opShm mounts a private tmpfs on the container's /dev/shm (target,
 	// resolved inside the view) when the view's /dev has that directory.
 	opShm
@@ -80,6 +92,33 @@ var pseudoFS = map[string]bool{
 // hostTrees are the host directories the view shares as they are.
 var hostTrees = []string{"/dev", "/proc", "/sys"}
 
+// hostTree is the step that shares the host tree t in the view at target:
+// /dev as a private tmpfs holding the host's entries (opDev), the others
+// bound as they are, /sys read-only.
+func hostTree(t, target string, view bool) op {
+	if t == "/dev" {
+		return op{kind: opDev, source: t, target: target, view: view}
+	}
+	return op{kind: opRbind, source: t, target: target, readOnly: t == "/sys", view: view}
+}
+
+// readOnlyRoot returns the steps that make the root read-only once the
+// view is built: the mount points of the volumes and the working
+// directory, then each of roots read-only, before the volumes are mounted.
+func readOnlyRoot(cfg Config, roots []string) []op {
+	var ops []op
+	for _, m := range cfg.Mounts {
+		ops = append(ops, op{kind: opMountPoint, source: m.Source, target: filepath.Clean(m.Target)})
+	}
+	if cfg.WorkingDir != "" {
+		ops = append(ops, op{kind: opMountPoint, target: filepath.Clean(cfg.WorkingDir)})
+	}
+	for _, r := range roots {
+		ops = append(ops, op{kind: opReadOnly, target: r})
+	}
+	return ops
+}
+
 // rootDir is where the new root is assembled, under the scratch tmpfs.
 func rootDir(scratch string) string { return filepath.Join(scratch, "root") }
 
@@ -89,7 +128,9 @@ func rootDir(scratch string) string { return filepath.Join(scratch, "root") }
 // new root (a directory on it), then for each entry of the host's root an
 // overlay (directories), a link (symbolic links) or a read-only bind
 // (files), an overlay of every other real filesystem (parents first), the
-// host's /dev, /proc and /sys, then the volumes. /tmp is overlaid like
+// host's /dev (a private tmpfs holding the host's entries), /proc and
+// /sys, with ReadOnlyRoot the steps that make the root read-only, then the
+// volumes. /tmp is overlaid like
 // any directory: the host's files are readable, writes stay private. It decides
 // only; setUp carries the steps out.
 //
@@ -102,6 +143,12 @@ func plan(host []*mountinfo.Info, entries []rootEntry, cfg Config) []op {
 		{kind: opTmpfs, target: cfg.Scratch, mode: "0700"},
 		{kind: opMkdir, target: root},
 	}
+	if cfg.ReadOnlyRoot {
+		// The root becomes a mount of its own, so that it can be made
+		// read-only at the end.
+		ops = append(ops, op{kind: opRbind, source: root, target: root})
+	}
+	var overlays []string
 	seen := map[string]bool{"/": true}
 	for _, e := range entries {
 		p := "/" + e.name
@@ -114,6 +161,7 @@ func plan(host []*mountinfo.Info, entries []rootEntry, cfg Config) []op {
 			}
 		default:
 			ops = append(ops, op{kind: opOverlay, source: p, target: filepath.Join(root, p)})
+			overlays = append(overlays, filepath.Join(root, p))
 		}
 		seen[p] = true
 	}
@@ -131,9 +179,13 @@ func plan(host []*mountinfo.Info, entries []rootEntry, cfg Config) []op {
 	sort.SliceStable(points, func(i, j int) bool { return depth(points[i]) < depth(points[j]) })
 	for _, p := range points {
 		ops = append(ops, op{kind: opOverlay, source: p, target: filepath.Join(root, p)})
+		overlays = append(overlays, filepath.Join(root, p))
 	}
 	for _, t := range hostTrees {
-		ops = append(ops, op{kind: opRbind, source: t, target: filepath.Join(root, t), readOnly: t == "/sys"})
+		ops = append(ops, hostTree(t, filepath.Join(root, t), false))
+	}
+	if cfg.ReadOnlyRoot {
+		ops = append(ops, readOnlyRoot(cfg, append(overlays, root))...)
 	}
 	for _, m := range cfg.Mounts {
 		ops = append(ops, op{kind: opVolume, source: m.Source, target: filepath.Clean(m.Target), readOnly: m.ReadOnly})
@@ -144,8 +196,10 @@ func plan(host []*mountinfo.Info, entries []rootEntry, cfg Config) []op {
 // planImage returns the steps that build the view of cfg in image mode, in
 // order: the scratch tmpfs, the new root (one overlay whose lower layers
 // are the image's, its upper layer on the scratch tmpfs, so every attempt
-// starts from the pristine image), the host's /dev, /proc and /sys (read-
-// only) bound inside it, a private /dev/shm, then the volumes. /tmp and
+// starts from the pristine image), the host's /dev (a private tmpfs
+// holding the host's entries), /proc and /sys (read-only) bound inside it,
+// a private /dev/shm, with ReadOnlyRoot the steps that make the root
+// read-only, then the volumes. /tmp and
 // everything else are the image's. It decides only; setUp carries the
 // steps out.
 func planImage(cfg Config) ([]op, error) {
@@ -177,9 +231,12 @@ func planImage(cfg Config) ([]op, error) {
 	}
 	ops = append(ops, op{kind: opImage, source: filepath.Join(cfg.Scratch, "image"), target: root, lowers: lowers})
 	for _, t := range hostTrees {
-		ops = append(ops, op{kind: opRbind, source: t, target: t, readOnly: t == "/sys", view: true})
+		ops = append(ops, hostTree(t, t, true))
 	}
 	ops = append(ops, op{kind: opShm, target: "/dev/shm"})
+	if cfg.ReadOnlyRoot {
+		ops = append(ops, readOnlyRoot(cfg, []string{root})...)
+	}
 	for _, m := range cfg.Mounts {
 		ops = append(ops, op{kind: opVolume, source: m.Source, target: filepath.Clean(m.Target), readOnly: m.ReadOnly})
 	}

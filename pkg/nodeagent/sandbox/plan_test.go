@@ -51,7 +51,7 @@ func TestPlan(t *testing.T) {
 		{kind: opOverlay, source: "/etc/resolv.conf", target: root + "/etc/resolv.conf"},
 		{kind: opOverlay, source: "/tmp/x", target: root + "/tmp/x"},
 		{kind: opOverlay, source: "/home/u/data", target: root + "/home/u/data"},
-		{kind: opRbind, source: "/dev", target: root + "/dev"},
+		{kind: opDev, source: "/dev", target: root + "/dev"},
 		{kind: opRbind, source: "/proc", target: root + "/proc"},
 		{kind: opRbind, source: "/sys", target: root + "/sys", readOnly: true},
 		{kind: opVolume, source: "/var/lib/jk/pods/u/volumes/cache", target: "/work"},
@@ -59,6 +59,30 @@ func TestPlan(t *testing.T) {
 	}
 	if got := plan(host, entries, cfg); !reflect.DeepEqual(got, want) {
 		t.Errorf("plan:\n got %+v\nwant %+v", got, want)
+	}
+
+	// readOnlyRootFilesystem: the root is a mount of its own; once the
+	// view is built, the volumes' mount points and the working directory
+	// are made, then every overlay and the root are made read-only, then
+	// the volumes are mounted.
+	cfg.ReadOnlyRoot, cfg.WorkingDir = true, "/work/sub"
+	ro := append([]op{want[0], want[1], {kind: opRbind, source: root, target: root}}, want[2:15]...)
+	ro = append(ro,
+		op{kind: opMountPoint, source: "/var/lib/jk/pods/u/volumes/cache", target: "/work"},
+		op{kind: opMountPoint, source: "/etc/cfg", target: "/etc/cfg"},
+		op{kind: opMountPoint, target: "/work/sub"},
+		op{kind: opReadOnly, target: root + "/etc"},
+		op{kind: opReadOnly, target: root + "/home"},
+		op{kind: opReadOnly, target: root + "/tmp"},
+		op{kind: opReadOnly, target: root + "/vmlinuz"},
+		op{kind: opReadOnly, target: root + "/etc/resolv.conf"},
+		op{kind: opReadOnly, target: root + "/tmp/x"},
+		op{kind: opReadOnly, target: root + "/home/u/data"},
+		op{kind: opReadOnly, target: root},
+	)
+	ro = append(ro, want[15:]...)
+	if got := plan(host, entries, cfg); !reflect.DeepEqual(got, ro) {
+		t.Errorf("plan with ReadOnlyRoot:\n got %+v\nwant %+v", got, ro)
 	}
 }
 
@@ -84,16 +108,17 @@ func TestPlanImage(t *testing.T) {
 	root := scratch + "/root"
 	mounts := []Mount{{Source: "/var/lib/jk/pods/u/etc-hosts", Target: "/etc/hosts", ReadOnly: true}, {Source: "/data", Target: "/work/"}}
 	hostTreesIn := []op{
-		{kind: opRbind, source: "/dev", target: "/dev", view: true},
+		{kind: opDev, source: "/dev", target: "/dev", view: true},
 		{kind: opRbind, source: "/proc", target: "/proc", view: true},
 		{kind: opRbind, source: "/sys", target: "/sys", readOnly: true, view: true},
 		{kind: opShm, target: "/dev/shm"},
 	}
 	for name, tc := range map[string]struct {
-		layers  []string
-		scratch string
-		want    []op
-		wantErr string
+		layers   []string
+		scratch  string
+		readOnly bool
+		want     []op
+		wantErr  string
 	}{
 		"layers top first, then host trees and volumes": {
 			layers: []string{"/img/l1", "/img/l2/", "/img/l3"},
@@ -118,12 +143,27 @@ func TestPlanImage(t *testing.T) {
 				op{kind: opVolume, source: "/data", target: "/work"},
 			),
 		},
+		"read-only root": {
+			layers:   []string{"/img/l1"},
+			readOnly: true,
+			want: append(append([]op{
+				{kind: opTmpfs, target: scratch, mode: "0700"},
+				{kind: opMkdir, target: root},
+				{kind: opImage, source: scratch + "/image", target: root, lowers: []string{"/img/l1"}},
+			}, hostTreesIn...),
+				op{kind: opMountPoint, source: "/var/lib/jk/pods/u/etc-hosts", target: "/etc/hosts"},
+				op{kind: opMountPoint, source: "/data", target: "/work"},
+				op{kind: opReadOnly, target: root},
+				op{kind: opVolume, source: "/var/lib/jk/pods/u/etc-hosts", target: "/etc/hosts", readOnly: true},
+				op{kind: opVolume, source: "/data", target: "/work"},
+			),
+		},
 		"relative layer":              {layers: []string{"img/l1"}, wantErr: "not an absolute path"},
 		"layer overlay cannot name":   {layers: []string{"/img/sha256:abc"}, wantErr: "cannot be named in overlay options"},
 		"scratch overlay cannot name": {layers: []string{"/img/l1"}, scratch: "/tmp/a,b", wantErr: "scratch directory"},
 	} {
 		t.Run(name, func(t *testing.T) {
-			cfg := Config{Isolate: true, Scratch: scratch, Mounts: mounts, Rootfs: &Rootfs{Layers: tc.layers}}
+			cfg := Config{Isolate: true, Scratch: scratch, Mounts: mounts, Rootfs: &Rootfs{Layers: tc.layers}, ReadOnlyRoot: tc.readOnly}
 			if tc.scratch != "" {
 				cfg.Scratch = tc.scratch
 			}

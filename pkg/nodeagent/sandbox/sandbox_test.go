@@ -342,3 +342,79 @@ func mustExecutable(t *testing.T) string {
 	}
 	return exe
 }
+
+func TestReadOnlyRootAndPrivateDev(t *testing.T) {
+	requireNamespaces(t)
+	vol := t.TempDir()
+	term := filepath.Join(t.TempDir(), "termination-log")
+	if err := os.WriteFile(term, nil, 0o666); err != nil {
+		t.Fatal(err)
+	}
+	script := strings.Join([]string{
+		"if (echo x > /etc/jobkeeper-ro-test) 2>/dev/null; then echo ROOT WRITABLE; else echo root read-only; fi",
+		"if (echo x > /tmp/jobkeeper-ro-test) 2>/dev/null; then echo TMP WRITABLE; else echo tmp read-only; fi",
+		"echo vol > /work/x && echo volume writable",
+		"echo bye > /dev/termination-log && echo message written",
+		"echo null > /dev/null && echo devices work",
+		"pwd",
+	}, "; ")
+	s, output := startTest(t, true, Config{
+		Command:      []string{"sh", "-c", script},
+		WorkingDir:   "/srv/ro-app",
+		ReadOnlyRoot: true,
+		Mounts:       []Mount{{Source: vol, Target: "/work"}, {Source: term, Target: "/dev/termination-log"}},
+	})
+	if ex := waitDone(t, s); ex.Code != 0 {
+		t.Errorf("exit = %+v, output %q", ex, output())
+	}
+	want := "root read-only\ntmp read-only\nvolume writable\nmessage written\ndevices work\n/srv/ro-app\n"
+	if got := output(); got != want {
+		t.Errorf("output = %q, want %q", got, want)
+	}
+	if b, err := os.ReadFile(term); err != nil || string(b) != "bye\n" {
+		t.Errorf("termination message file: %q, %v", b, err)
+	}
+	if _, err := os.Stat("/dev/termination-log"); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("the termination message file's mount point reached the host's /dev: %v", err)
+	}
+}
+
+func TestNoNewPrivileges(t *testing.T) {
+	for _, nnp := range []bool{false, true} {
+		s, output := startTest(t, false, Config{
+			Command:         []string{"sh", "-c", "grep NoNewPrivs /proc/self/status"},
+			NoNewPrivileges: nnp,
+		})
+		if ex := waitDone(t, s); ex.Code != 0 {
+			t.Errorf("exit = %+v, output %q", ex, output())
+		}
+		want := "NoNewPrivs:\t0\n"
+		if nnp {
+			want = "NoNewPrivs:\t1\n"
+		}
+		if got := output(); got != want {
+			t.Errorf("NoNewPrivileges %v: %q, want %q", nnp, got, want)
+		}
+	}
+}
+
+func TestNoNewPrivilegesInAPIDNamespace(t *testing.T) {
+	requirePID(t)
+	for _, nnp := range []bool{false, true} {
+		s, output := startTest(t, true, Config{
+			Command:         []string{"sh", "-c", "grep NoNewPrivs /proc/self/status"},
+			NoNewPrivileges: nnp,
+			PIDNamespace:    PIDContainer,
+		})
+		if ex := waitDone(t, s); ex.Code != 0 {
+			t.Errorf("exit = %+v, output %q", ex, output())
+		}
+		want := "NoNewPrivs:\t0\n"
+		if nnp {
+			want = "NoNewPrivs:\t1\n"
+		}
+		if got := output(); got != want {
+			t.Errorf("NoNewPrivileges %v: %q, want %q", nnp, got, want)
+		}
+	}
+}

@@ -132,6 +132,31 @@ func apply(o op, scratch string, layer *int) error {
 		}
 	case opVolume:
 		return volume(o, rootDir(scratch))
+	case opDev:
+		target := o.target
+		if o.view {
+			var err error
+			if target, err = mountPoint(rootDir(scratch), o.target, true); err != nil {
+				return fmt.Errorf("creating mount point %s: %w", o.target, err)
+			}
+		}
+		return privateDev(o.source, target)
+	case opMountPoint:
+		dir := true
+		if o.source != "" {
+			st, err := os.Stat(o.source)
+			if err != nil {
+				return fmt.Errorf("volume source for %s: %w", o.target, err)
+			}
+			dir = st.IsDir()
+		}
+		if _, err := mountPoint(rootDir(scratch), o.target, dir); err != nil {
+			return fmt.Errorf("creating %s before the root is made read-only: %w", o.target, err)
+		}
+	case opReadOnly:
+		if err := remountReadOnly(o.target); err != nil {
+			return fmt.Errorf("making the root filesystem read-only (%s): %w", o.target, err)
+		}
 	case opImage:
 		return imageOverlay(o.lowers, o.target, o.source)
 	case opShm:
@@ -205,6 +230,48 @@ func imageOptions(lowers []string, upper, work string, page int) (string, string
 		return "", "", fmt.Errorf("the image's %d layers make overlay mount options of %d bytes, more than the kernel takes (%d)", len(lowers), len(data), limit)
 	}
 	return data, common, nil
+}
+
+// privateDev mounts a tmpfs on target, the container's /dev, with the
+// entries of the host's (source) in it: directories bound with what is
+// mounted below them (/dev/pts, /dev/shm, /dev/mqueue), device nodes and
+// other files bound one by one onto empty files, symbolic links copied.
+// The bound nodes keep the host's mount, so devices open as on the host
+// (in a user namespace too, where a tmpfs of the namespace's own could
+// hold no usable device node). An entry that cannot be bound (gone since
+// the listing) is left out. Like a container runtime's /dev, the tmpfs
+// takes files the container's own mounts need there, such as the
+// termination message file.
+func privateDev(source, target string) error {
+	des, err := os.ReadDir(source)
+	if err != nil {
+		return fmt.Errorf("reading the host's %s: %w", source, err)
+	}
+	if err := os.MkdirAll(target, 0o755); err != nil {
+		return fmt.Errorf("creating %s: %w", target, err)
+	}
+	if err := unix.Mount("tmpfs", target, "tmpfs", unix.MS_NOSUID, "mode=755,size=65536k"); err != nil {
+		return fmt.Errorf("mounting a tmpfs on %s: %w", target, err)
+	}
+	for _, d := range des {
+		from, to := filepath.Join(source, d.Name()), filepath.Join(target, d.Name())
+		switch {
+		case d.Type()&os.ModeSymlink != 0:
+			link, err := os.Readlink(from)
+			if err == nil {
+				_ = os.Symlink(link, to)
+			}
+		case d.IsDir():
+			if os.Mkdir(to, 0o755) == nil && unix.Mount(from, to, "", unix.MS_BIND|unix.MS_REC, "") != nil {
+				_ = os.Remove(to)
+			}
+		default:
+			if ensure(to, false) == nil && unix.Mount(from, to, "", unix.MS_BIND, "") != nil {
+				_ = os.Remove(to)
+			}
+		}
+	}
+	return nil
 }
 
 // shm mounts a private tmpfs on the container's /dev/shm (target, inside

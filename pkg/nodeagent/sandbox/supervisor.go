@@ -153,6 +153,14 @@ func supervise() int {
 		}
 		s.cred, s.cfg.Env = cred, withHome(s.cfg.Env, home)
 	}
+	if s.cfg.NoNewPrivileges {
+		// Inherited by every process the sandbox starts: the main process
+		// and exec'd commands.
+		if err := unix.Prctl(unix.PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0); err != nil {
+			s.fail(ReasonCreateContainerError, "setting no_new_privs: "+err.Error())
+			return 2
+		}
+	}
 	// Orphans of the attempt become our children, so they can be found
 	// and killed with it.
 	_ = unix.Prctl(unix.PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)

@@ -269,6 +269,9 @@ func (r *Runtime) Start(ctx context.Context, spec runtime.Spec) (runtime.Handle,
 	if spec.Rootfs != nil && !r.isolated {
 		return nil, &runtime.StartError{Reason: ReasonCreateContainerError, Message: "running an image needs a private mount namespace, which this node cannot give: " + r.isolationReason}
 	}
+	if spec.ReadOnlyRoot && !r.isolated {
+		return nil, &runtime.StartError{Reason: ReasonCreateContainerError, Message: "readOnlyRootFilesystem needs a private filesystem view, which this node cannot give: " + r.isolationReason}
+	}
 	if len(spec.Mounts) > 0 && !r.isolated {
 		return nil, &runtime.StartError{Reason: ReasonCreateContainerError, Message: "the container has volume mounts but this node cannot give it a private filesystem view: " + r.isolationReason}
 	}
@@ -301,7 +304,7 @@ func (r *Runtime) Start(ctx context.Context, spec runtime.Spec) (runtime.Handle,
 // sandboxConfig is what the sandbox of spec runs, before its scratch
 // directory is chosen. Spec.User is for image mode only.
 func sandboxConfig(spec runtime.Spec, isolate bool) sandbox.Config {
-	cfg := sandbox.Config{Isolate: isolate, Command: spec.Command, Env: spec.Env, WorkingDir: spec.WorkingDir, Hostname: spec.Hostname, TTY: spec.TTY}
+	cfg := sandbox.Config{Isolate: isolate, Command: spec.Command, Env: spec.Env, WorkingDir: spec.WorkingDir, Hostname: spec.Hostname, TTY: spec.TTY, ReadOnlyRoot: spec.ReadOnlyRoot, NoNewPrivileges: spec.NoNewPrivileges}
 	for _, m := range spec.Mounts {
 		cfg.Mounts = append(cfg.Mounts, sandbox.Mount{Source: m.Source, Target: m.Target, ReadOnly: m.ReadOnly})
 	}

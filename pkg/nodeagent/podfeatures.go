@@ -1,0 +1,174 @@
+package nodeagent
+
+import (
+	"fmt"
+	"sort"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+)
+
+// Reasons of the security-context decisions (decideFeatures).
+const (
+	// ReasonPodFeatureUnsupported: the pod asks for something this node
+	// cannot give (a privileged container, a seccomp profile of the
+	// host's); the kubelet's reason for a pod whose features a node lacks.
+	ReasonPodFeatureUnsupported = "PodFeatureUnsupported"
+	// ReasonAppArmor: the pod asks for an AppArmor profile; the kubelet's
+	// reason when the node cannot enforce AppArmor.
+	ReasonAppArmor = "AppArmor"
+	// ReasonSysctlForbidden: the pod sets sysctls; the kubelet's reason
+	// for a sysctl it does not allow.
+	ReasonSysctlForbidden = "SysctlForbidden"
+	// ReasonNotEnforced is the Warning event of a pod that runs although
+	// the node does not enforce some of its fields (resource limits, a
+	// RuntimeDefault seccomp profile, capabilities, SELinux options).
+	ReasonNotEnforced = "NotEnforced"
+)
+
+// nodeFeatures is what this node can do, for decideFeatures.
+type nodeFeatures struct {
+	// isolated: containers get a private filesystem view.
+	isolated bool
+	// root: the agent runs as root, so it can give files and processes
+	// any group.
+	root bool
+}
+
+// featureDecision is decideFeatures' answer. A non-empty reason refuses
+// the pod (message says which field and why); otherwise unenforced names
+// the fields that are accepted but not enforced, for one Warning event.
+type featureDecision struct {
+	// reason and message refuse the pod; empty: it may run.
+	reason, message string
+	// unenforced are the fields the node accepts without enforcing them,
+	// each with where it is set, in a stable order.
+	unenforced []string
+}
+
+// decideFeatures decides, field by field, what the node does with a pod's
+// security context and resources, as docs/node-agent.md's table says:
+//
+//   - honoured: readOnlyRootFilesystem (with a private view),
+//     allowPrivilegeEscalation, fsGroup (as root), hostPID, hostIPC and
+//     hostNetwork (pods share the host's network and IPC anyway), procMount
+//     Unmasked (nothing is masked), seccomp and AppArmor Unconfined;
+//   - refused, because running without them would change what the program
+//     sees or drop a protection the user named: privileged, a Localhost
+//     seccomp profile, an AppArmor profile other than Unconfined (as a
+//     kubelet on a host without AppArmor), sysctls (they would be set on
+//     the host), readOnlyRootFilesystem without a private view, fsGroup
+//     when the agent cannot change groups;
+//   - accepted with a Warning event: resource limits (no cgroups),
+//     capabilities, a RuntimeDefault seccomp profile and SELinux options
+//     (what most pods carry: refusing them would refuse ordinary pods).
+//
+// The first refusal found wins: pod fields, then containers in spec order
+// (init, regular, ephemeral).
+func decideFeatures(pod *corev1.Pod, node nodeFeatures) featureDecision {
+	var d featureDecision
+	refuse := func(reason, format string, args ...any) featureDecision {
+		return featureDecision{reason: reason, message: fmt.Sprintf(format, args...)}
+	}
+	warn := func(field, where string) {
+		d.unenforced = append(d.unenforced, fmt.Sprintf("%s (%s)", field, where))
+	}
+	if psc := pod.Spec.SecurityContext; psc != nil {
+		if len(psc.Sysctls) > 0 {
+			names := make([]string, 0, len(psc.Sysctls))
+			for _, s := range psc.Sysctls {
+				names = append(names, s.Name)
+			}
+			return refuse(ReasonSysctlForbidden, "forbidden sysctl: %s: the local node agent cannot set sysctls (pods share the host's namespaces, so they would change the host)", strings.Join(names, ", "))
+		}
+		if p := psc.SeccompProfile; p != nil && p.Type == corev1.SeccompProfileTypeLocalhost {
+			return refuse(ReasonPodFeatureUnsupported, "spec.securityContext.seccompProfile: the local node agent does not apply seccomp profiles, and a Localhost profile is not run without")
+		}
+		if p := psc.AppArmorProfile; p != nil && p.Type != corev1.AppArmorProfileTypeUnconfined {
+			return refuse(ReasonAppArmor, "Cannot enforce AppArmor: spec.securityContext.appArmorProfile: the local node agent does not apply AppArmor profiles")
+		}
+		if psc.FSGroup != nil && !node.root {
+			return refuse(ReasonPodFeatureUnsupported, "spec.securityContext.fsGroup: the local node agent does not run as root, so it cannot give volumes or processes group %d", *psc.FSGroup)
+		}
+		if p := psc.SeccompProfile; p != nil && p.Type == corev1.SeccompProfileTypeRuntimeDefault {
+			warn("securityContext.seccompProfile RuntimeDefault", "pod")
+		}
+		if psc.SELinuxOptions != nil {
+			warn("securityContext.seLinuxOptions", "pod")
+		}
+	}
+	for _, k := range sortedKeys(pod.Annotations) {
+		if strings.HasPrefix(k, corev1.DeprecatedAppArmorBetaContainerAnnotationKeyPrefix) && pod.Annotations[k] != corev1.DeprecatedAppArmorBetaProfileNameUnconfined {
+			return refuse(ReasonAppArmor, "Cannot enforce AppArmor: annotation %s: the local node agent does not apply AppArmor profiles", k)
+		}
+	}
+	if r := pod.Spec.Resources; r != nil && len(r.Limits) > 0 {
+		warn("resources.limits", "pod")
+	}
+	for _, c := range podContainers(pod) {
+		where := fmt.Sprintf("%s %q", c.kind, c.spec.Name)
+		if len(c.spec.Resources.Limits) > 0 {
+			warn("resources.limits", where)
+		}
+		sc := c.spec.SecurityContext
+		if sc == nil {
+			continue
+		}
+		switch {
+		case sc.Privileged != nil && *sc.Privileged:
+			return refuse(ReasonPodFeatureUnsupported, "%s: securityContext.privileged: the local node agent cannot run privileged containers", where)
+		case sc.SeccompProfile != nil && sc.SeccompProfile.Type == corev1.SeccompProfileTypeLocalhost:
+			return refuse(ReasonPodFeatureUnsupported, "%s: securityContext.seccompProfile: the local node agent does not apply seccomp profiles, and a Localhost profile is not run without", where)
+		case sc.AppArmorProfile != nil && sc.AppArmorProfile.Type != corev1.AppArmorProfileTypeUnconfined:
+			return refuse(ReasonAppArmor, "Cannot enforce AppArmor: %s: securityContext.appArmorProfile: the local node agent does not apply AppArmor profiles", where)
+		case sc.ReadOnlyRootFilesystem != nil && *sc.ReadOnlyRootFilesystem && !node.isolated:
+			return refuse(ReasonPodFeatureUnsupported, "%s: securityContext.readOnlyRootFilesystem: this node cannot give containers a private filesystem view, so their root cannot be made read-only", where)
+		}
+		if caps := sc.Capabilities; caps != nil && (len(caps.Add) > 0 || len(caps.Drop) > 0) {
+			warn("securityContext.capabilities", where)
+		}
+		if sc.SeccompProfile != nil && sc.SeccompProfile.Type == corev1.SeccompProfileTypeRuntimeDefault {
+			warn("securityContext.seccompProfile RuntimeDefault", where)
+		}
+		if sc.SELinuxOptions != nil {
+			warn("securityContext.seLinuxOptions", where)
+		}
+	}
+	return d
+}
+
+// containerRef is one container of a pod with the name of its list.
+type containerRef struct {
+	// kind is "container", "init container" or "ephemeral container".
+	kind string
+	// spec is the container.
+	spec *corev1.Container
+}
+
+// podContainers lists the pod's init, regular and ephemeral containers.
+func podContainers(pod *corev1.Pod) []containerRef {
+	var out []containerRef
+	for i := range pod.Spec.InitContainers {
+		out = append(out, containerRef{"init container", &pod.Spec.InitContainers[i]})
+	}
+	for i := range pod.Spec.Containers {
+		out = append(out, containerRef{"container", &pod.Spec.Containers[i]})
+	}
+	for i := range pod.Spec.EphemeralContainers {
+		out = append(out, containerRef{"ephemeral container", (*corev1.Container)(&pod.Spec.EphemeralContainers[i].EphemeralContainerCommon)})
+	}
+	return out
+}
+
+// notEnforcedMessage is the Warning event of a pod whose fields are
+// accepted without being enforced.
+func notEnforcedMessage(fields []string) string {
+	fields = append([]string(nil), fields...)
+	sort.Strings(fields)
+	return "The local node agent runs this pod without enforcing: " + strings.Join(fields, ", ") + " (see docs/node-agent.md)"
+}
+
+// podFeatures returns the node features decideFeatures needs.
+func (a *Agent) podFeatures() nodeFeatures {
+	return nodeFeatures{isolated: a.isolated(), root: a.euid == 0}
+}
