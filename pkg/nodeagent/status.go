@@ -317,6 +317,8 @@ func buildStatus(pod *corev1.Pod, v podView, now time.Time) *corev1.PodStatus {
 		st.EphemeralContainerStatuses = append(st.EphemeralContainerStatuses, containerStatus(c, terminal))
 	}
 
+	limitTerminationMessages(pod, st)
+
 	// Conditions as the kubelet generates them (pkg/kubelet/status/generate.go):
 	// sidecars count for readiness; a pod whose main containers started
 	// stays initialized while its sidecars restart.

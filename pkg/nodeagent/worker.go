@@ -486,7 +486,7 @@ func (w *worker) collectExits(ctx context.Context) bool {
 		default:
 			continue
 		}
-		res := c.handle.Result()
+		res := w.agent.terminationMessage(ctx, pod, c, c.handle.Result())
 		c.handle, progress = nil, true
 		w.apply(ctx, pod, c, event{kind: evExited, at: res.FinishedAt, result: res})
 	}
@@ -512,6 +512,12 @@ func (w *worker) start(ctx context.Context, pod *corev1.Pod, c *container, now t
 	if err == nil {
 		spec.Attempt = attempt
 		err = w.agent.prepareAttempt(&spec, attempt)
+	}
+	if err == nil {
+		var m *runtime.Mount
+		if m, err = w.agent.terminationMount(&spec, c.spec); m != nil {
+			spec.Mounts = append(spec.Mounts, *m)
+		}
 	}
 	if err != nil {
 		ev := event{kind: evConfigFailed, at: now, message: err.Error()}
