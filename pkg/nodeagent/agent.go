@@ -462,7 +462,10 @@ func (a *Agent) containerSpec(ctx context.Context, pod *corev1.Pod, c *container
 		spec.NoNewPrivileges = sc.AllowPrivilegeEscalation != nil && !*sc.AllowPrivilegeEscalation
 		spec.ReadOnlyRoot = sc.ReadOnlyRootFilesystem != nil && *sc.ReadOnlyRootFilesystem && a.isolated()
 	}
-	hostname := podHostname(pod)
+	hostname, err := podUTSName(pod)
+	if err != nil {
+		return spec, err
+	}
 	spec.Hostname = hostname
 	if img != nil {
 		return a.imageContainerSpec(ctx, pod, c, img, spec, env, hostname)
@@ -496,6 +499,13 @@ func (a *Agent) containerSpec(ctx context.Context, pod *corev1.Pod, c *container
 	mounts, err := a.volumes.mounts(ctx, pod, c.spec, defaults.get)
 	if err != nil {
 		return spec, err
+	}
+	resolv, err := a.hostModeResolvConf(pod, mounts)
+	if err != nil {
+		return spec, err
+	}
+	if resolv != nil {
+		mounts = append(mounts, *resolv)
 	}
 	spec.Mounts = mounts
 	return spec, nil

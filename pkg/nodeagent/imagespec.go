@@ -130,23 +130,20 @@ type etcFile struct {
 // podEtcFiles writes the pod's /etc/hosts, /etc/hostname and
 // /etc/resolv.conf into its directory and returns them. The hosts file is
 // the kubelet's (localhost, the pod's IP and hostname, hostAliases);
-// resolv.conf is this host's, as pods here share its network.
+// resolv.conf is composed from this host's by the pod's dnsPolicy and
+// dnsConfig (podDNS), as pods here share its network.
 func (a *Agent) podEtcFiles(pod *corev1.Pod, hostname string) ([]etcFile, error) {
 	dir := filepath.Join(a.podDir(pod.UID), "etc")
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, fmt.Errorf("creating the pod's managed files: %w", err)
 	}
-	resolv, err := os.ReadFile("/etc/resolv.conf")
-	if err != nil {
-		resolv = nil
-	}
 	files := []struct {
 		name, target string
 		data         []byte
 	}{
-		{"hosts", "/etc/hosts", hostsFile(pod, hostname, nodeIP)},
+		{"hosts", "/etc/hosts", hostsFile(pod, podHostname(pod), nodeIP)},
 		{"hostname", "/etc/hostname", []byte(hostname + "\n")},
-		{"resolv.conf", "/etc/resolv.conf", resolv},
+		{"resolv.conf", "/etc/resolv.conf", a.podResolvConf(pod)},
 	}
 	out := make([]etcFile, 0, len(files))
 	for _, f := range files {

@@ -57,8 +57,8 @@ type featureDecision struct {
 //     sees or drop a protection the user named: privileged, a Localhost
 //     seccomp profile, an AppArmor profile other than Unconfined (as a
 //     kubelet on a host without AppArmor), sysctls (they would be set on
-//     the host), readOnlyRootFilesystem without a private view, fsGroup
-//     when the agent cannot change groups;
+//     the host), readOnlyRootFilesystem, dnsPolicy None and dnsConfig
+//     without a private view, fsGroup when the agent cannot change groups;
 //   - accepted with a Warning event: resource limits (no cgroups),
 //     capabilities, a RuntimeDefault seccomp profile and SELinux options
 //     (what most pods carry: refusing them would refuse ordinary pods).
@@ -101,6 +101,9 @@ func decideFeatures(pod *corev1.Pod, node nodeFeatures) featureDecision {
 		if strings.HasPrefix(k, corev1.DeprecatedAppArmorBetaContainerAnnotationKeyPrefix) && pod.Annotations[k] != corev1.DeprecatedAppArmorBetaProfileNameUnconfined {
 			return refuse(ReasonAppArmor, "Cannot enforce AppArmor: annotation %s: the local node agent does not apply AppArmor profiles", k)
 		}
+	}
+	if ownDNS(pod) && !node.isolated {
+		return refuse(ReasonPodFeatureUnsupported, "spec.dnsPolicy None or spec.dnsConfig: this node cannot give containers a private filesystem view, so they read the host's /etc/resolv.conf")
 	}
 	if r := pod.Spec.Resources; r != nil && len(r.Limits) > 0 {
 		warn("resources.limits", "pod")

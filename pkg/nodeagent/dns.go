@@ -1,0 +1,231 @@
+package nodeagent
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+
+	"jobkeeper.dev/jobkeeper/pkg/nodeagent/runtime"
+)
+
+// hostResolvConf is the host's resolver configuration, which pods start
+// from (they share the host's network).
+const hostResolvConf = "/etc/resolv.conf"
+
+// podResolvConf returns the pod's resolv.conf (podDNS over the host's),
+// recording a DNSConfigForming Warning event for each limit it cut.
+func (a *Agent) podResolvConf(pod *corev1.Pod) []byte {
+	host, _ := os.ReadFile(hostResolvConf)
+	c, warnings := podDNS(pod, parseResolvConf(host))
+	for _, w := range warnings {
+		a.event(pod, corev1.EventTypeWarning, "DNSConfigForming", w)
+	}
+	return c.resolvConf()
+}
+
+// hostModeResolvConf returns the mount of a pod's own resolv.conf for a
+// container of host mode, which otherwise reads the host's: only for a pod
+// whose DNS differs from the host's (ownDNS), and not over a volume the
+// container mounts there.
+func (a *Agent) hostModeResolvConf(pod *corev1.Pod, mounts []runtime.Mount) (*runtime.Mount, error) {
+	if !ownDNS(pod) || !a.isolated() {
+		return nil, nil
+	}
+	for _, m := range mounts {
+		if filepath.Clean(m.Target) == hostResolvConf {
+			return nil, nil
+		}
+	}
+	dir := filepath.Join(a.podDir(pod.UID), "etc")
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, fmt.Errorf("creating the pod's managed files: %w", err)
+	}
+	p := filepath.Join(dir, "resolv.conf")
+	if err := writeFileAtomic(p, a.podResolvConf(pod), 0o644); err != nil {
+		return nil, fmt.Errorf("writing the pod's /etc/resolv.conf: %w", err)
+	}
+	return &runtime.Mount{Source: p, Target: hostResolvConf}, nil
+}
+
+// clusterDomain is the cluster's DNS domain, as in the Services' names the
+// agent writes (/etc/hosts).
+const clusterDomain = "cluster.local"
+
+// The limits of a pod's DNS configuration (the API's validation limits,
+// which the kubelet applies to what it composes).
+const (
+	maxDNSNameservers     = 3
+	maxDNSSearchPaths     = 32
+	maxDNSSearchListChars = 2048
+	// maxDNSSearchLen is the longest search domain kept (longer ones make
+	// some resolvers abort).
+	maxDNSSearchLen = 253
+)
+
+// dnsConfig is a resolv.conf's content.
+type dnsConfig struct {
+	// servers, searches and options are its nameserver, search and
+	// options entries.
+	servers, searches, options []string
+}
+
+// parseResolvConf reads what the kubelet takes from the host's resolv.conf:
+// every nameserver, the last search line (without "." and trailing dots)
+// and the options (a later option replaces an earlier one of the same
+// name). Other lines are dropped.
+func parseResolvConf(data []byte) dnsConfig {
+	var c dnsConfig
+	for _, line := range strings.Split(string(data), "\n") {
+		line = strings.TrimSpace(line)
+		if strings.HasPrefix(line, "#") {
+			continue
+		}
+		f := strings.Fields(line)
+		if len(f) == 0 {
+			continue
+		}
+		switch f[0] {
+		case "nameserver":
+			if len(f) >= 2 {
+				c.servers = append(c.servers, f[1])
+			}
+		case "search":
+			c.searches = nil
+			for _, s := range f[1:] {
+				if s != "." {
+					c.searches = append(c.searches, strings.TrimSuffix(s, "."))
+				}
+			}
+		case "options":
+			c.options = mergeOptions(c.options, f[1:])
+		}
+	}
+	return c
+}
+
+// mergeOptions returns options with more added, an option of more
+// replacing the one of the same name ("ndots:5" replaces "ndots:1"), in
+// name order.
+func mergeOptions(options, more []string) []string {
+	byName := map[string]string{}
+	for _, o := range append(append([]string(nil), options...), more...) {
+		name, _, _ := strings.Cut(o, ":")
+		byName[name] = o
+	}
+	out := make([]string, 0, len(byName))
+	for _, name := range sortedKeys(byName) {
+		out = append(out, byName[name])
+	}
+	return out
+}
+
+// podDNS composes a pod's DNS configuration from the host's as the kubelet
+// does on a node without cluster DNS: dnsPolicy None starts empty, every
+// other policy starts from the host's (ClusterFirst falls back to Default,
+// as the kubelet without a cluster DNS address), then dnsConfig adds its
+// nameservers and searches (duplicates dropped) and its options (replacing
+// those of the same name). The result is cut to the limits, each cut
+// explained in a warning (the kubelet's DNSConfigForming events).
+func podDNS(pod *corev1.Pod, host dnsConfig) (dnsConfig, []string) {
+	c := host
+	if pod.Spec.DNSPolicy == corev1.DNSNone {
+		c = dnsConfig{}
+	}
+	c = dnsConfig{servers: slices.Clone(c.servers), searches: slices.Clone(c.searches), options: slices.Clone(c.options)}
+	if dc := pod.Spec.DNSConfig; dc != nil {
+		c.servers = withoutDuplicates(append(c.servers, dc.Nameservers...))
+		c.searches = withoutDuplicates(append(c.searches, dc.Searches...))
+		var more []string
+		for _, o := range dc.Options {
+			if o.Value != nil && *o.Value != "" {
+				more = append(more, o.Name+":"+*o.Value)
+			} else {
+				more = append(more, o.Name)
+			}
+		}
+		c.options = mergeOptions(c.options, more)
+	}
+	var warnings []string
+	if len(c.servers) > maxDNSNameservers {
+		c.servers = c.servers[:maxDNSNameservers]
+		warnings = append(warnings, "Nameserver limits were exceeded, some nameservers have been omitted, the applied nameserver line is: "+strings.Join(c.servers, " "))
+	}
+	cut := false
+	if len(c.searches) > maxDNSSearchPaths {
+		c.searches, cut = c.searches[:maxDNSSearchPaths], true
+	}
+	kept := c.searches[:0]
+	for _, s := range c.searches {
+		if len(s) > maxDNSSearchLen {
+			cut = true
+			continue
+		}
+		kept = append(kept, s)
+	}
+	c.searches = kept
+	for len(strings.Join(c.searches, " ")) > maxDNSSearchListChars {
+		c.searches, cut = c.searches[:len(c.searches)-1], true
+	}
+	if cut {
+		warnings = append(warnings, "Search Line limits were exceeded, some search paths have been omitted, the applied search line is: "+strings.Join(c.searches, " "))
+	}
+	return c, warnings
+}
+
+// withoutDuplicates keeps the first of each value, in order.
+func withoutDuplicates(s []string) []string {
+	seen := map[string]bool{}
+	var out []string
+	for _, v := range s {
+		if !seen[v] {
+			seen[v] = true
+			out = append(out, v)
+		}
+	}
+	return out
+}
+
+// resolvConf renders c as container runtimes write it.
+func (c dnsConfig) resolvConf() []byte {
+	var b strings.Builder
+	if len(c.searches) > 0 {
+		fmt.Fprintf(&b, "search %s\n", strings.Join(c.searches, " "))
+	}
+	for _, s := range c.servers {
+		fmt.Fprintf(&b, "nameserver %s\n", s)
+	}
+	if len(c.options) > 0 {
+		fmt.Fprintf(&b, "options %s\n", strings.Join(c.options, " "))
+	}
+	return []byte(b.String())
+}
+
+// ownDNS reports whether a pod's DNS differs from the host's (dnsPolicy
+// None or a dnsConfig): in host mode only such a pod gets a resolv.conf of
+// its own, the others read the host's.
+func ownDNS(pod *corev1.Pod) bool {
+	return pod.Spec.DNSPolicy == corev1.DNSNone || pod.Spec.DNSConfig != nil
+}
+
+// maxFQDNLen is the longest hostname setHostnameAsFQDN may give.
+const maxFQDNLen = 64
+
+// podUTSName is the name a pod's containers see as their hostname: its
+// hostname (podHostname), or with setHostnameAsFQDN and a subdomain the
+// fully qualified name, as the kubelet gives the pod's sandbox. A name too
+// long is an error naming the field.
+func podUTSName(pod *corev1.Pod) (string, error) {
+	hostname := podHostname(pod)
+	if pod.Spec.SetHostnameAsFQDN == nil || !*pod.Spec.SetHostnameAsFQDN || pod.Spec.Subdomain == "" {
+		return hostname, nil
+	}
+	fqdn := fmt.Sprintf("%s.%s.%s.svc.%s", hostname, pod.Spec.Subdomain, pod.Namespace, clusterDomain)
+	if len(fqdn) > maxFQDNLen {
+		return "", &createError{msg: fmt.Sprintf("setHostnameAsFQDN: failed to construct FQDN from pod hostname and cluster domain, FQDN %s is too long (%d characters is the max, %d characters requested)", fqdn, maxFQDNLen, len(fqdn))}
+	}
+	return fqdn, nil
+}
