@@ -86,6 +86,11 @@ func containerUser(pod *corev1.Pod, c *corev1.Container, imageUser string) (*run
 	if psc := pod.Spec.SecurityContext; psc != nil {
 		u.RunAsUser, u.RunAsGroup, nonRoot = psc.RunAsUser, psc.RunAsGroup, psc.RunAsNonRoot
 		u.SupplementalGroups = psc.SupplementalGroups
+		if psc.FSGroup != nil {
+			// The kubelet adds the fsGroup to the groups of every
+			// container's processes.
+			u.SupplementalGroups = append(slices.Clone(psc.SupplementalGroups), *psc.FSGroup)
+		}
 	}
 	if sc := c.SecurityContext; sc != nil {
 		if sc.RunAsUser != nil {

@@ -78,7 +78,18 @@ func (m *volumeManager) prepareClaims(ctx context.Context, pod *corev1.Pod) erro
 		if v.PersistentVolumeClaim == nil {
 			continue
 		}
-		path, err := m.claimPath(ctx, pod.Namespace, v.PersistentVolumeClaim.ClaimName)
+		path, local, err := m.claimPath(ctx, pod.Namespace, v.PersistentVolumeClaim.ClaimName)
+		if err == nil && local {
+			// As the kubelet's local volumes (hostPath ones keep their
+			// owners).
+			var policy *corev1.PodFSGroupChangePolicy
+			if sc := pod.Spec.SecurityContext; sc != nil {
+				policy = sc.FSGroupChangePolicy
+			}
+			if err = m.applyFSGroup(pod, path, v.PersistentVolumeClaim.ReadOnly, policy); err != nil {
+				err = fmt.Errorf("volume %q: %w", v.Name, err)
+			}
+		}
 		if err != nil {
 			failed = append(failed, v.Name)
 			if firstErr == nil {
@@ -99,26 +110,27 @@ func (m *volumeManager) prepareClaims(ctx context.Context, pod *corev1.Pod) erro
 }
 
 // claimPath returns the host path of the PersistentVolume bound to the
-// claim namespace/name, with the kubelet's errors when there is none yet.
-func (m *volumeManager) claimPath(ctx context.Context, namespace, name string) (string, error) {
+// claim namespace/name and whether it is a local volume, with the
+// kubelet's errors when there is none yet.
+func (m *volumeManager) claimPath(ctx context.Context, namespace, name string) (string, bool, error) {
 	client := m.agent.client.CoreV1()
 	pvc, err := client.PersistentVolumeClaims(namespace).Get(ctx, name, metav1.GetOptions{})
 	if err != nil {
-		return "", fmt.Errorf("error processing PVC %s/%s: failed to fetch PVC from API server: %v", namespace, name, err)
+		return "", false, fmt.Errorf("error processing PVC %s/%s: failed to fetch PVC from API server: %v", namespace, name, err)
 	}
 	pv, err := claimVolumeName(pvc)
 	if err != nil {
-		return "", fmt.Errorf("error processing PVC %s/%s: %v", namespace, name, err)
+		return "", false, fmt.Errorf("error processing PVC %s/%s: %v", namespace, name, err)
 	}
 	vol, err := client.PersistentVolumes().Get(ctx, pv, metav1.GetOptions{})
 	if err != nil {
-		return "", fmt.Errorf("error processing PVC %s/%s: failed to fetch PV %s from API server: %v", namespace, name, pv, err)
+		return "", false, fmt.Errorf("error processing PVC %s/%s: failed to fetch PV %s from API server: %v", namespace, name, pv, err)
 	}
 	path, err := volumePath(vol, pvc.UID)
 	if err != nil {
-		return "", fmt.Errorf("error processing PVC %s/%s: %v", namespace, name, err)
+		return "", false, fmt.Errorf("error processing PVC %s/%s: %v", namespace, name, err)
 	}
-	return path, nil
+	return path, vol.Spec.Local != nil, nil
 }
 
 // claimVolumeName returns the name of the volume a claim is bound to, or

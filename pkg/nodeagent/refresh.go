@@ -117,6 +117,7 @@ func (m *volumeManager) refreshPod(ctx context.Context, reads *objectReads, pod 
 			changed, err = writeAtomic(m.source(pod, v), files, m.agent.clock.Now())
 			if changed {
 				klog.FromContext(ctx).V(2).Info("Volume refreshed", "pod", klog.KObj(pod), "volume", v.Name)
+				err = m.applyFSGroup(pod, m.source(pod, v), true, nil)
 			}
 		}
 		if err != nil {

@@ -269,15 +269,20 @@ func (m *volumeManager) prepareVolume(ctx context.Context, pod *corev1.Pod, v *c
 			return err
 		}
 		// World-writable like the kubelet's, whatever the umask.
-		return os.Chmod(dir, 0o777)
+		if err := os.Chmod(dir, 0o777); err != nil {
+			return err
+		}
+		return m.applyFSGroup(pod, dir, false, nil)
 	}
 	files, err := m.projection(ctx, nil, pod, v)
 	if err != nil {
 		return err
 	}
 	// What a previous run of the agent left is replaced whole.
-	_, err = writeAtomic(dir, files, m.agent.clock.Now())
-	return err
+	if _, err = writeAtomic(dir, files, m.agent.clock.Now()); err != nil {
+		return err
+	}
+	return m.applyFSGroup(pod, dir, true, nil)
 }
 
 // checkHostPath applies a hostPath volume's type, creating the path for
