@@ -6,6 +6,8 @@ import (
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
+
+	"jobkeeper.dev/jobkeeper/pkg/nodeagent/runtime"
 )
 
 // Reasons of the security-context decisions (decideFeatures).
@@ -174,4 +176,19 @@ func notEnforcedMessage(fields []string) string {
 // podFeatures returns the node features decideFeatures needs.
 func (a *Agent) podFeatures() nodeFeatures {
 	return nodeFeatures{isolated: a.isolated(), root: a.euid == 0}
+}
+
+// ephemeralRefusal decides the fields of an ephemeral container, which
+// joins a pod already admitted: a reason and message when it cannot run
+// here, empty when it can.
+func (a *Agent) ephemeralRefusal(pod *corev1.Pod, c *container) (string, string) {
+	if c.info.kind != kindEphemeral {
+		return "", ""
+	}
+	if _, ok := a.runtime.(runtime.Isolator); !ok {
+		return "", ""
+	}
+	alone := &corev1.Pod{Spec: corev1.PodSpec{EphemeralContainers: []corev1.EphemeralContainer{{EphemeralContainerCommon: corev1.EphemeralContainerCommon(*c.spec)}}}}
+	d := decideFeatures(alone, a.podFeatures())
+	return d.reason, d.message
 }

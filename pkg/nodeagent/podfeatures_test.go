@@ -102,3 +102,16 @@ func TestNotEnforcedMessage(t *testing.T) {
 		t.Errorf("message = %q, want %q", got, want)
 	}
 }
+
+func TestEphemeralRefusal(t *testing.T) {
+	a := &Agent{runtime: isolatingRuntime{ok: true}}
+	priv := &container{spec: &corev1.Container{Name: "debug", SecurityContext: &corev1.SecurityContext{Privileged: ptr.To(true)}}, info: containerInfo{kind: kindEphemeral}}
+	pod := &corev1.Pod{Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "c"}}}}
+	if reason, msg := a.ephemeralRefusal(pod, priv); reason != ReasonPodFeatureUnsupported || !strings.Contains(msg, `ephemeral container "debug": securityContext.privileged`) {
+		t.Errorf("privileged ephemeral container: %q, %q", reason, msg)
+	}
+	plain := &container{spec: &corev1.Container{Name: "debug"}, info: containerInfo{kind: kindEphemeral}}
+	if reason, _ := a.ephemeralRefusal(pod, plain); reason != "" {
+		t.Errorf("plain ephemeral container refused: %q", reason)
+	}
+}

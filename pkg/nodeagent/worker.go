@@ -504,6 +504,12 @@ func (w *worker) start(ctx context.Context, pod *corev1.Pod, c *container, now t
 		w.apply(ctx, pod, c, event{kind: evImageWait, at: now, reason: wait.reason, message: wait.message, retry: wait.retry})
 		return
 	}
+	if reason, msg := w.agent.ephemeralRefusal(pod, c); reason != "" {
+		// Added after the pod was admitted (kubectl debug --profile):
+		// it never runs, and never restarts.
+		w.apply(ctx, pod, c, event{kind: evStartFailed, at: now, result: runtime.Result{ExitCode: 128, Reason: reason, Message: msg, FinishedAt: now}})
+		return
+	}
 	attempt := c.state.nextAttempt()
 	spec, err := w.agent.containerSpec(ctx, pod, c, img)
 	if err == nil {
