@@ -1,0 +1,159 @@
+package e2e
+
+import (
+	"context"
+	"os"
+	"strings"
+	"testing"
+
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+
+	"jobkeeper.dev/jobkeeper/pkg/nodeagent"
+	"jobkeeper.dev/jobkeeper/test/builder"
+)
+
+// shPod is a pod of one container "c" running script with sh, never
+// restarted.
+func shPod(name, script string) *corev1.Pod {
+	return &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "default"},
+		Spec: corev1.PodSpec{
+			RestartPolicy: corev1.RestartPolicyNever,
+			Containers:    []corev1.Container{{Name: "c", Image: "busybox:1.36", Command: []string{"sh", "-c", script}}},
+		},
+	}
+}
+
+// terminated returns the terminated state of the pod's first container
+// once the pod finished.
+func terminated(t *testing.T, p *corev1.Pod) *corev1.ContainerStateTerminated {
+	t.Helper()
+	if len(p.Status.ContainerStatuses) == 0 || p.Status.ContainerStatuses[0].State.Terminated == nil {
+		t.Fatalf("pod %s: no terminated container: %+v", p.Name, p.Status.ContainerStatuses)
+	}
+	return p.Status.ContainerStatuses[0].State.Terminated
+}
+
+// finished reports a pod that succeeded or failed.
+func finished(p *corev1.Pod) bool {
+	return p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed
+}
+
+// TestUpPodFields checks what the node agent does with the pod fields a
+// kubelet honours and it cannot always: the termination message (a Job's
+// pod writes /dev/termination-log and fails; FallbackToLogsOnError),
+// readOnlyRootFilesystem, dnsPolicy None with dnsConfig, fsGroup, a
+// refused field (privileged) and a field run without being enforced
+// (resource limits).
+func TestUpPodFields(t *testing.T) {
+	ctx := context.Background()
+	up, c, _ := startUp(t, t.TempDir())
+	defer up.stop(t)
+	ns := "default"
+	create := func(p *corev1.Pod) *corev1.Pod {
+		t.Helper()
+		got, err := c.CoreV1().Pods(ns).Create(ctx, p, metav1.CreateOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return got
+	}
+
+	t.Run("termination message of a Job's pod", func(t *testing.T) {
+		job := builder.MakeJob("says-why", ns).BackoffLimit(0).Command("sh", "-c", "echo -n 'input file missing' > /dev/termination-log; exit 1").Obj()
+		if _, err := c.BatchV1().Jobs(ns).Create(ctx, job, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		waitJob(t, c, ns, job.Name, "failed", hasCondition(batchv1.JobFailed))
+		pods, err := c.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: "job-name=" + job.Name})
+		if err != nil || len(pods.Items) != 1 {
+			t.Fatalf("the Job's pods: %v, %d; want one", err, len(pods.Items))
+		}
+		term := terminated(t, &pods.Items[0])
+		if term.ExitCode != 1 || term.Message != "input file missing" {
+			t.Errorf("terminated %d %q, want exit code 1 and the message written", term.ExitCode, term.Message)
+		}
+		if _, err := os.Stat("/dev/termination-log"); err == nil {
+			t.Errorf("the container's /dev/termination-log reached the host's /dev")
+		}
+	})
+
+	t.Run("FallbackToLogsOnError", func(t *testing.T) {
+		p := shPod("fallback", "echo first; echo last words; exit 2")
+		p.Spec.Containers[0].TerminationMessagePolicy = corev1.TerminationMessageFallbackToLogsOnError
+		p = create(p)
+		got := waitPod(t, c, ns, p.Name, "finished", nodeTimeout, finished)
+		if term := terminated(t, got); term.Message != "first\nlast words\n" {
+			t.Errorf("message %q, want the log's end", term.Message)
+		}
+	})
+
+	t.Run("readOnlyRootFilesystem", func(t *testing.T) {
+		p := shPod("read-only", "if touch /etc/x 2>/dev/null; then echo -n root-writable > /dev/termination-log; exit 1; fi; echo ok > /work/x && cat /work/x > /dev/termination-log")
+		p.Spec.Containers[0].SecurityContext = &corev1.SecurityContext{ReadOnlyRootFilesystem: ptr.To(true)}
+		p.Spec.Volumes = []corev1.Volume{{Name: "work", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}}}
+		p.Spec.Containers[0].VolumeMounts = []corev1.VolumeMount{{Name: "work", MountPath: "/work"}}
+		p = create(p)
+		got := waitPod(t, c, ns, p.Name, "finished", nodeTimeout, finished)
+		if term := terminated(t, got); got.Status.Phase != corev1.PodSucceeded || term.Message != "ok\n" {
+			t.Errorf("phase %s, message %q; want Succeeded and the volume written", got.Status.Phase, term.Message)
+		}
+	})
+
+	t.Run("dnsPolicy None", func(t *testing.T) {
+		p := shPod("dns", "cat /etc/resolv.conf > /dev/termination-log")
+		p.Spec.DNSPolicy = corev1.DNSNone
+		p.Spec.DNSConfig = &corev1.PodDNSConfig{Nameservers: []string{"192.0.2.53"}, Searches: []string{"example.test"}, Options: []corev1.PodDNSConfigOption{{Name: "ndots", Value: ptr.To("2")}}}
+		p = create(p)
+		got := waitPod(t, c, ns, p.Name, "finished", nodeTimeout, finished)
+		if term := terminated(t, got); term.Message != "search example.test\nnameserver 192.0.2.53\noptions ndots:2\n" {
+			t.Errorf("resolv.conf %q", term.Message)
+		}
+	})
+
+	t.Run("fsGroup", func(t *testing.T) {
+		if os.Geteuid() != 0 {
+			t.Skip("fsGroup needs up to run as root")
+		}
+		p := shPod("fsgroup", "stat -c '%g %A' /work > /dev/termination-log")
+		p.Spec.SecurityContext = &corev1.PodSecurityContext{FSGroup: ptr.To[int64](2345)}
+		p.Spec.Volumes = []corev1.Volume{{Name: "work", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}}}
+		p.Spec.Containers[0].VolumeMounts = []corev1.VolumeMount{{Name: "work", MountPath: "/work"}}
+		p = create(p)
+		got := waitPod(t, c, ns, p.Name, "finished", nodeTimeout, finished)
+		if term := terminated(t, got); term.Message != "2345 drwxrwsrwx\n" {
+			t.Errorf("emptyDir group and mode %q, want 2345 drwxrwsrwx", term.Message)
+		}
+	})
+
+	t.Run("privileged is refused", func(t *testing.T) {
+		p := shPod("privileged", "true")
+		p.Spec.Containers[0].SecurityContext = &corev1.SecurityContext{Privileged: ptr.To(true)}
+		p = create(p)
+		got := waitPod(t, c, ns, p.Name, "failed", nodeTimeout, phaseIs(corev1.PodFailed))
+		const why = `container "c": securityContext.privileged: the local node agent cannot run privileged containers`
+		if got.Status.Reason != nodeagent.ReasonPodFeatureUnsupported || got.Status.Message != "Pod was rejected: "+why {
+			t.Errorf("pod status %q %q", got.Status.Reason, got.Status.Message)
+		}
+		events := podEvents(t, c, got, func(evs []string) bool { return len(evs) > 0 && strings.Contains(strings.Join(evs, "\n"), why) })
+		if !strings.Contains(strings.Join(events, "\n"), nodeagent.ReasonPodFeatureUnsupported+": "+why) {
+			t.Errorf("no Warning event of the refusal: %q", events)
+		}
+	})
+
+	t.Run("limits run with a warning", func(t *testing.T) {
+		p := shPod("limited", "true")
+		p.Spec.Containers[0].Resources.Limits = corev1.ResourceList{corev1.ResourceMemory: resource.MustParse("64Mi")}
+		p = create(p)
+		got := waitPod(t, c, ns, p.Name, "succeeded", nodeTimeout, phaseIs(corev1.PodSucceeded))
+		const want = nodeagent.ReasonNotEnforced + `: The local node agent runs this pod without enforcing: resources.limits (container "c")`
+		events := podEvents(t, c, got, func(evs []string) bool { return strings.Contains(strings.Join(evs, "\n"), want) })
+		if !strings.Contains(strings.Join(events, "\n"), want) {
+			t.Errorf("no NotEnforced event: %q", events)
+		}
+	})
+}
