@@ -23,7 +23,13 @@
 //   - writes pod status through the status subresource, coalescing writes
 //     per pod, and confirms graceful deletions with a zero-grace delete once
 //     the pod is terminal (statusmanager.go, status.go);
-//   - serves /containerLogs over TLS to the apiserver only (logserver.go).
+//   - serves /containerLogs over TLS to the apiserver only (logserver.go);
+//   - decides, field by field, what it does with a pod's security context
+//     and resources: honoured, the pod refused at admission, or run with
+//     one NotEnforced Warning event (podfeatures.go: decideFeatures, the
+//     table of docs/node-agent.md); composes each pod's resolv.conf and
+//     hostname (dns.go), gives volumes the pod's fsGroup (fsgroup.go) and
+//     reads each attempt's termination message (termination.go).
 //
 // Container lifecycle (lifecycle.go: containerState, changed only by the
 // pure transition function; podplan.go: planPod decides whose turn it is):

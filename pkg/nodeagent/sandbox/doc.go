@@ -11,7 +11,8 @@
 // their common parent when the absolute paths would not fit in a page) and
 // whose upper layer lives on a tmpfs private to the attempt, so every
 // attempt, a restart included, starts from the pristine image and its
-// writes vanish with it. The host's /dev and /proc are bound inside, /sys
+// writes vanish with it. /dev is a private tmpfs holding the host's /dev
+// entries, each bound (opDev); the host's /proc is bound inside, /sys
 // read-only, /dev/shm is a private 64 MiB tmpfs; /tmp and everything else
 // are the image's. The pod's volumes and the agent's per-pod files
 // (/etc/hosts, /etc/resolv.conf, /etc/hostname, given as ordinary file
@@ -25,7 +26,8 @@
 // Host mode (Rootfs nil): "the host is the image": the container sees the
 // host's filesystems, but through copy-on-write overlays whose upper layers
 // live on a tmpfs private to the attempt, so writes to / stay in the
-// container and vanish with it. /proc, /dev and /sys are the host's; /tmp
+// container and vanish with it. /proc and /sys are the host's, /dev a
+// private tmpfs holding the host's /dev entries, each bound; /tmp
 // is overlaid like any directory; the pod's volumes (prepared on the host
 // by the agent) are bind mounted at their mount paths, read-only where
 // asked. A host filesystem that cannot be overlaid is mounted read-only
@@ -59,10 +61,20 @@
 // rest), never processes found in /proc, which now numbers the namespace's.
 // ProbePID says whether the machine allows it.
 //
-// Not done yet, in either mode: a minimal /dev of its own (the kubelet's
-// runtimes give a tmpfs with null, zero, full, random, urandom, tty and a
-// private devpts) and ipc and network namespaces; the container sees the
-// host's devices, System V IPC and network.
+// Config.ReadOnlyRoot (readOnlyRootFilesystem) makes the root read-only
+// once the view is built: the mount points of the volumes and the working
+// directory are created first, then the root (in host mode, every overlay
+// and the root, bound on itself for that) is remounted read-only, then the
+// volumes are mounted with their own modes. Config.NoNewPrivileges
+// (allowPrivilegeEscalation: false) sets no_new_privs on the sandbox
+// before anything runs (and in the PID namespace's init stage), so the main
+// process and exec'd commands inherit it.
+//
+// Not done yet, in either mode: a minimal /dev (the kubelet's runtimes
+// give a tmpfs with null, zero, full, random, urandom, tty and a private
+// devpts, where the sandbox's tmpfs holds all the host's devices) and ipc
+// and network namespaces; the container sees the host's devices, System V
+// IPC and network.
 //
 // # Users
 //
