@@ -133,3 +133,45 @@ func TestFollow(t *testing.T) {
 		t.Errorf("followed log (-want +got):\n%s", diff)
 	}
 }
+
+// TestWriterInFollowsTheDirectory: a Writer opened by directory descriptor
+// keeps writing and rotating in that directory after its path changed, as a
+// sandbox's does once it entered the container's view.
+func TestWriterInFollowsTheDirectory(t *testing.T) {
+	base := t.TempDir()
+	dir := filepath.Join(base, "before")
+	if err := os.Mkdir(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	d, err := os.Open(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.Close()
+	w, err := NewWriterIn(d, "0.log", 300, testingclock.NewFakePassiveClock(t0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	moved := filepath.Join(base, "after")
+	if err := os.Rename(dir, moved); err != nil {
+		t.Fatal(err)
+	}
+	for i := range 20 {
+		if _, err := w.Stream("stdout").Write([]byte(strings.Repeat(string(rune('a'+i)), 20) + "\n")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+	var out bytes.Buffer
+	if err := Read(context.Background(), filepath.Join(moved, "0.log"), ReadOptions{TailLines: 1}, &out); err != nil {
+		t.Fatal(err)
+	}
+	if want := strings.Repeat("t", 20) + "\n"; out.String() != want {
+		t.Errorf("last line %q, want %q", out.String(), want)
+	}
+	if _, err := os.Stat(filepath.Join(moved, "0.log.1")); err != nil {
+		t.Errorf("rotated file: %v", err)
+	}
+}

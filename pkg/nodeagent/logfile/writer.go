@@ -7,6 +7,7 @@ import (
 	"sync"
 	"time"
 
+	"golang.org/x/sys/unix"
 	"k8s.io/utils/clock"
 )
 
@@ -16,8 +17,11 @@ const DefaultMaxSize = 10 << 20
 // Writer appends container output to a log file, rotating it at a size
 // limit. It is safe for concurrent use by the stdout and stderr copiers.
 type Writer struct {
-	// path is the current log file.
+	// path is the current log file: its name in dir when dir is set.
 	path string
+	// dir, when not nil, is the directory the file is opened and rotated
+	// in, by descriptor (NewWriterIn); nil: path is a path.
+	dir *os.File
 	// maxSize is the rotation threshold in bytes.
 	maxSize int64
 	// clock stamps each line.
@@ -48,6 +52,52 @@ func NewWriter(path string, maxSize int64, clk clock.PassiveClock) (*Writer, err
 		return nil, fmt.Errorf("reading log file size: %w", err)
 	}
 	return &Writer{path: path, maxSize: maxSize, clock: clk, f: f, size: st.Size(), partial: map[string][]byte{}}, nil
+}
+
+// NewWriterIn opens (appending) the log file name in the directory dir and
+// rotates it there, by descriptor: it keeps working for a process whose
+// root changed after the call (a container's sandbox, which writes its own
+// log after entering the container's view). dir must stay open while the
+// Writer is used.
+func NewWriterIn(dir *os.File, name string, maxSize int64, clk clock.PassiveClock) (*Writer, error) {
+	if maxSize <= 0 {
+		maxSize = DefaultMaxSize
+	}
+	w := &Writer{path: name, dir: dir, maxSize: maxSize, clock: clk, partial: map[string][]byte{}}
+	f, err := w.open()
+	if err != nil {
+		return nil, fmt.Errorf("opening log file: %w", err)
+	}
+	st, err := f.Stat()
+	if err != nil {
+		_ = f.Close()
+		return nil, fmt.Errorf("reading log file size: %w", err)
+	}
+	w.f, w.size = f, st.Size()
+	return w, nil
+}
+
+// open opens the current file for appending, creating it.
+func (w *Writer) open() (*os.File, error) {
+	if w.dir == nil {
+		return os.OpenFile(w.path, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o640)
+	}
+	fd, err := unix.Openat(int(w.dir.Fd()), w.path, unix.O_CREAT|unix.O_WRONLY|unix.O_APPEND|unix.O_CLOEXEC|unix.O_NOFOLLOW, 0o640)
+	if err != nil {
+		return nil, &os.PathError{Op: "openat", Path: w.path, Err: err}
+	}
+	return os.NewFile(uintptr(fd), w.path), nil
+}
+
+// rename moves the current file to its rotated name.
+func (w *Writer) rename() error {
+	if w.dir == nil {
+		return os.Rename(w.path, w.path+".1")
+	}
+	if err := unix.Renameat(int(w.dir.Fd()), w.path, int(w.dir.Fd()), w.path+".1"); err != nil {
+		return &os.LinkError{Op: "renameat", Old: w.path, New: w.path + ".1", Err: err}
+	}
+	return nil
 }
 
 // Stream returns an io.Writer for one stream ("stdout" or "stderr").
@@ -118,10 +168,10 @@ func (w *Writer) rotate() error {
 		return fmt.Errorf("closing log file for rotation: %w", err)
 	}
 	w.f = nil
-	if err := os.Rename(w.path, w.path+".1"); err != nil {
+	if err := w.rename(); err != nil {
 		return fmt.Errorf("rotating log file: %w", err)
 	}
-	f, err := os.OpenFile(w.path, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o640)
+	f, err := w.open()
 	if err != nil {
 		return fmt.Errorf("reopening log file: %w", err)
 	}

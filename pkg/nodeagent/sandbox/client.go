@@ -69,12 +69,20 @@ type Exit struct {
 	// Lost is true when the sandbox itself died without reporting (it was
 	// killed); Code and Signal then describe the sandbox's end.
 	Lost bool
+	// FinishedAt is when the main process ended, as the sandbox saw it;
+	// zero when it did not say (Lost).
+	FinishedAt time.Time
 }
 
 // Sandbox is a running sandbox, seen from the agent.
 type Sandbox struct {
-	// cmd is the sandbox process.
+	// cmd is the sandbox process; nil for an adopted sandbox, which is
+	// not this process's child.
 	cmd *exec.Cmd
+	// pid is the sandbox process's PID, also its session id.
+	pid int
+	// stateDir is a durable sandbox's state directory, "" otherwise.
+	stateDir string
 	// ctrl is the agent's end of the control socket.
 	ctrl *net.UnixConn
 	// mainPID is the main process's PID.
@@ -155,7 +163,7 @@ func Start(ctx context.Context, o StartOptions) (*Sandbox, error) {
 		_ = ctrl.Close()
 		return nil, &StartFailure{Reason: ReasonCreateContainerError, Message: fmt.Sprintf("starting the sandbox: %v", err)}
 	}
-	s := &Sandbox{cmd: cmd, ctrl: ctrl, done: make(chan struct{}), execs: map[uint64]chan message{}}
+	s := &Sandbox{cmd: cmd, pid: cmd.Process.Pid, stateDir: o.Config.StateDir, ctrl: ctrl, done: make(chan struct{}), execs: map[uint64]chan message{}}
 	s.startTime = StartTime(cmd.Process.Pid)
 	first, err := s.handshake(ctx, cfgW, o.Config, deadline)
 	switch {
@@ -274,6 +282,9 @@ func (s *Sandbox) read() {
 		switch m.Kind {
 		case kindExited:
 			s.exit, reported = Exit{Code: m.Code, Signal: m.Signal}, true
+			if m.At != 0 {
+				s.exit.FinishedAt = time.Unix(0, m.At)
+			}
 		case kindExecStarted, kindExecFailed, kindExecExited:
 			// Under mu, so that Exec, having removed its request, knows
 			// whether the answer is in its channel.
@@ -291,16 +302,12 @@ func (s *Sandbox) read() {
 			}
 		}
 	}
-	_ = s.cmd.Wait()
+	s.wait()
 	_ = s.ctrl.Close()
 	if !reported {
-		s.exit = Exit{Code: 137, Signal: int32(syscall.SIGKILL), Lost: true}
-		if ws, ok := s.cmd.ProcessState.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
-			s.exit.Signal = int32(ws.Signal())
-			s.exit.Code = 128 + s.exit.Signal
-		}
+		s.exit = s.lostExit()
 		// Whatever the sandbox left behind is still in its session.
-		KillSession(s.cmd.Process.Pid, s.startTime)
+		KillSession(s.pid, s.startTime)
 	}
 	s.mu.Lock()
 	for id, ch := range s.execs {
@@ -311,11 +318,45 @@ func (s *Sandbox) read() {
 	close(s.done)
 }
 
+// wait waits for the sandbox process to end: reaps it when it is this
+// process's child, else waits a bounded time for it to be gone (it closed
+// its control socket on its way out).
+func (s *Sandbox) wait() {
+	if s.cmd != nil {
+		_ = s.cmd.Wait()
+		return
+	}
+	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
+		if st, ok := readStat(s.pid); !ok || st.startTime != s.startTime || st.state == 'Z' {
+			return
+		}
+	}
+}
+
+// lostExit is the end of a sandbox that did not report its main process's
+// exit: the one a durable sandbox recorded (it reported to an agent that
+// was away), else the sandbox's own end.
+func (s *Sandbox) lostExit() Exit {
+	if s.stateDir != "" {
+		if rec, err := ReadRecord(s.stateDir); err == nil && rec.Exited {
+			return rec.Exit
+		}
+	}
+	ex := Exit{Code: 137, Signal: int32(syscall.SIGKILL), Lost: true}
+	if s.cmd != nil {
+		if ws, ok := s.cmd.ProcessState.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
+			ex.Signal = int32(ws.Signal())
+			ex.Code = 128 + ex.Signal
+		}
+	}
+	return ex
+}
+
 // PID is the main process's PID.
 func (s *Sandbox) PID() int { return s.mainPID }
 
 // SandboxPID is the sandbox process's PID, also its session id.
-func (s *Sandbox) SandboxPID() int { return s.cmd.Process.Pid }
+func (s *Sandbox) SandboxPID() int { return s.pid }
 
 // SandboxStartTime is the sandbox process's start time (see KillSession).
 func (s *Sandbox) SandboxStartTime() uint64 { return s.startTime }
@@ -346,7 +387,7 @@ func (s *Sandbox) Kill() {
 			select {
 			case <-s.done:
 			case <-t.C:
-				KillSession(s.cmd.Process.Pid, s.startTime)
+				KillSession(s.pid, s.startTime)
 			}
 		}()
 	})

@@ -1,5 +1,7 @@
 package sandbox
 
+import "time"
+
 // ArgvName is argv[0] of a sandbox process. The package's init function
 // turns a process started under this name into a sandbox.
 const ArgvName = "jobkeeper-sandbox"
@@ -63,6 +65,26 @@ type Config struct {
 	// 1 of a new PID namespace (PIDContainer) that only reaps the
 	// processes orphaned in it, for a pod whose containers share it.
 	Pause bool `json:"pause,omitempty"`
+	// StateDir, when set, makes the sandbox durable (see durable.go): an
+	// existing host directory, private to this attempt, where the sandbox
+	// listens for a restarted agent (control.sock), records its main
+	// process (state.json) and that process's end (exit.json). A durable
+	// sandbox outlives its agent: when the control socket closes it keeps
+	// the container running and waits OrphanTimeout for an agent to adopt
+	// it (Adopt) before stopping it.
+	StateDir string `json:"stateDir,omitempty"`
+	// LogPath is the host file where a durable sandbox itself stores the
+	// main process's stdout and stderr (package logfile's format), rotated
+	// at LogMaxSize (0: logfile.DefaultMaxSize). Durable sandboxes only.
+	LogPath    string `json:"logPath,omitempty"`
+	LogMaxSize int64  `json:"logMaxSize,omitempty"`
+	// OrphanTimeout is how long a durable sandbox whose agent went away
+	// waits for another to adopt it; 0 means DefaultOrphanTimeout.
+	OrphanTimeout time.Duration `json:"orphanTimeout,omitempty"`
+	// StopGrace is the grace period of the stop that follows: SIGTERM to
+	// the main process, then everything is killed after it. 0 means
+	// DefaultStopGrace.
+	StopGrace time.Duration `json:"stopGrace,omitempty"`
 }
 
 // Rootfs is the root filesystem of a container run from an image.

@@ -131,9 +131,18 @@
 // relays signals. A signal goes to the main process alone, as a container
 // runtime signals PID 1, so a shell that traps SIGTERM stops its children
 // itself; Kill, and the main process's end, kill everything else.
-// When the agent goes away (even by SIGKILL) the socket closes and the
-// sandbox kills everything the attempt started. It is a child subreaper, so
-// processes that daemonise are still its descendants and die with it.
+// When the agent goes away (even by SIGKILL) the socket closes. A sandbox
+// that is not durable then kills everything the attempt started. A
+// durable one (Config.StateDir, durable.go) is to its container what a
+// container runtime's shim is: it was started in a session of its own,
+// without a parent-death signal, and writes the container's log itself, so
+// the container keeps running; it records the main process and its end in
+// the state directory and listens there for a restarted agent (Adopt),
+// which takes it over; and if none comes within Config.OrphanTimeout (five
+// minutes by default) it stops the container (SIGTERM, then SIGKILL after
+// Config.StopGrace) and ends, so nothing is left running for ever. The
+// sandbox is a child subreaper, so processes that daemonise are still its
+// descendants and die with it.
 //
 // The agent never waits on a sandbox without a bound. Start waits for the
 // sandbox's first message at most StartOptions.Timeout (by default
@@ -150,7 +159,8 @@
 // the view, in either mode; pure), setup_linux.go (making them), user.go
 // and idmap.go (who the processes run as), supervisor.go (the sandbox
 // process), pidns.go (PID namespaces: the init stage, the pause process,
-// joining), client.go (the agent's side), protocol.go (the messages),
+// joining), client.go (the agent's side), durable.go and adopt.go (a
+// sandbox that outlives its agent), protocol.go (the messages),
 // procfs.go (finding a session's processes). Package imagetest builds
 // small images for tests.
 package sandbox

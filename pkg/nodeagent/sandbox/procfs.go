@@ -13,6 +13,8 @@ type procStat struct {
 	pid, ppid, pgrp, session int
 	// startTime is when the process started, in clock ticks after boot.
 	startTime uint64
+	// state is the process's state letter (R, S, Z...).
+	state byte
 }
 
 // readStat parses /proc/<pid>/stat.
@@ -34,6 +36,9 @@ func readStat(pid int) (procStat, bool) {
 		return procStat{}, false
 	}
 	st := procStat{pid: pid}
+	if len(f[0]) > 0 {
+		st.state = f[0][0]
+	}
 	st.ppid, _ = strconv.Atoi(f[1])
 	st.pgrp, _ = strconv.Atoi(f[2])
 	st.session, _ = strconv.Atoi(f[3])

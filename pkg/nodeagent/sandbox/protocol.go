@@ -40,6 +40,11 @@ const (
 	// kindExecCancel (agent → sandbox): kill exec request ID, whose caller
 	// gave up before it started, if it runs.
 	kindExecCancel = "execCancel"
+	// kindAdopted (durable sandbox → agent): the first message on a
+	// connection to the control socket: the main process runs as PID and
+	// the connecting agent now holds the sandbox, as the agent that started
+	// it did.
+	kindAdopted = "adopted"
 )
 
 // message is one datagram on the control socket.
@@ -54,6 +59,8 @@ type message struct {
 	Code int32 `json:"code,omitempty"`
 	// Signal is the signal sent (kindSignal) or that killed the process.
 	Signal int32 `json:"signal,omitempty"`
+	// At is when the main process ended (kindExited), Unix nanoseconds.
+	At int64 `json:"at,omitempty"`
 	// Reason and Message explain a failure.
 	Reason  string `json:"reason,omitempty"`
 	Message string `json:"message,omitempty"`

@@ -51,8 +51,8 @@ type supervisor struct {
 	// main is the main process's PID (also its process group, which
 	// Kill ends).
 	main int
-	// execs maps exec'd processes to their request ids.
-	execs map[int]uint64
+	// execs maps exec'd processes to their requests.
+	execs map[int]execRequest
 	// stagePID is the init stage forked before the view was built,
 	// waiting for its stageConfig on stageCfg and answering on stageErr;
 	// 0 once it was given one (or without PID namespace).
@@ -65,6 +65,19 @@ type supervisor struct {
 	// mainEnded is set once the main process was reaped, with its exit.
 	mainEnded         bool
 	mainCode, mainSig int32
+	// mainEndedAt is when it was reaped.
+	mainEndedAt time.Time
+	// dur is the durable part; nil for a sandbox that dies with its agent.
+	dur *durable
+}
+
+// execRequest is a command exec'd for an agent.
+type execRequest struct {
+	// id is the agent's request id.
+	id uint64
+	// conn is the connection of the agent that asked; its answers go
+	// there only.
+	conn *net.UnixConn
 }
 
 // event is something the supervisor's loop reacts to.
@@ -75,11 +88,13 @@ type event struct {
 	files []*os.File
 	// err ends the control socket (the agent is gone).
 	err error
+	// conn is the connection msg or err came from.
+	conn *net.UnixConn
 }
 
 // supervise is the sandbox's main function; it returns the exit code.
 func supervise() int {
-	s := &supervisor{execs: map[int]uint64{}}
+	s := &supervisor{execs: map[int]execRequest{}}
 	ctrlFile := os.NewFile(controlFD, "control")
 	conn, err := net.FileConn(ctrlFile)
 	_ = ctrlFile.Close()
@@ -88,6 +103,9 @@ func supervise() int {
 		return 2
 	}
 	s.ctrl = conn.(*net.UnixConn)
+	// durOut are the write ends of a durable sandbox's output pipes until
+	// the main process has them.
+	var durOut []*os.File
 	if err := s.readConfig(); err != nil {
 		s.fail(ReasonCreateContainerError, err.Error())
 		return 2
@@ -100,6 +118,23 @@ func supervise() int {
 			return 2
 		}
 	}
+	if s.cfg.StateDir != "" && !s.cfg.Probe {
+		// Before the view (and the init stage): the durable files are
+		// reached by descriptor from inside it, and the output pipes are
+		// the main process's stdout and stderr.
+		if s.dur, err = openDurable(s.cfg); err != nil {
+			s.fail(ReasonCreateContainerError, err.Error())
+			return 2
+		}
+		defer s.dur.close()
+		out, errOut, err := s.dur.output()
+		if err != nil {
+			s.fail(ReasonCreateContainerError, err.Error())
+			return 2
+		}
+		durOut = []*os.File{out, errOut}
+		defer closeAll(durOut)
+	}
 	if s.pidNamespaced() && !s.cfg.Isolate {
 		s.fail(ReasonCreateContainerError, "a PID namespace needs the sandbox's private mount namespace")
 		return 2
@@ -109,6 +144,9 @@ func supervise() int {
 	}
 	if s.pidNamespaced() {
 		stdio := []*os.File{os.Stdin, os.Stdout, os.Stderr}
+		if durOut != nil {
+			stdio[1], stdio[2] = durOut[0], durOut[1]
+		}
 		if s.cfg.Probe || s.cfg.Pause {
 			devNull, err := os.OpenFile(os.DevNull, os.O_RDWR, 0)
 			if err != nil {
@@ -175,6 +213,9 @@ func supervise() int {
 		}
 	}
 	stdio := []*os.File{os.Stdin, os.Stdout, os.Stderr}
+	if durOut != nil {
+		stdio[1], stdio[2] = durOut[0], durOut[1]
+	}
 	var pid int
 	var reason string
 	if s.pidNamespaced() {
@@ -182,7 +223,17 @@ func supervise() int {
 	} else {
 		pid, reason, err = s.spawn(s.cfg.Command, stdio, s.cfg.TTY)
 	}
+	startedAt := time.Now()
+	if durOut != nil {
+		// The main process has them: the log ends when it and its
+		// children are gone.
+		closeAll(durOut)
+		durOut = nil
+	}
 	if err != nil {
+		if s.dur != nil {
+			_ = s.dur.log.Close()
+		}
 		s.fail(reason, err.Error())
 		return 2
 	}
@@ -191,6 +242,13 @@ func supervise() int {
 		s.killAll()
 		s.fail(ReasonCreateContainerError, err.Error())
 		return 2
+	}
+	if s.dur != nil {
+		if err := s.dur.writeState(pid, startedAt); err != nil {
+			s.killAll()
+			s.fail(ReasonCreateContainerError, "recording the container's state: "+err.Error())
+			return 2
+		}
 	}
 	// The sandbox's stdin, stdout and stderr are the container's (pipes,
 	// or its terminal): let go of them so that the output ends, and the
@@ -202,7 +260,7 @@ func supervise() int {
 		_ = unix.Dup2(int(devNull.Fd()), 2)
 		_ = devNull.Close()
 	}
-	if err := send(s.ctrl, message{Kind: kindStarted, PID: pid}); err != nil {
+	if err := send(s.ctrl, message{Kind: kindStarted, PID: pid}); err != nil && s.dur == nil {
 		s.killAll()
 		return 2
 	}
@@ -229,18 +287,20 @@ func (s *supervisor) fail(reason, msg string) {
 }
 
 // loop serves the control socket and reaps children until the main
-// process has ended or the agent is gone.
+// process has ended or, for a sandbox that is not durable, the agent is
+// gone. A durable sandbox whose agent went away waits for another (see
+// durable.go).
 func (s *supervisor) loop(sigs chan os.Signal) int {
 	events := make(chan event, 16)
-	go func() {
-		for {
-			m, files, err := receive(s.ctrl)
-			events <- event{msg: m, files: files, err: err}
-			if err != nil {
-				return
-			}
-		}
-	}()
+	s.serve(s.ctrl, events)
+	conns := make(chan *net.UnixConn)
+	if s.dur != nil {
+		go s.dur.accept(conns)
+	}
+	// orphaned and stopDue run while no agent is connected: the wait for
+	// one, then the grace period of the stop that follows.
+	var orphaned, stopDue <-chan time.Time
+	var orphanTimer, stopTimer *time.Timer
 	for {
 		select {
 		case sig := <-sigs:
@@ -248,21 +308,93 @@ func (s *supervisor) loop(sigs chan os.Signal) int {
 				continue
 			}
 			s.reap()
+		case c := <-conns:
+			// A restarted agent: it takes over from the one before (gone,
+			// or about to be).
+			if s.ctrl != nil {
+				s.dropAgent()
+			}
+			s.ctrl = c
+			if orphanTimer != nil {
+				orphanTimer.Stop()
+				orphaned, orphanTimer = nil, nil
+			}
+			if err := send(c, message{Kind: kindAdopted, PID: s.main}); err == nil {
+				s.serve(c, events)
+			}
 		case ev := <-events:
+			if ev.conn != s.ctrl {
+				closeAll(ev.files)
+				continue
+			}
 			if ev.err != nil {
-				// The agent is gone (or broke the protocol): nothing may
-				// outlive it.
-				s.killAll()
-				return 1
+				if s.dur == nil {
+					// The agent is gone (or broke the protocol): nothing
+					// may outlive it.
+					s.killAll()
+					return 1
+				}
+				s.dropAgent()
+				if stopTimer == nil && orphanTimer == nil {
+					orphanTimer = time.NewTimer(s.dur.orphanTimeout)
+					orphaned = orphanTimer.C
+				}
+				continue
 			}
 			s.handle(ev.msg, ev.files)
+		case <-orphaned:
+			// No agent came back: stop the container as its agent would.
+			orphaned, orphanTimer = nil, nil
+			_ = syscall.Kill(s.main, syscall.SIGTERM)
+			stopTimer = time.NewTimer(s.dur.stopGrace)
+			stopDue = stopTimer.C
+		case <-stopDue:
+			stopDue = nil
+			_ = syscall.Kill(-s.main, syscall.SIGKILL)
+			s.killDescendants()
 		}
 		if s.mainEnded {
 			// The container is over when its main process is.
 			s.killAll()
-			_ = send(s.ctrl, message{Kind: kindExited, Code: s.mainCode, Signal: s.mainSig})
+			if s.dur != nil {
+				s.dur.finish(s.mainCode, s.mainSig, s.mainEndedAt)
+			}
+			s.tell(message{Kind: kindExited, Code: s.mainCode, Signal: s.mainSig, At: s.mainEndedAt.UnixNano()})
 			return 0
 		}
+	}
+}
+
+// serve reads the messages of an agent's connection into events until it
+// ends.
+func (s *supervisor) serve(c *net.UnixConn, events chan<- event) {
+	go func() {
+		for {
+			m, files, err := receive(c)
+			events <- event{msg: m, files: files, err: err, conn: c}
+			if err != nil {
+				return
+			}
+		}
+	}()
+}
+
+// dropAgent lets go of the current agent's connection: the commands it
+// exec'd lose their streams with it, so they are killed.
+func (s *supervisor) dropAgent() {
+	for pid, req := range s.execs {
+		if req.conn == s.ctrl {
+			_ = syscall.Kill(-pid, syscall.SIGKILL)
+		}
+	}
+	_ = s.ctrl.Close()
+	s.ctrl = nil
+}
+
+// tell sends m to the current agent, if one is connected.
+func (s *supervisor) tell(m message) {
+	if s.ctrl != nil {
+		_ = send(s.ctrl, m)
 	}
 }
 
@@ -287,11 +419,11 @@ func (s *supervisor) handle(m message, files []*os.File) {
 			_ = send(s.ctrl, message{Kind: kindExecFailed, ID: m.ID, Reason: reason, Message: err.Error()})
 			return
 		}
-		s.execs[pid] = m.ID
+		s.execs[pid] = execRequest{id: m.ID, conn: s.ctrl}
 		_ = send(s.ctrl, message{Kind: kindExecStarted, ID: m.ID, PID: pid})
 	case kindExecCancel:
-		for pid, id := range s.execs {
-			if id == m.ID {
+		for pid, req := range s.execs {
+			if req.id == m.ID && req.conn == s.ctrl {
 				// Its own process group (or session, for a terminal).
 				_ = syscall.Kill(-pid, syscall.SIGKILL)
 			}
@@ -344,12 +476,14 @@ func (s *supervisor) reap() {
 func (s *supervisor) collected(pid int, ws syscall.WaitStatus) {
 	code, sig := exitOf(ws)
 	if pid == s.main {
-		s.mainEnded, s.mainCode, s.mainSig = true, code, sig
+		s.mainEnded, s.mainCode, s.mainSig, s.mainEndedAt = true, code, sig, time.Now()
 		return
 	}
-	if id, ok := s.execs[pid]; ok {
+	if req, ok := s.execs[pid]; ok {
 		delete(s.execs, pid)
-		_ = send(s.ctrl, message{Kind: kindExecExited, ID: id, Code: code, Signal: sig})
+		if req.conn == s.ctrl {
+			s.tell(message{Kind: kindExecExited, ID: req.id, Code: code, Signal: sig})
+		}
 	}
 }
 
@@ -368,8 +502,10 @@ func (s *supervisor) killAll() {
 		_ = syscall.Kill(-s.main, syscall.SIGKILL)
 	}
 	s.killDescendants()
-	for pid, id := range s.execs {
-		_ = send(s.ctrl, message{Kind: kindExecExited, ID: id, Code: 137, Signal: int32(syscall.SIGKILL)})
+	for pid, req := range s.execs {
+		if req.conn == s.ctrl {
+			s.tell(message{Kind: kindExecExited, ID: req.id, Code: 137, Signal: int32(syscall.SIGKILL)})
+		}
 		delete(s.execs, pid)
 	}
 }
