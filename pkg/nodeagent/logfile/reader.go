@@ -18,6 +18,9 @@ type ReadOptions struct {
 	TailLines int64
 	// SinceTime drops lines written before it (zero: keep all).
 	SinceTime time.Time
+	// Stream, when set ("stdout" or "stderr"), keeps that stream's lines
+	// only.
+	Stream string
 	// LimitBytes, if > 0, stops after that many bytes of output.
 	LimitBytes int64
 	// Follow keeps reading new lines until Running reports false.
@@ -36,6 +39,8 @@ type record struct {
 	at time.Time
 	// full is false for a partial line.
 	full bool
+	// stream is "stdout" or "stderr".
+	stream []byte
 	// content is the line without the newline.
 	content []byte
 }
@@ -50,7 +55,7 @@ func parseRecord(line []byte) (record, bool) {
 	if err != nil {
 		return record{}, false
 	}
-	r := record{ts: fields[0], at: at, full: string(fields[2]) != "P"}
+	r := record{ts: fields[0], at: at, full: string(fields[2]) != "P", stream: fields[1]}
 	if len(fields) == 4 {
 		r.content = fields[3]
 	}
@@ -73,6 +78,9 @@ type printer struct {
 // print writes one record.
 func (p *printer) print(r record) error {
 	if !p.opts.SinceTime.IsZero() && r.at.Before(p.opts.SinceTime) {
+		return nil
+	}
+	if p.opts.Stream != "" && string(r.stream) != p.opts.Stream {
 		return nil
 	}
 	var b []byte

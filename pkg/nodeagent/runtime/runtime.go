@@ -75,6 +75,15 @@ type Spec struct {
 	// PIDTarget is the running attempt whose namespace a Target container
 	// joins (an ephemeral container's targetContainerName).
 	PIDTarget Handle
+	// StateDir is an existing directory private to this attempt where a
+	// runtime whose attempts outlive the agent (Adopter) keeps what a
+	// restarted agent needs to take the attempt over. Empty: the attempt
+	// dies with the agent.
+	StateDir string
+	// GracePeriod is the pod's termination grace period: how long a stop
+	// the runtime decides on its own (an attempt whose agent never came
+	// back) waits between SIGTERM and SIGKILL.
+	GracePeriod time.Duration
 }
 
 // PIDNamespaceMode says which PID namespace a container's processes are in.

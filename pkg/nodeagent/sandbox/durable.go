@@ -72,6 +72,8 @@ type stateRecord struct {
 	MainPID int `json:"mainPID"`
 	// StartedAt is when the main process started.
 	StartedAt time.Time `json:"startedAt"`
+	// LogPath is the container's log (Config.LogPath).
+	LogPath string `json:"logPath"`
 }
 
 // exitRecord is exit.json.
@@ -92,6 +94,8 @@ type Record struct {
 	MainPID int
 	// StartedAt is when the main process started.
 	StartedAt time.Time
+	// LogPath is where the sandbox stores the container's output.
+	LogPath string
 	// Exited is true once the main process ended; Exit says how.
 	Exited bool
 	Exit   Exit
@@ -104,7 +108,7 @@ func ReadRecord(dir string) (Record, error) {
 	if err := readJSON(filepath.Join(dir, stateName), &st); err != nil {
 		return Record{}, err
 	}
-	rec := Record{SandboxPID: st.SandboxPID, SandboxStart: st.SandboxStart, MainPID: st.MainPID, StartedAt: st.StartedAt}
+	rec := Record{SandboxPID: st.SandboxPID, SandboxStart: st.SandboxStart, MainPID: st.MainPID, StartedAt: st.StartedAt, LogPath: st.LogPath}
 	var ex exitRecord
 	switch err := readJSON(filepath.Join(dir, exitName), &ex); {
 	case err == nil:
@@ -153,12 +157,19 @@ type durable struct {
 	copies sync.WaitGroup
 	// orphanTimeout and stopGrace are the Config's, defaults applied.
 	orphanTimeout, stopGrace time.Duration
+	// logPath is Config.LogPath, recorded for the next agent.
+	logPath string
+	// self and selfStart identify this process, read before the view
+	// (whose /proc may be a PID namespace's) is entered.
+	self      int
+	selfStart uint64
 }
 
 // openDurable opens what a durable sandbox needs before it enters the
 // container's view: its state directory, its log file and its listener.
 func openDurable(cfg Config) (*durable, error) {
-	d := &durable{orphanTimeout: cfg.OrphanTimeout, stopGrace: cfg.StopGrace}
+	d := &durable{orphanTimeout: cfg.OrphanTimeout, stopGrace: cfg.StopGrace, logPath: cfg.LogPath, self: os.Getpid()}
+	d.selfStart = StartTime(d.self)
 	if d.orphanTimeout <= 0 {
 		d.orphanTimeout = DefaultOrphanTimeout
 	}
@@ -219,8 +230,7 @@ func (d *durable) output() (stdout, stderr *os.File, err error) {
 
 // writeState records the main process once it runs.
 func (d *durable) writeState(mainPID int, startedAt time.Time) error {
-	self := os.Getpid()
-	return d.writeFile(stateName, stateRecord{SandboxPID: self, SandboxStart: StartTime(self), MainPID: mainPID, StartedAt: startedAt})
+	return d.writeFile(stateName, stateRecord{SandboxPID: d.self, SandboxStart: d.selfStart, MainPID: mainPID, StartedAt: startedAt, LogPath: d.logPath})
 }
 
 // finish stores what is left of the output (waiting a bounded time for the

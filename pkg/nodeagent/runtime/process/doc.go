@@ -64,10 +64,17 @@
 // the container's user.
 //
 // Every running sandbox is recorded as a file in the runtime's state
-// directory (its PID, which is also its session id, and its start time). If
-// the agent dies, each sandbox sees its control socket close and kills its
-// attempt; and New kills whatever is still left in a recorded session, so
-// the processes of a previous run are gone when a new run starts.
+// directory (its PID, which is also its session id, and its start time).
+// A spec with a StateDir runs in a durable sandbox (sandbox.Config.StateDir):
+// it outlives the agent, stores the container's log itself, and a restarted
+// agent takes it over with Adopt (runtime.Adopter), or reads there how its
+// container ended while no agent held it; one that no agent adopts within
+// Options.OrphanTimeout (5 minutes by default) stops its container with
+// SIGTERM and, after the spec's GracePeriod, SIGKILL. A spec without one runs
+// in a sandbox that kills its attempt when the agent dies. New kills
+// whatever is left in a recorded session, except a durable sandbox that
+// still runs, so the processes of a previous run that no agent can take
+// over are gone when a new run starts.
 //
 // Anyone who can create pods runs commands with the privileges of the user
 // running the agent: a container may ask to run as root (in host mode it

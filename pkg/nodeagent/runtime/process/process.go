@@ -58,6 +58,11 @@ type Options struct {
 	// Executable is the program started as each attempt's sandbox; it must
 	// link package sandbox. Default: this process's executable.
 	Executable string
+	// OrphanTimeout is how long the attempt of a spec with a StateDir
+	// keeps running after the agent went away, waiting for a restarted
+	// agent to adopt it, before its sandbox stops it; 0 means
+	// sandbox.DefaultOrphanTimeout (5 minutes).
+	OrphanTimeout time.Duration
 	// StartTimeout bounds how long a sandbox may take to report that the
 	// container's command runs (building the view and resolving the user
 	// included), and the isolation probe; a sandbox that takes longer is
@@ -100,6 +105,7 @@ var (
 	_ runtime.Isolator      = (*Runtime)(nil)
 	_ runtime.Killer        = (*Runtime)(nil)
 	_ runtime.PIDNamespacer = (*Runtime)(nil)
+	_ runtime.Adopter       = (*Runtime)(nil)
 )
 
 // New returns a process runtime. It first kills what the sandboxes of a
@@ -220,7 +226,10 @@ func (r *Runtime) scratchRoot() string { return filepath.Join(r.opts.StateDir, "
 // killStale kills what the recorded sandboxes of a previous run left: each
 // file names a sandbox's PID, which is also its session id, and holds its
 // start time. Every process still in such a session is killed, the
-// sandbox's grandchildren and groups whose leader is gone included.
+// sandbox's grandchildren and groups whose leader is gone included. A
+// durable sandbox (the record's third line is its state directory) that
+// still runs is left for the agent to adopt: it stops on its own if none
+// does.
 func killStale(ctx context.Context, dir string) {
 	logger := klog.FromContext(ctx)
 	entries, err := os.ReadDir(dir)
@@ -239,10 +248,16 @@ func killStale(ctx context.Context, dir string) {
 			continue
 		}
 		start := sandbox.StartTime(pid)
+		durable := false
 		if b, err := os.ReadFile(p); err == nil {
-			if lines := strings.Split(strings.TrimSpace(string(b)), "\n"); len(lines) > 1 {
+			lines := strings.Split(strings.TrimSpace(string(b)), "\n")
+			if len(lines) > 1 {
 				start, _ = strconv.ParseUint(lines[1], 10, 64)
 			}
+			durable = len(lines) > 2 && lines[2] != ""
+		}
+		if durable && start != 0 && sandbox.StartTime(pid) == start {
+			continue
 		}
 		if n := sandbox.KillSession(pid, start); n > 0 {
 			logger.Info("Killed processes left by a previous run", "session", pid, "processes", n)
@@ -276,11 +291,21 @@ func (r *Runtime) Start(ctx context.Context, spec runtime.Spec) (runtime.Handle,
 		return nil, &runtime.StartError{Reason: ReasonCreateContainerError, Message: "the container has volume mounts but this node cannot give it a private filesystem view: " + r.isolationReason}
 	}
 	cfg := sandboxConfig(spec, r.isolated)
+	if durable(spec) {
+		cfg.StateDir, cfg.LogPath, cfg.LogMaxSize = spec.StateDir, spec.LogPath, r.opts.LogMaxSize
+		cfg.OrphanTimeout, cfg.StopGrace = r.opts.OrphanTimeout, spec.GracePeriod
+	}
 	if r.isolated {
 		if err := os.MkdirAll(r.scratchRoot(), 0o700); err != nil {
 			return nil, fmt.Errorf("creating scratch directory: %w", err)
 		}
 		dir, err := os.MkdirTemp(r.scratchRoot(), "c-")
+		if cfg.StateDir != "" {
+			// Kept with the attempt: the next run of the agent, which
+			// clears the scratch root, must not touch it.
+			dir = filepath.Join(cfg.StateDir, "scratch")
+			err = os.Mkdir(dir, 0o700)
+		}
 		if err != nil {
 			return nil, fmt.Errorf("creating scratch directory: %w", err)
 		}
@@ -294,6 +319,12 @@ func (r *Runtime) Start(ctx context.Context, spec runtime.Spec) (runtime.Handle,
 		return nil, err
 	}
 	cfg.PIDNamespace = pc.mode
+	if pc.join != nil || pc.release != nil {
+		// Its PID namespace is another sandbox's (the pod's pause, or a
+		// target container's), which ends with the agent: the attempt
+		// cannot outlive it.
+		cfg.StateDir, cfg.LogPath = "", ""
+	}
 	h, err := r.start(ctx, spec, cfg, pc)
 	if err != nil && cfg.Scratch != "" {
 		_ = os.Remove(cfg.Scratch)
@@ -319,8 +350,12 @@ func sandboxConfig(spec runtime.Spec, isolate bool) sandbox.Config {
 	return cfg
 }
 
-// start runs the sandbox of one attempt with its output going to the log.
+// start runs the sandbox of one attempt with its output going to the log:
+// stored by the sandbox itself when it is durable, else by this process.
 func (r *Runtime) start(ctx context.Context, spec runtime.Spec, cfg sandbox.Config, pc pidChoice) (runtime.Handle, error) {
+	if cfg.StateDir != "" {
+		return r.startDurable(ctx, spec, cfg)
+	}
 	release := func() {
 		if pc.release != nil {
 			pc.release()
@@ -392,9 +427,7 @@ func (r *Runtime) start(ctx context.Context, spec runtime.Spec, cfg sandbox.Conf
 // recordSandbox records a running sandbox in the state directory (see
 // killStale) and returns the file.
 func (r *Runtime) recordSandbox(sb *sandbox.Sandbox, what string) string {
-	pidFile := filepath.Join(r.opts.StateDir, strconv.Itoa(sb.SandboxPID()))
-	_ = os.WriteFile(pidFile, []byte(fmt.Sprintf("%s\n%d\n", what, sb.SandboxStartTime())), 0o600)
-	return pidFile
+	return r.recordDurable(sb, what, "")
 }
 
 // forgetSandbox removes the record of a sandbox that ended.
@@ -444,8 +477,10 @@ type handle struct {
 	pid int
 	// started is when the process started.
 	started time.Time
-	// stdio are the main process's streams.
-	stdio *stdio
+	// stdio are the main process's streams; nil for a durable sandbox,
+	// which stores its output itself in the log at logPath.
+	stdio   *stdio
+	logPath string
 	// done is closed when the process has ended and its output is stored.
 	done chan struct{}
 	// stopOnce makes Stop idempotent.
@@ -528,5 +563,8 @@ func (h *handle) Exec(ctx context.Context, req runtime.ExecRequest) (int32, erro
 
 // Attach implements runtime.Attacher.
 func (h *handle) Attach(ctx context.Context, req runtime.AttachRequest) error {
+	if h.stdio == nil {
+		return h.attachLog(ctx, req)
+	}
 	return h.stdio.attach(ctx, req)
 }

@@ -52,6 +52,16 @@ func child(mode string) {
 		signal.Ignore(syscall.SIGTERM)
 		fmt.Println("ignoring")
 		time.Sleep(time.Hour)
+	case "agent":
+		agentChild()
+	case "count":
+		for i := 0; ; i++ {
+			fmt.Printf("count %d\n", i)
+			time.Sleep(20 * time.Millisecond)
+			if os.Getenv("COUNT_TO") == strconv.Itoa(i) {
+				os.Exit(5)
+			}
+		}
 	case "spawn":
 		cmd := exec.Command(os.Args[0])
 		cmd.Env = append(os.Environ(), childEnv+"=sleep")
