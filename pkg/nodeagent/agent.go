@@ -415,7 +415,9 @@ func (a *Agent) removeOrphanDirs(ctx context.Context) {
 	for _, e := range entries {
 		if !known[e.Name()] {
 			klog.FromContext(ctx).V(2).Info("Removing directory of a pod gone from the API", "uid", e.Name())
-			_ = removePodDir(filepath.Join(a.opts.DataDir, "pods", e.Name()))
+			dir := filepath.Join(a.opts.DataDir, "pods", e.Name())
+			a.stopLeftovers(ctx, dir)
+			_ = removePodDir(dir)
 		}
 	}
 }
@@ -529,6 +531,16 @@ func (a *Agent) prepareAttempt(spec *runtime.Spec, attempt int32) error {
 		old := a.logPath(uid, spec.ContainerName, attempt-2)
 		_ = os.Remove(old)
 		_ = os.Remove(old + ".1")
+		_ = os.RemoveAll(a.attemptStateDir(uid, spec.ContainerName, attempt-2))
+	}
+	if _, ok := a.runtime.(runtime.Adopter); ok {
+		// The attempt outlives the agent; what the next run of the agent
+		// needs to take it over is kept here (recover.go).
+		spec.StateDir = a.attemptStateDir(uid, spec.ContainerName, attempt)
+		_ = os.RemoveAll(spec.StateDir)
+		if err := os.MkdirAll(spec.StateDir, 0o700); err != nil {
+			return fmt.Errorf("creating container directory: %w", err)
+		}
 	}
 	return nil
 }

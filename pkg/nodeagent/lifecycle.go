@@ -181,6 +181,13 @@ const (
 	// with message, or was abandoned at the end of the grace period
 	// (preStop only).
 	evHookDone
+	// evEndedAway: attempt event.attempt (event.containerID) ended with
+	// result while no agent watched it (the agent restarted), or was lost.
+	evEndedAway
+	// evAdopted: attempt event.attempt, started at event.at, runs on from
+	// a previous run of the agent, which this one took over; event.ok and
+	// event.ready are whether it had started and was ready.
+	evAdopted
 )
 
 // event is one input of transition.
@@ -213,6 +220,10 @@ type event struct {
 	// grace is the grace period of a stop (evStop, evProbeFailed, and
 	// evHookDone of a failed postStart hook: the container is killed).
 	grace time.Duration
+	// attempt is the attempt's number (evEndedAway, evAdopted).
+	attempt int32
+	// ready is whether an adopted attempt was ready (evAdopted).
+	ready bool
 	// reason and retry are the waiting reason and the next look
 	// (evImageWait; message is the waiting message); reason also
 	// replaces CreateContainerConfigError for evConfigFailed.
@@ -341,6 +352,29 @@ func transition(s containerState, c containerInfo, ev event) (containerState, []
 			return s, nil
 		}
 		return ended(s, c, ev.result)
+	case evEndedAway:
+		if s.active() {
+			return s, nil
+		}
+		s.attempt, s.ran, s.containerID = ev.attempt, true, ev.containerID
+		return ended(s, c, ev.result)
+	case evAdopted:
+		if s.active() {
+			return s, nil
+		}
+		s.attempt, s.ran = ev.attempt, true
+		s.startedAt, s.containerID, s.probes, s.hooks = ev.at, ev.containerID, ev.probes, ev.hooks
+		s.policyDecides = false
+		s, out := running(s, c)
+		if ev.ok && !s.started {
+			// Its startup probe passed before the restart: the liveness
+			// and readiness probes resume.
+			s.started, s.ready = true, ev.ready
+			s.initialized = s.initialized || c.kind == kindSidecar
+		} else if s.started && s.probes.readiness {
+			s.ready = ev.ready
+		}
+		return s, out
 	case evProbeSucceeded:
 		if s.phase != phaseRunning {
 			return s, nil

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"strconv"
 	"sync"
 	"time"
 
@@ -36,6 +35,9 @@ type container struct {
 	pull *pullState
 	// image is the image of the running or last attempt (image mode).
 	image runImage
+	// api is the running attempt the API showed when the worker was
+	// created, until recover has decided what became of it.
+	api *apiRun
 }
 
 // view returns the status view of the container. While its postStart hook
@@ -136,10 +138,8 @@ type worker struct {
 }
 
 // newWorker creates the worker of pod, restoring state from the pod's
-// status: a container that the API says was running when the agent stopped
-// lost its process, and is treated as a kubelet treats a container lost in
-// a node reboot (terminated with ContainerStatusUnknown, then restartPolicy
-// decides).
+// status. What became of the containers the API shows running (the agent
+// restarted) is decided when the worker starts (recover).
 func newWorker(a *Agent, pod *corev1.Pod) *worker {
 	w := &worker{
 		agent:        a,
@@ -210,14 +210,10 @@ func restoreContainerOfKind(pod *corev1.Pod, spec *corev1.Container, kind contai
 		s.last = &attemptResult{containerID: term.ContainerID, Result: runtime.Result{ExitCode: term.ExitCode, Signal: term.Signal, Reason: term.Reason, Message: term.Message, StartedAt: term.StartedAt.Time, FinishedAt: term.FinishedAt.Time}}
 	}
 	if st.State.Running != nil {
-		s.ran = true
-		s.last = &attemptResult{containerID: st.ContainerID, Result: runtime.Result{
-			ExitCode:   137,
-			Reason:     ReasonContainerStatusUnknown,
-			Message:    "The container's process was lost when the node agent stopped",
-			StartedAt:  st.State.Running.StartedAt.Time,
-			FinishedAt: now,
-		}}
+		c.api = &apiRun{attempt: st.RestartCount, containerID: st.ContainerID, startedAt: st.State.Running.StartedAt.Time, started: st.Started != nil && *st.Started, ready: st.Ready}
+		// Until recover decides, the attempt before it is the last.
+		s.attempt = st.RestartCount - 1
+		s.ran = s.attempt >= 0
 	}
 	if s.last != nil {
 		s.phase = phaseBackOff
@@ -289,6 +285,7 @@ func (w *worker) run(ctx context.Context) {
 	defer w.stopHooks()
 	defer w.releaseImages()
 	logger := klog.FromContext(ctx)
+	w.recover(ctx)
 	for {
 		next := w.advance(ctx)
 		pod := w.currentPod()
@@ -516,7 +513,7 @@ func (w *worker) start(ctx context.Context, pod *corev1.Pod, c *container, now t
 		spec.PIDNamespace, spec.PIDTarget, err = w.pidNamespaceFor(pod, c)
 	}
 	if err == nil {
-		spec.Attempt = attempt
+		spec.Attempt, spec.GracePeriod = attempt, podGrace(pod)
 		err = w.agent.prepareAttempt(&spec, attempt)
 	}
 	if err == nil {
@@ -548,10 +545,7 @@ func (w *worker) start(ctx context.Context, pod *corev1.Pod, c *container, now t
 		w.apply(ctx, pod, c, event{kind: evStartFailed, at: now, result: res})
 		return
 	}
-	id := fmt.Sprintf("%s://%s-%s-%d", w.agent.runtime.Name(), pod.UID, c.spec.Name, attempt)
-	if pid := h.PID(); pid > 0 {
-		id = w.agent.runtime.Name() + "://" + strconv.Itoa(pid)
-	}
+	id := runtimeContainerID(w.agent.runtime.Name(), pod.UID, c.spec.Name, attempt, h.PID())
 	probes, hooks := w.probesOf(pod, c, h), w.hooksOf(pod, c, h)
 	c.handle = h
 	logger.V(2).Info("Container started", "pod", klog.KObj(pod), "container", c.spec.Name, "attempt", attempt, "pid", h.PID())

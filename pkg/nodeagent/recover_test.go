@@ -1,0 +1,208 @@
+package nodeagent
+
+import (
+	"context"
+	"os"
+	"sync"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	kruntime "k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
+	testingclock "k8s.io/utils/clock/testing"
+	"k8s.io/utils/ptr"
+
+	"jobkeeper.dev/jobkeeper/pkg/nodeagent/runtime"
+	"jobkeeper.dev/jobkeeper/test/builder"
+)
+
+func TestDecideRecovery(t *testing.T) {
+	running := func(n int32) foundAttempt {
+		return foundAttempt{attempt: n, adopted: runtime.Adopted{Found: true, Handle: &fakeHandle{}, PID: 10 + int(n)}}
+	}
+	ended := func(n, code int32) foundAttempt {
+		return foundAttempt{attempt: n, adopted: runtime.Adopted{Found: true, Result: runtime.Result{ExitCode: code}}}
+	}
+	never := func(n int32) foundAttempt { return foundAttempt{attempt: n} }
+	api := &apiRun{attempt: 2, containerID: "process://7"}
+	cases := map[string]struct {
+		api   *apiRun
+		found []foundAttempt
+		// want: kind, the attempts recorded as ended (in order), the
+		// adopted one (-1: none) and the stale ones.
+		kind    recoveryKind
+		ended   []int32
+		adopted int32
+		stale   []int32
+	}{
+		"nothing ran, nothing found":              {kind: recoverNothing, adopted: -1},
+		"a start the previous run never finished": {found: []foundAttempt{never(0)}, kind: recoverNothing, adopted: -1},
+		"running in the API, still running":       {api: api, found: []foundAttempt{running(2)}, kind: recoverAdopt, adopted: 2},
+		"running in the API, ended meanwhile":     {api: api, found: []foundAttempt{ended(2, 3)}, kind: recoverEnded, ended: []int32{2}, adopted: -1},
+		"running in the API, nothing left":        {api: api, kind: recoverLost, adopted: -1},
+		"running in the API, record unreadable":   {api: api, found: []foundAttempt{never(2)}, kind: recoverLost, adopted: -1},
+		// The previous run started the attempt and was killed before the
+		// API heard of it: taking it over is what keeps an index from
+		// running twice.
+		"not in the API yet, running":         {found: []foundAttempt{running(0)}, kind: recoverAdopt, adopted: 0},
+		"not in the API yet, ended":           {found: []foundAttempt{ended(0, 0)}, kind: recoverEnded, ended: []int32{0}, adopted: -1},
+		"ended and restarted while away":      {api: api, found: []foundAttempt{running(3), ended(2, 1)}, kind: recoverAdopt, ended: []int32{2}, adopted: 3},
+		"lost, then a later attempt runs":     {api: api, found: []foundAttempt{running(3)}, kind: recoverAdopt, ended: []int32{2}, adopted: 3},
+		"two running: the older one is stale": {found: []foundAttempt{running(0), running(1)}, kind: recoverAdopt, adopted: 1, stale: []int32{0}},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			r := decideRecovery(tc.api, tc.found, t0)
+			if r.kind != tc.kind {
+				t.Errorf("kind = %d, want %d", r.kind, tc.kind)
+			}
+			var gotEnded, gotStale []int32
+			for _, f := range r.ended {
+				gotEnded = append(gotEnded, f.attempt)
+			}
+			for _, f := range r.stale {
+				gotStale = append(gotStale, f.attempt)
+			}
+			if !equalInts(gotEnded, tc.ended) || !equalInts(gotStale, tc.stale) {
+				t.Errorf("ended %v stale %v, want %v and %v", gotEnded, gotStale, tc.ended, tc.stale)
+			}
+			gotAdopted := int32(-1)
+			if r.kind == recoverAdopt {
+				gotAdopted = r.adopt.attempt
+			}
+			if gotAdopted != tc.adopted {
+				t.Errorf("adopted %d, want %d", gotAdopted, tc.adopted)
+			}
+		})
+	}
+}
+
+// equalInts compares two attempt lists.
+func equalInts(a, b []int32) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if a[i] != b[i] {
+			return false
+		}
+	}
+	return true
+}
+
+// adoptingRuntime is a fake runtime whose attempts outlive the agent: left
+// holds, per state directory, what a previous run left there.
+type adoptingRuntime struct {
+	*fakeRuntime
+	// mu guards left.
+	mu sync.Mutex
+	// left is what Adopt finds, by state directory.
+	left map[string]runtime.Adopted
+}
+
+// Adopt implements runtime.Adopter.
+func (r *adoptingRuntime) Adopt(_ context.Context, dir string) (runtime.Adopted, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.left[dir], nil
+}
+
+// startAgentAdopting runs an agent whose runtime finds, for pod uid's
+// container main, what left says per attempt (its state directories are
+// created as a previous run would have).
+func startAgentAdopting(t *testing.T, uid types.UID, left map[int32]runtime.Adopted, objs ...kruntime.Object) (*testAgent, *adoptingRuntime) {
+	t.Helper()
+	dataDir := t.TempDir()
+	a := &Agent{opts: Options{DataDir: dataDir}}
+	rt := &adoptingRuntime{left: map[string]runtime.Adopted{}}
+	for n, got := range left {
+		dir := a.attemptStateDir(uid, "main", n)
+		if err := os.MkdirAll(dir, 0o700); err != nil {
+			t.Fatal(err)
+		}
+		rt.left[dir] = got
+	}
+	ta := startAgentOn(t, Options{MaxPods: 10, Runtime: "simulated", DataDir: dataDir}, func(clk *testingclock.FakeClock) runtime.Runtime {
+		rt.fakeRuntime = newFakeRuntime(clk)
+		return rt
+	}, objs...)
+	return ta, rt
+}
+
+// runningPod is a pod the API shows running attempt 0 of its container
+// main, started at started, with the container ID process://42.
+func runningPod(name string, uid types.UID, started time.Time) *corev1.Pod {
+	p := builder.MakePod(name, "ns").UID(string(uid)).NodeName(testNode).Obj()
+	p.Status = corev1.PodStatus{
+		Phase:     corev1.PodRunning,
+		StartTime: ptr.To(metav1.NewTime(started)),
+		ContainerStatuses: []corev1.ContainerStatus{{
+			Name: "main", ContainerID: "process://42", Started: ptr.To(true), Ready: true,
+			State: corev1.ContainerState{Running: &corev1.ContainerStateRunning{StartedAt: metav1.NewTime(started)}},
+		}},
+	}
+	return p
+}
+
+// TestRestartedAgentAdoptsRunningContainers: a container that still runs
+// after the agent restarted is taken over: same ID, start time and
+// restart count, nothing started again, and its end is the pod's.
+func TestRestartedAgentAdoptsRunningContainers(t *testing.T) {
+	started := t0.Add(-time.Minute).Truncate(time.Second)
+	h := &fakeHandle{pid: 42, started: started, done: make(chan struct{})}
+	ta, rt := startAgentAdopting(t, "u1", map[int32]runtime.Adopted{0: {Found: true, Handle: h, PID: 42, StartedAt: started}}, runningPod("p", "u1", started))
+	h.rt = rt.fakeRuntime
+	got := ta.waitPod(t, "p", func(p *corev1.Pod) bool { return getCondition(p, corev1.PodReady) != nil })
+	cs := got.Status.ContainerStatuses[0]
+	if cs.State.Running == nil || !cs.State.Running.StartedAt.Time.Equal(started) || cs.ContainerID != "process://42" || cs.RestartCount != 0 || !cs.Ready {
+		t.Errorf("after the restart: %+v, want the same running attempt, ready", cs)
+	}
+	h.exit(0)
+	got = ta.waitPod(t, "p", phaseIs(corev1.PodSucceeded))
+	if term := got.Status.ContainerStatuses[0].State.Terminated; term == nil || term.ExitCode != 0 || term.ContainerID != "process://42" {
+		t.Errorf("terminated = %+v", got.Status.ContainerStatuses[0].State)
+	}
+	if n := rt.count("main"); n != 0 {
+		t.Errorf("%d attempts started, want none", n)
+	}
+}
+
+// TestRestartedAgentReportsExitsWhileAway: a container that ended while the
+// agent was away is reported with its recorded exit code, not as lost.
+func TestRestartedAgentReportsExitsWhileAway(t *testing.T) {
+	started := t0.Add(-time.Minute).Truncate(time.Second)
+	finished := t0.Add(-time.Second).Truncate(time.Second)
+	res := runtime.Result{ExitCode: 3, Reason: "Error", StartedAt: started, FinishedAt: finished}
+	ta, rt := startAgentAdopting(t, "u1", map[int32]runtime.Adopted{0: {Found: true, PID: 42, StartedAt: started, Result: res}}, runningPod("p", "u1", started))
+	got := ta.waitPod(t, "p", phaseIs(corev1.PodFailed))
+	term := got.Status.ContainerStatuses[0].State.Terminated
+	if term == nil || term.ExitCode != 3 || term.Reason != "Error" || !term.FinishedAt.Time.Equal(finished) || term.ContainerID != "process://42" {
+		t.Errorf("terminated = %+v, want the recorded exit 3", got.Status.ContainerStatuses[0].State)
+	}
+	if n := rt.count("main"); n != 0 {
+		t.Errorf("%d attempts started, want none", n)
+	}
+}
+
+// TestRestartedAgentAdoptsAStartTheAPIMissed: the previous run started the
+// container and died before writing it to the API; the new run takes that
+// attempt over instead of starting the container a second time.
+func TestRestartedAgentAdoptsAStartTheAPIMissed(t *testing.T) {
+	started := t0.Add(-time.Second).Truncate(time.Second)
+	h := &fakeHandle{pid: 77, started: started, done: make(chan struct{})}
+	pod := builder.MakePod("p", "ns").UID("u1").NodeName(testNode).Obj()
+	ta, rt := startAgentAdopting(t, "u1", map[int32]runtime.Adopted{0: {Found: true, Handle: h, PID: 77, StartedAt: started}}, pod)
+	h.rt = rt.fakeRuntime
+	got := ta.waitPod(t, "p", phaseIs(corev1.PodRunning))
+	cs := got.Status.ContainerStatuses[0]
+	if cs.State.Running == nil || cs.ContainerID != "fake://77" || !cs.State.Running.StartedAt.Time.Equal(started) || cs.RestartCount != 0 {
+		t.Errorf("status = %+v, want attempt 0 taken over", cs)
+	}
+	h.exit(0)
+	ta.waitPod(t, "p", phaseIs(corev1.PodSucceeded))
+	if n := rt.count("main"); n != 0 {
+		t.Errorf("%d attempts started, want none: the container ran twice", n)
+	}
+}
