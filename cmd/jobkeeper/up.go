@@ -28,6 +28,9 @@ type upOptions struct {
 	port int
 	// kubeconfigOut is where the admin kubeconfig is written.
 	kubeconfigOut string
+	// shutdownGrace is added to shutdownTimeout: the time the node agent
+	// gives running pods on a clean stop.
+	shutdownGrace time.Duration
 }
 
 // upComponent starts something that runs beside the control plane (the node
@@ -108,6 +111,7 @@ backups kept.`,
 			if err := node.validate(); err != nil {
 				return err
 			}
+			up.shutdownGrace = node.shutdownGrace()
 			bootstrap := []bootstrapFunc{installCRDs, installRefusals}
 			return runUp(cmd.OutOrStdout(), up, opts, bootstrap, []upComponent{runLocalControllers, node.volumesComponent(), node.component(cmd.OutOrStdout())})
 		},
@@ -287,8 +291,8 @@ func runUp(out io.Writer, up *upOptions, opts *manager.Options, bootstrap []boot
 	}()
 	select {
 	case <-done:
-	case <-time.After(shutdownTimeout):
-		runErr = errors.Join(runErr, fmt.Errorf("shutdown took longer than %s", shutdownTimeout))
+	case <-time.After(shutdownTimeout + up.shutdownGrace):
+		runErr = errors.Join(runErr, fmt.Errorf("shutdown took longer than %s", shutdownTimeout+up.shutdownGrace))
 	}
 	if runErr == nil {
 		fmt.Fprintln(out, "jobkeeper stopped.")

@@ -55,11 +55,25 @@ func (f *nodeAgentFlags) addFlags(fs *pflag.FlagSet) {
 	fs.DurationVar(&f.opts.SyncFrequency, "sync-frequency", nodeagent.DefaultSyncFrequency, "How often the node agent refreshes the files of running pods' configMap, secret, downwardAPI and projected volumes (the kubelet's --sync-frequency).")
 	fs.IntVar(&f.opts.KubeletPort, "kubelet-port", 0, "Port of the node agent's kubelet API (logs, exec, attach, port-forward) on 127.0.0.1; 0 picks a free port.")
 	fs.StringVar(&f.opts.Images, "images", nodeagent.ImagesOCI, "Where containers get their files: \"oci\" runs each container's image (pulled from its registry into <data-dir>/images, or loaded with `jobkeeper image load`); \"host\" runs the container's command on this host's own files, copy-on-write (for the host's programs: GPU drivers, local toolchains). Never falls back from one to the other.")
+	fs.DurationVar(&f.opts.ShutdownGracePeriod, "shutdown-grace-period", nodeagent.DefaultShutdownGracePeriod, "On a clean stop (Ctrl-C, SIGTERM) the node shuts down gracefully, as a kubelet's graceful node shutdown: every running pod gets the DisruptionTarget condition and is stopped with its grace period capped to this, then ends Failed.")
+	fs.BoolVar(&f.opts.KeepRunningOnStop, "keep-running-on-stop", false, "On a clean stop, leave running containers alone, as a kubelet restart does: the next `jobkeeper up` on the same --data-dir takes them over (and a container that no agent takes over within 5 minutes is stopped). Without it a stop is a graceful node shutdown (--shutdown-grace-period).")
 	fs.StringVar(&f.opts.Isolation, "pod-isolation", process.IsolationAuto, "Filesystem isolation of the process runtime: \"auto\" gives each container a private copy-on-write view of this host where the machine allows it (root, or user and mount namespaces), with volumes mounted in it; \"off\" never does, and pods with volumes are then refused.")
+}
+
+// shutdownGrace is how long a clean stop of the node agent may take to
+// stop its pods.
+func (f *nodeAgentFlags) shutdownGrace() time.Duration {
+	if !f.enabled || f.opts.KeepRunningOnStop {
+		return 0
+	}
+	return f.opts.ShutdownGracePeriod
 }
 
 // validate checks the node agent flags before anything starts.
 func (f *nodeAgentFlags) validate() error {
+	if f.opts.ShutdownGracePeriod <= 0 {
+		return fmt.Errorf("--shutdown-grace-period must be positive")
+	}
 	if f.opts.MaxPods < 1 {
 		return fmt.Errorf("--max-pods must be at least 1")
 	}

@@ -89,6 +89,9 @@ type Agent struct {
 	// refused holds the pods refused at admission (their failed status is
 	// written once).
 	refused map[types.UID]bool
+	// shuttingDown is set once a clean stop began: no pod starts any
+	// more.
+	shuttingDown bool
 
 	// volumes prepares pod volumes on the host.
 	volumes *volumeManager
@@ -177,10 +180,12 @@ func stripManagedFields(obj any) (any, error) {
 // NodeName returns the node's name.
 func (a *Agent) NodeName() string { return a.opts.NodeName }
 
-// Run registers the node and runs pods until ctx is done. On return the
-// pods' API state is left as it was; the processes of running pods are
-// killed (they would die with the agent anyway) and the next run handles
-// those pods as a kubelet handles pods after a node reboot.
+// Run registers the node and runs pods until ctx is done. Then, as a
+// graceful node shutdown, it stops the pods that have not finished and
+// marks them disrupted (shutdown.go), unless Options.KeepRunningOnStop
+// leaves their containers to the next run, as a kubelet restart does. A
+// crash of the agent also leaves them running: the next Run takes over
+// those its runtime can (recover.go).
 func (a *Agent) Run(ctx context.Context) error {
 	logger := klog.FromContext(ctx).WithValues("node", a.opts.NodeName)
 	ctx = klog.NewContext(ctx, logger)
@@ -222,8 +227,12 @@ func (a *Agent) Run(ctx context.Context) error {
 		return err
 	}
 
+	// The pods' workers and the status writes outlive ctx: a clean stop
+	// shuts the pods down first (shutdown.go).
+	workCtx, stopWork := context.WithCancel(context.WithoutCancel(ctx))
+	defer stopWork()
 	a.mu.Lock()
-	a.runCtx = ctx
+	a.runCtx = workCtx
 	a.mu.Unlock()
 	a.podFactory.Start(ctx.Done())
 	// As the kubelet, containers start once the Services were read at
@@ -235,8 +244,8 @@ func (a *Agent) Run(ctx context.Context) error {
 	}
 	a.removeOrphanDirs(ctx)
 
-	var wg sync.WaitGroup
-	wg.Go(func() { a.status.run(ctx, a.opts.StatusWorkers) })
+	var wg, statusWG sync.WaitGroup
+	statusWG.Go(func() { a.status.run(workCtx, a.opts.StatusWorkers) })
 	wg.Go(func() { a.renewLease(ctx) })
 	wg.Go(func() { a.heartbeat(ctx, port) })
 	wg.Go(func() { a.binder.run(ctx) })
@@ -247,6 +256,16 @@ func (a *Agent) Run(ctx context.Context) error {
 	logger.Info("Node agent running", "runtime", a.runtime.Name(), "maxPods", a.opts.MaxPods)
 	<-ctx.Done()
 	wg.Wait()
+	if a.opts.KeepRunningOnStop {
+		a.mu.Lock()
+		a.shuttingDown = true
+		a.mu.Unlock()
+		logger.Info("Leaving the containers running for the next run of the node agent to take over")
+	} else {
+		a.shutdownPods(workCtx)
+	}
+	stopWork()
+	statusWG.Wait()
 	a.podFactory.Shutdown()
 	a.serviceFactory.Shutdown()
 	a.stopWorkers()
@@ -255,8 +274,8 @@ func (a *Agent) Run(ctx context.Context) error {
 	return nil
 }
 
-// stopWorkers waits for the workers (their context is done) and kills what
-// they left running.
+// stopWorkers waits for the workers (their context is done) and, unless
+// the containers are left to the next run, kills what they left running.
 func (a *Agent) stopWorkers() {
 	a.mu.Lock()
 	ws := make([]*worker, 0, len(a.workers))
@@ -266,6 +285,9 @@ func (a *Agent) stopWorkers() {
 	a.mu.Unlock()
 	for _, w := range ws {
 		<-w.done
+	}
+	if a.opts.KeepRunningOnStop {
+		return
 	}
 	if rt, ok := a.runtime.(runtime.Killer); ok {
 		rt.KillAll(5 * time.Second)
@@ -289,7 +311,7 @@ func (a *Agent) onPod(pod *corev1.Pod) {
 	a.mu.Lock()
 	w, ok := a.workers[pod.UID]
 	created := false
-	if !ok && !terminalInAPI && a.runCtx != nil {
+	if !ok && !terminalInAPI && a.runCtx != nil && !a.shuttingDown {
 		w = newWorker(a, pod)
 		ctx, cancel := context.WithCancel(a.runCtx)
 		w.cancel = cancel

@@ -33,6 +33,8 @@ type testAgent struct {
 	clock  *testingclock.FakeClock
 	cancel context.CancelFunc
 	done   chan error
+	// stopped makes stop idempotent (a test may stop the agent itself).
+	stopped sync.Once
 }
 
 // startAgent runs an agent with the simulated runtime over the given objects.
@@ -90,8 +92,10 @@ func startAgentOn(t *testing.T, opts Options, rt func(*testingclock.FakeClock) r
 
 // stop stops the agent and waits for Run to return.
 func (ta *testAgent) stop() {
-	ta.cancel()
-	<-ta.done
+	ta.stopped.Do(func() {
+		ta.cancel()
+		<-ta.done
+	})
 }
 
 // waitPod polls until the pod satisfies cond.

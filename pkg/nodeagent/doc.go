@@ -100,12 +100,21 @@
 // last-first, each once no main container and no later sidecar runs (or
 // the grace period is over): SIGTERM, grace period, SIGKILL.
 //
-// Restart of the agent: Run's end kills the processes it started and leaves
-// the API alone. The next Run finds pods bound to the node whose status says
-// a container was running; the process is gone, so the container is recorded
-// as terminated (exit code 137, reason ContainerStatusUnknown) and the
-// restart policy decides, as after a node reboot: Never fails the pod,
-// OnFailure and Always start the container again with restartCount+1.
+// Stop of the agent (shutdown.go): a clean stop (Run's context ends) is a
+// graceful node shutdown: every pod not finished gets DisruptionTarget
+// (TerminationByKubelet), is stopped with its grace period capped to
+// Options.ShutdownGracePeriod and ends Failed with reason Terminated; with
+// Options.KeepRunningOnStop the agent leaves containers running instead.
+//
+// Restart of the agent (recover.go): a crash is a kubelet restart, not a
+// node reboot. The process runtime's sandboxes outlive the agent
+// (runtime.Adopter); when a worker starts it looks at each container's
+// attempts in their state directories and takes the running one over
+// (evAdopted: same ID, start time and restart count, probes resume), or
+// records the end of those that ended meanwhile with their real exit codes
+// (evEndedAway). A container the API shows running that left nothing
+// (another runtime, a reboot) is recorded as terminated with exit code 137
+// and reason ContainerStatusUnknown, and the restart policy decides.
 //
 // Security: whoever can create pods in the control plane runs commands on
 // this host as the user running the agent.

@@ -26,6 +26,8 @@ const (
 	ImagesOCI = "oci"
 	// ImagesHost runs every container's command on this host's files.
 	ImagesHost = "host"
+	// DefaultShutdownGracePeriod is the default ShutdownGracePeriod.
+	DefaultShutdownGracePeriod = 5 * time.Second
 )
 
 // Options configure the node agent. Flags are wired in cmd/.
@@ -80,6 +82,19 @@ type Options struct {
 	// rest.InClusterConfig reads, in place of the Service's ClusterIP and
 	// port. Empty: the Service's own, as a kubelet gives them.
 	APIServer string
+	// ShutdownGracePeriod is how long a clean stop of the agent (Run's
+	// context ending) gives running pods, as the kubelet's
+	// shutdownGracePeriod: each pod is stopped with its own grace period
+	// capped to this, as in a graceful node shutdown. 0 means
+	// DefaultShutdownGracePeriod.
+	ShutdownGracePeriod time.Duration
+	// KeepRunningOnStop makes a clean stop leave running containers alone,
+	// as a kubelet restart does (and as a crash of the agent does): the
+	// next run of the agent on the same data directory takes them over, and
+	// a container that no agent takes over within the runtime's orphan
+	// timeout (5 minutes) is stopped by its sandbox. Pods of a runtime that
+	// cannot be taken over (simulated) are then found lost by the next run.
+	KeepRunningOnStop bool
 	// Isolation is the process runtime's filesystem isolation (--pod-isolation):
 	// process.IsolationAuto (default) gives each container a private
 	// copy-on-write view of the host where the machine allows it;
@@ -137,6 +152,9 @@ func (o *Options) complete() error {
 	}
 	if o.ImageDir == "" {
 		o.ImageDir = filepath.Join(o.DataDir, "images")
+	}
+	if o.ShutdownGracePeriod <= 0 {
+		o.ShutdownGracePeriod = DefaultShutdownGracePeriod
 	}
 	if o.StatusWorkers <= 0 {
 		o.StatusWorkers = 16

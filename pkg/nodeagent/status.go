@@ -84,6 +84,8 @@ type podView struct {
 	terminal bool
 	// reason and message explain a terminal pod.
 	reason, message string
+	// disrupted is set when the pod is stopped by a node shutdown.
+	disrupted bool
 }
 
 // exitCode returns the last exit code of a container and whether it ran.
@@ -283,6 +285,9 @@ func terminatedState(r *attemptResult) *corev1.ContainerStateTerminated {
 func buildStatus(pod *corev1.Pod, v podView, now time.Time) *corev1.PodStatus {
 	st := pod.Status.DeepCopy()
 	phase := podPhase(v)
+	if v.disrupted && v.terminal {
+		phase = disruptedPhase(v)
+	}
 	if isTerminalPhase(phase) && v.anyRunning() {
 		// As the kubelet's status manager: never report a terminal phase
 		// while a container may still run (a sidecar being stopped after
@@ -356,6 +361,9 @@ func buildStatus(pod *corev1.Pod, v podView, now time.Time) *corev1.PodStatus {
 		msg := fmt.Sprintf("containers with unready status: [%s]", strings.Join(notReady, " "))
 		setCondition(st, corev1.ContainersReady, false, "ContainersNotReady", msg, now)
 		setCondition(st, corev1.PodReady, false, "ContainersNotReady", msg, now)
+	}
+	if v.disrupted {
+		setCondition(st, corev1.DisruptionTarget, true, corev1.PodReasonTerminationByKubelet, MessageNodeShutdown, now)
 	}
 	if i := conditionIndex(st, corev1.PodScheduled); i < 0 {
 		setCondition(st, corev1.PodScheduled, true, "", "", now)

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"sync"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -41,10 +42,12 @@ type statusManager struct {
 	// queue holds pods with work to do.
 	queue workqueue.TypedRateLimitingInterface[types.UID]
 
-	// mu guards entries.
+	// mu guards entries and syncing.
 	mu sync.Mutex
 	// entries is the pending work per pod.
 	entries map[types.UID]*statusEntry
+	// syncing counts the syncs in progress (a write may be in flight).
+	syncing int
 }
 
 // newStatusManager returns a status manager.
@@ -127,7 +130,14 @@ func (m *statusManager) processNext(ctx context.Context) bool {
 		return false
 	}
 	defer m.queue.Done(uid)
-	if err := m.sync(ctx, uid); err != nil {
+	m.mu.Lock()
+	m.syncing++
+	m.mu.Unlock()
+	err := m.sync(ctx, uid)
+	m.mu.Lock()
+	m.syncing--
+	m.mu.Unlock()
+	if err != nil {
 		klog.FromContext(ctx).V(2).Info("Retrying pod status sync", "uid", uid, "err", err)
 		m.queue.AddRateLimited(uid)
 		return true
@@ -208,4 +218,25 @@ func (m *statusManager) patchStatus(ctx context.Context, ns, name string, uid ty
 		return fmt.Errorf("writing status of pod %s/%s: %w", ns, name, err)
 	}
 	return nil
+}
+
+// waitWritten waits until no status is left to write, at most timeout; it
+// reports whether none is.
+func (m *statusManager) waitWritten(timeout time.Duration) bool {
+	deadline := time.Now().Add(timeout)
+	for {
+		m.mu.Lock()
+		pending := m.syncing > 0
+		for _, e := range m.entries {
+			pending = pending || e.status != nil
+		}
+		m.mu.Unlock()
+		if !pending && m.queue.Len() == 0 {
+			return true
+		}
+		if time.Now().After(deadline) {
+			return false
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
 }

@@ -127,6 +127,12 @@ type worker struct {
 	stopDeadline time.Time
 	// reason and message explain why the pod stopped.
 	reason, message string
+	// nodeShutdown is the node shutdown asked of the worker (guarded by
+	// mu), nil if none; disrupted is set once the worker acts on it, and
+	// graceCap then caps the pod's grace period.
+	nodeShutdown *shutdownPlan
+	disrupted    bool
+	graceCap     time.Duration
 	// lastStatus is the last status handed to the status manager.
 	lastStatus *corev1.PodStatus
 
@@ -324,7 +330,7 @@ func (w *worker) run(ctx context.Context) {
 // view snapshots the containers for the status. A container held up by an
 // init container that is not through yet waits with PodInitializing.
 func (w *worker) view() podView {
-	v := podView{startTime: w.startTime, terminal: w.stopping && w.noneRunning(), reason: w.reason, message: w.message}
+	v := podView{startTime: w.startTime, terminal: w.stopping && w.noneRunning(), reason: w.reason, message: w.message, disrupted: w.disrupted}
 	through := true
 	hold := func(cv containerView) containerView {
 		if !through && !cv.running && cv.last == nil && cv.waitReason == "" {
@@ -373,6 +379,15 @@ func podGrace(pod *corev1.Pod) time.Duration {
 	}
 }
 
+// grace is the grace period of the pod's termination (podGrace), capped
+// by a node shutdown.
+func (w *worker) grace(pod *corev1.Pod) time.Duration {
+	if w.disrupted {
+		return shutdownGrace(pod, w.graceCap)
+	}
+	return podGrace(pod)
+}
+
 // minStopGrace is the shortest grace period a sidecar stopped in its turn
 // gets, as the kubelet's minimum shutdown window.
 const minStopGrace = 2 * time.Second
@@ -389,10 +404,19 @@ func (w *worker) advance(ctx context.Context) time.Time {
 		pod := w.currentPod()
 		now := w.agent.clock.Now()
 		progress = w.addEphemerals(pod, now) || progress
+		if p := w.shutdownRequested(); p != nil && !w.disrupted {
+			// The node shuts down: the pod stops for good, as a
+			// disruption (shutdown.go).
+			w.disrupted, w.graceCap, w.stopping = true, p.grace, true
+			w.reason, w.message = ReasonNodeShutdown, MessageNodeShutdown
+			if end := now.Add(w.grace(pod)); w.stopDeadline.IsZero() || end.Before(w.stopDeadline) {
+				w.stopDeadline = end
+			}
+		}
 		if !w.stopping {
 			if pod.DeletionTimestamp != nil {
 				w.stopping = true
-				if end := now.Add(podGrace(pod)); !w.stopDeadline.IsZero() && end.Before(w.stopDeadline) {
+				if end := now.Add(w.grace(pod)); !w.stopDeadline.IsZero() && end.Before(w.stopDeadline) {
 					w.stopDeadline = end
 				}
 			} else if d := pod.Spec.ActiveDeadlineSeconds; d != nil && !now.Before(w.startTime.Add(time.Duration(*d)*time.Second)) {
@@ -408,15 +432,15 @@ func (w *worker) advance(ctx context.Context) time.Time {
 		}
 		in.finishing = podFinishing(in.kinds, in.states, w.stopping)
 		if in.finishing && w.stopDeadline.IsZero() {
-			w.stopDeadline = now.Add(podGrace(pod))
+			w.stopDeadline = now.Add(w.grace(pod))
 		}
 		in.stopDeadline = w.stopDeadline
 		plan := planPod(in)
 		for _, i := range plan.stop {
-			grace := podGrace(pod)
+			grace := w.grace(pod)
 			if all[i].info.kind == kindSidecar {
 				grace = w.stopDeadline.Sub(now)
-				if pg := podGrace(pod); grace < minStopGrace {
+				if pg := w.grace(pod); grace < minStopGrace {
 					grace = min(minStopGrace, pg)
 				}
 			}

@@ -38,8 +38,10 @@ type fakeRuntime struct {
 	attempts map[string][]*fakeHandle
 	// failures are start errors to return, per container.
 	failures map[string]error
-	// stopped lists container names in the order they were stopped.
+	// stopped lists container names in the order they were stopped, and
+	// graces their grace periods.
 	stopped []string
+	graces  []time.Duration
 	// nextPID numbers the handles.
 	nextPID int
 }
@@ -125,9 +127,10 @@ func (h *fakeHandle) Result() runtime.Result { return h.res }
 
 // Stop implements runtime.Handle: the attempt ends at once as if SIGTERM
 // killed it.
-func (h *fakeHandle) Stop(time.Duration) {
+func (h *fakeHandle) Stop(grace time.Duration) {
 	h.rt.mu.Lock()
 	h.rt.stopped = append(h.rt.stopped, h.spec.ContainerName)
+	h.rt.graces = append(h.rt.graces, grace)
 	h.rt.mu.Unlock()
 	h.finish(143, 15)
 }
