@@ -9,6 +9,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"jobkeeper.dev/jobkeeper/pkg/controlplane"
+	"jobkeeper.dev/jobkeeper/pkg/nodeagent/runtime/process"
 )
 
 // newResetCommand is `reset`: remove a data directory of `up`.
@@ -25,9 +26,10 @@ up starts from nothing: etcd's data (every object), the certificates, the logs, 
 kubeconfig and the node agent's pod files. There is no undo.
 
 It refuses while a jobkeeper up uses the directory, and refuses a directory that holds anything
-jobkeeper does not create there, or a file system mounted under it. It stops no process and
-removes nothing outside the directory; a kubeconfig written elsewhere with --kubeconfig-out keeps
-its jobkeeper context, which the next up replaces.`,
+jobkeeper does not create there, or a file system mounted under it. Containers that an up killed
+with kill -9 (or a crash) left running for the next up to take over are killed with the directory;
+no other process is stopped, and nothing outside the directory is removed; a kubeconfig written
+elsewhere with --kubeconfig-out keeps its jobkeeper context, which the next up replaces.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if dataDir == "" {
@@ -37,10 +39,18 @@ its jobkeeper context, which the next up replaces.`,
 			if err != nil {
 				return fmt.Errorf("--data-dir %s: %w", dataDir, err)
 			}
+			// Read before the directory goes; killed only once it is gone,
+			// so that an up still using it keeps its containers.
+			left := process.ReadRecorded(filepath.Join(abs, "node", "process-state"))
 			removed, err := controlplane.Reset(abs)
 			out := cmd.OutOrStdout()
 			for _, path := range removed {
 				fmt.Fprintf(out, "Removed %s\n", path)
+			}
+			if err == nil {
+				if n := process.KillRecorded(left); n > 0 {
+					fmt.Fprintf(out, "Killed %d processes of containers left running by a previous up\n", n)
+				}
 			}
 			return err
 		},

@@ -86,7 +86,10 @@ func newUpCommand() *cobra.Command {
 		Short: "Run an embedded control plane with jobkeeper's controllers on this machine",
 		Long: `Start etcd, kube-apiserver and the garbage collector in this process, with jobkeeper's
 controllers, and write an admin kubeconfig. Objects are kept in --data-dir across restarts;
-jobkeeper reset removes them. Stop with Ctrl-C (SIGINT) or SIGTERM.
+jobkeeper reset removes them. Stop with Ctrl-C (SIGINT) or SIGTERM: running pods are then stopped
+as in a graceful node shutdown (DisruptionTarget, --shutdown-grace-period), unless
+--keep-running-on-stop; after a crash or kill -9 their containers run on and the next up on the same
+--data-dir takes them over.
 
 What up runs:
 ` + wrap(upRuns+".", 96, "  ") + `

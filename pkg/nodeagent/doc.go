@@ -112,9 +112,10 @@
 // attempts in their state directories and takes the running one over
 // (evAdopted: same ID, start time and restart count, probes resume), or
 // records the end of those that ended meanwhile with their real exit codes
-// (evEndedAway). A container the API shows running that left nothing
-// (another runtime, a reboot) is recorded as terminated with exit code 137
-// and reason ContainerStatusUnknown, and the restart policy decides.
+// (evEndedAway). A container the API shows running that left nothing (one
+// with stdin or a terminal, or in a PID namespace another sandbox held;
+// the simulated runtime; a reboot) is recorded as terminated with exit code
+// 137 and reason ContainerStatusUnknown, and the restart policy decides.
 //
 // Security: whoever can create pods in the control plane runs commands on
 // this host as the user running the agent.

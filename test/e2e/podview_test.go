@@ -359,10 +359,13 @@ func freePort(t *testing.T) int {
 	return ln.Addr().(*net.TCPAddr).Port
 }
 
-// TestUpKilledLeavesNoProcess kills `jobkeeper up` with SIGKILL while a pod
-// runs processes that left its process group or lost their parent; none may
-// survive, and none may be there after a restart.
-func TestUpKilledLeavesNoProcess(t *testing.T) {
+// TestUpKilledPodRunsOnAndIsTakenOver kills `jobkeeper up` with SIGKILL
+// while a pod runs processes that left its process group or lost their
+// parent: as after a kubelet restart they run on under the container's
+// sandbox, which keeps writing the container's log; the restarted `up`
+// takes the container over (same container ID, start time, restart count),
+// exec and `logs -f` work on it, and deleting the pod leaves no process.
+func TestUpKilledPodRunsOnAndIsTakenOver(t *testing.T) {
 	ctx := context.Background()
 	dir := t.TempDir()
 	up, c, _ := startUp(t, dir)
@@ -371,32 +374,93 @@ func TestUpKilledLeavesNoProcess(t *testing.T) {
 		Spec: corev1.PodSpec{
 			Containers: []corev1.Container{{
 				Name: "main", Image: "busybox",
-				Command: []string{"sh", "-c", "setsid sleep 3011 & (set -m; sleep 3012 &); sh -c 'sleep 3013'"},
+				Command: []string{"sh", "-c", "setsid sleep 3011 & (set -m; sleep 3012 &); i=0; while :; do echo tick $i; i=$((i+1)); sleep 0.1; done"},
 			}},
 		},
 	}
-	if _, err := c.CoreV1().Pods("default").Create(ctx, pod, metav1.CreateOptions{}); err != nil {
+	pod, err := c.CoreV1().Pods("default").Create(ctx, pod, metav1.CreateOptions{})
+	if err != nil {
 		t.Fatal(err)
 	}
-	waitPod(t, c, "default", pod.Name, "running", time.Minute, phaseIs(corev1.PodRunning))
-	err := wait.PollUntilContextTimeout(ctx, 50*time.Millisecond, 30*time.Second, true, func(context.Context) (bool, error) {
-		return len(sleepsLeft()) == 3, nil
+	before := waitPod(t, c, "default", pod.Name, "running", time.Minute, phaseIs(corev1.PodRunning)).Status.ContainerStatuses[0]
+	err = wait.PollUntilContextTimeout(ctx, 50*time.Millisecond, 30*time.Second, true, func(context.Context) (bool, error) {
+		return len(sleepsLeft()) == 2, nil
 	})
 	if err != nil {
-		t.Fatalf("pod processes: %v, want 3 sleeps", sleepsLeft())
+		t.Fatalf("pod processes: %v, want 2 sleeps", sleepsLeft())
 	}
 	_ = syscall.Kill(-up.cmd.Process.Pid, syscall.SIGKILL)
 	<-up.exited
-	err = wait.PollUntilContextTimeout(ctx, 50*time.Millisecond, 20*time.Second, true, func(context.Context) (bool, error) {
+	logPath := filepath.Join(dir, "node", "pods", string(pod.UID), "logs", "main", "0.log")
+	ticks := func() int {
+		b, _ := os.ReadFile(logPath)
+		return bytes.Count(b, []byte(" tick "))
+	}
+	n := ticks()
+	if err := wait.PollUntilContextTimeout(ctx, 50*time.Millisecond, 20*time.Second, true, func(context.Context) (bool, error) {
+		return ticks() > n+5, nil
+	}); err != nil {
+		t.Errorf("the container's log did not grow while up was down (%d ticks)", ticks())
+	}
+	if left := sleepsLeft(); len(left) != 2 {
+		t.Errorf("processes of the pod after kill -9 of up: %v, want both sleeps running on", left)
+	}
+
+	up, c, kc := startUp(t, dir)
+	defer up.stop(t)
+	after := waitPod(t, c, "default", pod.Name, "taken over", time.Minute, func(p *corev1.Pod) bool {
+		return len(p.Status.ContainerStatuses) == 1 && p.Status.ContainerStatuses[0].Ready
+	}).Status.ContainerStatuses[0]
+	if after.State.Running == nil || after.ContainerID != before.ContainerID || after.RestartCount != 0 ||
+		!after.State.Running.StartedAt.Equal(&before.State.Running.StartedAt) {
+		t.Errorf("container after the restart: %+v, want the same running attempt as %+v", after, before)
+	}
+	cfg := restConfig(t, kc)
+	req := c.CoreV1().RESTClient().Post().Resource("pods").Namespace("default").Name(pod.Name).SubResource("exec").
+		VersionedParams(&corev1.PodExecOptions{Container: "main", Command: []string{"sh", "-c", "echo taken over"}, Stdout: true, Stderr: true}, clientscheme.ParameterCodec)
+	ex, err := remotecommand.NewWebSocketExecutor(cfg, "GET", req.URL().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The API showed the pod ready before the restart: until the new agent
+	// has read its pods it answers "not found", as a starting kubelet does.
+	var stdout, stderr bytes.Buffer
+	err = wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
+		stdout.Reset()
+		stderr.Reset()
+		err = ex.StreamWithContext(ctx, remotecommand.StreamOptions{Stdout: &stdout, Stderr: &stderr})
+		return err == nil, nil
+	})
+	if err != nil || stdout.String() != "taken over\n" {
+		t.Errorf("exec into the taken-over container: %q %q %v", stdout.String(), stderr.String(), err)
+	}
+	// logs -f goes on with lines written after the restart.
+	followCtx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	stream, err := c.CoreV1().Pods("default").GetLogs(pod.Name, &corev1.PodLogOptions{Follow: true, TailLines: ptr.To[int64](1)}).Stream(followCtx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	buf := make([]byte, 0, 4096)
+	for lines := 0; lines < 5; {
+		chunk := make([]byte, 1024)
+		m, err := stream.Read(chunk)
+		if err != nil {
+			t.Fatalf("logs -f after the restart ended: %v (read %q)", err, buf)
+		}
+		buf = append(buf, chunk[:m]...)
+		lines = bytes.Count(buf, []byte("\n"))
+	}
+	_ = stream.Close()
+
+	if err := c.CoreV1().Pods("default").Delete(ctx, pod.Name, metav1.DeleteOptions{GracePeriodSeconds: ptr.To[int64](2)}); err != nil {
+		t.Fatal(err)
+	}
+	err = wait.PollUntilContextTimeout(ctx, 50*time.Millisecond, 30*time.Second, true, func(context.Context) (bool, error) {
 		return len(sleepsLeft()) == 0, nil
 	})
 	if err != nil {
-		t.Errorf("processes left after kill -9 of up: %v", sleepsLeft())
-	}
-	up, _, _ = startUp(t, dir)
-	defer up.stop(t)
-	if left := sleepsLeft(); len(left) > 0 {
-		t.Errorf("processes left after the restart: %v", left)
+		t.Errorf("processes left after the pod's deletion: %v", sleepsLeft())
 	}
 }
 

@@ -160,6 +160,10 @@ func TestUpSIGTERMIsAGracefulNodeShutdown(t *testing.T) {
 	args := []string{"--pod-failure-backoff=100ms", "--max-pod-failure-backoff=1s"}
 	up, c, _ := startUp(t, dir, args...)
 	job := indexedSleeper("stopped", runs)
+	// The shell is its container's PID 1, which SIGTERM does not kill
+	// without a handler (as on any node): it stops on SIGTERM as a
+	// well-behaved workload does.
+	job.Spec.Template.Spec.Containers[0].Command = []string{"sh", "-c", "trap 'exit 143' TERM; echo $HOSTNAME >> /runs/$JOB_COMPLETION_INDEX; sleep 3 & wait $!"}
 	job.Spec.PodFailurePolicy = &batchv1.PodFailurePolicy{Rules: []batchv1.PodFailurePolicyRule{{
 		Action:          batchv1.PodFailurePolicyActionIgnore,
 		OnPodConditions: []batchv1.PodFailurePolicyOnPodConditionsPattern{{Type: corev1.DisruptionTarget, Status: corev1.ConditionTrue}},

@@ -157,3 +157,23 @@ func TestAdoptAnAttemptThatEndedWhileAway(t *testing.T) {
 		t.Errorf("Adopt of an attempt that never ran = %+v, %v", got, err)
 	}
 }
+
+// TestKillRecordedStopsWhatACrashLeft: the durable sandboxes a crashed agent
+// left are recorded, and KillRecorded (jobkeeper reset) kills them.
+func TestKillRecordedStopsWhatACrashLeft(t *testing.T) {
+	state := filepath.Join(t.TempDir(), "state")
+	spec := durableSpec(t, "count")
+	crashAfterStart(t, state, spec)
+	recs := ReadRecorded(state)
+	if len(recs) != 1 || !recs[0].Durable || !recs[0].Alive() {
+		t.Fatalf("records = %+v, want one durable sandbox running", recs)
+	}
+	if n := KillRecorded(recs); n == 0 {
+		t.Fatal("KillRecorded signalled nothing")
+	}
+	for deadline := time.Now().Add(20 * time.Second); recs[0].Alive(); time.Sleep(20 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("the sandbox is still alive")
+		}
+	}
+}

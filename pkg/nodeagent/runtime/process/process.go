@@ -7,7 +7,6 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
-	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -222,49 +221,6 @@ func (r *Runtime) UTS() (ok bool, reason string) { return r.uts, r.utsReason }
 
 // scratchRoot holds the sandboxes' scratch directories.
 func (r *Runtime) scratchRoot() string { return filepath.Join(r.opts.StateDir, "scratch") }
-
-// killStale kills what the recorded sandboxes of a previous run left: each
-// file names a sandbox's PID, which is also its session id, and holds its
-// start time. Every process still in such a session is killed, the
-// sandbox's grandchildren and groups whose leader is gone included. A
-// durable sandbox (the record's third line is its state directory) that
-// still runs is left for the agent to adopt: it stops on its own if none
-// does.
-func killStale(ctx context.Context, dir string) {
-	logger := klog.FromContext(ctx)
-	entries, err := os.ReadDir(dir)
-	if err != nil {
-		return
-	}
-	for _, e := range entries {
-		p := filepath.Join(dir, e.Name())
-		pid, err := strconv.Atoi(e.Name())
-		if err != nil || pid <= 1 {
-			if e.Name() == "scratch" {
-				// Empty mount points of the previous run's sandboxes:
-				// their mounts lived in namespaces that are gone.
-				_ = os.RemoveAll(p)
-			}
-			continue
-		}
-		start := sandbox.StartTime(pid)
-		durable := false
-		if b, err := os.ReadFile(p); err == nil {
-			lines := strings.Split(strings.TrimSpace(string(b)), "\n")
-			if len(lines) > 1 {
-				start, _ = strconv.ParseUint(lines[1], 10, 64)
-			}
-			durable = len(lines) > 2 && lines[2] != ""
-		}
-		if durable && start != 0 && sandbox.StartTime(pid) == start {
-			continue
-		}
-		if n := sandbox.KillSession(pid, start); n > 0 {
-			logger.Info("Killed processes left by a previous run", "session", pid, "processes", n)
-		}
-		_ = os.Remove(p)
-	}
-}
 
 // Name implements runtime.Runtime.
 func (r *Runtime) Name() string { return Name }
