@@ -368,13 +368,14 @@ func freePort(t *testing.T) int {
 func TestUpKilledPodRunsOnAndIsTakenOver(t *testing.T) {
 	ctx := context.Background()
 	dir := t.TempDir()
+	tag := strconv.FormatInt(time.Now().UnixNano()%1000000, 10)
 	up, c, _ := startUp(t, dir)
 	pod := &corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{Name: "leaky"},
 		Spec: corev1.PodSpec{
 			Containers: []corev1.Container{{
 				Name: "main", Image: "busybox",
-				Command: []string{"sh", "-c", "setsid sleep 3011 & (set -m; sleep 3012 &); i=0; while :; do echo tick $i; i=$((i+1)); sleep 0.1; done"},
+				Command: []string{"sh", "-c", "setsid sleep 3011" + tag + " & (set -m; sleep 3012" + tag + " &); i=0; while :; do echo tick $i; i=$((i+1)); sleep 0.1; done"},
 			}},
 		},
 	}
@@ -384,10 +385,10 @@ func TestUpKilledPodRunsOnAndIsTakenOver(t *testing.T) {
 	}
 	before := waitPod(t, c, "default", pod.Name, "running", time.Minute, phaseIs(corev1.PodRunning)).Status.ContainerStatuses[0]
 	err = wait.PollUntilContextTimeout(ctx, 50*time.Millisecond, 30*time.Second, true, func(context.Context) (bool, error) {
-		return len(sleepsLeft()) == 2, nil
+		return len(sleepsLeft(tag)) == 2, nil
 	})
 	if err != nil {
-		t.Fatalf("pod processes: %v, want 2 sleeps", sleepsLeft())
+		t.Fatalf("pod processes: %v, want 2 sleeps", sleepsLeft(tag))
 	}
 	_ = syscall.Kill(-up.cmd.Process.Pid, syscall.SIGKILL)
 	<-up.exited
@@ -402,7 +403,7 @@ func TestUpKilledPodRunsOnAndIsTakenOver(t *testing.T) {
 	}); err != nil {
 		t.Errorf("the container's log did not grow while up was down (%d ticks)", ticks())
 	}
-	if left := sleepsLeft(); len(left) != 2 {
+	if left := sleepsLeft(tag); len(left) != 2 {
 		t.Errorf("processes of the pod after kill -9 of up: %v, want both sleeps running on", left)
 	}
 
@@ -457,15 +458,17 @@ func TestUpKilledPodRunsOnAndIsTakenOver(t *testing.T) {
 		t.Fatal(err)
 	}
 	err = wait.PollUntilContextTimeout(ctx, 50*time.Millisecond, 30*time.Second, true, func(context.Context) (bool, error) {
-		return len(sleepsLeft()) == 0, nil
+		return len(sleepsLeft(tag)) == 0, nil
 	})
 	if err != nil {
-		t.Errorf("processes left after the pod's deletion: %v", sleepsLeft())
+		t.Errorf("processes left after the pod's deletion: %v", sleepsLeft(tag))
 	}
 }
 
-// sleepsLeft lists the live `sleep 301N` processes of TestUpKilledLeavesNoProcess.
-func sleepsLeft() []string {
+// sleepsLeft lists the live `sleep 301N<tag>` processes of
+// TestUpKilledPodRunsOnAndIsTakenOver (the tag keeps those of an earlier run
+// apart).
+func sleepsLeft(tag string) []string {
 	var out []string
 	entries, _ := os.ReadDir("/proc")
 	for _, e := range entries {
@@ -474,7 +477,7 @@ func sleepsLeft() []string {
 			continue
 		}
 		args := strings.Split(strings.TrimRight(string(b), "\x00"), "\x00")
-		if len(args) == 2 && args[0] == "sleep" && strings.HasPrefix(args[1], "301") && len(args[1]) == 4 && alivePID(e.Name()) {
+		if len(args) == 2 && args[0] == "sleep" && strings.HasPrefix(args[1], "301") && strings.HasSuffix(args[1], tag) && len(args[1]) == 4+len(tag) && alivePID(e.Name()) {
 			out = append(out, e.Name()+":"+args[1])
 		}
 	}
