@@ -177,7 +177,11 @@ func (w *worker) recover(ctx context.Context) {
 		}
 		for _, f := range r.ended {
 			id := w.idOf(c, f)
-			w.apply(ctx, pod, c, event{kind: evEndedAway, at: now, attempt: f.attempt, containerID: id, result: f.adopted.Result})
+			res := f.adopted.Result
+			if res.Reason != ReasonContainerStatusUnknown {
+				res = w.agent.terminationMessageOf(ctx, pod, c, f.attempt, res)
+			}
+			w.apply(ctx, pod, c, event{kind: evEndedAway, at: now, attempt: f.attempt, containerID: id, result: res})
 		}
 		switch r.kind {
 		case recoverLost:

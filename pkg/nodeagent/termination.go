@@ -113,14 +113,20 @@ func withTerminationMessage(res runtime.Result, c *corev1.Container, file string
 // files of that attempt (c.state.attempt) on a runtime that keeps them on
 // this host.
 func (a *Agent) terminationMessage(ctx context.Context, pod *corev1.Pod, c *container, res runtime.Result) runtime.Result {
+	return a.terminationMessageOf(ctx, pod, c, c.state.attempt, res)
+}
+
+// terminationMessageOf is terminationMessage for attempt of c (one that
+// ended while the agent was away included).
+func (a *Agent) terminationMessageOf(ctx context.Context, pod *corev1.Pod, c *container, attempt int32, res runtime.Result) runtime.Result {
 	if _, host := a.runtime.(runtime.HostDirs); !host {
 		return res
 	}
 	file := ""
 	if c.spec.TerminationMessagePath != "" && a.isolated() {
-		file = a.terminationFile(pod.UID, c.spec.Name, c.state.attempt)
+		file = a.terminationFile(pod.UID, c.spec.Name, attempt)
 	}
-	logPath := a.logPath(pod.UID, c.spec.Name, c.state.attempt)
+	logPath := a.logPath(pod.UID, c.spec.Name, attempt)
 	return withTerminationMessage(res, c.spec, file, func() (string, error) { return logTail(ctx, logPath) })
 }
 
