@@ -54,6 +54,30 @@ func TestTransition(t *testing.T) {
 			want:        containerState{phase: phaseRunning, ran: true, attempt: 1, startedAt: t1, containerID: "process://2", started: true, ready: true, last: result(1, "process://1")},
 			wantActions: []action{created, started},
 		},
+		"adopted after an agent restart: no event, started and ready as they were": {
+			info: main, state: containerState{}, ev: event{kind: evAdopted, at: t0, attempt: 0, containerID: "process://1", probes: attemptProbes{startup: true, readiness: true}, ok: true, ready: true},
+			want:        containerState{phase: phaseRunning, ran: true, startedAt: t0, containerID: "process://1", probes: attemptProbes{startup: true, readiness: true}, started: true, ready: true},
+			wantActions: []action{{kind: actProbe}},
+		},
+		"adopted before its startup probe passed: the probe runs again": {
+			info: main, state: containerState{}, ev: event{kind: evAdopted, at: t0, attempt: 0, containerID: "process://1", probes: attemptProbes{startup: true}},
+			want:        containerState{phase: phaseRunning, ran: true, startedAt: t0, containerID: "process://1", probes: attemptProbes{startup: true}},
+			wantActions: []action{{kind: actProbe}},
+		},
+		"adopted attempt 3 of a restarting container": {
+			info:  onFailure,
+			state: containerState{phase: phaseBackOff, ran: true, attempt: 2, containerID: "process://1", last: result(1, "process://1")},
+			ev:    event{kind: evAdopted, at: t1, attempt: 3, containerID: "process://2"},
+			want:  containerState{phase: phaseRunning, ran: true, attempt: 3, startedAt: t1, containerID: "process://2", started: true, ready: true, last: result(1, "process://1")},
+		},
+		"ended while the agent was away: its exit code decides, under Never final": {
+			info: main, state: containerState{}, ev: event{kind: evEndedAway, at: t1, attempt: 0, containerID: "process://1", result: res(3)},
+			want: containerState{phase: phaseExited, ran: true, containerID: "process://1", last: result(3, "process://1")},
+		},
+		"ended while away under OnFailure: restarts": {
+			info: onFailure, state: containerState{}, ev: event{kind: evEndedAway, at: t1, attempt: 0, containerID: "process://1", result: res(3)},
+			want: containerState{phase: phaseBackOff, ran: true, containerID: "process://1", last: result(3, "process://1"), notBefore: t1, backoff: restartBackoff{delay: BackoffInitial, lastRestart: t1}},
+		},
 		"exit under Never is final": {
 			info: main, state: running, ev: event{kind: evExited, at: t1, result: res(0)},
 			want: containerState{phase: phaseExited, ran: true, startedAt: t0, containerID: "process://1", last: result(0, "process://1")},
