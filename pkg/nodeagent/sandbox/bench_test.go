@@ -16,7 +16,9 @@ import (
 // runs it in the copy-on-write view of the host, image runs the test
 // image's program from a cached three-layer image (image mode); the
 // "+pid" modes do the same with a PID namespace of the container's own (the
-// init stage started before the view). The
+// init stage started before the view); the "+durable" modes run a durable
+// sandbox (Config.StateDir: it stores the log itself, listens for an agent,
+// and writes its state and exit files). The
 // sandbox is this test binary, or the program named by
 // JOBKEEPER_SANDBOX_EXECUTABLE (for example a built jobkeeper, whose larger
 // initialisation it then includes).
@@ -28,10 +30,11 @@ func BenchmarkStart(b *testing.B) {
 	if e := os.Getenv("JOBKEEPER_SANDBOX_EXECUTABLE"); e != "" {
 		exe = e
 	}
-	for _, mode := range []string{"host", "isolated", "image", "isolated+pid", "image+pid"} {
+	for _, mode := range []string{"host", "isolated", "image", "isolated+pid", "image+pid", "host+durable", "isolated+pid+durable"} {
 		b.Run(mode, func(b *testing.B) {
-			isolate := mode != "host"
-			pid := strings.HasSuffix(mode, "+pid")
+			isolate := !strings.HasPrefix(mode, "host")
+			pid := strings.Contains(mode, "+pid")
+			durable := strings.HasSuffix(mode, "+durable")
 			if pid {
 				if err := ProbePID(context.Background(), exe, filepath.Join(b.TempDir(), "probe"), 0); err != nil {
 					b.Skipf("no PID namespaces: %v", err)
@@ -65,6 +68,10 @@ func BenchmarkStart(b *testing.B) {
 				}
 				if pid {
 					cfg.PIDNamespace = PIDContainer
+				}
+				if durable {
+					cfg.StateDir = b.TempDir()
+					cfg.LogPath = filepath.Join(cfg.StateDir, "0.log")
 				}
 				if isolate {
 					cfg.Scratch = filepath.Join(b.TempDir(), "scratch")

@@ -247,7 +247,8 @@ func (d *durable) finish(code, sig int32, finishedAt time.Time) {
 	_ = d.writeFile(exitName, exitRecord{Code: code, Signal: sig, FinishedAt: finishedAt})
 }
 
-// writeFile writes v as JSON to name in the state directory, atomically.
+// writeFile writes v as JSON to name in the state directory, atomically
+// (renamed into place).
 func (d *durable) writeFile(name string, v any) error {
 	b, err := json.Marshal(v)
 	if err != nil {
@@ -259,11 +260,10 @@ func (d *durable) writeFile(name string, v any) error {
 	if err != nil {
 		return fmt.Errorf("writing %s: %w", name, err)
 	}
+	// No fsync: the file is for the next agent on this running kernel; a
+	// machine that crashes takes the container with it anyway.
 	f := os.NewFile(uintptr(fd), tmp)
 	_, err = f.Write(b)
-	if err == nil {
-		err = f.Sync()
-	}
 	if cerr := f.Close(); err == nil {
 		err = cerr
 	}
