@@ -11,8 +11,9 @@
 // their common parent when the absolute paths would not fit in a page) and
 // whose upper layer lives on a tmpfs private to the attempt, so every
 // attempt, a restart included, starts from the pristine image and its
-// writes vanish with it. /dev is a private tmpfs holding the host's /dev
-// entries, each bound (opDev); the host's /proc is bound inside, /sys
+// writes vanish with it. /dev is private (opDev: an overlay of the host's
+// as root, else a tmpfs holding the host's entries, each bound); the
+// host's /proc is bound inside, /sys
 // read-only, /dev/shm is a private 64 MiB tmpfs; /tmp and everything else
 // are the image's. The pod's volumes and the agent's per-pod files
 // (/etc/hosts, /etc/resolv.conf, /etc/hostname, given as ordinary file
@@ -26,8 +27,8 @@
 // Host mode (Rootfs nil): "the host is the image": the container sees the
 // host's filesystems, but through copy-on-write overlays whose upper layers
 // live on a tmpfs private to the attempt, so writes to / stay in the
-// container and vanish with it. /proc and /sys are the host's, /dev a
-// private tmpfs holding the host's /dev entries, each bound; /tmp
+// container and vanish with it. /proc and /sys are the host's, /dev is
+// private as in image mode; /tmp
 // is overlaid like any directory; the pod's volumes (prepared on the host
 // by the agent) are bind mounted at their mount paths, read-only where
 // asked. A host filesystem that cannot be overlaid is mounted read-only

@@ -31,11 +31,11 @@ const (
 	// opImage mounts the overlay of an image's layers (lowers, top first)
 	// on target, its upper and work directories under source.
 	opImage
-	// opDev mounts a private tmpfs on the container's /dev (target) and
-	// binds every entry of the host's /dev (source) in it: device nodes,
-	// directories with what is mounted below them, symbolic links. Files
-	// the container's own mounts add there (a termination message file)
-	// stay in the container.
+	// opDev gives the container a private /dev (target) showing the
+	// host's (source): an overlay of it where its device nodes can be
+	// opened (devOverlay), else a tmpfs in which every entry is bound
+	// (privateDev). Files the container's own mounts add there (a
+	// termination message file) stay in the container.
 	opDev
 	// opMountPoint creates the mount point of a volume (target, inside the
 	// view; a directory when source is one) or the working directory

@@ -356,6 +356,8 @@ func TestReadOnlyRootAndPrivateDev(t *testing.T) {
 		"echo vol > /work/x && echo volume writable",
 		"echo bye > /dev/termination-log && echo message written",
 		"echo null > /dev/null && echo devices work",
+		"test -c /dev/pts/ptmx && echo pts mounted",
+		"stat -f -c %T /dev",
 		"pwd",
 	}, "; ")
 	s, output := startTest(t, true, Config{
@@ -367,7 +369,13 @@ func TestReadOnlyRootAndPrivateDev(t *testing.T) {
 	if ex := waitDone(t, s); ex.Code != 0 {
 		t.Errorf("exit = %+v, output %q", ex, output())
 	}
-	want := "root read-only\ntmp read-only\nvolume writable\nmessage written\ndevices work\n/srv/ro-app\n"
+	// As root /dev is one overlay of the host's; in a user namespace,
+	// where an overlay holds no usable device, a tmpfs of bound entries.
+	fs := "overlayfs"
+	if os.Getuid() != 0 {
+		fs = "tmpfs"
+	}
+	want := "root read-only\ntmp read-only\nvolume writable\nmessage written\ndevices work\npts mounted\n" + fs + "\n/srv/ro-app\n"
 	if got := output(); got != want {
 		t.Errorf("output = %q, want %q", got, want)
 	}

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
+	"sort"
 	"strconv"
 	"strings"
 
@@ -140,6 +142,9 @@ func apply(o op, scratch string, layer *int) error {
 				return fmt.Errorf("creating mount point %s: %w", o.target, err)
 			}
 		}
+		if devOverlay(o.source, target, filepath.Join(scratch, "dev")) {
+			return nil
+		}
 		return privateDev(o.source, target)
 	case opMountPoint:
 		dir := true
@@ -230,6 +235,87 @@ func imageOptions(lowers []string, upper, work string, page int) (string, string
 		return "", "", fmt.Errorf("the image's %d layers make overlay mount options of %d bytes, more than the kernel takes (%d)", len(lowers), len(data), limit)
 	}
 	return data, common, nil
+}
+
+// devOverlay gives the container a private /dev the cheap way, where the
+// kernel allows it: one copy-on-write overlay of the host's /dev (source)
+// on target, its upper layer under dir, then what is mounted below the
+// host's /dev (/dev/pts, /dev/shm, /dev/mqueue...) bound at the same
+// places. Files the container adds (a termination message file's mount
+// point) stay in the upper layer. It reports false, leaving nothing
+// mounted, when the overlay is refused or its device nodes cannot be
+// opened: in a user namespace a mount holds no usable device node, and
+// privateDev binds each entry instead.
+func devOverlay(source, target, dir string) bool {
+	if !initialUserNamespace() {
+		return false
+	}
+	upper, work := filepath.Join(dir, "upper"), filepath.Join(dir, "work")
+	for _, d := range []string{upper, work} {
+		if os.MkdirAll(d, 0o755) != nil {
+			return false
+		}
+	}
+	if strings.ContainsAny(source+dir, ",:\\") {
+		return false
+	}
+	if err := os.MkdirAll(target, 0o755); err != nil {
+		return false
+	}
+	if unix.Mount("overlay", target, "overlay", unix.MS_NOSUID, "lowerdir="+source+",upperdir="+upper+",workdir="+work) != nil {
+		return false
+	}
+	undo := func() bool {
+		_ = unix.Unmount(target, unix.MNT_DETACH)
+		return false
+	}
+	f, err := os.OpenFile(filepath.Join(target, "null"), os.O_WRONLY, 0)
+	if err != nil {
+		return undo()
+	}
+	_ = f.Close()
+	below, err := mountinfo.GetMounts(func(m *mountinfo.Info) (bool, bool) {
+		p := filepath.Clean(m.Mountpoint)
+		return p == source || !within(p, source), false
+	})
+	if err != nil {
+		return undo()
+	}
+	// The topmost mounts below /dev, each bound with what is below it.
+	var tops []string
+	for _, m := range below {
+		tops = append(tops, filepath.Clean(m.Mountpoint))
+	}
+	sort.Slice(tops, func(i, j int) bool { return depth(tops[i]) < depth(tops[j]) })
+	var bound []string
+	for _, p := range tops {
+		if slices.ContainsFunc(bound, func(b string) bool { return within(p, b) }) {
+			continue
+		}
+		rel, err := filepath.Rel(source, p)
+		if err != nil {
+			return undo()
+		}
+		to := filepath.Join(target, rel)
+		if st, err := os.Stat(p); err != nil || !st.IsDir() {
+			// A file mounted on (rare): bound like privateDev's entries.
+			if ensure(to, false) != nil || unix.Mount(p, to, "", unix.MS_BIND|unix.MS_REC, "") != nil {
+				return undo()
+			}
+		} else if os.MkdirAll(to, 0o755) != nil || unix.Mount(p, to, "", unix.MS_BIND|unix.MS_REC, "") != nil {
+			return undo()
+		}
+		bound = append(bound, p)
+	}
+	return true
+}
+
+// initialUserNamespace reports whether the process is in the host's user
+// namespace (its uid_map maps every ID to itself), where an overlay's
+// device nodes can be opened.
+func initialUserNamespace() bool {
+	b, err := os.ReadFile("/proc/self/uid_map")
+	return err == nil && strings.Join(strings.Fields(string(b)), " ") == "0 0 4294967295"
 }
 
 // privateDev mounts a tmpfs on target, the container's /dev, with the
