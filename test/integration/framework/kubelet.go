@@ -10,6 +10,7 @@ import (
 
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/client-go/kubernetes"
@@ -53,8 +54,27 @@ func isActive(p *corev1.Pod) bool {
 
 // SetPodPhase writes the pod's status as a kubelet would for phase: for
 // Running, a running container and Ready; for Succeeded or Failed, a
-// terminated container with exit code 0 or 1 and finishedAt now.
+// terminated container with exit code 0 or 1 and finishedAt now. When the
+// pod changed since it was read (a controller adopted it, added its
+// finalizer), it reads the pod again and retries, as a kubelet does: only
+// its status is written.
 func SetPodPhase(ctx context.Context, c kubernetes.Interface, pod *corev1.Pod, phase corev1.PodPhase) error {
+	err := setPodPhase(ctx, c, pod, phase)
+	for attempt := 0; apierrors.IsConflict(err) && attempt < 5; attempt++ {
+		fresh, getErr := c.CoreV1().Pods(pod.Namespace).Get(ctx, pod.Name, metav1.GetOptions{})
+		if getErr != nil {
+			return fmt.Errorf("setting pod %s/%s to %s: %w", pod.Namespace, pod.Name, phase, getErr)
+		}
+		if fresh.UID != pod.UID {
+			return err
+		}
+		err = setPodPhase(ctx, c, fresh, phase)
+	}
+	return err
+}
+
+// setPodPhase is one attempt of SetPodPhase, against pod's resourceVersion.
+func setPodPhase(ctx context.Context, c kubernetes.Interface, pod *corev1.Pod, phase corev1.PodPhase) error {
 	p := pod.DeepCopy()
 	now := metav1.Now()
 	p.Status.Phase = phase
