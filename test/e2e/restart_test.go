@@ -209,3 +209,50 @@ func TestUpSIGTERMIsAGracefulNodeShutdown(t *testing.T) {
 		t.Errorf("status succeeded %d failed %d, pods succeeded %d; want %d succeeded, no failure counted", got.Status.Succeeded, got.Status.Failed, succeeded, restartCompletions)
 	}
 }
+
+// TestResetKillsWhatACrashLeft: the containers a `kill -9`ed `up` left
+// running for the next one are killed by `jobkeeper reset`, which removes
+// what they would have been taken over from.
+func TestResetKillsWhatACrashLeft(t *testing.T) {
+	ctx := context.Background()
+	dir := filepath.Join(t.TempDir(), "data")
+	tag := strconv.FormatInt(time.Now().UnixNano()%1000000, 10)
+	up, c, _ := startUp(t, dir)
+	pod := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: "left"},
+		Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "main", Image: "busybox", Command: []string{"sleep", "3019" + tag}}}},
+	}
+	if _, err := c.CoreV1().Pods("default").Create(ctx, pod, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	waitPod(t, c, "default", pod.Name, "running", time.Minute, phaseIs(corev1.PodRunning))
+	sleeping := func() bool {
+		entries, _ := os.ReadDir("/proc")
+		for _, e := range entries {
+			b, err := os.ReadFile("/proc/" + e.Name() + "/cmdline")
+			if err == nil && string(b) == "sleep\x003019"+tag+"\x00" && alivePID(e.Name()) {
+				return true
+			}
+		}
+		return false
+	}
+	if !sleeping() {
+		t.Fatal("the pod's process is not running")
+	}
+	if err := syscall.Kill(-up.cmd.Process.Pid, syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	<-up.exited
+	if !sleeping() {
+		t.Fatal("the pod's process died with up")
+	}
+	code, out := start(t, "reset", "--data-dir", dir).waitExit(t, 30*time.Second)
+	if code != 0 || !strings.Contains(out, "containers left running by a previous up") {
+		t.Errorf("reset: exit %d, output:\n%s", code, out)
+	}
+	if err := wait.PollUntilContextTimeout(ctx, 50*time.Millisecond, 10*time.Second, true, func(context.Context) (bool, error) {
+		return !sleeping(), nil
+	}); err != nil {
+		t.Error("the pod's process still runs after reset")
+	}
+}
