@@ -220,7 +220,7 @@ func TestResetKillsWhatACrashLeft(t *testing.T) {
 	up, c, _ := startUp(t, dir)
 	pod := &corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{Name: "left"},
-		Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "main", Image: "busybox", Command: []string{"sleep", "3019" + tag}}}},
+		Spec:       corev1.PodSpec{Containers: []corev1.Container{{Name: "main", Image: "busybox", Command: []string{"sleep", "3019" + tag}}}},
 	}
 	if _, err := c.CoreV1().Pods("default").Create(ctx, pod, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
