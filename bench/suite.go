@@ -291,12 +291,21 @@ func (e *env) cleanup(ctx context.Context, ns string) {
 		if err != nil {
 			return false, nil
 		}
+		undeleted := 0
 		for _, p := range pods.Items {
+			if p.DeletionTimestamp == nil {
+				undeleted++
+			}
 			// A run that failed can leave tracking finalizers behind.
 			if len(p.Finalizers) > 0 {
 				patch := []byte(`{"metadata":{"finalizers":null}}`)
 				_, _ = e.admin.CoreV1().Pods(ns).Patch(ctx, p.Name, types.MergePatchType, patch, metav1.PatchOptions{})
 			}
+		}
+		if undeleted > 0 {
+			// The first deletion can time out on a loaded machine (10,000
+			// pods): ask again.
+			_ = e.admin.CoreV1().Pods(ns).DeleteCollection(ctx, metav1.DeleteOptions{GracePeriodSeconds: ptr.To[int64](0)}, metav1.ListOptions{})
 		}
 		jobs, err := e.admin.BatchV1().Jobs(ns).List(ctx, metav1.ListOptions{Limit: 1})
 		return err == nil && len(pods.Items) == 0 && len(jobs.Items) == 0, nil
