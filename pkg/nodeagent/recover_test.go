@@ -3,6 +3,7 @@ package nodeagent
 import (
 	"context"
 	"os"
+	"path/filepath"
 	"sync"
 	"testing"
 	"time"
@@ -204,5 +205,58 @@ func TestRestartedAgentAdoptsAStartTheAPIMissed(t *testing.T) {
 	ta.waitPod(t, "p", phaseIs(corev1.PodSucceeded))
 	if n := rt.count("main"); n != 0 {
 		t.Errorf("%d attempts started, want none: the container ran twice", n)
+	}
+}
+
+// isolatingAdopter is an adopting runtime that also gives containers a
+// private view, so that the agent prepares and refreshes volumes.
+type isolatingAdopter struct {
+	*adoptingRuntime
+}
+
+// Isolation implements runtime.Isolator.
+func (isolatingAdopter) Isolation() (bool, string) { return true, "" }
+
+// TestRestartedAgentRefreshesAdoptedPodsVolumes: the configMap volume of a
+// pod whose container a restarted agent took over is refreshed as that of
+// a pod it started: the previous run wrote it, the container runs on and
+// reads the ConfigMap's later changes.
+func TestRestartedAgentRefreshesAdoptedPodsVolumes(t *testing.T) {
+	started := t0.Add(-time.Minute).Truncate(time.Second)
+	h := &fakeHandle{pid: 42, started: started, done: make(chan struct{})}
+	pod := runningPod("p", "u1", started)
+	pod.Spec.Volumes = []corev1.Volume{{Name: "cfg", VolumeSource: corev1.VolumeSource{ConfigMap: &corev1.ConfigMapVolumeSource{LocalObjectReference: corev1.LocalObjectReference{Name: "cfg"}}}}}
+	pod.Spec.Containers[0].VolumeMounts = []corev1.VolumeMount{{Name: "cfg", MountPath: "/etc/cfg"}}
+	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "cfg", Namespace: "ns"}, Data: map[string]string{"a": "1"}}
+
+	dataDir := t.TempDir()
+	prev := &Agent{opts: Options{DataDir: dataDir}}
+	// What the previous run of the agent wrote when it started the container.
+	vol := filepath.Join(prev.podDir("u1"), "volumes", "cfg")
+	if _, err := writeAtomic(vol, []projectedFile{{path: "a", data: []byte("1"), mode: 0o644}}, t0.Add(-time.Minute)); err != nil {
+		t.Fatal(err)
+	}
+	dir := prev.attemptStateDir("u1", "main", 0)
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	rt := &adoptingRuntime{left: map[string]runtime.Adopted{dir: {Found: true, Handle: h, PID: 42, StartedAt: started}}}
+	ta := startAgentOn(t, Options{MaxPods: 10, Runtime: "simulated", DataDir: dataDir}, func(clk *testingclock.FakeClock) runtime.Runtime {
+		rt.fakeRuntime = newFakeRuntime(clk)
+		return isolatingAdopter{rt}
+	}, pod, cm)
+	h.rt = rt.fakeRuntime
+	ta.waitPod(t, "p", func(p *corev1.Pod) bool { return getCondition(p, corev1.PodReady) != nil })
+
+	cm.Data["a"] = "2"
+	if _, err := ta.client.CoreV1().ConfigMaps("ns").Update(context.Background(), cm, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	ta.agent.volumes.refreshAll(context.Background())
+	if b, err := os.ReadFile(filepath.Join(vol, "a")); err != nil || string(b) != "2" {
+		t.Errorf("the taken-over pod's cfg/a after a refresh reads %q (%v), want 2", b, err)
+	}
+	if n := rt.count("main"); n != 0 {
+		t.Errorf("%d attempts started, want none", n)
 	}
 }

@@ -8,6 +8,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/klog/v2"
+
+	"jobkeeper.dev/jobkeeper/pkg/nodeagent/runtime"
 )
 
 // DefaultSyncFrequency is how often the volumes of running pods are
@@ -75,7 +77,8 @@ func (m *volumeManager) refreshLoop(ctx context.Context, syncFrequency time.Dura
 }
 
 // refreshAll writes again the refreshed volumes of every pod whose volumes
-// were prepared and that still runs. A write that changes nothing leaves
+// were prepared (by this run, or by the previous one for a pod taken over)
+// and that still runs. A write that changes nothing leaves
 // the directory untouched; one that fails keeps the files as they were and
 // records a FailedMount event, as the kubelet's sync does.
 func (m *volumeManager) refreshAll(ctx context.Context) {
@@ -94,13 +97,25 @@ func (m *volumeManager) refreshAll(ctx context.Context) {
 	}
 }
 
+// takeOver records that a container of pod, started by a previous run of
+// the agent, was taken over: the volumes that run wrote are refreshed from
+// now on. A runtime that mounts nothing on this host has none.
+func (m *volumeManager) takeOver(pod *corev1.Pod) {
+	if _, ok := m.agent.runtime.(runtime.Isolator); !ok {
+		return
+	}
+	m.mu.Lock()
+	m.takenOver[pod.UID] = true
+	m.mu.Unlock()
+}
+
 // refreshPod refreshes one pod's volumes. It holds refreshMu so that a pod
 // being forgotten (its directory about to be removed) is not written again.
 func (m *volumeManager) refreshPod(ctx context.Context, reads *objectReads, pod *corev1.Pod) {
 	m.refreshMu.Lock()
 	defer m.refreshMu.Unlock()
 	m.mu.Lock()
-	ready := m.ready[pod.UID]
+	ready := m.ready[pod.UID] || m.takenOver[pod.UID]
 	m.mu.Unlock()
 	if !ready {
 		return

@@ -50,6 +50,11 @@ type volumeManager struct {
 	ready map[types.UID]bool
 	// claims holds the paths of the pods' persistentVolumeClaim volumes.
 	claims claimPaths
+	// takenOver holds the pods whose containers a previous run of the
+	// agent started and this one took over: their volumes were written by
+	// that run and are refreshed, although ready is not set before one of
+	// their containers starts again (refresh.go).
+	takenOver map[types.UID]bool
 	// refreshMu serialises refreshes with forget.
 	refreshMu sync.Mutex
 	// tokensMu guards tokens.
@@ -61,7 +66,7 @@ type volumeManager struct {
 
 // newVolumeManager returns the agent's volume manager.
 func newVolumeManager(a *Agent) *volumeManager {
-	return &volumeManager{agent: a, ready: map[types.UID]bool{}, tokens: map[tokenKey]issuedToken{}}
+	return &volumeManager{agent: a, ready: map[types.UID]bool{}, takenOver: map[types.UID]bool{}, tokens: map[tokenKey]issuedToken{}}
 }
 
 // forget drops what is known about a pod's volumes.
@@ -70,6 +75,7 @@ func (m *volumeManager) forget(uid types.UID) {
 	defer m.refreshMu.Unlock()
 	m.mu.Lock()
 	delete(m.ready, uid)
+	delete(m.takenOver, uid)
 	m.mu.Unlock()
 	m.claims.forget(uid)
 	m.tokensMu.Lock()
