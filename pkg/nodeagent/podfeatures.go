@@ -99,6 +99,12 @@ func decideFeatures(pod *corev1.Pod, node nodeFeatures) featureDecision {
 			warn("securityContext.seLinuxOptions", "pod")
 		}
 	}
+	if pod.Spec.HostUsers != nil && !*pod.Spec.HostUsers && node.root {
+		// As root the sandboxes have no user namespace: the container's
+		// root would be the host's, the very thing the field rules out.
+		// (As another user each sandbox has one, mapping only that user.)
+		return refuse(ReasonPodFeatureUnsupported, "can't set `spec.hostUsers: false`, runtime does not support user namespaces: the local node agent runs as root and gives containers no user namespace, so their root would be the host's")
+	}
 	for _, k := range sortedKeys(pod.Annotations) {
 		if strings.HasPrefix(k, corev1.DeprecatedAppArmorBetaContainerAnnotationKeyPrefix) && pod.Annotations[k] != corev1.DeprecatedAppArmorBetaProfileNameUnconfined {
 			return refuse(ReasonAppArmor, "Cannot enforce AppArmor: annotation %s: the local node agent does not apply AppArmor profiles", k)
