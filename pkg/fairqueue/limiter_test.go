@@ -244,10 +244,10 @@ func TestFlowOf(t *testing.T) {
 type countingTokens struct{ taken int }
 
 func (c *countingTokens) Wait(context.Context) error { c.taken++; return nil }
-func (c *countingTokens) TryAccept() bool           { c.taken++; return true }
-func (c *countingTokens) Accept()                   { c.taken++ }
-func (c *countingTokens) Stop()                     {}
-func (c *countingTokens) QPS() float32              { return 7 }
+func (c *countingTokens) TryAccept() bool            { c.taken++; return true }
+func (c *countingTokens) Accept()                    { c.taken++ }
+func (c *countingTokens) Stop()                      {}
+func (c *countingTokens) QPS() float32               { return 7 }
 
 // TestWaitTakesAFreeTokenItself: with nobody waiting and a token there, the
 // caller takes it at once (observed as no wait), one token per request.
