@@ -31,6 +31,8 @@ type testAgent struct {
 	agent  *Agent
 	client *fake.Clientset
 	clock  *testingclock.FakeClock
+	// timers is clock as the agent sees it: it knows the armed timers.
+	timers *armedClock
 	cancel context.CancelFunc
 	done   chan error
 	// stopped makes stop idempotent (a test may stop the agent itself).
@@ -73,7 +75,8 @@ func startAgentOn(t *testing.T, opts Options, rt func(*testingclock.FakeClock) r
 		return true, nil, client.Tracker().Update(corev1.SchemeGroupVersion.WithResource("pods"), pod, b.Namespace)
 	})
 	clk := testingclock.NewFakeClock(t0)
-	opts.NodeName, opts.Clock = testNode, clk
+	timers := newArmedClock(clk)
+	opts.NodeName, opts.Clock = testNode, timers
 	if opts.DataDir == "" {
 		opts.DataDir = t.TempDir()
 	}
@@ -84,7 +87,7 @@ func startAgentOn(t *testing.T, opts Options, rt func(*testingclock.FakeClock) r
 	if rt != nil {
 		a.runtime = rt(clk)
 	}
-	ta := &testAgent{agent: a, client: client, clock: clk, cancel: cancel, done: make(chan error, 1)}
+	ta := &testAgent{agent: a, client: client, clock: clk, timers: timers, cancel: cancel, done: make(chan error, 1)}
 	go func() { ta.done <- a.Run(ctx) }()
 	t.Cleanup(ta.stop)
 	return ta
@@ -126,17 +129,6 @@ func (ta *testAgent) waitGone(t *testing.T, name string) {
 	if err != nil {
 		t.Fatalf("pod %s was not deleted", name)
 	}
-}
-
-// stepWhenWaiting advances the fake clock once something waits on it.
-func (ta *testAgent) step(t *testing.T, d time.Duration) {
-	t.Helper()
-	if err := wait.PollUntilContextTimeout(context.Background(), time.Millisecond, 10*time.Second, true, func(context.Context) (bool, error) {
-		return ta.clock.HasWaiters(), nil
-	}); err != nil {
-		t.Fatal("nothing waits on the clock")
-	}
-	ta.clock.Step(d)
 }
 
 func phaseIs(p corev1.PodPhase) func(*corev1.Pod) bool {

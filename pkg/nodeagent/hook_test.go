@@ -14,7 +14,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	kruntime "k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/intstr"
-	"k8s.io/apimachinery/pkg/util/wait"
 	testingclock "k8s.io/utils/clock/testing"
 	"k8s.io/utils/ptr"
 
@@ -93,16 +92,6 @@ func (ta *testAgent) deletePod(t *testing.T, name string, grace int64) {
 	p.DeletionGracePeriodSeconds = ptr.To(grace)
 	if err := ta.client.Tracker().Update(corev1.SchemeGroupVersion.WithResource("pods"), p, "ns"); err != nil {
 		t.Fatal(err)
-	}
-}
-
-// waitWaiters polls until n timers wait on the fake clock.
-func (ta *testAgent) waitWaiters(t *testing.T, n int) {
-	t.Helper()
-	if err := wait.PollUntilContextTimeout(context.Background(), time.Millisecond, 10*time.Second, true, func(context.Context) (bool, error) {
-		return ta.clock.Waiters() >= n, nil
-	}); err != nil {
-		t.Fatalf("fewer than %d timers wait on the clock", n)
 	}
 }
 
@@ -246,9 +235,8 @@ func TestPreStopSleepHookTimeIsDeductedFromTheGracePeriod(t *testing.T) {
 	if n := len(rt.stopOrder()); n != 0 {
 		t.Fatal("stopped before the preStop hook ran")
 	}
-	// The grace period's timer and the sleep's.
-	ta.waitWaiters(t, 2)
-	ta.clock.Step(5 * time.Second)
+	// The sleep ends.
+	ta.step(t, 5*time.Second)
 	ta.waitGone(t, "p")
 	if g := rt.stopGraces(); fmt.Sprint(g) != "[25s]" {
 		t.Errorf("stop grace periods = %v, want [25s]", g)
@@ -262,8 +250,8 @@ func TestPreStopHookIsAbandonedAtTheEndOfTheGracePeriod(t *testing.T) {
 	ta.waitPod(t, "p", phaseIs(corev1.PodRunning))
 	ta.deletePod(t, "p", 10)
 	ta.waitEvent(t, "Killing")
-	ta.waitWaiters(t, 2)
-	ta.clock.Step(10 * time.Second)
+	// The grace period's timer fires while the hook sleeps.
+	ta.step(t, 10*time.Second)
 	ta.waitGone(t, "p")
 	if g := rt.stopGraces(); fmt.Sprint(g) != "[2s]" {
 		t.Errorf("stop grace periods = %v, want [2s], the minimum after the hook", g)
