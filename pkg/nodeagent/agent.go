@@ -377,13 +377,6 @@ func (a *Agent) releaseLocked(w *worker) {
 	a.activeRequests = a.activeRequests.add(requests{cpuMilli: -w.requests.cpuMilli, memory: -w.requests.memory})
 }
 
-// activeUsage returns the pods running here and what they request.
-func (a *Agent) activeUsage() (requests, int) {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	return a.activeRequests, a.activePods
-}
-
 // onPodDeleted forgets a pod that left the API: a force-deleted pod's
 // attempts are killed at once, and its directory is removed.
 func (a *Agent) onPodDeleted(obj any) {

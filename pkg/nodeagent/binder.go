@@ -49,7 +49,8 @@ type binder struct {
 	volumes corelisters.PersistentVolumeLister
 	classes storagelisters.StorageClassLister
 
-	// mu guards assumed and unschedulable.
+	// mu guards assumed and unschedulable. Held with the agent's mu, it
+	// is taken first.
 	mu sync.Mutex
 	// assumed are pods bound but not yet seen on the node.
 	assumed map[types.UID]assumedPod
@@ -279,14 +280,24 @@ func (b *binder) seen(uid types.UID) {
 }
 
 // usage sums what the running pods and those just bound use.
+//
+// The two are read together: the agent starts a pod's worker and then
+// stops the binder assuming it (seen), so read one after the other a pod
+// whose worker starts in between would be counted in neither. An assumed
+// pod that has its worker already is counted once, as the worker's.
 func (b *binder) usage() (requests, int, error) {
-	used, count := b.a.activeUsage()
 	now := b.a.clock.Now()
 	b.mu.Lock()
 	defer b.mu.Unlock()
+	b.a.mu.Lock()
+	defer b.a.mu.Unlock()
+	used, count := b.a.activeRequests, b.a.activePods
 	for uid, p := range b.assumed {
 		if now.Sub(p.boundAt) > AssumeTimeout {
 			delete(b.assumed, uid)
+			continue
+		}
+		if _, running := b.a.workers[uid]; running {
 			continue
 		}
 		used, count = used.add(p.requests), count+1

@@ -60,6 +60,16 @@ func (b *binder) volumeView(labels map[string]string) *passVolumes {
 			return
 		}
 		listed = true
+		// The assumed pods first: the agent's informer has a pod in its
+		// cache before the agent stops assuming it (seen), so a pod is
+		// found in one of the two. Listed the other way round, a pod the
+		// informer adds in between is in neither, and its claim looks
+		// free.
+		b.mu.Lock()
+		for uid, a := range b.assumed {
+			p.use(uid, a.claims)
+		}
+		b.mu.Unlock()
 		if pods, err := b.a.podLister.List(everything); err == nil {
 			for _, pod := range pods {
 				if pod.Spec.NodeName == b.a.opts.NodeName && pod.Status.Phase != corev1.PodSucceeded && pod.Status.Phase != corev1.PodFailed {
@@ -67,11 +77,6 @@ func (b *binder) volumeView(labels map[string]string) *passVolumes {
 				}
 			}
 		}
-		b.mu.Lock()
-		for uid, a := range b.assumed {
-			p.use(uid, a.claims)
-		}
-		b.mu.Unlock()
 	}
 	p.view = volumeView{
 		claim: func(ns, name string) (*corev1.PersistentVolumeClaim, error) {

@@ -8,7 +8,11 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	storagev1 "k8s.io/api/storage/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
+	corelisters "k8s.io/client-go/listers/core/v1"
+	"k8s.io/client-go/tools/cache"
 	storagehelpers "k8s.io/component-helpers/storage/volume"
 
 	"jobkeeper.dev/jobkeeper/pkg/nodeagent/runtime/simulated"
@@ -88,4 +92,43 @@ func TestBinderReadWriteOncePod(t *testing.T) {
 		t.Fatal(err)
 	}
 	ta.waitPod(t, "second", func(p *corev1.Pod) bool { return p.Spec.NodeName == testNode })
+}
+
+// takeOverLister is the agent's pod lister at the moment its informer
+// adds a bound pod: the List answers without the pod, and right after the
+// pod is in the cache and the agent's handler has taken it over.
+type takeOverLister struct {
+	corelisters.PodLister
+	takeOver func()
+}
+
+func (l *takeOverLister) List(selector labels.Selector) ([]*corev1.Pod, error) {
+	pods, err := l.PodLister.List(selector)
+	if l.takeOver != nil {
+		l.takeOver()
+		l.takeOver = nil
+	}
+	return pods, err
+}
+
+// TestBinderClaimInUseWhileTheAgentTakesThePodOver: a pod the binder bound
+// is assumed until the agent's informer has it; a binding pass that looks
+// at the claim's users while that happens still finds the pod (it was
+// found in neither place, and a second pod of a ReadWriteOncePod claim was
+// bound beside it).
+func TestBinderClaimInUseWhileTheAgentTakesThePodOver(t *testing.T) {
+	first := claimPod("first", "u1", "only")
+	first.Spec.NodeName = testNode
+	indexer := cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc})
+	b := &binder{assumed: map[types.UID]assumedPod{first.UID: {claims: podClaims(first)}}, unschedulable: map[types.UID]string{}}
+	lister := &takeOverLister{PodLister: corelisters.NewPodLister(indexer), takeOver: func() {
+		if err := indexer.Add(first); err != nil {
+			t.Fatal(err)
+		}
+		b.seen(first.UID)
+	}}
+	b.a = &Agent{opts: Options{NodeName: testNode}, podLister: lister}
+	if !b.volumeView(nodeLabels(testNode)).view.inUse("ns", "only", "u2") {
+		t.Error("the claim of a pod the agent took over during the pass looks free")
+	}
 }
