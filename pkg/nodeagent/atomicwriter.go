@@ -64,6 +64,14 @@ func topLevel(p string) string {
 // (same paths, contents and modes) leave dir as it is. A directory written
 // before in another layout (plain files) is taken over.
 func writeAtomic(dir string, files []projectedFile, now time.Time) (bool, error) {
+	return writeAtomicWith(dir, files, now, nil)
+}
+
+// writeAtomicWith is writeAtomic with setPerms (nil: none) run once the new
+// version is written and before ..data points to it, as the kubelet's
+// atomic writer runs its setPerms: a reader never sees files without them
+// (the pod's fsGroup). A failing setPerms leaves the current version.
+func writeAtomicWith(dir string, files []projectedFile, now time.Time, setPerms func() error) (bool, error) {
 	for _, f := range files {
 		if err := checkProjectedPath(f.path); err != nil {
 			return false, err
@@ -97,6 +105,13 @@ func writeAtomic(dir string, files []projectedFile, now time.Time) (bool, error)
 			return false, err
 		}
 		if err := os.Chmod(p, os.FileMode(f.mode)&os.ModePerm); err != nil {
+			return false, err
+		}
+	}
+
+	if setPerms != nil {
+		if err := setPerms(); err != nil {
+			_ = os.RemoveAll(version)
 			return false, err
 		}
 	}

@@ -139,3 +139,54 @@ func TestWriteAtomic(t *testing.T) {
 		t.Errorf("a refused write changed the volume: app.conf = %q", got)
 	}
 }
+
+// TestWriteAtomicSetsPermsBeforeTheSwap: the permissions hook (the pod's
+// fsGroup) runs once the new version is written and before ..data points
+// to it, as the kubelet's atomic writer calls setPerms, so a reader never
+// sees a version without them; it does not run when nothing changed.
+func TestWriteAtomicSetsPermsBeforeTheSwap(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "vol")
+	now := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+	if _, err := writeAtomic(dir, []projectedFile{{path: "k", data: []byte("1"), mode: 0o400}}, now); err != nil {
+		t.Fatal(err)
+	}
+	old, err := os.Readlink(filepath.Join(dir, dataLink))
+	if err != nil {
+		t.Fatal(err)
+	}
+	calls := 0
+	setPerms := func() error {
+		calls++
+		if got, _ := os.Readlink(filepath.Join(dir, dataLink)); got != old {
+			t.Errorf("the hook ran after ..data moved to %s", got)
+		}
+		if vs := versions(t, dir); len(vs) != 2 {
+			t.Errorf("the hook ran with versions %v, want the old and the new", vs)
+		}
+		return nil
+	}
+	v2 := []projectedFile{{path: "k", data: []byte("2"), mode: 0o400}}
+	if changed, err := writeAtomicWith(dir, v2, now.Add(time.Minute), setPerms); err != nil || !changed {
+		t.Fatalf("update: %v, changed %v", err, changed)
+	}
+	if calls != 1 {
+		t.Errorf("hook called %d times on an update, want 1", calls)
+	}
+	if got := readVolume(t, dir, "k"); got != "2" {
+		t.Errorf("k = %q after the update", got)
+	}
+	if _, err := writeAtomicWith(dir, v2, now.Add(2*time.Minute), setPerms); err != nil {
+		t.Fatal(err)
+	}
+	if calls != 1 {
+		t.Errorf("hook called again when nothing changed")
+	}
+	// A failing hook leaves the current version in place.
+	failing := func() error { return os.ErrPermission }
+	if _, err := writeAtomicWith(dir, []projectedFile{{path: "k", data: []byte("3"), mode: 0o400}}, now.Add(3*time.Minute), failing); err == nil {
+		t.Errorf("a failing hook: no error")
+	}
+	if got := readVolume(t, dir, "k"); got != "2" {
+		t.Errorf("k = %q after a failed update, want 2", got)
+	}
+}

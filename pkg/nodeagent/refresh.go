@@ -128,11 +128,13 @@ func (m *volumeManager) refreshPod(ctx context.Context, reads *objectReads, pod 
 		}
 		files, err := m.projection(ctx, reads, pod, v)
 		if err == nil {
+			// The new files get the pod's fsGroup before they are
+			// swapped in: a reader never sees them without it.
+			dir := m.source(pod, v)
 			var changed bool
-			changed, err = writeAtomic(m.source(pod, v), files, m.agent.clock.Now())
-			if changed {
+			changed, err = writeAtomicWith(dir, files, m.agent.clock.Now(), func() error { return m.applyFSGroup(pod, dir, true, nil) })
+			if changed && err == nil {
 				klog.FromContext(ctx).V(2).Info("Volume refreshed", "pod", klog.KObj(pod), "volume", v.Name)
-				err = m.applyFSGroup(pod, m.source(pod, v), true, nil)
 			}
 		}
 		if err != nil {

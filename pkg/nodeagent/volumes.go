@@ -284,10 +284,13 @@ func (m *volumeManager) prepareVolume(ctx context.Context, pod *corev1.Pod, v *c
 	if err != nil {
 		return err
 	}
-	// What a previous run of the agent left is replaced whole.
-	if _, err = writeAtomic(dir, files, m.agent.clock.Now()); err != nil {
+	// What a previous run of the agent left is replaced whole; the files
+	// have the pod's fsGroup before they are swapped in.
+	changed, err := writeAtomicWith(dir, files, m.agent.clock.Now(), func() error { return m.applyFSGroup(pod, dir, true, nil) })
+	if err != nil || changed {
 		return err
 	}
+	// Unchanged since a previous run of the agent wrote it.
 	return m.applyFSGroup(pod, dir, true, nil)
 }
 
