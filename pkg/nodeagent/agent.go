@@ -487,6 +487,12 @@ func (a *Agent) containerSpec(ctx context.Context, pod *corev1.Pod, c *container
 	if img != nil {
 		return a.imageContainerSpec(ctx, pod, c, img, spec, env, hostname)
 	}
+	if _, host := a.runtime.(runtime.HostDirs); host {
+		uid, gid := a.hostModeIDs()
+		if err := checkHostModeUser(pod, c.spec, uid, gid); err != nil {
+			return spec, err
+		}
+	}
 	dir := a.containerDir(pod.UID, c.spec.Name)
 	defaults := &envList{}
 	defaults.set("HOSTNAME", hostname)

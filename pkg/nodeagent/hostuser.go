@@ -1,0 +1,63 @@
+package nodeagent
+
+import (
+	"fmt"
+	"os"
+
+	corev1 "k8s.io/api/core/v1"
+)
+
+// In host mode (--images=host) a container's processes run as the user
+// its sandbox has: the agent's, or, for an agent that is not root and gives
+// containers a private view, root of a user namespace that maps only the
+// agent's user. runAsUser, runAsGroup and runAsNonRoot cannot change that,
+// so a container asking for something else waits with
+// CreateContainerConfigError saying why, as the kubelet's runAsNonRoot
+// check does, rather than run as another user.
+
+// checkHostModeUser checks container c of pod against the user (uid, gid)
+// its processes would have in host mode.
+func checkHostModeUser(pod *corev1.Pod, c *corev1.Container, uid, gid int64) error {
+	var runAsUser, runAsGroup *int64
+	var nonRoot *bool
+	if psc := pod.Spec.SecurityContext; psc != nil {
+		runAsUser, runAsGroup, nonRoot = psc.RunAsUser, psc.RunAsGroup, psc.RunAsNonRoot
+	}
+	if sc := c.SecurityContext; sc != nil {
+		if sc.RunAsUser != nil {
+			runAsUser = sc.RunAsUser
+		}
+		if sc.RunAsGroup != nil {
+			runAsGroup = sc.RunAsGroup
+		}
+		if sc.RunAsNonRoot != nil {
+			nonRoot = sc.RunAsNonRoot
+		}
+	}
+	who := fmt.Sprintf("(pod: %q, container: %s)", pod.Namespace+"/"+pod.Name, c.Name)
+	if nonRoot != nil && *nonRoot {
+		if runAsUser != nil && *runAsUser == 0 {
+			return fmt.Errorf("container's runAsUser breaks non-root policy %s", who)
+		}
+		if uid == 0 {
+			return fmt.Errorf("container has runAsNonRoot and image will run as root %s: in host mode (--images=host) containers run as the node agent's user, here root", who)
+		}
+	}
+	if runAsUser != nil && *runAsUser != uid {
+		return fmt.Errorf("runAsUser %d %s: in host mode (--images=host) containers run as the node agent's user, here %d", *runAsUser, who, uid)
+	}
+	if runAsGroup != nil && *runAsGroup != gid {
+		return fmt.Errorf("runAsGroup %d %s: in host mode (--images=host) containers run with the node agent's group, here %d", *runAsGroup, who, gid)
+	}
+	return nil
+}
+
+// hostModeIDs are the user and group a host mode container runs as.
+func (a *Agent) hostModeIDs() (uid, gid int64) {
+	uid, gid = int64(os.Getuid()), int64(os.Getgid())
+	if uid != 0 && a.isolated() {
+		// Root of the sandbox's user namespace.
+		return 0, 0
+	}
+	return uid, gid
+}
