@@ -20,7 +20,8 @@ import (
 type Recorded struct {
 	// PID is the sandbox's PID, also its session id.
 	PID int
-	// StartTime is its start time (see sandbox.KillSession).
+	// StartTime is its start time (see sandbox.KillSession); 0 when the
+	// record does not say.
 	StartTime uint64
 	// Durable is set for a sandbox that outlives the agent.
 	Durable bool
@@ -46,7 +47,11 @@ func ReadRecorded(dir string) []Recorded {
 		if err != nil || pid <= 1 {
 			continue
 		}
-		r := Recorded{PID: pid, StartTime: sandbox.StartTime(pid), file: filepath.Join(dir, e.Name())}
+		// A record without its start time (its writer was killed while
+		// writing it) keeps 0: whatever has that PID now is left alone,
+		// and only what is left of the session of a leader that is gone
+		// is killed (sandbox.KillSession).
+		r := Recorded{PID: pid, file: filepath.Join(dir, e.Name())}
 		if b, err := os.ReadFile(r.file); err == nil {
 			lines := strings.Split(strings.TrimSpace(string(b)), "\n")
 			if len(lines) > 1 {
