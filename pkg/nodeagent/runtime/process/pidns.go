@@ -79,6 +79,9 @@ type podNamespaces struct {
 	mu sync.Mutex
 	// byPod holds the namespaces in use.
 	byPod map[string]*podNamespace
+	// open opens a pause process's namespace; nil is openPIDNamespace
+	// (tests make it fail).
+	open func(pid int) (*os.File, error)
 }
 
 // joinPod returns the pod's shared namespace, starting its pause sandbox
@@ -106,8 +109,18 @@ func (r *Runtime) joinPod(ctx context.Context, spec runtime.Spec) (pidChoice, er
 		}
 		pods.byPod[spec.PodUID] = ns
 	}
-	f, err := openPIDNamespace(ns.sb.PID())
+	open := pods.open
+	if open == nil {
+		open = openPIDNamespace
+	}
+	f, err := open(ns.sb.PID())
 	if err != nil {
+		// A pause sandbox no attempt uses (the one just started) would
+		// otherwise run until the pod's next container or the agent's
+		// end.
+		if ns.users == 0 {
+			pods.end(spec.PodUID, ns)
+		}
 		return pidChoice{}, &runtime.StartError{Reason: ReasonCreateContainerError, Message: "joining the pod's process namespace: " + err.Error()}
 	}
 	ns.users++
@@ -116,17 +129,23 @@ func (r *Runtime) joinPod(ctx context.Context, spec runtime.Spec) (pidChoice, er
 		defer pods.mu.Unlock()
 		ns.users--
 		if ns.users == 0 {
-			ns.sb.Kill()
-			if pods.byPod[spec.PodUID] == ns {
-				delete(pods.byPod, spec.PodUID)
-			}
-			go func() {
-				<-ns.sb.Done()
-				_ = os.RemoveAll(ns.scratch)
-			}()
+			pods.end(spec.PodUID, ns)
 		}
 	})
 	return pidChoice{mode: sandbox.PIDJoin, join: f, release: release}, nil
+}
+
+// end kills ns, the namespace of pod uid no attempt uses any more, and
+// removes its scratch directory once it is gone. Called with mu held.
+func (pods *podNamespaces) end(uid string, ns *podNamespace) {
+	ns.sb.Kill()
+	if pods.byPod[uid] == ns {
+		delete(pods.byPod, uid)
+	}
+	go func() {
+		<-ns.sb.Done()
+		_ = os.RemoveAll(ns.scratch)
+	}()
 }
 
 // startPause starts the pause sandbox of spec's pod: a new PID namespace

@@ -2,6 +2,7 @@ package process
 
 import (
 	"context"
+	"errors"
 	"os"
 	"strings"
 	"testing"
@@ -85,3 +86,39 @@ func TestPIDNamespaceSharedByThePod(t *testing.T) {
 
 // isRoot reports whether the tests run as root.
 func isRoot() bool { return os.Getuid() == 0 }
+
+// TestPauseSandboxEndsWhenItsNamespaceCannotBeOpened: a pause sandbox just
+// started for a pod whose namespace then cannot be opened is killed and
+// forgotten with the failed start, not left running with no user.
+func TestPauseSandboxEndsWhenItsNamespaceCannotBeOpened(t *testing.T) {
+	rt := newRuntime(t, nil)
+	requirePIDNamespaces(t, rt)
+	if ok, why := rt.SharedPIDNamespaces(); !ok {
+		t.Skipf("no shared PID namespaces: %s", why)
+	}
+	pause := 0
+	rt.podNS.open = func(pid int) (*os.File, error) {
+		pause = pid
+		return nil, errors.New("test: no namespace")
+	}
+	spec := shellSpec(t, "exit 0")
+	spec.PodUID, spec.PIDNamespace = "pod-1", runtime.PIDNamespacePod
+	h, err := rt.Start(context.Background(), spec)
+	if err == nil {
+		h.Stop(0)
+		t.Fatal("started without its pod's namespace")
+	}
+	if !strings.Contains(err.Error(), "test: no namespace") {
+		t.Errorf("error %v, want the namespace's", err)
+	}
+	if pause == 0 {
+		t.Fatal("no pause sandbox was started")
+	}
+	rt.podNS.mu.Lock()
+	left := len(rt.podNS.byPod)
+	rt.podNS.mu.Unlock()
+	if left != 0 {
+		t.Errorf("%d pod namespaces kept, want none", left)
+	}
+	waitGone(t, pause)
+}
