@@ -92,6 +92,9 @@ type Agent struct {
 	// shuttingDown is set once a clean stop began: no pod starts any
 	// more.
 	shuttingDown bool
+	// deletions counts the deleted pods whose clean-up (their worker's
+	// end, their volumes and directory) is under way.
+	deletions sync.WaitGroup
 
 	// volumes prepares pod volumes on the host.
 	volumes *volumeManager
@@ -390,7 +393,6 @@ func (a *Agent) onPodDeleted(obj any) {
 			return
 		}
 	}
-	a.volumes.forget(pod.UID)
 	a.mu.Lock()
 	delete(a.refused, pod.UID)
 	w := a.workers[pod.UID]
@@ -401,7 +403,7 @@ func (a *Agent) onPodDeleted(obj any) {
 	a.mu.Unlock()
 	a.status.forget(pod.UID)
 	a.binder.enqueue()
-	go func() {
+	a.deletions.Go(func() {
 		if w != nil {
 			w.cancel()
 			<-w.done
@@ -412,8 +414,13 @@ func (a *Agent) onPodDeleted(obj any) {
 				}
 			}
 		}
+		// Only once the worker ended: an attempt it started meanwhile
+		// would mark the volumes ready again. Forgetting waits for a
+		// refresh under way, which is no business of the informer's
+		// handler.
+		a.volumes.forget(pod.UID)
 		_ = removePodDir(a.podDir(pod.UID))
-	}()
+	})
 }
 
 // removeOrphanDirs deletes directories of pods no longer in the API.

@@ -1,0 +1,42 @@
+package nodeagent
+
+import (
+	"context"
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/util/workqueue"
+)
+
+// TestDeletedPodsVolumesForgottenAfterItsWorker: a worker that prepares its
+// pod's volumes after the deletion handler ran, before it sees its cancel,
+// leaves no mark: the pod's volumes are forgotten once the worker ended.
+func TestDeletedPodsVolumesForgottenAfterItsWorker(t *testing.T) {
+	a, _ := volumeAgent(t, true)
+	a.status = newStatusManager(a.client)
+	a.binder = &binder{queue: workqueue.NewTypedRateLimitingQueue(workqueue.DefaultTypedControllerRateLimiter[string]())}
+	defer a.binder.queue.ShutDown()
+	pod := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: "p", Namespace: "ns", UID: "uid-1"},
+		Spec: corev1.PodSpec{Volumes: []corev1.Volume{{
+			Name: "scratch", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}},
+		}}},
+	}
+	w := &worker{done: make(chan struct{}), cancel: func() {}}
+	a.workers[pod.UID] = w
+
+	a.onPodDeleted(pod)
+	// The worker's attempt got past its last check of the context.
+	if err := a.volumes.prepare(context.Background(), pod); err != nil {
+		t.Fatal(err)
+	}
+	close(w.done)
+	a.deletions.Wait()
+
+	a.volumes.mu.Lock()
+	defer a.volumes.mu.Unlock()
+	if len(a.volumes.ready) != 0 || len(a.volumes.takenOver) != 0 {
+		t.Errorf("ready %v, taken over %v after the pod and its worker are gone, want none", a.volumes.ready, a.volumes.takenOver)
+	}
+}
