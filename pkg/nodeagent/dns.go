@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"unicode"
 
 	corev1 "k8s.io/api/core/v1"
 
@@ -174,6 +175,47 @@ func podDNS(pod *corev1.Pod, host dnsConfig) (dnsConfig, []string) {
 		warnings = append(warnings, "Search Line limits were exceeded, some search paths have been omitted, the applied search line is: "+strings.Join(c.searches, " "))
 	}
 	return c, warnings
+}
+
+// checkDNSConfig returns why dc cannot be written into a resolv.conf, naming
+// the field, or "" when it can. resolv.conf separates entries by blanks and
+// lines, so a nameserver, search domain, option name or option value with
+// whitespace or a control character would add entries (a newline adds whole
+// lines) the kubelet's merge never composed. The apiserver rejects such
+// nameservers (IP addresses) and searches (DNS subdomains) but checks only
+// that an option has a name; all are checked here all the same.
+func checkDNSConfig(dc *corev1.PodDNSConfig) string {
+	if dc == nil {
+		return ""
+	}
+	bad := func(field, v string) string {
+		return fmt.Sprintf("spec.dnsConfig.%s: %q has whitespace or a control character, which cannot be written into the pod's /etc/resolv.conf as one entry", field, v)
+	}
+	for i, ns := range dc.Nameservers {
+		if !resolvConfWord(ns) {
+			return bad(fmt.Sprintf("nameservers[%d]", i), ns)
+		}
+	}
+	for i, s := range dc.Searches {
+		if !resolvConfWord(s) {
+			return bad(fmt.Sprintf("searches[%d]", i), s)
+		}
+	}
+	for i, o := range dc.Options {
+		if !resolvConfWord(o.Name) {
+			return bad(fmt.Sprintf("options[%d].name", i), o.Name)
+		}
+		if o.Value != nil && *o.Value != "" && !resolvConfWord(*o.Value) {
+			return bad(fmt.Sprintf("options[%d].value", i), *o.Value)
+		}
+	}
+	return ""
+}
+
+// resolvConfWord reports whether s is free of whitespace and control
+// characters, so that it stays one word of a resolv.conf line.
+func resolvConfWord(s string) bool {
+	return !strings.ContainsFunc(s, func(r rune) bool { return unicode.IsSpace(r) || unicode.IsControl(r) })
 }
 
 // withoutDuplicates keeps the first of each value, in order.

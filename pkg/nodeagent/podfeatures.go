@@ -26,6 +26,10 @@ const (
 	// the node does not enforce some of its fields (resource limits, a
 	// RuntimeDefault seccomp profile, capabilities, SELinux options).
 	ReasonNotEnforced = "NotEnforced"
+	// ReasonInvalidDNSConfig: the pod's dnsConfig has an entry that
+	// cannot be written into a resolv.conf as one entry (the apiserver
+	// checks only that an option has a name).
+	ReasonInvalidDNSConfig = "InvalidDNSConfig"
 )
 
 // nodeFeatures is what this node can do, for decideFeatures.
@@ -60,7 +64,8 @@ type featureDecision struct {
 //     seccomp profile, an AppArmor profile other than Unconfined (as a
 //     kubelet on a host without AppArmor), sysctls (they would be set on
 //     the host), readOnlyRootFilesystem, dnsPolicy None and dnsConfig
-//     without a private view, fsGroup when the agent cannot change groups;
+//     without a private view, fsGroup when the agent cannot change groups,
+//     a dnsConfig entry that would not be one entry of resolv.conf;
 //   - accepted with a Warning event: resource limits (no cgroups),
 //     capabilities, a RuntimeDefault seccomp profile and SELinux options
 //     (what most pods carry: refusing them would refuse ordinary pods).
@@ -109,6 +114,9 @@ func decideFeatures(pod *corev1.Pod, node nodeFeatures) featureDecision {
 		if strings.HasPrefix(k, corev1.DeprecatedAppArmorBetaContainerAnnotationKeyPrefix) && pod.Annotations[k] != corev1.DeprecatedAppArmorBetaProfileNameUnconfined {
 			return refuse(ReasonAppArmor, "Cannot enforce AppArmor: annotation %s: the local node agent does not apply AppArmor profiles", k)
 		}
+	}
+	if msg := checkDNSConfig(pod.Spec.DNSConfig); msg != "" {
+		return refuse(ReasonInvalidDNSConfig, "%s", msg)
 	}
 	if ownDNS(pod) && !node.isolated {
 		return refuse(ReasonPodFeatureUnsupported, "spec.dnsPolicy None or spec.dnsConfig: this node cannot give containers a private filesystem view, so they read the host's /etc/resolv.conf")

@@ -77,6 +77,17 @@ func TestDecideFeatures(t *testing.T) {
 			wantReason: ReasonPodFeatureUnsupported, wantIn: "securityContext.readOnlyRootFilesystem"},
 		{name: "dnsConfig without a private view", node: nodeFeatures{root: true}, pod: &corev1.Pod{Spec: corev1.PodSpec{DNSConfig: &corev1.PodDNSConfig{Nameservers: []string{"1.1.1.1"}}, Containers: []corev1.Container{{Name: "c"}}}},
 			wantReason: ReasonPodFeatureUnsupported, wantIn: "spec.dnsConfig"},
+		{name: "dnsConfig option name with a newline", node: full, pod: withDNS(&corev1.PodDNSConfig{Options: []corev1.PodDNSConfigOption{{Name: "ndots:1\nnameserver 10.0.0.1"}}}),
+			wantReason: ReasonInvalidDNSConfig, wantIn: `spec.dnsConfig.options[0].name: "ndots:1\nnameserver 10.0.0.1"`},
+		{name: "dnsConfig option value with a blank", node: full, pod: withDNS(&corev1.PodDNSConfig{Options: []corev1.PodDNSConfigOption{{Name: "edns0"}, {Name: "ndots", Value: ptr.To("1 rotate")}}}),
+			wantReason: ReasonInvalidDNSConfig, wantIn: "spec.dnsConfig.options[1].value"},
+		{name: "dnsConfig search with a tab", node: full, pod: withDNS(&corev1.PodDNSConfig{Searches: []string{"a.example", "b\tc"}}),
+			wantReason: ReasonInvalidDNSConfig, wantIn: "spec.dnsConfig.searches[1]"},
+		{name: "dnsConfig nameserver with a carriage return", node: full, pod: withDNS(&corev1.PodDNSConfig{Nameservers: []string{"10.0.0.1\r"}}),
+			wantReason: ReasonInvalidDNSConfig, wantIn: "spec.dnsConfig.nameservers[0]"},
+		{name: "dnsConfig invalid without a private view names the entry", node: nodeFeatures{root: true}, pod: withDNS(&corev1.PodDNSConfig{Options: []corev1.PodDNSConfigOption{{Name: "a b"}}}),
+			wantReason: ReasonInvalidDNSConfig, wantIn: "spec.dnsConfig.options[0].name"},
+		{name: "dnsConfig options as written", node: full, pod: withDNS(&corev1.PodDNSConfig{Nameservers: []string{"1.1.1.1"}, Searches: []string{"example.com."}, Options: []corev1.PodDNSConfigOption{{Name: "ndots", Value: ptr.To("2")}, {Name: "edns0"}, {Name: "timeout", Value: ptr.To("")}}})},
 		{name: "dnsConfig with a private view", node: full, pod: &corev1.Pod{Spec: corev1.PodSpec{DNSPolicy: corev1.DNSNone, DNSConfig: &corev1.PodDNSConfig{Nameservers: []string{"1.1.1.1"}}, Containers: []corev1.Container{{Name: "c"}}}}},
 		{name: "fsGroup as root", node: full, pod: withPSC(&corev1.PodSecurityContext{FSGroup: ptr.To[int64](2000)})},
 		{name: "fsGroup as another user", node: nodeFeatures{isolated: true}, pod: withPSC(&corev1.PodSecurityContext{FSGroup: ptr.To[int64](2000)}),
@@ -118,4 +129,9 @@ func TestEphemeralRefusal(t *testing.T) {
 	if reason, _ := a.ephemeralRefusal(pod, plain); reason != "" {
 		t.Errorf("plain ephemeral container refused: %q", reason)
 	}
+}
+
+// withDNS is a pod of one container with dnsConfig dc.
+func withDNS(dc *corev1.PodDNSConfig) *corev1.Pod {
+	return &corev1.Pod{Spec: corev1.PodSpec{DNSConfig: dc, Containers: []corev1.Container{{Name: "c"}}}}
 }
