@@ -8,6 +8,7 @@ import (
 	"sync"
 
 	"github.com/creack/pty"
+	"golang.org/x/sys/unix"
 
 	"jobkeeper.dev/jobkeeper/pkg/nodeagent/logfile"
 	"jobkeeper.dev/jobkeeper/pkg/nodeagent/runtime"
@@ -213,7 +214,7 @@ func (s *stdio) attach(ctx context.Context, req runtime.AttachRequest) error {
 					if !ok {
 						return
 					}
-					_ = pty.Setsize(s.term, &pty.Winsize{Rows: size.Height, Cols: size.Width})
+					s.resize(size)
 				case <-s.ended:
 					return
 				case <-ctx.Done():
@@ -230,6 +231,21 @@ func (s *stdio) attach(ctx context.Context, req runtime.AttachRequest) error {
 	case <-gone:
 	}
 	return nil
+}
+
+// resize sets the terminal's size. The ioctl goes through the file's
+// syscall.RawConn, which holds the descriptor while it runs and refuses
+// once wait has closed the terminal: through Fd (pty.Setsize) it raced
+// with that Close, and the number could be another file's by then.
+func (s *stdio) resize(size runtime.TerminalSize) {
+	conn, err := s.term.SyscallConn()
+	if err != nil {
+		return
+	}
+	ws := &unix.Winsize{Row: size.Height, Col: size.Width}
+	_ = conn.Control(func(fd uintptr) {
+		_ = unix.IoctlSetWinsize(int(fd), unix.TIOCSWINSZ, ws)
+	})
 }
 
 // fanout writes a stream to the log and to the clients attached to it. A
