@@ -13,7 +13,9 @@ import (
 // agent's user. runAsUser, runAsGroup and runAsNonRoot cannot change that,
 // so a container asking for something else waits with
 // CreateContainerConfigError saying why, as the kubelet's runAsNonRoot
-// check does, rather than run as another user.
+// check does, rather than run as another user. The processes keep the
+// agent's groups: supplementalGroups and fsGroup (as a group of the
+// processes) are named in the NotEnforced warning (decideFeatures).
 
 // checkHostModeUser checks container c of pod against the user (uid, gid)
 // its processes would have in host mode.

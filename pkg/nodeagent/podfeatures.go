@@ -39,6 +39,9 @@ type nodeFeatures struct {
 	// root: the agent runs as root, so it can give files and processes
 	// any group.
 	root bool
+	// hostMode: containers run host programs as the agent's user
+	// (--images=host), with the agent's groups.
+	hostMode bool
 }
 
 // featureDecision is decideFeatures' answer. A non-empty reason refuses
@@ -68,7 +71,9 @@ type featureDecision struct {
 //     a dnsConfig entry that would not be one entry of resolv.conf;
 //   - accepted with a Warning event: resource limits (no cgroups),
 //     capabilities, a RuntimeDefault seccomp profile and SELinux options
-//     (what most pods carry: refusing them would refuse ordinary pods).
+//     (what most pods carry: refusing them would refuse ordinary pods);
+//     in host mode supplementalGroups and fsGroup as a group of the
+//     processes, which keep the agent's groups.
 //
 // The first refusal found wins: pod fields, then containers in spec order
 // (init, regular, ephemeral).
@@ -96,6 +101,16 @@ func decideFeatures(pod *corev1.Pod, node nodeFeatures) featureDecision {
 		}
 		if psc.FSGroup != nil && !node.root {
 			return refuse(ReasonPodFeatureUnsupported, "spec.securityContext.fsGroup: the local node agent does not run as root, so it cannot give volumes or processes group %d", *psc.FSGroup)
+		}
+		if node.hostMode {
+			// Host mode's processes keep the agent's groups (hostuser.go):
+			// the volumes get the fsGroup, the processes do not.
+			if len(psc.SupplementalGroups) > 0 {
+				warn("securityContext.supplementalGroups", "pod")
+			}
+			if psc.FSGroup != nil {
+				warn("securityContext.fsGroup as a group of the processes", "pod")
+			}
 		}
 		if p := psc.SeccompProfile; p != nil && p.Type == corev1.SeccompProfileTypeRuntimeDefault {
 			warn("securityContext.seccompProfile RuntimeDefault", "pod")
@@ -189,7 +204,7 @@ func notEnforcedMessage(fields []string) string {
 
 // podFeatures returns the node features decideFeatures needs.
 func (a *Agent) podFeatures() nodeFeatures {
-	return nodeFeatures{isolated: a.isolated(), root: a.euid == 0}
+	return nodeFeatures{isolated: a.isolated(), root: a.euid == 0, hostMode: a.puller == nil}
 }
 
 // ephemeralRefusal decides the fields of an ephemeral container, which
