@@ -499,6 +499,7 @@ func (a *Agent) containerSpec(ctx context.Context, pod *corev1.Pod, c *container
 		if err := checkHostModeUser(pod, c.spec, uid, gid); err != nil {
 			return spec, err
 		}
+		spec.User = hostModeUser(pod, uid, gid, a.euid == 0)
 	}
 	dir := a.containerDir(pod.UID, c.spec.Name)
 	defaults := &envList{}

@@ -3,8 +3,11 @@ package nodeagent
 import (
 	"fmt"
 	"os"
+	"slices"
 
 	corev1 "k8s.io/api/core/v1"
+
+	"jobkeeper.dev/jobkeeper/pkg/nodeagent/runtime"
 )
 
 // In host mode (--images=host) a container's processes run as the user
@@ -13,9 +16,11 @@ import (
 // agent's user. runAsUser, runAsGroup and runAsNonRoot cannot change that,
 // so a container asking for something else waits with
 // CreateContainerConfigError saying why, as the kubelet's runAsNonRoot
-// check does, rather than run as another user. The processes keep the
-// agent's groups: supplementalGroups and fsGroup (as a group of the
-// processes) are named in the NotEnforced warning (decideFeatures).
+// check does, rather than run as another user. As root the processes also
+// get the pod's supplementalGroups and fsGroup, as in images mode
+// (hostModeUser); as another user they keep the agent's groups, and
+// supplementalGroups are named in the NotEnforced warning (decideFeatures;
+// fsGroup is refused there).
 
 // checkHostModeUser checks container c of pod against the user (uid, gid)
 // its processes would have in host mode.
@@ -62,4 +67,21 @@ func (a *Agent) hostModeIDs() (uid, gid int64) {
 		return 0, 0
 	}
 	return uid, gid
+}
+
+// hostModeUser is the User of a host mode container of pod run by an agent
+// whose processes have (uid, gid): with root the agent's user given the
+// pod's supplementalGroups and its fsGroup (which the kubelet adds to every
+// container's groups); nil (the agent's user and groups, unchanged) when
+// the pod names no group or the agent cannot give groups.
+func hostModeUser(pod *corev1.Pod, uid, gid int64, root bool) *runtime.User {
+	psc := pod.Spec.SecurityContext
+	if !root || psc == nil || (len(psc.SupplementalGroups) == 0 && psc.FSGroup == nil) {
+		return nil
+	}
+	groups := slices.Clone(psc.SupplementalGroups)
+	if psc.FSGroup != nil {
+		groups = append(groups, *psc.FSGroup)
+	}
+	return &runtime.User{RunAsUser: &uid, RunAsGroup: &gid, SupplementalGroups: groups}
 }

@@ -4,6 +4,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/google/go-cmp/cmp"
+
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
@@ -51,5 +53,49 @@ func TestCheckHostModeUser(t *testing.T) {
 				t.Errorf("error %v, want one containing %q", err, tc.wantIn)
 			}
 		})
+	}
+}
+
+// TestHostModeUser: as root a host mode container gets the pod's
+// supplementalGroups and fsGroup with the agent's user and group; otherwise
+// it keeps the agent's user and groups.
+func TestHostModeUser(t *testing.T) {
+	withPSC := func(psc *corev1.PodSecurityContext) *corev1.Pod {
+		return &corev1.Pod{Spec: corev1.PodSpec{SecurityContext: psc}}
+	}
+	for _, tc := range []struct {
+		name       string
+		pod        *corev1.Pod
+		root       bool
+		wantGroups []int64
+		wantNil    bool
+	}{
+		{name: "no security context", pod: withPSC(nil), root: true, wantNil: true},
+		{name: "no groups", pod: withPSC(&corev1.PodSecurityContext{RunAsNonRoot: ptr.To(false)}), root: true, wantNil: true},
+		{name: "supplementalGroups as root", pod: withPSC(&corev1.PodSecurityContext{SupplementalGroups: []int64{10, 11}}), root: true, wantGroups: []int64{10, 11}},
+		{name: "fsGroup as root", pod: withPSC(&corev1.PodSecurityContext{FSGroup: ptr.To[int64](3000)}), root: true, wantGroups: []int64{3000}},
+		{name: "both as root", pod: withPSC(&corev1.PodSecurityContext{SupplementalGroups: []int64{10}, FSGroup: ptr.To[int64](3000)}), root: true, wantGroups: []int64{10, 3000}},
+		{name: "not root: the agent's groups (warned)", pod: withPSC(&corev1.PodSecurityContext{SupplementalGroups: []int64{10}}), wantNil: true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			u := hostModeUser(tc.pod, 0, 5, tc.root)
+			if tc.wantNil {
+				if u != nil {
+					t.Fatalf("user %+v, want nil", u)
+				}
+				return
+			}
+			if u == nil || u.RunAsUser == nil || *u.RunAsUser != 0 || u.RunAsGroup == nil || *u.RunAsGroup != 5 || u.Image != "" {
+				t.Fatalf("user %+v, want the agent's uid 0 and gid 5", u)
+			}
+			if diff := cmp.Diff(tc.wantGroups, u.SupplementalGroups); diff != "" {
+				t.Errorf("groups (-want +got):\n%s", diff)
+			}
+		})
+	}
+	psc := &corev1.PodSecurityContext{SupplementalGroups: []int64{10}, FSGroup: ptr.To[int64](3000)}
+	hostModeUser(withPSC(psc), 0, 0, true)
+	if diff := cmp.Diff([]int64{10}, psc.SupplementalGroups); diff != "" {
+		t.Errorf("the pod's supplementalGroups changed (-want +got):\n%s", diff)
 	}
 }

@@ -40,7 +40,7 @@ type nodeFeatures struct {
 	// any group.
 	root bool
 	// hostMode: containers run host programs as the agent's user
-	// (--images=host), with the agent's groups.
+	// (--images=host).
 	hostMode bool
 }
 
@@ -72,8 +72,8 @@ type featureDecision struct {
 //   - accepted with a Warning event: resource limits (no cgroups),
 //     capabilities, a RuntimeDefault seccomp profile and SELinux options
 //     (what most pods carry: refusing them would refuse ordinary pods);
-//     in host mode supplementalGroups and fsGroup as a group of the
-//     processes, which keep the agent's groups.
+//     supplementalGroups in host mode when the agent is not root (the
+//     processes keep the agent's groups).
 //
 // The first refusal found wins: pod fields, then containers in spec order
 // (init, regular, ephemeral).
@@ -102,15 +102,10 @@ func decideFeatures(pod *corev1.Pod, node nodeFeatures) featureDecision {
 		if psc.FSGroup != nil && !node.root {
 			return refuse(ReasonPodFeatureUnsupported, "spec.securityContext.fsGroup: the local node agent does not run as root, so it cannot give volumes or processes group %d", *psc.FSGroup)
 		}
-		if node.hostMode {
-			// Host mode's processes keep the agent's groups (hostuser.go):
-			// the volumes get the fsGroup, the processes do not.
-			if len(psc.SupplementalGroups) > 0 {
-				warn("securityContext.supplementalGroups", "pod")
-			}
-			if psc.FSGroup != nil {
-				warn("securityContext.fsGroup as a group of the processes", "pod")
-			}
+		if node.hostMode && !node.root && len(psc.SupplementalGroups) > 0 {
+			// Host mode's processes then keep the agent's groups
+			// (hostuser.go); as root they get them.
+			warn("securityContext.supplementalGroups", "pod")
 		}
 		if p := psc.SeccompProfile; p != nil && p.Type == corev1.SeccompProfileTypeRuntimeDefault {
 			warn("securityContext.seccompProfile RuntimeDefault", "pod")

@@ -3,6 +3,7 @@ package e2e
 import (
 	"context"
 	"os"
+	"slices"
 	"strings"
 	"testing"
 
@@ -127,6 +128,35 @@ func TestUpPodFields(t *testing.T) {
 		got := waitPod(t, c, ns, p.Name, "finished", nodeTimeout, finished)
 		if term := terminated(t, got); term.Message != "2345 drwxrwsrwx\n" {
 			t.Errorf("emptyDir group and mode %q, want 2345 drwxrwsrwx", term.Message)
+		}
+	})
+
+	t.Run("supplementalGroups and fsGroup in host mode", func(t *testing.T) {
+		if os.Geteuid() != 0 {
+			t.Skip("groups need up to run as root")
+		}
+		p := shPod("groups", "id -G > /dev/termination-log")
+		p.Spec.SecurityContext = &corev1.PodSecurityContext{SupplementalGroups: []int64{3456}, FSGroup: ptr.To[int64](2345)}
+		p = create(p)
+		got := waitPod(t, c, ns, p.Name, "finished", nodeTimeout, finished)
+		groups := strings.Fields(terminated(t, got).Message)
+		if !slices.Contains(groups, "3456") || !slices.Contains(groups, "2345") {
+			t.Errorf("id -G says %q, want the supplemental group 3456 and the fsGroup 2345", groups)
+		}
+	})
+
+	t.Run("dnsConfig option with a newline is refused", func(t *testing.T) {
+		p := shPod("dns-newline", "true")
+		p.Spec.DNSConfig = &corev1.PodDNSConfig{Options: []corev1.PodDNSConfigOption{{Name: "ndots:1\nnameserver 192.0.2.1"}}}
+		p = create(p)
+		got := waitPod(t, c, ns, p.Name, "failed", nodeTimeout, phaseIs(corev1.PodFailed))
+		const why = `spec.dnsConfig.options[0].name: "ndots:1\nnameserver 192.0.2.1" has whitespace or a control character`
+		if got.Status.Reason != nodeagent.ReasonInvalidDNSConfig || !strings.HasPrefix(got.Status.Message, "Pod was rejected: "+why) {
+			t.Errorf("pod status %q %q", got.Status.Reason, got.Status.Message)
+		}
+		events := podEvents(t, c, got, func(evs []string) bool { return strings.Contains(strings.Join(evs, "\n"), why) })
+		if !strings.Contains(strings.Join(events, "\n"), nodeagent.ReasonInvalidDNSConfig+": "+why) {
+			t.Errorf("no Warning event of the refusal: %q", events)
 		}
 	})
 

@@ -41,8 +41,9 @@ type Spec struct {
 	// view's root. Nil: the host is the image (the view is a private
 	// copy-on-write view of the host's root).
 	Rootfs *Rootfs
-	// User is who the container's processes run as (image mode; the
-	// process runtime ignores it in host mode). Nil: the agent's own user.
+	// User is who the container's processes run as. Nil: the agent's own
+	// user and groups. In host mode the agent sets it only to give the
+	// agent's user the pod's supplemental groups (as root).
 	User *User
 	// Hostname is the pod's hostname (its spec.hostname or its name, at
 	// most 63 characters). A runtime that gives the container a UTS

@@ -289,17 +289,16 @@ func (r *Runtime) Start(ctx context.Context, spec runtime.Spec) (runtime.Handle,
 }
 
 // sandboxConfig is what the sandbox of spec runs, before its scratch
-// directory is chosen. Spec.User is for image mode only.
+// directory is chosen. In host mode Spec.User is nil (the agent's user and
+// groups) or names the agent's user with the pod's supplemental groups.
 func sandboxConfig(spec runtime.Spec, isolate bool) sandbox.Config {
 	cfg := sandbox.Config{Isolate: isolate, Command: spec.Command, Env: spec.Env, WorkingDir: spec.WorkingDir, Hostname: spec.Hostname, TTY: spec.TTY, ReadOnlyRoot: spec.ReadOnlyRoot, NoNewPrivileges: spec.NoNewPrivileges}
 	for _, m := range spec.Mounts {
 		cfg.Mounts = append(cfg.Mounts, sandbox.Mount{Source: m.Source, Target: m.Target, ReadOnly: m.ReadOnly})
 	}
-	if spec.Rootfs == nil {
-		// Host mode runs as the agent's user, as it always did.
-		return cfg
+	if spec.Rootfs != nil {
+		cfg.Rootfs = &sandbox.Rootfs{Layers: spec.Rootfs.Layers}
 	}
-	cfg.Rootfs = &sandbox.Rootfs{Layers: spec.Rootfs.Layers}
 	if u := spec.User; u != nil {
 		cfg.User = &sandbox.User{Image: u.Image, RunAsUser: u.RunAsUser, RunAsGroup: u.RunAsGroup, SupplementalGroups: u.SupplementalGroups}
 	}
