@@ -39,19 +39,7 @@ type Writer struct {
 
 // NewWriter opens (appending) the log file at path.
 func NewWriter(path string, maxSize int64, clk clock.PassiveClock) (*Writer, error) {
-	if maxSize <= 0 {
-		maxSize = DefaultMaxSize
-	}
-	f, err := os.OpenFile(path, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o640)
-	if err != nil {
-		return nil, fmt.Errorf("opening log file: %w", err)
-	}
-	st, err := f.Stat()
-	if err != nil {
-		_ = f.Close()
-		return nil, fmt.Errorf("reading log file size: %w", err)
-	}
-	return &Writer{path: path, maxSize: maxSize, clock: clk, f: f, size: st.Size(), partial: map[string][]byte{}}, nil
+	return newWriter(nil, path, maxSize, clk)
 }
 
 // NewWriterIn opens (appending) the log file name in the directory dir and
@@ -60,10 +48,16 @@ func NewWriter(path string, maxSize int64, clk clock.PassiveClock) (*Writer, err
 // log after entering the container's view). dir must stay open while the
 // Writer is used.
 func NewWriterIn(dir *os.File, name string, maxSize int64, clk clock.PassiveClock) (*Writer, error) {
+	return newWriter(dir, name, maxSize, clk)
+}
+
+// newWriter opens (appending) the log file path, relative to dir when dir
+// is not nil, and returns its Writer.
+func newWriter(dir *os.File, path string, maxSize int64, clk clock.PassiveClock) (*Writer, error) {
 	if maxSize <= 0 {
 		maxSize = DefaultMaxSize
 	}
-	w := &Writer{path: name, dir: dir, maxSize: maxSize, clock: clk, partial: map[string][]byte{}}
+	w := &Writer{path: path, dir: dir, maxSize: maxSize, clock: clk, partial: map[string][]byte{}}
 	f, err := w.open()
 	if err != nil {
 		return nil, fmt.Errorf("opening log file: %w", err)

@@ -13,21 +13,12 @@ import (
 // timeout (0: DefaultStartTimeout) and while ctx lasts. The error says
 // what the machine lacks.
 func Probe(ctx context.Context, executable, scratch string, timeout time.Duration) error {
-	if err := os.MkdirAll(scratch, 0o700); err != nil {
-		return fmt.Errorf("creating probe directory: %w", err)
-	}
-	defer func() { _ = os.RemoveAll(scratch) }()
-	s, err := Start(ctx, StartOptions{
+	return probeOnScratch(ctx, scratch, StartOptions{
 		Executable: executable,
 		Namespaces: true,
 		Config:     Config{Isolate: true, Scratch: scratch, Probe: true},
 		Timeout:    timeout,
 	})
-	if err != nil {
-		return err
-	}
-	<-s.Done()
-	return nil
 }
 
 // ProbeUTS reports whether sandboxes can have a UTS namespace of their own
@@ -36,18 +27,13 @@ func Probe(ctx context.Context, executable, scratch string, timeout time.Duratio
 // timeout (0: DefaultStartTimeout) and while ctx lasts. It builds no view.
 // The error says what the machine lacks.
 func ProbeUTS(ctx context.Context, executable string, timeout time.Duration) error {
-	s, err := Start(ctx, StartOptions{
+	return runProbe(ctx, StartOptions{
 		Executable: executable,
 		Namespaces: true,
 		UTS:        true,
 		Config:     Config{Probe: true, Hostname: "jobkeeper-probe"},
 		Timeout:    timeout,
 	})
-	if err != nil {
-		return err
-	}
-	<-s.Done()
-	return nil
 }
 
 // ProbePID reports whether containers can have a PID namespace of their
@@ -59,16 +45,28 @@ func ProbeUTS(ctx context.Context, executable string, timeout time.Duration) err
 // /proc that a user namespace may not mount again, as in a container whose
 // /proc has paths masked).
 func ProbePID(ctx context.Context, executable, scratch string, timeout time.Duration) error {
-	if err := os.MkdirAll(scratch, 0o700); err != nil {
-		return fmt.Errorf("creating probe directory: %w", err)
-	}
-	defer func() { _ = os.RemoveAll(scratch) }()
-	s, err := Start(ctx, StartOptions{
+	return probeOnScratch(ctx, scratch, StartOptions{
 		Executable: executable,
 		Namespaces: true,
 		Config:     Config{Isolate: true, Scratch: scratch, Probe: true, PIDNamespace: PIDContainer},
 		Timeout:    timeout,
 	})
+}
+
+// probeOnScratch creates scratch, runs the probe sandbox opts (whose view
+// is built there) with runProbe and removes scratch afterwards.
+func probeOnScratch(ctx context.Context, scratch string, opts StartOptions) error {
+	if err := os.MkdirAll(scratch, 0o700); err != nil {
+		return fmt.Errorf("creating probe directory: %w", err)
+	}
+	defer func() { _ = os.RemoveAll(scratch) }()
+	return runProbe(ctx, opts)
+}
+
+// runProbe starts the probe sandbox opts and waits for it to exit; the
+// error is Start's.
+func runProbe(ctx context.Context, opts StartOptions) error {
+	s, err := Start(ctx, opts)
 	if err != nil {
 		return err
 	}
