@@ -54,6 +54,36 @@ func (f *fixedTerminal) Next() *remotecommand.TerminalSize {
 	return nil
 }
 
+// typeInTerminal streams ex with a terminal (fixedTerminal's size), types
+// input, which must end the shell, and returns the output once the stream
+// has ended; it fails t if the stream fails or lasts over a minute.
+func typeInTerminal(ctx context.Context, t *testing.T, ex remotecommand.Executor, input string) string {
+	t.Helper()
+	inR, inW := io.Pipe()
+	defer func() { _ = inW.Close() }()
+	var out lockedBuffer
+	streamDone := make(chan struct{})
+	defer close(streamDone)
+	streamErr := make(chan error, 1)
+	go func() {
+		streamErr <- ex.StreamWithContext(ctx, remotecommand.StreamOptions{
+			Stdin: inR, Stdout: &out, Tty: true, TerminalSizeQueue: &fixedTerminal{done: streamDone},
+		})
+	}()
+	if _, err := io.WriteString(inW, input); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-streamErr:
+		if err != nil {
+			t.Fatalf("attach: %v (output %q)", err, out.String())
+		}
+	case <-time.After(time.Minute):
+		t.Fatalf("attach did not end when the shell exited; output %q", out.String())
+	}
+	return out.String()
+}
+
 // attachExecutor returns an executor of pods/attach as kubectl attach
 // builds it: WebSocket, or SPDY.
 func attachExecutor(t *testing.T, c kubernetes.Interface, cfg *rest.Config, pod, container string, tty, websocket bool) remotecommand.Executor {
@@ -98,31 +128,10 @@ func TestUpRunInteractive(t *testing.T) {
 	waitPod(t, c, "default", pod.Name, "running", time.Minute, phaseIs(corev1.PodRunning))
 
 	ex := attachExecutor(t, c, cfg, pod.Name, "x", true, true)
-	inR, inW := io.Pipe()
-	defer func() { _ = inW.Close() }()
-	var out lockedBuffer
-	streamDone := make(chan struct{})
-	streamErr := make(chan error, 1)
-	go func() {
-		streamErr <- ex.StreamWithContext(ctx, remotecommand.StreamOptions{
-			Stdin: inR, Stdout: &out, Tty: true, TerminalSizeQueue: &fixedTerminal{done: streamDone},
-		})
-	}()
-	defer close(streamDone)
-	if _, err := io.WriteString(inW, "[ -t 0 ] && stty size; echo h''i; exit\n"); err != nil {
-		t.Fatal(err)
-	}
-	select {
-	case err := <-streamErr:
-		if err != nil {
-			t.Fatalf("attach: %v (output %q)", err, out.String())
-		}
-	case <-time.After(time.Minute):
-		t.Fatalf("attach did not end when the shell exited; output %q", out.String())
-	}
+	got := typeInTerminal(ctx, t, ex, "[ -t 0 ] && stty size; echo h''i; exit\n")
 	// The echo of the typed line has h''i; only the command's output has
 	// hi alone on a line.
-	if got := out.String(); !strings.Contains(got, "\r\nhi\r\n") || !strings.Contains(got, "30 100\r\n") {
+	if !strings.Contains(got, "\r\nhi\r\n") || !strings.Contains(got, "30 100\r\n") {
 		t.Errorf("attached output %q, want the terminal's size 30 100 and hi", got)
 	}
 	p := waitPod(t, c, "default", pod.Name, "succeeded", time.Minute, phaseIs(corev1.PodSucceeded))
@@ -229,29 +238,7 @@ func TestUpDebugEphemeralContainer(t *testing.T) {
 	waitPod(t, c, "default", pod.Name, "debugging", time.Minute, ephemeralIs(func(s corev1.ContainerStatus) bool { return s.State.Running != nil }))
 
 	ex := attachExecutor(t, c, cfg, pod.Name, "debugger", true, false)
-	inR, inW := io.Pipe()
-	defer func() { _ = inW.Close() }()
-	var out lockedBuffer
-	streamDone := make(chan struct{})
-	defer close(streamDone)
-	streamErr := make(chan error, 1)
-	go func() {
-		streamErr <- ex.StreamWithContext(ctx, remotecommand.StreamOptions{
-			Stdin: inR, Stdout: &out, Tty: true, TerminalSizeQueue: &fixedTerminal{done: streamDone},
-		})
-	}()
-	if _, err := io.WriteString(inW, "cat /shared/f; ps -eo args | grep -c '^sleep 360[1]'; echo \"host:$(hostname)\"; echo \"init:$(tr '\\0' ' ' < /proc/1/cmdline)\"; exit 3\n"); err != nil {
-		t.Fatal(err)
-	}
-	select {
-	case err := <-streamErr:
-		if err != nil {
-			t.Fatalf("attach: %v (output %q)", err, out.String())
-		}
-	case <-time.After(time.Minute):
-		t.Fatalf("attach did not end when the shell exited; output %q", out.String())
-	}
-	got := out.String()
+	got := typeInTerminal(ctx, t, ex, "cat /shared/f; ps -eo args | grep -c '^sleep 360[1]'; echo \"host:$(hostname)\"; echo \"init:$(tr '\\0' ' ' < /proc/1/cmdline)\"; exit 3\n")
 	wants := []string{"from-main\r\n", "\r\n1\r\n", "host:target\r\n"}
 	if !strings.Contains(up.output(), "containers see every process of this host") {
 		// In the target's PID namespace, whose PID 1 is its main process.
