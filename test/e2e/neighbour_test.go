@@ -81,12 +81,10 @@ func (w *warnings) take() []string {
 	return out
 }
 
-// checkNetworkingWarned creates an Ingress and a NetworkPolicy through a
-// client of kubeconfig kc that collects warnings, and checks that each is
-// created with one warning saying what `up` does not do.
-func checkNetworkingWarned(t *testing.T, kc string) {
+// warningClient returns a client of kubeconfig kc and the warnings it
+// collects.
+func warningClient(t *testing.T, kc string) (kubernetes.Interface, *warnings) {
 	t.Helper()
-	ctx := context.Background()
 	cfg, err := clientcmd.BuildConfigFromFlags("", kc)
 	if err != nil {
 		t.Fatal(err)
@@ -97,6 +95,16 @@ func checkNetworkingWarned(t *testing.T, kc string) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	return c, got
+}
+
+// checkNetworkingWarned creates an Ingress and a NetworkPolicy through a
+// client of kubeconfig kc that collects warnings, and checks that each is
+// created with one warning saying what `up` does not do.
+func checkNetworkingWarned(t *testing.T, kc string) {
+	t.Helper()
+	ctx := context.Background()
+	c, got := warningClient(t, kc)
 	ns := metav1.NamespaceDefault
 	check := func(kind string, err error, wants ...string) {
 		t.Helper()
@@ -126,7 +134,7 @@ func checkNetworkingWarned(t *testing.T, kc string) {
 			}}}},
 		}}},
 	}
-	_, err = c.NetworkingV1().Ingresses(ns).Create(ctx, ing, metav1.CreateOptions{})
+	_, err := c.NetworkingV1().Ingresses(ns).Create(ctx, ing, metav1.CreateOptions{})
 	check("Ingress", err, "no Ingress controller", "127.0.0.1:<containerPort>", "kubectl port-forward")
 	np := &networkingv1.NetworkPolicy{
 		ObjectMeta: metav1.ObjectMeta{GenerateName: "deny-", Namespace: ns},
@@ -144,16 +152,7 @@ func checkNetworkingWarned(t *testing.T, kc string) {
 func checkServiceWarned(t *testing.T, kc string) {
 	t.Helper()
 	ctx := context.Background()
-	cfg, err := clientcmd.BuildConfigFromFlags("", kc)
-	if err != nil {
-		t.Fatal(err)
-	}
-	got := &warnings{}
-	cfg.WarningHandler = got
-	c, err := kubernetes.NewForConfig(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
+	c, got := warningClient(t, kc)
 	svc := &corev1.Service{
 		ObjectMeta: metav1.ObjectMeta{GenerateName: "web-", Namespace: metav1.NamespaceDefault},
 		Spec: corev1.ServiceSpec{
