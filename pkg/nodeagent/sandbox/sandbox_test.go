@@ -388,32 +388,23 @@ func TestReadOnlyRootAndPrivateDev(t *testing.T) {
 }
 
 func TestNoNewPrivileges(t *testing.T) {
-	for _, nnp := range []bool{false, true} {
-		s, output := startTest(t, false, Config{
-			Command:         []string{"sh", "-c", "grep NoNewPrivs /proc/self/status"},
-			NoNewPrivileges: nnp,
-		})
-		if ex := waitDone(t, s); ex.Code != 0 {
-			t.Errorf("exit = %+v, output %q", ex, output())
-		}
-		want := "NoNewPrivs:\t0\n"
-		if nnp {
-			want = "NoNewPrivs:\t1\n"
-		}
-		if got := output(); got != want {
-			t.Errorf("NoNewPrivileges %v: %q, want %q", nnp, got, want)
-		}
-	}
+	checkNoNewPrivileges(t, false, Config{})
 }
 
 func TestNoNewPrivilegesInAPIDNamespace(t *testing.T) {
 	requirePID(t)
+	checkNoNewPrivileges(t, true, Config{PIDNamespace: PIDContainer})
+}
+
+// checkNoNewPrivileges starts sandboxes of cfg (isolated or not) without
+// and with NoNewPrivileges and checks that the command's process has the
+// flag exactly when it is asked for.
+func checkNoNewPrivileges(t *testing.T, isolate bool, cfg Config) {
+	t.Helper()
+	cfg.Command = []string{"sh", "-c", "grep NoNewPrivs /proc/self/status"}
 	for _, nnp := range []bool{false, true} {
-		s, output := startTest(t, true, Config{
-			Command:         []string{"sh", "-c", "grep NoNewPrivs /proc/self/status"},
-			NoNewPrivileges: nnp,
-			PIDNamespace:    PIDContainer,
-		})
+		cfg.NoNewPrivileges = nnp
+		s, output := startTest(t, isolate, cfg)
 		if ex := waitDone(t, s); ex.Code != 0 {
 			t.Errorf("exit = %+v, output %q", ex, output())
 		}
