@@ -63,6 +63,12 @@ func TestUpPodFields(t *testing.T) {
 		}
 		return got
 	}
+	// runToEnd creates p and returns it once it succeeded or failed.
+	runToEnd := func(t *testing.T, p *corev1.Pod) *corev1.Pod {
+		t.Helper()
+		p = create(p)
+		return waitPod(t, c, ns, p.Name, "finished", nodeTimeout, finished)
+	}
 
 	t.Run("termination message of a Job's pod", func(t *testing.T) {
 		job := builder.MakeJob("says-why", ns).BackoffLimit(0).Command("sh", "-c", "echo -n 'input file missing' > /dev/termination-log; exit 1").Obj()
@@ -86,8 +92,7 @@ func TestUpPodFields(t *testing.T) {
 	t.Run("FallbackToLogsOnError", func(t *testing.T) {
 		p := shPod("fallback", "echo first; echo last words; exit 2")
 		p.Spec.Containers[0].TerminationMessagePolicy = corev1.TerminationMessageFallbackToLogsOnError
-		p = create(p)
-		got := waitPod(t, c, ns, p.Name, "finished", nodeTimeout, finished)
+		got := runToEnd(t, p)
 		if term := terminated(t, got); term.Message != "first\nlast words\n" {
 			t.Errorf("message %q, want the log's end", term.Message)
 		}
@@ -98,8 +103,7 @@ func TestUpPodFields(t *testing.T) {
 		p.Spec.Containers[0].SecurityContext = &corev1.SecurityContext{ReadOnlyRootFilesystem: ptr.To(true)}
 		p.Spec.Volumes = []corev1.Volume{{Name: "work", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}}}
 		p.Spec.Containers[0].VolumeMounts = []corev1.VolumeMount{{Name: "work", MountPath: "/work"}}
-		p = create(p)
-		got := waitPod(t, c, ns, p.Name, "finished", nodeTimeout, finished)
+		got := runToEnd(t, p)
 		if term := terminated(t, got); got.Status.Phase != corev1.PodSucceeded || term.Message != "ok\n" {
 			t.Errorf("phase %s, message %q; want Succeeded and the volume written", got.Status.Phase, term.Message)
 		}
@@ -109,8 +113,7 @@ func TestUpPodFields(t *testing.T) {
 		p := shPod("dns", "cat /etc/resolv.conf > /dev/termination-log")
 		p.Spec.DNSPolicy = corev1.DNSNone
 		p.Spec.DNSConfig = &corev1.PodDNSConfig{Nameservers: []string{"192.0.2.53"}, Searches: []string{"example.test"}, Options: []corev1.PodDNSConfigOption{{Name: "ndots", Value: ptr.To("2")}}}
-		p = create(p)
-		got := waitPod(t, c, ns, p.Name, "finished", nodeTimeout, finished)
+		got := runToEnd(t, p)
 		if term := terminated(t, got); term.Message != "search example.test\nnameserver 192.0.2.53\noptions ndots:2\n" {
 			t.Errorf("resolv.conf %q", term.Message)
 		}
@@ -124,8 +127,7 @@ func TestUpPodFields(t *testing.T) {
 		p.Spec.SecurityContext = &corev1.PodSecurityContext{FSGroup: ptr.To[int64](2345)}
 		p.Spec.Volumes = []corev1.Volume{{Name: "work", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}}}
 		p.Spec.Containers[0].VolumeMounts = []corev1.VolumeMount{{Name: "work", MountPath: "/work"}}
-		p = create(p)
-		got := waitPod(t, c, ns, p.Name, "finished", nodeTimeout, finished)
+		got := runToEnd(t, p)
 		if term := terminated(t, got); term.Message != "2345 drwxrwsrwx\n" {
 			t.Errorf("emptyDir group and mode %q, want 2345 drwxrwsrwx", term.Message)
 		}
@@ -137,8 +139,7 @@ func TestUpPodFields(t *testing.T) {
 		}
 		p := shPod("groups", "id -G > /dev/termination-log")
 		p.Spec.SecurityContext = &corev1.PodSecurityContext{SupplementalGroups: []int64{3456}, FSGroup: ptr.To[int64](2345)}
-		p = create(p)
-		got := waitPod(t, c, ns, p.Name, "finished", nodeTimeout, finished)
+		got := runToEnd(t, p)
 		groups := strings.Fields(terminated(t, got).Message)
 		if !slices.Contains(groups, "3456") || !slices.Contains(groups, "2345") {
 			t.Errorf("id -G says %q, want the supplemental group 3456 and the fsGroup 2345", groups)
