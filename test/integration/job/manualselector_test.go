@@ -53,19 +53,7 @@ func TestManualSelector(t *testing.T) {
 	if err := framework.SetPodPhase(ctx, c, created, corev1.PodSucceeded); err != nil {
 		t.Fatal(err)
 	}
-	framework.WaitFor(t, "orphan adopted", func(ctx context.Context) (bool, error) {
-		got, err := c.CoreV1().Pods(ns).Get(ctx, created.Name, metav1.GetOptions{})
-		if err != nil {
-			return false, err
-		}
-		ref := metav1.GetControllerOf(got)
-		return ref != nil && ref.UID == job.UID, nil
-	})
-	framework.WaitForJobPodsStatus(t, c, job, framework.PodsStatus{Active: 2, Succeeded: 1})
-	framework.SetJobPodsPhase(ctx, t, c, job, corev1.PodSucceeded, 2)
-	framework.WaitForJobCondition(t, c, job, batchv1.JobComplete)
-	framework.WaitForJobPodsStatus(t, c, job, framework.PodsStatus{Succeeded: 3})
-	waitNoFinalizerInNamespace(t, c, ns)
+	completeAfterAdoption(t, c, job, created)
 }
 
 // TestManualSelectorJobDeleted: the pods of a Job with manualSelector that

@@ -184,8 +184,18 @@ func TestAdoptionAndRelease(t *testing.T) {
 		_, err = c.CoreV1().Pods(ns).Update(ctx, got, metav1.UpdateOptions{})
 		return err == nil, err
 	})
+	completeAfterAdoption(t, c, job, created)
+}
+
+// completeAfterAdoption waits until job, with two pods running, adopts
+// the succeeded pod orphan and counts it, then lets its two pods succeed and
+// checks that it completes with three succeeded and no pod in its
+// namespace keeps the tracking finalizer.
+func completeAfterAdoption(t *testing.T, c kubernetes.Interface, job *batchv1.Job, orphan *corev1.Pod) {
+	t.Helper()
+	ctx := context.Background()
 	framework.WaitFor(t, "orphan adopted", func(ctx context.Context) (bool, error) {
-		got, err := c.CoreV1().Pods(ns).Get(ctx, created.Name, metav1.GetOptions{})
+		got, err := c.CoreV1().Pods(orphan.Namespace).Get(ctx, orphan.Name, metav1.GetOptions{})
 		if err != nil {
 			return false, err
 		}
@@ -196,7 +206,7 @@ func TestAdoptionAndRelease(t *testing.T) {
 	framework.SetJobPodsPhase(ctx, t, c, job, corev1.PodSucceeded, 2)
 	framework.WaitForJobCondition(t, c, job, batchv1.JobComplete)
 	framework.WaitForJobPodsStatus(t, c, job, framework.PodsStatus{Succeeded: 3})
-	waitNoFinalizerInNamespace(t, c, ns)
+	waitNoFinalizerInNamespace(t, c, orphan.Namespace)
 }
 
 func hasFinalizer(p *corev1.Pod) bool {
