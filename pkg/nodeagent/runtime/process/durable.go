@@ -49,11 +49,7 @@ func (r *Runtime) startDurable(ctx context.Context, spec runtime.Spec, cfg sandb
 		Timeout:    r.opts.StartTimeout,
 	})
 	if err != nil {
-		var sf *sandbox.StartFailure
-		if errors.As(err, &sf) {
-			return nil, &runtime.StartError{Reason: sf.Reason, Message: sf.Message}
-		}
-		return nil, err
+		return nil, startError(err, "")
 	}
 	return r.hold(sb, spec.PodNamespace+"/"+spec.PodName+"/"+spec.ContainerName, cfg.StateDir, spec.LogPath, startedAt, cfg.Scratch), nil
 }

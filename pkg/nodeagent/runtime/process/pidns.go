@@ -2,7 +2,6 @@ package process
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"os"
 	"strconv"
@@ -170,11 +169,7 @@ func (r *Runtime) startPause(ctx context.Context, spec runtime.Spec) (*podNamesp
 	})
 	if err != nil {
 		_ = os.RemoveAll(dir)
-		var sf *sandbox.StartFailure
-		if errors.As(err, &sf) {
-			return nil, &runtime.StartError{Reason: sf.Reason, Message: "starting the pod's process namespace: " + sf.Message}
-		}
-		return nil, err
+		return nil, startError(err, "starting the pod's process namespace: ")
 	}
 	r.recordSandbox(sb, spec.PodNamespace+"/"+spec.PodName+"/(pause)")
 	go func() {

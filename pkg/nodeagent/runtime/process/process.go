@@ -349,11 +349,7 @@ func (r *Runtime) start(ctx context.Context, spec runtime.Spec, cfg sandbox.Conf
 		std.started()
 		std.wait()
 		_ = lw.Close()
-		var sf *sandbox.StartFailure
-		if errors.As(err, &sf) {
-			return nil, &runtime.StartError{Reason: sf.Reason, Message: sf.Message}
-		}
-		return nil, err
+		return nil, startError(err, "")
 	}
 	std.started()
 	h := &handle{rt: r, sb: sb, pid: sb.PID(), done: make(chan struct{}), started: startedAt, stdio: std}
@@ -503,15 +499,22 @@ func (h *handle) Stop(grace time.Duration) {
 	})
 }
 
+// startError returns err, a sandbox's StartFailure in it made the
+// runtime's StartError (its message after prefix), so that the container
+// is reported with the failure's reason.
+func startError(err error, prefix string) error {
+	var sf *sandbox.StartFailure
+	if errors.As(err, &sf) {
+		return &runtime.StartError{Reason: sf.Reason, Message: prefix + sf.Message}
+	}
+	return err
+}
+
 // Exec implements runtime.Execer.
 func (h *handle) Exec(ctx context.Context, req runtime.ExecRequest) (int32, error) {
 	p, err := h.sb.Exec(ctx, req.Command, req.TTY, req.Stdin, req.Stdout, req.Stderr)
 	if err != nil {
-		var sf *sandbox.StartFailure
-		if errors.As(err, &sf) {
-			return 0, &runtime.StartError{Reason: sf.Reason, Message: sf.Message}
-		}
-		return 0, err
+		return 0, startError(err, "")
 	}
 	return p.Wait(ctx)
 }
