@@ -13,8 +13,9 @@ import (
 // Reasons of the security-context decisions (decideFeatures).
 const (
 	// ReasonPodFeatureUnsupported: the pod asks for something this node
-	// cannot give (a privileged container, a seccomp profile of the
-	// host's); the kubelet's reason for a pod whose features a node lacks.
+	// cannot give (a privileged container when the agent is not root, a
+	// seccomp profile of the host's); the kubelet's reason for a pod
+	// whose features a node lacks.
 	ReasonPodFeatureUnsupported = "PodFeatureUnsupported"
 	// ReasonAppArmor: the pod asks for an AppArmor profile; the kubelet's
 	// reason when the node cannot enforce AppArmor.
@@ -63,13 +64,15 @@ type featureDecision struct {
 //     hostNetwork (pods share the host's network and IPC anyway), procMount
 //     Unmasked (nothing is masked), seccomp and AppArmor Unconfined;
 //   - refused, because running without them would change what the program
-//     sees or drop a protection the user named: privileged, a Localhost
-//     seccomp profile, an AppArmor profile other than Unconfined (as a
+//     sees or drop a protection the user named: privileged when the agent
+//     is not root, a Localhost seccomp profile, an AppArmor profile other than Unconfined (as a
 //     kubelet on a host without AppArmor), sysctls (they would be set on
 //     the host), readOnlyRootFilesystem, dnsPolicy None and dnsConfig
 //     without a private view, fsGroup when the agent cannot change groups,
 //     a dnsConfig entry that would not be one entry of resolv.conf;
-//   - accepted with a Warning event: resource limits (no cgroups),
+//   - accepted with a Warning event: privileged as root (every capability
+//     and the host's devices, but /sys stays read-only; upstream's own e2e
+//     Jobs that write to a hostPath set it), resource limits (no cgroups),
 //     capabilities, a RuntimeDefault seccomp profile and SELinux options
 //     (what most pods carry: refusing them would refuse ordinary pods);
 //     supplementalGroups in host mode when the agent is not root (the
@@ -144,14 +147,20 @@ func decideFeatures(pod *corev1.Pod, node nodeFeatures) featureDecision {
 			continue
 		}
 		switch {
-		case sc.Privileged != nil && *sc.Privileged:
-			return refuse(ReasonPodFeatureUnsupported, "%s: securityContext.privileged: the local node agent cannot run privileged containers", where)
+		case sc.Privileged != nil && *sc.Privileged && !node.root:
+			return refuse(ReasonPodFeatureUnsupported, "%s: securityContext.privileged: the local node agent does not run as root, so a container cannot have the host's capabilities and devices", where)
 		case sc.SeccompProfile != nil && sc.SeccompProfile.Type == corev1.SeccompProfileTypeLocalhost:
 			return refuse(ReasonPodFeatureUnsupported, "%s: securityContext.seccompProfile: the local node agent does not apply seccomp profiles, and a Localhost profile is not run without", where)
 		case sc.AppArmorProfile != nil && sc.AppArmorProfile.Type != corev1.AppArmorProfileTypeUnconfined:
 			return refuse(ReasonAppArmor, "Cannot enforce AppArmor: %s: securityContext.appArmorProfile: the local node agent does not apply AppArmor profiles", where)
 		case sc.ReadOnlyRootFilesystem != nil && *sc.ReadOnlyRootFilesystem && !node.isolated:
 			return refuse(ReasonPodFeatureUnsupported, "%s: securityContext.readOnlyRootFilesystem: this node cannot give containers a private filesystem view, so their root cannot be made read-only", where)
+		}
+		if sc.Privileged != nil && *sc.Privileged {
+			// As root a container already has every capability and the
+			// host's devices; what a runtime adds beyond that, a
+			// writable /sys and no masked paths, it does not get.
+			warn("securityContext.privileged", where)
 		}
 		if caps := sc.Capabilities; caps != nil && (len(caps.Add) > 0 || len(caps.Drop) > 0) {
 			warn("securityContext.capabilities", where)

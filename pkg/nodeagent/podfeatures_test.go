@@ -58,7 +58,9 @@ func TestDecideFeatures(t *testing.T) {
 			wantReason: ReasonPodFeatureUnsupported, wantIn: "spec.hostUsers: false"},
 		{name: "hostUsers false as another user (a user namespace per sandbox)", node: nodeFeatures{isolated: true}, pod: &corev1.Pod{Spec: corev1.PodSpec{HostUsers: ptr.To(false), Containers: []corev1.Container{{Name: "c"}}}}},
 		{name: "hostUsers true", node: full, pod: &corev1.Pod{Spec: corev1.PodSpec{HostUsers: ptr.To(true), Containers: []corev1.Container{{Name: "c"}}}}},
-		{name: "privileged", node: full, pod: withSC(&corev1.SecurityContext{Privileged: ptr.To(true)}),
+		{name: "privileged as root runs, warned", node: full, pod: withSC(&corev1.SecurityContext{Privileged: ptr.To(true)}),
+			wantUnenforced: []string{`securityContext.privileged (container "c")`}},
+		{name: "privileged as another user", node: nodeFeatures{isolated: true}, pod: withSC(&corev1.SecurityContext{Privileged: ptr.To(true)}),
 			wantReason: ReasonPodFeatureUnsupported, wantIn: `container "c": securityContext.privileged`},
 		{name: "localhost seccomp", node: full, pod: withSC(&corev1.SecurityContext{SeccompProfile: &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeLocalhost, LocalhostProfile: ptr.To("p.json")}}),
 			wantReason: ReasonPodFeatureUnsupported, wantIn: "securityContext.seccompProfile"},
@@ -98,7 +100,7 @@ func TestDecideFeatures(t *testing.T) {
 		{name: "fsGroup as root", node: full, pod: withPSC(&corev1.PodSecurityContext{FSGroup: ptr.To[int64](2000)})},
 		{name: "fsGroup as another user", node: nodeFeatures{isolated: true}, pod: withPSC(&corev1.PodSecurityContext{FSGroup: ptr.To[int64](2000)}),
 			wantReason: ReasonPodFeatureUnsupported, wantIn: "spec.securityContext.fsGroup"},
-		{name: "ephemeral privileged", node: full, pod: &corev1.Pod{Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "c"}}, EphemeralContainers: []corev1.EphemeralContainer{{EphemeralContainerCommon: corev1.EphemeralContainerCommon{Name: "debug", SecurityContext: &corev1.SecurityContext{Privileged: ptr.To(true)}}}}}},
+		{name: "ephemeral privileged", node: nodeFeatures{isolated: true}, pod: &corev1.Pod{Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "c"}}, EphemeralContainers: []corev1.EphemeralContainer{{EphemeralContainerCommon: corev1.EphemeralContainerCommon{Name: "debug", SecurityContext: &corev1.SecurityContext{Privileged: ptr.To(true)}}}}}},
 			wantReason: ReasonPodFeatureUnsupported, wantIn: `ephemeral container "debug"`},
 		{name: "hostPID, hostIPC, hostNetwork are honoured", node: full, pod: &corev1.Pod{Spec: corev1.PodSpec{HostPID: true, HostIPC: true, HostNetwork: true, Containers: []corev1.Container{{Name: "c"}}}}},
 	} {
@@ -125,7 +127,8 @@ func TestNotEnforcedMessage(t *testing.T) {
 }
 
 func TestEphemeralRefusal(t *testing.T) {
-	a := &Agent{runtime: isolatingRuntime{ok: true}}
+	// As another user: as root a privileged container runs (warned).
+	a := &Agent{runtime: isolatingRuntime{ok: true}, euid: 1000}
 	priv := &container{spec: &corev1.Container{Name: "debug", SecurityContext: &corev1.SecurityContext{Privileged: ptr.To(true)}}, info: containerInfo{kind: kindEphemeral}}
 	pod := &corev1.Pod{Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "c"}}}}
 	if reason, msg := a.ephemeralRefusal(pod, priv); reason != ReasonPodFeatureUnsupported || !strings.Contains(msg, `ephemeral container "debug": securityContext.privileged`) {
