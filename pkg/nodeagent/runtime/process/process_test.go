@@ -22,6 +22,7 @@ import (
 
 	"jobkeeper.dev/jobkeeper/pkg/nodeagent/logfile"
 	"jobkeeper.dev/jobkeeper/pkg/nodeagent/runtime"
+	"jobkeeper.dev/jobkeeper/pkg/nodeagent/sandbox"
 	"jobkeeper.dev/jobkeeper/pkg/nodeagent/sandbox/imagetest"
 )
 
@@ -343,7 +344,12 @@ func TestNewKillsGroupsOfAPreviousRun(t *testing.T) {
 	}
 	waited := make(chan struct{})
 	go func() { _ = cmd.Wait(); close(waited) }()
-	if err := os.WriteFile(filepath.Join(state, strconv.Itoa(cmd.Process.Pid)), nil, 0o600); err != nil {
+	// The record as a sandbox writes it: its pod's container, then its
+	// start time, which tells it from a process that reused the PID (a
+	// record without one spares a live process:
+	// TestKillStaleSparesAnUnreadableRecord).
+	record := fmt.Sprintf("ns/p/c\n%d\n", sandbox.StartTime(cmd.Process.Pid))
+	if err := os.WriteFile(filepath.Join(state, strconv.Itoa(cmd.Process.Pid)), []byte(record), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := New(context.Background(), Options{StateDir: state}); err != nil {
