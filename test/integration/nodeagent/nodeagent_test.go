@@ -10,7 +10,6 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
@@ -38,10 +37,10 @@ var (
 )
 
 // startAgent runs an agent until the test ends and waits for its Node.
-func startAgent(t *testing.T, name, dataDir string) (stop func()) {
+func startAgent(t *testing.T, name, dataDir string, mods ...func(*nodeagent.Options)) (stop func()) {
 	t.Helper()
 	pki := framework.ControlPlane().PKI()
-	a, err := nodeagent.New(framework.Client(t), nodeagent.Options{
+	opts := nodeagent.Options{
 		NodeName:        name,
 		MaxPods:         50,
 		Runtime:         process.Name,
@@ -50,7 +49,11 @@ func startAgent(t *testing.T, name, dataDir string) (stop func()) {
 		ServingCertFile: pki.NodeServingCert(),
 		ServingKeyFile:  pki.NodeServingKey(),
 		ClientCAFile:    pki.CACert(),
-	})
+	}
+	for _, mod := range mods {
+		mod(&opts)
+	}
+	a, err := nodeagent.New(framework.Client(t), opts)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -326,7 +329,10 @@ func TestAgentRestartHandlesLostContainers(t *testing.T) {
 	c := framework.Client(t)
 	node := "it-restart"
 	dataDir := t.TempDir()
-	stop := startAgent(t, node, dataDir)
+	// The agent stops leaving its containers running (as after a crash),
+	// then the machine "reboots": every sandbox and container dies
+	// without a word, so the next agent finds them lost.
+	stop := startAgent(t, node, dataDir, func(o *nodeagent.Options) { o.KeepRunningOnStop = true })
 	never := childPod("never", ns, "sleep").NodeName(node).Obj()
 	onFailure := childPod("onfailure", ns, "sleep").NodeName(node).RestartPolicy(corev1.RestartPolicyOnFailure).Obj()
 	for _, p := range []*corev1.Pod{never, onFailure} {
@@ -345,10 +351,15 @@ func TestAgentRestartHandlesLostContainers(t *testing.T) {
 	}
 	stop()
 	for _, pid := range pids {
-		if !processGone(pid) {
-			t.Errorf("process %d survived the agent", pid)
-			_ = syscall.Kill(pid, syscall.SIGKILL)
+		if processGone(pid) {
+			t.Fatalf("process %d did not outlive the agent stopped with KeepRunningOnStop", pid)
 		}
+	}
+	if n := process.KillRecorded(process.ReadRecorded(filepath.Join(dataDir, "process-state"))); n == 0 {
+		t.Fatal("no recorded sandbox was killed")
+	}
+	for _, pid := range pids {
+		framework.WaitFor(t, fmt.Sprintf("process %d gone", pid), func(context.Context) (bool, error) { return processGone(pid), nil })
 	}
 	defer startAgent(t, node, dataDir)()
 
