@@ -5,7 +5,6 @@ import (
 	"testing"
 
 	batchv1 "k8s.io/api/batch/v1"
-	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 
@@ -27,10 +26,10 @@ func manualJob(name, ns, app string) *batchv1.Job {
 }
 
 // TestManualSelector: a Job with manualSelector runs to completion with
-// exact counts, its pods without the Job label; an orphan matching its
-// selector is adopted and counted; no pod keeps the finalizer.
+// exact counts, its pods without the Job label; a succeeded orphan whose
+// labels start matching its selector is adopted and counted; no pod keeps
+// the finalizer.
 func TestManualSelector(t *testing.T) {
-	ctx := context.Background()
 	ns := framework.CreateNamespace(t)
 	c := framework.Client(t)
 	startController(t, testOptions())
@@ -45,15 +44,7 @@ func TestManualSelector(t *testing.T) {
 		}
 	}
 
-	orphan := builder.MakePod("orphan", ns).Label("app", "manual-sel").Obj()
-	created, err := c.CoreV1().Pods(ns).Create(ctx, orphan, metav1.CreateOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := framework.SetPodPhase(ctx, c, created, corev1.PodSucceeded); err != nil {
-		t.Fatal(err)
-	}
-	completeAfterAdoption(t, c, job, created)
+	completeAfterAdoption(t, c, job, succeededOrphan(t, c, ns, map[string]string{"app": "manual-sel"}))
 }
 
 // TestManualSelectorJobDeleted: the pods of a Job with manualSelector that

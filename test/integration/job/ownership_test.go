@@ -167,6 +167,19 @@ func TestAdoptionAndRelease(t *testing.T) {
 	framework.WaitForJobPodsStatus(t, c, job, framework.PodsStatus{Active: 2})
 
 	// Adoption: a succeeded orphan pod whose labels start matching.
+	completeAfterAdoption(t, c, job, succeededOrphan(t, c, ns, job.Spec.Template.Labels))
+}
+
+// succeededOrphan creates the pod "orphan" in ns without an owner, sets it
+// Succeeded, and only then gives it labels (which a Job's selector
+// matches). Created with them, it would be Pending, so active, when the
+// Job adopts it: with the Job's own pods that is one active pod too many,
+// and the Job deletes the newest, the orphan, whenever its pods were
+// created in an earlier second (the creation timestamp's resolution), as
+// upstream's controller does.
+func succeededOrphan(t *testing.T, c kubernetes.Interface, ns string, labels map[string]string) *corev1.Pod {
+	t.Helper()
+	ctx := context.Background()
 	orphan := builder.MakePod("orphan", ns).Label("not", "yet").Obj()
 	created, err := c.CoreV1().Pods(ns).Create(ctx, orphan, metav1.CreateOptions{})
 	if err != nil {
@@ -180,11 +193,11 @@ func TestAdoptionAndRelease(t *testing.T) {
 		if err != nil {
 			return false, err
 		}
-		got.Labels = job.Spec.Template.Labels
+		got.Labels = labels
 		_, err = c.CoreV1().Pods(ns).Update(ctx, got, metav1.UpdateOptions{})
 		return err == nil, err
 	})
-	completeAfterAdoption(t, c, job, created)
+	return created
 }
 
 // completeAfterAdoption waits until job, with two pods running, adopts
