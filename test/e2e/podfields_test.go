@@ -161,31 +161,35 @@ func TestUpPodFields(t *testing.T) {
 		}
 	})
 
-	t.Run("privileged runs as root with a warning", func(t *testing.T) {
-		// Upstream's own e2e Jobs that write to a hostPath set privileged.
-		if os.Geteuid() != 0 {
-			t.Skip("as another user privileged is refused (unit-tested in TestDecideFeatures)")
-		}
-		p := shPod("privileged", "true")
-		p.Spec.Containers[0].SecurityContext = &corev1.SecurityContext{Privileged: ptr.To(true)}
-		p = create(p)
-		got := waitPod(t, c, ns, p.Name, "succeeded", nodeTimeout, phaseIs(corev1.PodSucceeded))
-		const want = nodeagent.ReasonNotEnforced + `: The local node agent runs this pod without enforcing: securityContext.privileged (container "c")`
-		events := podEvents(t, c, got, func(evs []string) bool { return strings.Contains(strings.Join(evs, "\n"), want) })
-		if !strings.Contains(strings.Join(events, "\n"), want) {
-			t.Errorf("no NotEnforced event: %q", events)
-		}
-	})
-
-	t.Run("limits run with a warning", func(t *testing.T) {
-		p := shPod("limited", "true")
-		p.Spec.Containers[0].Resources.Limits = corev1.ResourceList{corev1.ResourceMemory: resource.MustParse("64Mi")}
-		p = create(p)
-		got := waitPod(t, c, ns, p.Name, "succeeded", nodeTimeout, phaseIs(corev1.PodSucceeded))
-		const want = nodeagent.ReasonNotEnforced + `: The local node agent runs this pod without enforcing: resources.limits (container "c")`
-		events := podEvents(t, c, got, func(evs []string) bool { return strings.Contains(strings.Join(evs, "\n"), want) })
-		if !strings.Contains(strings.Join(events, "\n"), want) {
-			t.Errorf("no NotEnforced event: %q", events)
-		}
-	})
+	// Fields run without being enforced: the pod succeeds and one
+	// NotEnforced Warning event names the field. Upstream's own e2e Jobs
+	// that write to a hostPath set privileged (as another user it is
+	// refused: unit-tested in TestDecideFeatures).
+	for _, tc := range []struct {
+		name, field string
+		needsRoot   bool
+		set         func(*corev1.Container)
+	}{
+		{name: "privileged runs as root with a warning", field: "securityContext.privileged", needsRoot: true,
+			set: func(c *corev1.Container) { c.SecurityContext = &corev1.SecurityContext{Privileged: ptr.To(true)} }},
+		{name: "limits run with a warning", field: "resources.limits",
+			set: func(c *corev1.Container) {
+				c.Resources.Limits = corev1.ResourceList{corev1.ResourceMemory: resource.MustParse("64Mi")}
+			}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if tc.needsRoot && os.Geteuid() != 0 {
+				t.Skip("needs up to run as root")
+			}
+			p := shPod("warned-"+strings.Split(tc.field, ".")[1], "true")
+			tc.set(&p.Spec.Containers[0])
+			p = create(p)
+			got := waitPod(t, c, ns, p.Name, "succeeded", nodeTimeout, phaseIs(corev1.PodSucceeded))
+			want := nodeagent.ReasonNotEnforced + `: The local node agent runs this pod without enforcing: ` + tc.field + ` (container "c")`
+			events := podEvents(t, c, got, func(evs []string) bool { return strings.Contains(strings.Join(evs, "\n"), want) })
+			if !strings.Contains(strings.Join(events, "\n"), want) {
+				t.Errorf("no NotEnforced event: %q", events)
+			}
+		})
+	}
 }
