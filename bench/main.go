@@ -6,6 +6,7 @@
 //
 //	go run ./bench -suite default                # workloads 1-5, QPS 50/100 and 500/1000, 3 repeats
 //	go run ./bench -suite long                   # adds one Job of 100,000 completions
+//	go run ./bench -suite goals                  # issue 27's goals at their stated sizes, QPS 100/200
 //	go run ./bench -workloads ttl -scale 0.1 -repeats 1 -qps 500/1000 -out /tmp/b.md
 //
 // Every controller under test runs in a child process, a lean binary the
@@ -87,9 +88,16 @@ func parseBudgets(s string) ([]budget, error) {
 	return out, nil
 }
 
+// flagGiven says whether the command line set the flag name.
+func flagGiven(fs *flag.FlagSet, name string) bool {
+	given := false
+	fs.Visit(func(f *flag.Flag) { given = given || f.Name == name })
+	return given
+}
+
 func parseFlags(args []string) (*suiteConfig, error) {
 	fs := flag.NewFlagSet("bench", flag.ContinueOnError)
-	suite := fs.String("suite", "default", "default (workloads "+strings.Join(suiteWorkloads("default"), ",")+") or long (adds "+strings.Join(suiteWorkloads("long")[len(suiteWorkloads("default")):], ",")+")")
+	suite := fs.String("suite", "default", "default (workloads "+strings.Join(suiteWorkloads("default"), ",")+"), long (adds "+strings.Join(suiteWorkloads("long")[len(suiteWorkloads("default")):], ",")+"), or goals (issue 27's goals: "+strings.Join(suiteWorkloads("goals"), ",")+" at the sizes they are stated for, -qps "+goalBudget+" unless given; -scale multiplies those sizes)")
 	names := fs.String("workloads", "", "comma-separated workloads to run instead of the suite's: "+strings.Join(allWorkloadNames(), ","))
 	repeats := fs.Int("repeats", 3, "A/B pairs per workload and QPS budget (the tables show the median)")
 	qps := fs.String("qps", "50/100,500/1000", "comma-separated client QPS/burst budgets, the same for both implementations")
@@ -107,13 +115,17 @@ func parseFlags(args []string) (*suiteConfig, error) {
 	if cfg.repeats < 1 || cfg.workers < 1 || cfg.scale <= 0 {
 		return nil, fmt.Errorf("-repeats and -workers must be at least 1, -scale above 0")
 	}
+	list := suiteWorkloads(*suite)
+	if list == nil {
+		return nil, fmt.Errorf("-suite: unknown suite %q (default, long or goals)", *suite)
+	}
+	goals := *suite == "goals"
+	if goals && !flagGiven(fs, "qps") {
+		*qps = goalBudget
+	}
 	var err error
 	if cfg.budgets, err = parseBudgets(*qps); err != nil {
 		return nil, err
-	}
-	list := suiteWorkloads(*suite)
-	if list == nil {
-		return nil, fmt.Errorf("-suite: unknown suite %q (default or long)", *suite)
 	}
 	if *names != "" {
 		list = strings.Split(*names, ",")
@@ -123,7 +135,11 @@ func parseFlags(args []string) (*suiteConfig, error) {
 		if !ok {
 			return nil, fmt.Errorf("-workloads: unknown workload %q (known: %s)", n, strings.Join(allWorkloadNames(), ","))
 		}
-		cfg.workloads = append(cfg.workloads, w.scaled(cfg.scale))
+		f := cfg.scale
+		if goals {
+			f *= goalScale(w.Name)
+		}
+		cfg.workloads = append(cfg.workloads, w.scaled(f))
 	}
 	if cfg.jsonPath == "" && cfg.out != "" {
 		cfg.jsonPath = strings.TrimSuffix(cfg.out, ".md") + ".json"

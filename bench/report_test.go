@@ -55,6 +55,39 @@ func TestParseFlags(t *testing.T) {
 	}
 }
 
+func TestParseFlagsGoals(t *testing.T) {
+	cfg, err := parseFlags([]string{"-suite", "goals"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string][2]int{}
+	for _, w := range cfg.workloads {
+		got[w.Name] = [2]int{w.Jobs, w.Completions}
+	}
+	// The sizes issue 27 states its goals for.
+	want := map[string][2]int{
+		"fairness":   {1, 2000},
+		"busy":       {1, 2000},
+		"nonindexed": {1, 2000},
+		"small":      {100, 5},
+		"startup":    {1, 0},
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("workloads' Jobs and completions (-want +got):\n%s", diff)
+	}
+	if diff := cmp.Diff([]budget{{QPS: 100, Burst: 200}}, cfg.budgets); diff != "" {
+		t.Errorf("budgets (-want +got):\n%s", diff)
+	}
+	// An explicit -qps wins, and -scale multiplies the goal sizes.
+	cfg, err = parseFlags([]string{"-suite", "goals", "-qps", "50/100", "-scale", "0.5", "-workloads", "nonindexed"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(cfg.workloads) != 1 || cfg.workloads[0].Completions != 1000 || cfg.budgets[0].QPS != 50 {
+		t.Errorf("workloads %+v, budgets %v; want one of 1000 completions at QPS 50", cfg.workloads, cfg.budgets)
+	}
+}
+
 func TestWorkloadScaled(t *testing.T) {
 	cases := map[string]struct {
 		name  string

@@ -72,12 +72,46 @@ var workloads = []workload{
 // suiteWorkloads returns the workload names of a suite, nil if unknown.
 func suiteWorkloads(suite string) []string {
 	switch suite {
+	case "goals":
+		out := make([]string, 0, len(goalSizes))
+		for _, g := range goalSizes {
+			out = append(out, g.workload)
+		}
+		return out
 	case "default":
 		return []string{"nonindexed", "indexed", "small", "ttl", "fairness", "busy", "startup", "memory"}
 	case "long":
 		return []string{"nonindexed", "indexed", "small", "ttl", "fairness", "busy", "startup", "long", "memory"}
 	}
 	return nil
+}
+
+// goalSize is a workload at the size issue 27 states its goal for, as a
+// factor of the workload's full size.
+type goalSize struct {
+	workload string
+	scale    float64
+}
+
+// goalSizes is the goals suite: every workload with a goal of issue 27, in
+// the order of its items, at the size the goal is stated for (a 2,000-pod
+// Job, 100 Jobs of 5; the others at full size).
+var goalSizes = []goalSize{
+	{"fairness", 1}, {"busy", 1}, {"nonindexed", 0.2}, {"small", 0.1}, {"startup", 1},
+}
+
+// goalBudget is the QPS/burst issue 27 states its goals at.
+const goalBudget = "100/200"
+
+// goalScale is the factor the goals suite runs w at (1 for workloads it
+// does not state a size for).
+func goalScale(name string) float64 {
+	for _, g := range goalSizes {
+		if g.workload == name {
+			return g.scale
+		}
+	}
+	return 1
 }
 
 func allWorkloadNames() []string {
