@@ -34,6 +34,7 @@ func startJobController(ctx context.Context, cc ControllerContext) (RunFunc, err
 			MaxPodCreateDeletePerSync: o.MaxPodCreateDeletePerSync,
 			DisableReadYourWrites:     !o.StaleControllerConsistency,
 			Metadata:                  cc.Metadata,
+			ContentType:               cc.RestConfig.ContentType,
 			JobPodsOnly:               true,
 			PodTransform:              CacheTransform,
 			Clock:                     cc.Clock,

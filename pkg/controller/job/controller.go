@@ -182,7 +182,7 @@ func NewController(ctx context.Context, podInformer coreinformers.PodInformer, j
 			c.writes.podStore = c.sources.podStore
 		}
 	}
-	c.pods = &podControl{client: client, meta: opts.Metadata, recorder: recorder, onWrite: c.writes.wrotePod}
+	c.pods = &podControl{client: client, contentType: opts.ContentType, recorder: recorder, onWrite: c.writes.wrotePod}
 
 	if err := podInformer.Informer().AddIndexers(cache.Indexers{podControllerIndex: indexPodByController, podFinalizerIndex: indexFinalizerPodByController}); err != nil {
 		return nil, fmt.Errorf("adding pod controller index: %w", err)

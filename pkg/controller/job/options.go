@@ -40,10 +40,14 @@ type Options struct {
 	DisableReadYourWrites bool
 	// Clock is used for every time decision. Default the real clock.
 	Clock clock.WithTicker
-	// Metadata, if set, is a metadata-only client for the same apiserver;
-	// tracking finalizers are then removed with metadata-only responses.
-	// Default: the typed client, full pods in responses.
+	// Metadata, if set, is a metadata-only client for the same apiserver,
+	// which JobPodsOnly needs. Default none.
 	Metadata metadata.Interface
+	// ContentType is the encoding the client given to NewController was
+	// configured with (its rest.Config.ContentType). The controller creates
+	// and patches pods asking for their metadata only, in this encoding.
+	// Default: client-go's, JSON.
+	ContentType string
 	// Registerer receives the controller's metrics. Default: a private registry.
 	Registerer prometheus.Registerer
 	// JobPodsOnly says that the pod informer given to NewController lists

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"k8s.io/client-go/metadata"
 
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -39,9 +38,9 @@ type podControl struct {
 	client kubernetes.Interface
 	// recorder records the events of pod writes on the Job.
 	recorder record.EventRecorder
-	// meta, if set, is the metadata-only client finalizer removals use, so
-	// that the apiserver answers with the pod's metadata only.
-	meta metadata.Interface
+	// contentType is the encoding client was configured with; creates and
+	// patches ask for the pod's metadata only in it (podmeta.go).
+	contentType string
 	// onWrite, if set, is told of every pod a write returned.
 	onWrite func(metav1.Object)
 }
@@ -65,19 +64,9 @@ func (c *podControl) delete(ctx context.Context, job *batchv1.Job, name string) 
 }
 
 // removeFinalizer applies patch, which removes the tracking finalizer, to
-// the named pod. With a metadata client the response is the pod's metadata
-// alone: the controller only needs its resourceVersion, and neither side
-// pays for encoding and decoding the whole pod.
+// the named pod.
 func (c *podControl) removeFinalizer(ctx context.Context, namespace, name string, patch []byte) error {
-	if c.meta == nil {
-		return c.PatchPod(ctx, namespace, name, patch)
-	}
-	m, err := c.meta.Resource(corev1.SchemeGroupVersion.WithResource("pods")).Namespace(namespace).
-		Patch(ctx, name, types.StrategicMergePatchType, patch, metav1.PatchOptions{FieldManager: FieldManager})
-	if err == nil && c.onWrite != nil {
-		c.onWrite(m)
-	}
-	return err
+	return c.PatchPod(ctx, namespace, name, patch)
 }
 
 // releaseOrphan removes the tracking finalizer from pod, a pod no Job
@@ -90,22 +79,36 @@ func (c *podControl) releaseOrphan(ctx context.Context, pod *corev1.Pod) error {
 	if patch == nil {
 		return nil
 	}
-	if c.meta != nil {
-		_, err := c.meta.Resource(corev1.SchemeGroupVersion.WithResource("pods")).Namespace(pod.Namespace).
-			Patch(ctx, pod.Name, types.StrategicMergePatchType, patch, metav1.PatchOptions{FieldManager: FieldManager})
-		return err
-	}
-	_, err := c.client.CoreV1().Pods(pod.Namespace).Patch(ctx, pod.Name, types.StrategicMergePatchType, patch, metav1.PatchOptions{FieldManager: FieldManager})
+	_, err := c.patch(ctx, pod.Namespace, pod.Name, patch)
 	return err
 }
 
 // PatchPod applies a strategic merge patch to a pod.
 func (c *podControl) PatchPod(ctx context.Context, namespace, name string, data []byte) error {
-	pod, err := c.client.CoreV1().Pods(namespace).Patch(ctx, name, types.StrategicMergePatchType, data, metav1.PatchOptions{FieldManager: FieldManager})
+	pod, err := c.patch(ctx, namespace, name, data)
 	if err == nil && c.onWrite != nil {
 		c.onWrite(pod)
 	}
 	return err
+}
+
+// patch applies a strategic merge patch to the named pod and returns the
+// pod as the apiserver answered: its metadata only, unless client is a
+// fake clientset (no REST client), whose typed client returns the pod.
+func (c *podControl) patch(ctx context.Context, namespace, name string, data []byte) (metav1.Object, error) {
+	opts := metav1.PatchOptions{FieldManager: FieldManager}
+	if rc := podsRESTClient(c.client); rc != nil {
+		m, err := patchPodMeta(ctx, rc, c.contentType, namespace, name, data, opts)
+		if err != nil {
+			return nil, err
+		}
+		return m, nil
+	}
+	pod, err := c.client.CoreV1().Pods(namespace).Patch(ctx, name, types.StrategicMergePatchType, data, opts)
+	if err != nil {
+		return nil, err
+	}
+	return pod, nil
 }
 
 // CreatePods is not used by the ControllerRefManager.

@@ -12,8 +12,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/apiserver/pkg/storage/names"
-	"k8s.io/client-go/kubernetes/scheme"
-	"k8s.io/client-go/rest"
 	"k8s.io/klog/v2"
 )
 
@@ -74,8 +72,8 @@ func (c *podControl) create(ctx context.Context, job *batchv1.Job, tmpl *corev1.
 		return pod.Name, err
 	}
 	klog.FromContext(ctx).V(4).Info("Created pod", "job", klog.KObj(job), "pod", klog.KObj(created))
-	c.recorder.Eventf(job, corev1.EventTypeNormal, ReasonSuccessfulCreate, "Created pod: %v", created.Name)
-	return created.Name, nil
+	c.recorder.Eventf(job, corev1.EventTypeNormal, ReasonSuccessfulCreate, "Created pod: %v", created.GetName())
+	return created.GetName(), nil
 }
 
 // createNamed creates pod under a random name from its generateName. A name
@@ -83,15 +81,18 @@ func (c *podControl) create(ctx context.Context, job *batchv1.Job, tmpl *corev1.
 // collisions in a Job of 10,000 pods), which the apiserver hides by retrying
 // generateName; this retries with a fresh name too. Since no create is
 // resent, the pod holding the name is never this create's own.
-func (c *podControl) createNamed(ctx context.Context, job *batchv1.Job, pod *corev1.Pod) (*corev1.Pod, error) {
+func (c *podControl) createNamed(ctx context.Context, job *batchv1.Job, pod *corev1.Pod) (metav1.Object, error) {
 	for attempt := 1; ; attempt++ {
 		pod.Name = names.SimpleNameGenerator.GenerateName(pod.GenerateName)
 		created, err := c.createOnce(ctx, job.Namespace, pod)
 		if ambiguous(err) {
 			return nil, &unknownOutcomeError{name: pod.Name, err: err}
 		}
+		if err == nil {
+			return created, nil
+		}
 		if !apierrors.IsAlreadyExists(err) || attempt == maxNameAttempts {
-			return created, err
+			return nil, err
 		}
 		klog.FromContext(ctx).V(2).Info("Pod name taken, trying another", "job", klog.KObj(job), "pod", klog.KObj(pod))
 	}
@@ -99,19 +100,21 @@ func (c *podControl) createNamed(ctx context.Context, job *batchv1.Job, pod *cor
 
 // createOnce sends one create of pod: never resent after an answer that
 // may mean it was applied, resent only after a throttling refusal (429).
-// With a client that has no REST client of its own (a fake clientset in
-// unit tests), the typed client is used.
-func (c *podControl) createOnce(ctx context.Context, namespace string, pod *corev1.Pod) (*corev1.Pod, error) {
+// It returns the created pod's metadata (podmeta.go); with a client that
+// has no REST client of its own (a fake clientset in unit tests), the
+// typed client is used and returns the whole pod.
+func (c *podControl) createOnce(ctx context.Context, namespace string, pod *corev1.Pod) (metav1.Object, error) {
 	opts := metav1.CreateOptions{FieldManager: FieldManager}
-	rc, ok := c.client.CoreV1().RESTClient().(*rest.RESTClient)
-	if !ok || rc == nil {
-		return c.client.CoreV1().Pods(namespace).Create(ctx, pod, opts)
+	rc := podsRESTClient(c.client)
+	if rc == nil {
+		created, err := c.client.CoreV1().Pods(namespace).Create(ctx, pod, opts)
+		if err != nil {
+			return nil, err
+		}
+		return created, nil
 	}
 	for resend := 0; ; resend++ {
-		created := &corev1.Pod{}
-		err := rc.Post().Namespace(namespace).Resource("pods").
-			VersionedParams(&opts, scheme.ParameterCodec).Body(pod).
-			MaxRetries(0).Do(ctx).Into(created)
+		created, err := createPodMeta(ctx, rc, c.contentType, namespace, pod, opts)
 		if err == nil {
 			return created, nil
 		}

@@ -101,7 +101,7 @@ func runBench(b *testing.B, impl string, jobs int, completions, parallelism int3
 		}
 		factory := informers.NewSharedInformerFactory(client, 0)
 		job.Spec.ManagedBy = ptrTo(jobcontroller.DefaultManagedBy)
-		c, err := jobcontroller.NewController(ctrlCtx, factory.Core().V1().Pods(), factory.Batch().V1().Jobs(), client, jobcontroller.Options{})
+		c, err := jobcontroller.NewController(ctrlCtx, factory.Core().V1().Pods(), factory.Batch().V1().Jobs(), client, jobcontroller.Options{ContentType: cfg.ContentType})
 		if err != nil {
 			b.Fatal(err)
 		}

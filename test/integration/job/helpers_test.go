@@ -15,6 +15,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
 
 	jobcontroller "jobkeeper.dev/jobkeeper/pkg/controller/job"
 	"jobkeeper.dev/jobkeeper/test/integration/framework"
@@ -53,16 +54,29 @@ func startController(t testing.TB, opts jobcontroller.Options) *controllerRun {
 // transport wrapped by wrap (if not nil), e.g. to make some requests fail.
 func startControllerWithTransport(t testing.TB, opts jobcontroller.Options, wrap func(http.RoundTripper) http.RoundTripper) *controllerRun {
 	t.Helper()
+	return startControllerWithConfig(t, opts, func(cfg *rest.Config) {
+		if wrap != nil {
+			cfg.Wrap(wrap)
+		}
+	})
+}
+
+// startControllerWithConfig is startController with the client's config
+// changed by configure, e.g. its encoding or its transport.
+func startControllerWithConfig(t testing.TB, opts jobcontroller.Options, configure func(*rest.Config)) *controllerRun {
+	t.Helper()
 	cfg := framework.Config()
 	cfg.QPS, cfg.Burst = 500, 1000
-	if wrap != nil {
-		cfg.Wrap(wrap)
-	}
+	configure(cfg)
 	client, err := kubernetes.NewForConfig(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
-	// As the manager wires it: finalizer removals through the metadata client.
+	// As the manager wires it: pod writes answered in the client's encoding,
+	// the metadata client for the pods outside the Job label (JobPodsOnly).
+	if opts.ContentType == "" {
+		opts.ContentType = cfg.ContentType
+	}
 	if opts.Metadata == nil {
 		if opts.Metadata, err = metadata.NewForConfig(cfg); err != nil {
 			t.Fatal(err)
