@@ -219,10 +219,12 @@ func (m *Manager) runControllers(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	// The metadata client carries the Job controller's finalizer removals:
-	// it shares the typed client's rate limiter (with the Job controller, the
-	// fair queue of fairClientConfig), so that --kube-api-qps and
-	// --kube-api-burst bound the Job controller's writes as a whole.
+	// The metadata client lists and watches the pods outside the Job label
+	// (the Job controller's JobPodsOnly); its lists share the typed client's
+	// rate limiter (with the Job controller, the fair queue of
+	// fairClientConfig), so that --kube-api-qps and --kube-api-burst bound
+	// the controllers' requests as a whole. The Job controller's pod writes
+	// go through the typed client, asking for metadata-only answers.
 	metaConfig := rest.CopyConfig(m.config)
 	metaConfig.RateLimiter = client.CoreV1().RESTClient().GetRateLimiter()
 	meta, err := metadata.NewForConfig(metaConfig)
