@@ -242,11 +242,16 @@ func (c *Controller) Run(ctx context.Context, workers int) {
 		c.orphanQueue.ShutDown()
 		wg.Wait()
 	}()
-	if c.sources != nil {
-		wg.Go(func() { c.sources.run(ctx) })
-	}
 	if !cache.WaitFor(ctx, "caches of the job controller", c.synced...) {
 		return
+	}
+	// The pods outside the Job label are watched once the Job pods are
+	// cached, not beside them: without a watch cache the apiserver reads
+	// every pod from etcd to answer either list, and at start-up the two
+	// would share it while the first sync needs only the Job pods. Nothing
+	// waits for this informer; it only finds finalizers to release.
+	if c.sources != nil {
+		wg.Go(func() { c.sources.run(ctx) })
 	}
 	// The gauges read the caches, so they are exported once these have
 	// synced, and no longer once the controller stops.

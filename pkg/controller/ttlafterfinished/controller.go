@@ -322,11 +322,14 @@ func (c *Controller) Run(ctx context.Context, workers int) {
 	// applies, which only delays deletions. The CRD may even be missing, in
 	// which case Jobs and Pods are still served.
 	wg.Go(func() { c.policyInformer.RunWithContext(ctx) })
-	synced := c.cachesSynced
-	if s := c.pods.run(ctx); s != nil {
-		synced = append(synced[:len(synced):len(synced)], s)
+	// The finished pods outside the Job label are listed once the shared
+	// caches have synced: their list makes the apiserver read every pod
+	// (from etcd when it keeps no watch cache of pods), and at start-up it
+	// would compete with the shared pod list the Job controller waits for.
+	if !cache.WaitForNamedCacheSyncWithContext(ctx, c.cachesSynced...) {
+		return
 	}
-	if !cache.WaitForNamedCacheSyncWithContext(ctx, synced...) {
+	if s := c.pods.run(ctx); s != nil && !cache.WaitForNamedCacheSyncWithContext(ctx, s) {
 		return
 	}
 	for i := 0; i < workers; i++ {
