@@ -7,7 +7,7 @@ const methodology = "Run it yourself (about three hours for the default suite at
 	"```sh\n" +
 	"go run ./bench -suite default                 # workloads 1-5, QPS/burst 50/100 and 500/1000, 3 repeats\n" +
 	"go run ./bench -suite long                    # also one Job of 100,000 completions\n" +
-	"go run ./bench -suite goals                   # issue 27's goals at their stated sizes, QPS/burst 100/200 (about an hour)\n" +
+	"go run ./bench -suite goals                   # issue 27's goals at their stated sizes, QPS/burst 100/200 (about 20 minutes)\n" +
 	"go run ./bench -workloads ttl,small -repeats 1 -qps 500/1000 -scale 0.1 -out /tmp/b.md   # a quick look\n" +
 	"```\n\n" +
 	"Flags: `-suite default|long|goals`, `-workloads` (comma list of `nonindexed,indexed,small,ttl,memory,long,fairness,busy,startup`),\n" +
