@@ -29,7 +29,9 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/runtime/serializer"
 	"k8s.io/apimachinery/pkg/types"
+	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/kubernetes/scheme"
@@ -593,7 +595,8 @@ func (f *faultProxy) RoundTrip(req *http.Request) (*http.Response, error) {
 		!podsCollection.MatchString(req.URL.Path) || code != http.StatusCreated {
 		return resp, err
 	}
-	pod, err := decodeAnswer[*corev1.Pod](resp)
+	// The Job controller asks for the created pod's metadata only.
+	pod, err := decodeAnswer[*metav1.PartialObjectMetadata](resp)
 	if err != nil {
 		return nil, err
 	}
@@ -635,6 +638,16 @@ func (f *faultProxy) refused() []string {
 	return out
 }
 
+// answerCodecs decode the apiserver's answers: built-in objects, and the
+// metadata-only answers (meta.k8s.io/v1 PartialObjectMetadata) a client
+// asks for with Accept's as= parameter.
+var answerCodecs = func() serializer.CodecFactory {
+	s := runtime.NewScheme()
+	utilruntime.Must(scheme.AddToScheme(s))
+	utilruntime.Must(metav1.AddMetaToScheme(s))
+	return serializer.NewCodecFactory(s)
+}()
+
 // decodeAnswer reads and closes the body of resp, the apiserver's answer
 // to a create, and decodes it as a T.
 func decodeAnswer[T runtime.Object](resp *http.Response) (T, error) {
@@ -644,7 +657,7 @@ func decodeAnswer[T runtime.Object](resp *http.Response) (T, error) {
 	if err != nil {
 		return zero, err
 	}
-	obj, _, err := scheme.Codecs.UniversalDeserializer().Decode(body, nil, nil)
+	obj, _, err := answerCodecs.UniversalDeserializer().Decode(body, nil, nil)
 	if err != nil {
 		return zero, fmt.Errorf("decoding the answer to a create: %w", err)
 	}
