@@ -61,6 +61,22 @@ type Config struct {
 	// commands (allowPrivilegeEscalation: false): a setuid or file
 	// capability program gains nothing.
 	NoNewPrivileges bool `json:"noNewPrivileges,omitempty"`
+	// Capabilities are the capabilities the container's processes may
+	// hold, named as capabilities(7) names them ("CAP_CHOWN"): the bounding
+	// set of the main process and of every exec'd command, so that one
+	// running as root has exactly these and one running as another user
+	// none, but what a file among them grants. ContainerCapabilities
+	// computes them from a securityContext. Empty: none. Names the kernel
+	// does not have are ignored, as runc ignores them. Not used with
+	// Privileged.
+	Capabilities []string `json:"capabilities,omitempty"`
+	// Privileged runs the container as the kubelet's runtimes run a
+	// privileged one: every capability, the host's devices in /dev, and
+	// /proc and /sys without masked or read-only paths.
+	Privileged bool `json:"privileged,omitempty"`
+	// UnmaskedProc leaves the container's /proc without masked and
+	// read-only paths (procMount: Unmasked).
+	UnmaskedProc bool `json:"unmaskedProc,omitempty"`
 	// Pause makes the main process a pause process instead of Command: PID
 	// 1 of a new PID namespace (PIDContainer) that only reaps the
 	// processes orphaned in it, for a pod whose containers share it.

@@ -11,6 +11,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/moby/sys/capability"
 	"golang.org/x/sys/unix"
 )
 
@@ -79,6 +80,10 @@ type stageConfig struct {
 	// NoNewPrivileges sets no_new_privs before the exec
 	// (Config.NoNewPrivileges).
 	NoNewPrivileges bool `json:"noNewPrivileges,omitempty"`
+	// AllCapabilities keeps every capability (Config.Privileged); else
+	// the command keeps Capabilities only (limitCapabilities).
+	AllCapabilities bool             `json:"allCapabilities,omitempty"`
+	Capabilities    []capability.Cap `json:"capabilities,omitempty"`
 }
 
 // stageCred is a syscall.Credential that survives JSON.
@@ -96,6 +101,9 @@ type stageError struct {
 
 // stage is the init stage's main function; it returns only on failure.
 func stage() int {
+	// The bounding set is the thread's: the one that limits it must be
+	// the one that executes the command. Never unlocked.
+	runtime.LockOSThread()
 	errW := os.NewFile(stageErrorFD, "stage-error")
 	syscall.CloseOnExec(stageErrorFD)
 	// Loaded and initialised: the sandbox may now build the view, which
@@ -131,6 +139,11 @@ func stage() int {
 		return 0
 	}
 	if cfg.Pause {
+		// It only reaps: it keeps no capability a process of the
+		// namespace could borrow.
+		if err := limitCapabilities(nil); err != nil {
+			return fail(ReasonStartError, err.Error())
+		}
 		_ = errW.Close()
 		pause()
 	}
@@ -159,6 +172,11 @@ func stage() int {
 	if cfg.NoNewPrivileges {
 		if err := unix.Prctl(unix.PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0); err != nil {
 			return fail(ReasonStartError, "setting no_new_privs: "+err.Error())
+		}
+	}
+	if !cfg.AllCapabilities {
+		if err := limitCapabilities(cfg.Capabilities); err != nil {
+			return fail(ReasonStartError, err.Error())
 		}
 	}
 	err = syscall.Exec(cfg.Path, cfg.Argv, cfg.Env)
@@ -197,7 +215,9 @@ func (s *supervisor) forkStage(files []*os.File, tty bool) error {
 		sys.Cloneflags = syscall.CLONE_NEWPID
 	}
 	attr := &syscall.ProcAttr{Env: []string{}, Files: fds, Sys: sys}
-	pid, err := s.forkInNamespace("/proc/self/exe", []string{initArgvName}, attr)
+	// The stage keeps every capability: it mounts /proc and takes the
+	// container's user before it limits them itself.
+	pid, err := s.forkInNamespace("/proc/self/exe", []string{initArgvName}, attr, false)
 	_ = cfgR.Close()
 	_ = errW.Close()
 	if err != nil {
@@ -232,7 +252,8 @@ func (s *supervisor) abandonStage() {
 // mount /proc and exit; for a pause sandbox, become the pause process). It
 // returns once the command was executed, or why it was not.
 func (s *supervisor) runStage(argv []string, probe bool) (int, string, error) {
-	cfg := stageConfig{Probe: probe, Pause: s.cfg.Pause, NoNewPrivileges: s.cfg.NoNewPrivileges}
+	cfg := stageConfig{Probe: probe, Pause: s.cfg.Pause, NoNewPrivileges: s.cfg.NoNewPrivileges,
+		AllCapabilities: s.cfg.Privileged, Capabilities: s.keep}
 	if s.cfg.Rootfs == nil {
 		// Host mode chroots: the stage follows.
 		cfg.Root = rootDir(s.cfg.Scratch)
@@ -277,12 +298,16 @@ func (s *supervisor) runStage(argv []string, probe bool) (int, string, error) {
 
 // forkInNamespace starts path: in the PID namespace to join (PIDJoin, and
 // every command exec'd into a container with a namespace of its own: the
-// main process's), else as attr says. setns for a PID namespace applies to
-// the children of the calling thread only, so the thread that forks is
-// locked to the goroutine and thrown away afterwards.
-func (s *supervisor) forkInNamespace(path string, argv []string, attr *syscall.ProcAttr) (int, error) {
+// main process's), else as attr says; with limit, with the container's
+// capabilities only (limitCapabilities), and with no_new_privs when the
+// config asks. setns for a PID namespace applies to the children of the
+// calling thread only, and the bounding set and no_new_privs are the
+// thread's, so the thread that forks is locked to the goroutine and thrown
+// away afterwards.
+func (s *supervisor) forkInNamespace(path string, argv []string, attr *syscall.ProcAttr, limit bool) (int, error) {
 	ns := s.pidNS
-	if ns == nil {
+	limit = limit && !s.cfg.Privileged
+	if ns == nil && !limit && !s.cfg.NoNewPrivileges {
 		return syscall.ForkExec(path, argv, attr)
 	}
 	type result struct {
@@ -293,9 +318,25 @@ func (s *supervisor) forkInNamespace(path string, argv []string, attr *syscall.P
 	go func() {
 		// Not unlocked: the thread ends with the goroutine.
 		runtime.LockOSThread()
-		if err := unix.Setns(int(ns.Fd()), unix.CLONE_NEWPID); err != nil {
-			ch <- result{err: fmt.Errorf("entering the container's PID namespace: %w", err)}
-			return
+		if ns != nil {
+			if err := unix.Setns(int(ns.Fd()), unix.CLONE_NEWPID); err != nil {
+				ch <- result{err: fmt.Errorf("entering the container's PID namespace: %w", err)}
+				return
+			}
+		}
+		if s.cfg.NoNewPrivileges {
+			// A thread's own flag: this one may have been started
+			// before the sandbox set it.
+			if err := unix.Prctl(unix.PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0); err != nil {
+				ch <- result{err: fmt.Errorf("setting no_new_privs: %w", err)}
+				return
+			}
+		}
+		if limit {
+			if err := limitCapabilities(s.keep); err != nil {
+				ch <- result{err: err}
+				return
+			}
 		}
 		pid, err := syscall.ForkExec(path, argv, attr)
 		ch <- result{pid, err}

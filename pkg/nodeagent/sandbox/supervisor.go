@@ -13,6 +13,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/moby/sys/capability"
 	"golang.org/x/sys/unix"
 )
 
@@ -69,6 +70,9 @@ type supervisor struct {
 	mainEndedAt time.Time
 	// dur is the durable part; nil for a sandbox that dies with its agent.
 	dur *durable
+	// keep are the capabilities the container's processes keep
+	// (Config.Capabilities), unless Config.Privileged.
+	keep []capability.Cap
 }
 
 // execRequest is a command exec'd for an agent.
@@ -109,6 +113,9 @@ func supervise() int {
 	if err := s.readConfig(); err != nil {
 		s.fail(ReasonCreateContainerError, err.Error())
 		return 2
+	}
+	if !s.cfg.Privileged {
+		s.keep, _ = parseCapabilities(s.cfg.Capabilities)
 	}
 	if s.cfg.Hostname != "" {
 		// Start sends a hostname only to a sandbox in a UTS namespace of
@@ -452,7 +459,7 @@ func (s *supervisor) spawn(argv []string, files []*os.File, tty bool) (int, stri
 		Files: fds,
 		Sys:   &syscall.SysProcAttr{Setpgid: !tty, Setsid: tty, Setctty: tty, Credential: s.cred},
 	}
-	pid, err := s.forkInNamespace(path, argv, attr)
+	pid, err := s.forkInNamespace(path, argv, attr, true)
 	if err != nil {
 		return 0, ReasonStartError, fmt.Errorf("exec: %q: %w", argv[0], err)
 	}
