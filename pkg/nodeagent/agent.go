@@ -482,8 +482,14 @@ func (a *Agent) containerSpec(ctx context.Context, pod *corev1.Pod, c *container
 	if sc := c.spec.SecurityContext; sc != nil {
 		// As the kubelet: no_new_privs when privilege escalation is
 		// disallowed; a read-only root only where there is a private view
-		// (decideFeatures refuses it elsewhere).
+		// (decideFeatures refuses it elsewhere); privileged, capabilities
+		// and procMount for the runtime to apply.
 		spec.NoNewPrivileges = sc.AllowPrivilegeEscalation != nil && !*sc.AllowPrivilegeEscalation
+		spec.Privileged = sc.Privileged != nil && *sc.Privileged
+		if caps := sc.Capabilities; caps != nil {
+			spec.CapabilitiesAdd, spec.CapabilitiesDrop = capabilityNames(caps.Add), capabilityNames(caps.Drop)
+		}
+		spec.UnmaskedProc = sc.ProcMount != nil && *sc.ProcMount == corev1.UnmaskedProcMount
 		spec.ReadOnlyRoot = sc.ReadOnlyRootFilesystem != nil && *sc.ReadOnlyRootFilesystem && a.isolated()
 	}
 	hostname, err := podUTSName(pod)
@@ -655,4 +661,13 @@ func (a *Agent) quiet() bool {
 // container, as the kubelet's Pulled.
 func (a *Agent) imageEvent(pod *corev1.Pod, c *container) {
 	a.containerEvent(pod, c.info, corev1.EventTypeNormal, "Pulled", fmt.Sprintf("Image %q not pulled: the process runtime runs container %s's command on the host", c.spec.Image, c.spec.Name))
+}
+
+// capabilityNames are a securityContext's capability names as strings.
+func capabilityNames(caps []corev1.Capability) []string {
+	out := make([]string, len(caps))
+	for i, c := range caps {
+		out[i] = string(c)
+	}
+	return out
 }

@@ -25,7 +25,7 @@ const (
 	ReasonSysctlForbidden = "SysctlForbidden"
 	// ReasonNotEnforced is the Warning event of a pod that runs although
 	// the node does not enforce some of its fields (resource limits, a
-	// RuntimeDefault seccomp profile, capabilities, SELinux options).
+	// RuntimeDefault seccomp profile, SELinux options).
 	ReasonNotEnforced = "NotEnforced"
 	// ReasonInvalidDNSConfig: the pod's dnsConfig has an entry that
 	// cannot be written into a resolv.conf as one entry (the apiserver
@@ -60,9 +60,11 @@ type featureDecision struct {
 // security context and resources, as docs/node-agent.md's table says:
 //
 //   - honoured: readOnlyRootFilesystem (with a private view),
-//     allowPrivilegeEscalation, fsGroup (as root), hostPID, hostIPC and
-//     hostNetwork (pods share the host's network and IPC anyway), procMount
-//     Unmasked (nothing is masked), seccomp and AppArmor Unconfined;
+//     allowPrivilegeEscalation, capabilities (the runtime's default set,
+//     add and drop), privileged as root (every capability, the host's
+//     devices, /proc unmasked, /sys writable), fsGroup (as root), hostPID,
+//     hostIPC and hostNetwork (pods share the host's network and IPC
+//     anyway), procMount Unmasked, seccomp and AppArmor Unconfined;
 //   - refused, because running without them would change what the program
 //     sees or drop a protection the user named: privileged when the agent
 //     is not root, a Localhost seccomp profile, an AppArmor profile other than Unconfined (as a
@@ -70,11 +72,10 @@ type featureDecision struct {
 //     the host), readOnlyRootFilesystem, dnsPolicy None and dnsConfig
 //     without a private view, fsGroup when the agent cannot change groups,
 //     a dnsConfig entry that would not be one entry of resolv.conf;
-//   - accepted with a Warning event: privileged as root (every capability
-//     and the host's devices, but /sys stays read-only; upstream's own e2e
-//     Jobs that write to a hostPath set it), resource limits (no cgroups),
-//     capabilities, a RuntimeDefault seccomp profile and SELinux options
-//     (what most pods carry: refusing them would refuse ordinary pods);
+//   - accepted with a Warning event: resource limits (no cgroups),
+//     capabilities added where containers hold none (no namespaces), a
+//     RuntimeDefault seccomp profile and SELinux options (what most pods
+//     carry: refusing them would refuse ordinary pods);
 //     supplementalGroups in host mode when the agent is not root (the
 //     processes keep the agent's groups).
 //
@@ -156,14 +157,10 @@ func decideFeatures(pod *corev1.Pod, node nodeFeatures) featureDecision {
 		case sc.ReadOnlyRootFilesystem != nil && *sc.ReadOnlyRootFilesystem && !node.isolated:
 			return refuse(ReasonPodFeatureUnsupported, "%s: securityContext.readOnlyRootFilesystem: this node cannot give containers a private filesystem view, so their root cannot be made read-only", where)
 		}
-		if sc.Privileged != nil && *sc.Privileged {
-			// As root a container already has every capability and the
-			// host's devices; what a runtime adds beyond that, a
-			// writable /sys and no masked paths, it does not get.
-			warn("securityContext.privileged", where)
-		}
-		if caps := sc.Capabilities; caps != nil && (len(caps.Add) > 0 || len(caps.Drop) > 0) {
-			warn("securityContext.capabilities", where)
+		if caps := sc.Capabilities; caps != nil && len(caps.Add) > 0 && !node.isolated {
+			// Without namespaces the agent is not root (root always has
+			// them): its containers hold no capability to add to.
+			warn("securityContext.capabilities.add", where)
 		}
 		if sc.SeccompProfile != nil && sc.SeccompProfile.Type == corev1.SeccompProfileTypeRuntimeDefault {
 			warn("securityContext.seccompProfile RuntimeDefault", where)

@@ -68,6 +68,17 @@ type Spec struct {
 	// NoNewPrivileges runs the container's processes with no_new_privs
 	// (securityContext.allowPrivilegeEscalation: false).
 	NoNewPrivileges bool
+	// Privileged runs the container as a privileged one
+	// (securityContext.privileged): every capability, the host's devices,
+	// /proc without masked paths.
+	Privileged bool
+	// CapabilitiesAdd and CapabilitiesDrop are the container's
+	// securityContext.capabilities, applied by the runtime to its default
+	// set, as CRI passes them. Not used with Privileged.
+	CapabilitiesAdd, CapabilitiesDrop []string
+	// UnmaskedProc leaves /proc without masked and read-only paths
+	// (securityContext.procMount: Unmasked).
+	UnmaskedProc bool
 	// PIDNamespace is the container's process namespace, as CRI's
 	// NamespaceMode: PIDNamespaceContainer (the default, ""), Pod or
 	// Target. A runtime without PID namespaces (PIDNamespacer) runs every

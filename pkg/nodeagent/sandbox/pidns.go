@@ -59,8 +59,16 @@ func init() {
 	}
 }
 
+// stageProcMounted is the byte the init stage writes on stageErrorFD once
+// it has mounted its namespace's procfs where a stageConfig's ProcAt said.
+const stageProcMounted = 'P'
+
 // stageConfig is what the init stage does.
 type stageConfig struct {
+	// ProcAt, alone, asks the stage to mount its PID namespace's procfs
+	// there (a directory of the view being built), answer
+	// stageProcMounted, and wait for the next stageConfig.
+	ProcAt string `json:"procAt,omitempty"`
 	// Probe mounts /proc and exits 0: ProbePID.
 	Probe bool `json:"probe,omitempty"`
 	// Pause mounts /proc and then only reaps orphans, for ever: a pod's
@@ -116,12 +124,28 @@ func stage() int {
 		return 127
 	}
 	cfgR := os.NewFile(stageConfigFD, "stage-config")
+	dec := json.NewDecoder(cfgR)
 	var cfg stageConfig
-	err := json.NewDecoder(cfgR).Decode(&cfg)
-	_ = cfgR.Close()
-	if err != nil {
-		return fail(ReasonCreateContainerError, "reading the init stage's config: "+err.Error())
+	for {
+		cfg = stageConfig{}
+		if err := dec.Decode(&cfg); err != nil {
+			_ = cfgR.Close()
+			return fail(ReasonCreateContainerError, "reading the init stage's config: "+err.Error())
+		}
+		if cfg.ProcAt == "" {
+			break
+		}
+		// Before the view replaces the host's root: the kernel lets a
+		// user namespace mount a procfs only while one of the host's is
+		// fully visible, and none of the host's will be beneath this one.
+		if err := unix.Mount("proc", cfg.ProcAt, "proc", unix.MS_NOSUID|unix.MS_NODEV|unix.MS_NOEXEC, ""); err != nil {
+			return fail(ReasonCreateContainerError, "mounting /proc of the container's PID namespace: "+err.Error())
+		}
+		if _, err := errW.Write([]byte{stageProcMounted}); err != nil {
+			return 127
+		}
 	}
+	_ = cfgR.Close()
 	if cfg.Root != "" {
 		if err := unix.Chroot(cfg.Root); err != nil {
 			return fail(ReasonCreateContainerError, "entering the container's view: "+err.Error())
@@ -129,11 +153,6 @@ func stage() int {
 	}
 	if err := unix.Chdir("/"); err != nil {
 		return fail(ReasonCreateContainerError, "entering the container's view: "+err.Error())
-	}
-	// The /proc of this PID namespace, over the host's in the view: ps
-	// and /proc/self then show the container's processes and numbers.
-	if err := unix.Mount("proc", "/proc", "proc", unix.MS_NOSUID|unix.MS_NODEV|unix.MS_NOEXEC, ""); err != nil {
-		return fail(ReasonCreateContainerError, "mounting /proc of the container's PID namespace: "+err.Error())
 	}
 	if cfg.Probe {
 		return 0
@@ -179,7 +198,7 @@ func stage() int {
 			return fail(ReasonStartError, err.Error())
 		}
 	}
-	err = syscall.Exec(cfg.Path, cfg.Argv, cfg.Env)
+	err := syscall.Exec(cfg.Path, cfg.Argv, cfg.Env)
 	return fail(ReasonStartError, fmt.Sprintf("exec: %q: %v", cfg.Argv[0], err))
 }
 
@@ -232,6 +251,37 @@ func (s *supervisor) forkStage(files []*os.File, tty bool) error {
 		return errors.New("the container's init stage ended before it was ready")
 	}
 	return nil
+}
+
+// mountProc mounts the container's procfs on target, a directory of the
+// view being built: in a PID namespace of the container's, the init stage
+// mounts its namespace's; in the host's, the sandbox mounts one, or, in a
+// user namespace, where the kernel refuses a procfs of the host's PID
+// namespace, binds the host's (its processes are what hostPID shows).
+func (s *supervisor) mountProc(target string) error {
+	if !s.pidNamespaced() {
+		err := unix.Mount("proc", target, "proc", unix.MS_NOSUID|unix.MS_NODEV|unix.MS_NOEXEC, "")
+		if errors.Is(err, unix.EPERM) && !initialUserNamespace() {
+			err = unix.Mount("/proc", target, "", unix.MS_BIND|unix.MS_REC, "")
+		}
+		return err
+	}
+	if s.stagePID == 0 {
+		return errors.New("no init stage to mount the PID namespace's /proc")
+	}
+	if err := json.NewEncoder(s.stageCfg).Encode(stageConfig{ProcAt: target}); err != nil {
+		return fmt.Errorf("asking the init stage: %w", err)
+	}
+	var b [1]byte
+	if n, _ := io.ReadFull(s.stageErr, b[:]); n == 1 && b[0] == stageProcMounted {
+		return nil
+	}
+	rest, _ := io.ReadAll(s.stageErr)
+	var se stageError
+	if err := json.Unmarshal(append(b[:], rest...), &se); err != nil {
+		return errors.New("the container's init stage ended before it mounted /proc")
+	}
+	return errors.New(se.Message)
 }
 
 // abandonStage ends a stage that will not run anything (the start failed

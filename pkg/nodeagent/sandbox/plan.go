@@ -46,7 +46,79 @@ const (
 	// opShm mounts a private tmpfs on the container's /dev/shm (target,
 	// resolved inside the view) when the view's /dev has that directory.
 	opShm
+	// opMinimalDev gives the container the /dev (target) of a container
+	// runtime: a tmpfs holding the default devices only (null, zero,
+	// full, random, urandom, tty, bound from the host's), a devpts of its
+	// own with ptmx, a private shm tmpfs, and the fd, stdin, stdout and
+	// stderr links.
+	opMinimalDev
+	// opProc mounts a procfs of the container's PID namespace on target:
+	// mounted by a process of that namespace before the view replaces the
+	// host's root, so that no procfs of the host's is ever beneath it.
+	opProc
+	// opMask hides target, when it exists: a directory under an empty
+	// read-only tmpfs, anything else under the host's /dev/null.
+	opMask
+	// opReadOnlyPath makes target, when it exists, read-only: it is bound
+	// on itself, then remounted read-only.
+	opReadOnlyPath
 )
+
+// DefaultReadOnlyPaths are the paths of /proc a container that is not
+// privileged sees read-only, as the kubelet asks its runtime.
+var DefaultReadOnlyPaths = []string{
+	"/proc/bus",
+	"/proc/fs",
+	"/proc/irq",
+	"/proc/sys",
+	"/proc/sysrq-trigger",
+}
+
+// defaultMaskedPaths are the paths of /proc and /sys hidden from a
+// container that is not privileged, as the kubelet asks its runtime (it
+// adds the CPUs' thermal_throttle directories: maskedPaths).
+var defaultMaskedPaths = []string{
+	"/proc/asound",
+	"/proc/acpi",
+	"/proc/interrupts",
+	"/proc/kcore",
+	"/proc/keys",
+	"/proc/latency_stats",
+	"/proc/timer_list",
+	"/proc/timer_stats",
+	"/proc/sched_debug",
+	"/proc/scsi",
+	"/sys/firmware",
+	"/sys/devices/virtual/powercap",
+}
+
+// systemTrees returns the steps that give the view its /dev, /proc and
+// /sys, then hide the masked paths (masked) and make DefaultReadOnlyPaths
+// read-only. at maps a container path to the steps' target; view says the
+// targets are resolved inside the view. A privileged container gets the
+// host's devices, a writable /sys and nothing masked; one whose procMount
+// is Unmasked, nothing masked nor read-only.
+func systemTrees(cfg Config, masked []string, at func(string) string, view bool) []op {
+	var ops []op
+	if cfg.Privileged {
+		ops = append(ops, op{kind: opDev, source: "/dev", target: at("/dev"), view: view})
+	} else {
+		ops = append(ops, op{kind: opMinimalDev, target: at("/dev"), view: view})
+	}
+	ops = append(ops,
+		op{kind: opProc, target: at("/proc"), view: view},
+		op{kind: opRbind, source: "/sys", target: at("/sys"), readOnly: !cfg.Privileged, view: view})
+	if cfg.Privileged || cfg.UnmaskedProc {
+		return ops
+	}
+	for _, p := range masked {
+		ops = append(ops, op{kind: opMask, target: at(p), view: view})
+	}
+	for _, p := range DefaultReadOnlyPaths {
+		ops = append(ops, op{kind: opReadOnlyPath, target: at(p), view: view})
+	}
+	return ops
+}
 
 // rootEntry is one name in the host's root directory.
 type rootEntry struct {
@@ -89,18 +161,9 @@ var pseudoFS = map[string]bool{
 	"efivarfs": true, "selinuxfs": true,
 }
 
-// hostTrees are the host directories the view shares as they are.
+// hostTrees are the directories of the view that are not the host's
+// root's: /dev, /proc and /sys (systemTrees).
 var hostTrees = []string{"/dev", "/proc", "/sys"}
-
-// hostTree is the step that shares the host tree t in the view at target:
-// /dev as a private tmpfs holding the host's entries (opDev), the others
-// bound as they are, /sys read-only.
-func hostTree(t, target string, view bool) op {
-	if t == "/dev" {
-		return op{kind: opDev, source: t, target: target, view: view}
-	}
-	return op{kind: opRbind, source: t, target: target, readOnly: t == "/sys", view: view}
-}
 
 // readOnlyRoot returns the steps that make the root read-only once the
 // view is built: the mount points of the volumes and the working
@@ -128,16 +191,16 @@ func rootDir(scratch string) string { return filepath.Join(scratch, "root") }
 // new root (a directory on it), then for each entry of the host's root an
 // overlay (directories), a link (symbolic links) or a read-only bind
 // (files), an overlay of every other real filesystem (parents first), the
-// host's /dev (a private tmpfs holding the host's entries), /proc and
-// /sys, with ReadOnlyRoot the steps that make the root read-only, then the
-// volumes. /tmp is overlaid like
-// any directory: the host's files are readable, writes stay private. It decides
-// only; setUp carries the steps out.
+// container's /dev, /proc and /sys with their masked and read-only paths
+// (systemTrees), with ReadOnlyRoot the steps that make the root read-only,
+// then the volumes. /tmp is overlaid like any directory: the host's files
+// are readable, writes stay private. It decides only; setUp carries the
+// steps out.
 //
 // The root is assembled entry by entry rather than as one overlay of /: in
 // a user namespace the kernel refuses to use / as a lower layer while
 // filesystems are mounted below it.
-func plan(host []*mountinfo.Info, entries []rootEntry, cfg Config) []op {
+func plan(host []*mountinfo.Info, entries []rootEntry, cfg Config, masked []string) []op {
 	root := rootDir(cfg.Scratch)
 	ops := []op{
 		{kind: opTmpfs, target: cfg.Scratch, mode: "0700"},
@@ -181,9 +244,7 @@ func plan(host []*mountinfo.Info, entries []rootEntry, cfg Config) []op {
 		ops = append(ops, op{kind: opOverlay, source: p, target: filepath.Join(root, p)})
 		overlays = append(overlays, filepath.Join(root, p))
 	}
-	for _, t := range hostTrees {
-		ops = append(ops, hostTree(t, filepath.Join(root, t), false))
-	}
+	ops = append(ops, systemTrees(cfg, masked, func(p string) string { return filepath.Join(root, p) }, false)...)
 	if cfg.ReadOnlyRoot {
 		ops = append(ops, readOnlyRoot(cfg, append(overlays, root))...)
 	}
@@ -196,13 +257,12 @@ func plan(host []*mountinfo.Info, entries []rootEntry, cfg Config) []op {
 // planImage returns the steps that build the view of cfg in image mode, in
 // order: the scratch tmpfs, the new root (one overlay whose lower layers
 // are the image's, its upper layer on the scratch tmpfs, so every attempt
-// starts from the pristine image), the host's /dev (a private tmpfs
-// holding the host's entries), /proc and /sys (read-only) bound inside it,
-// a private /dev/shm, with ReadOnlyRoot the steps that make the root
-// read-only, then the volumes. /tmp and
-// everything else are the image's. It decides only; setUp carries the
-// steps out.
-func planImage(cfg Config) ([]op, error) {
+// starts from the pristine image), the container's /dev, /proc and /sys
+// with their masked and read-only paths (systemTrees; a privileged one's
+// /dev with a /dev/shm of its own), with ReadOnlyRoot the steps that make
+// the root read-only, then the volumes. /tmp and everything else are the
+// image's. It decides only; setUp carries the steps out.
+func planImage(cfg Config, masked []string) ([]op, error) {
 	root := rootDir(cfg.Scratch)
 	ops := []op{
 		{kind: opTmpfs, target: cfg.Scratch, mode: "0700"},
@@ -230,10 +290,11 @@ func planImage(cfg Config) ([]op, error) {
 		lowers = append(lowers, empty)
 	}
 	ops = append(ops, op{kind: opImage, source: filepath.Join(cfg.Scratch, "image"), target: root, lowers: lowers})
-	for _, t := range hostTrees {
-		ops = append(ops, hostTree(t, t, true))
+	ops = append(ops, systemTrees(cfg, masked, func(p string) string { return p }, true)...)
+	if cfg.Privileged {
+		// The host's devices, but a /dev/shm of its own.
+		ops = append(ops, op{kind: opShm, target: "/dev/shm"})
 	}
-	ops = append(ops, op{kind: opShm, target: "/dev/shm"})
 	if cfg.ReadOnlyRoot {
 		ops = append(ops, readOnlyRoot(cfg, []string{root})...)
 	}

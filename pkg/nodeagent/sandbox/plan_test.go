@@ -3,6 +3,7 @@ package sandbox
 import (
 	"fmt"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 
@@ -51,13 +52,21 @@ func TestPlan(t *testing.T) {
 		{kind: opOverlay, source: "/etc/resolv.conf", target: root + "/etc/resolv.conf"},
 		{kind: opOverlay, source: "/tmp/x", target: root + "/tmp/x"},
 		{kind: opOverlay, source: "/home/u/data", target: root + "/home/u/data"},
-		{kind: opDev, source: "/dev", target: root + "/dev"},
-		{kind: opRbind, source: "/proc", target: root + "/proc"},
+		{kind: opMinimalDev, target: root + "/dev"},
+		{kind: opProc, target: root + "/proc"},
 		{kind: opRbind, source: "/sys", target: root + "/sys", readOnly: true},
+		{kind: opMask, target: root + "/proc/kcore"},
+		{kind: opMask, target: root + "/sys/firmware"},
+		{kind: opReadOnlyPath, target: root + "/proc/bus"},
+		{kind: opReadOnlyPath, target: root + "/proc/fs"},
+		{kind: opReadOnlyPath, target: root + "/proc/irq"},
+		{kind: opReadOnlyPath, target: root + "/proc/sys"},
+		{kind: opReadOnlyPath, target: root + "/proc/sysrq-trigger"},
 		{kind: opVolume, source: "/var/lib/jk/pods/u/volumes/cache", target: "/work"},
 		{kind: opVolume, source: "/etc/cfg", target: "/etc/cfg", readOnly: true},
 	}
-	if got := plan(host, entries, cfg); !reflect.DeepEqual(got, want) {
+	masked := []string{"/proc/kcore", "/sys/firmware"}
+	if got := plan(host, entries, cfg, masked); !reflect.DeepEqual(got, want) {
 		t.Errorf("plan:\n got %+v\nwant %+v", got, want)
 	}
 
@@ -66,7 +75,7 @@ func TestPlan(t *testing.T) {
 	// are made, then every overlay and the root are made read-only, then
 	// the volumes are mounted.
 	cfg.ReadOnlyRoot, cfg.WorkingDir = true, "/work/sub"
-	ro := append([]op{want[0], want[1], {kind: opRbind, source: root, target: root}}, want[2:15]...)
+	ro := append([]op{want[0], want[1], {kind: opRbind, source: root, target: root}}, want[2:22]...)
 	ro = append(ro,
 		op{kind: opMountPoint, source: "/var/lib/jk/pods/u/volumes/cache", target: "/work"},
 		op{kind: opMountPoint, source: "/etc/cfg", target: "/etc/cfg"},
@@ -80,8 +89,8 @@ func TestPlan(t *testing.T) {
 		op{kind: opReadOnly, target: root + "/home/u/data"},
 		op{kind: opReadOnly, target: root},
 	)
-	ro = append(ro, want[15:]...)
-	if got := plan(host, entries, cfg); !reflect.DeepEqual(got, ro) {
+	ro = append(ro, want[22:]...)
+	if got := plan(host, entries, cfg, masked); !reflect.DeepEqual(got, ro) {
 		t.Errorf("plan with ReadOnlyRoot:\n got %+v\nwant %+v", got, ro)
 	}
 }
@@ -108,10 +117,15 @@ func TestPlanImage(t *testing.T) {
 	root := scratch + "/root"
 	mounts := []Mount{{Source: "/var/lib/jk/pods/u/etc-hosts", Target: "/etc/hosts", ReadOnly: true}, {Source: "/data", Target: "/work/"}}
 	hostTreesIn := []op{
-		{kind: opDev, source: "/dev", target: "/dev", view: true},
-		{kind: opRbind, source: "/proc", target: "/proc", view: true},
+		{kind: opMinimalDev, target: "/dev", view: true},
+		{kind: opProc, target: "/proc", view: true},
 		{kind: opRbind, source: "/sys", target: "/sys", readOnly: true, view: true},
-		{kind: opShm, target: "/dev/shm"},
+		{kind: opMask, target: "/proc/kcore", view: true},
+		{kind: opReadOnlyPath, target: "/proc/bus", view: true},
+		{kind: opReadOnlyPath, target: "/proc/fs", view: true},
+		{kind: opReadOnlyPath, target: "/proc/irq", view: true},
+		{kind: opReadOnlyPath, target: "/proc/sys", view: true},
+		{kind: opReadOnlyPath, target: "/proc/sysrq-trigger", view: true},
 	}
 	for name, tc := range map[string]struct {
 		layers   []string
@@ -167,7 +181,7 @@ func TestPlanImage(t *testing.T) {
 			if tc.scratch != "" {
 				cfg.Scratch = tc.scratch
 			}
-			got, err := planImage(cfg)
+			got, err := planImage(cfg, []string{"/proc/kcore"})
 			if tc.wantErr != "" {
 				if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
 					t.Fatalf("planImage error = %v, want %q", err, tc.wantErr)
@@ -225,6 +239,46 @@ func TestImageOptions(t *testing.T) {
 			}
 			if err != nil || got != tc.want || cwd != tc.wantCwd {
 				t.Errorf("imageOptions = %q, %q, %v; want %q, %q", got, cwd, err, tc.want, tc.wantCwd)
+			}
+		})
+	}
+}
+
+// TestSystemTrees: a privileged container gets the host's devices, a
+// writable /sys and nothing masked; procMount Unmasked masks nothing and
+// leaves /proc writable; every other container gets a runtime's /dev and
+// the masked and read-only paths.
+func TestSystemTrees(t *testing.T) {
+	at := func(p string) string { return "/r" + p }
+	masked := []string{"/proc/kcore", "/sys/firmware"}
+	base := []op{
+		{kind: opMinimalDev, target: "/r/dev"},
+		{kind: opProc, target: "/r/proc"},
+		{kind: opRbind, source: "/sys", target: "/r/sys", readOnly: true},
+	}
+	for name, tc := range map[string]struct {
+		cfg  Config
+		want []op
+	}{
+		"default": {want: append(slices.Clone(base),
+			op{kind: opMask, target: "/r/proc/kcore"},
+			op{kind: opMask, target: "/r/sys/firmware"},
+			op{kind: opReadOnlyPath, target: "/r/proc/bus"},
+			op{kind: opReadOnlyPath, target: "/r/proc/fs"},
+			op{kind: opReadOnlyPath, target: "/r/proc/irq"},
+			op{kind: opReadOnlyPath, target: "/r/proc/sys"},
+			op{kind: opReadOnlyPath, target: "/r/proc/sysrq-trigger"},
+		)},
+		"procMount Unmasked": {cfg: Config{UnmaskedProc: true}, want: base},
+		"privileged": {cfg: Config{Privileged: true}, want: []op{
+			{kind: opDev, source: "/dev", target: "/r/dev"},
+			{kind: opProc, target: "/r/proc"},
+			{kind: opRbind, source: "/sys", target: "/r/sys"},
+		}},
+	} {
+		t.Run(name, func(t *testing.T) {
+			if got := systemTrees(tc.cfg, masked, at, false); !reflect.DeepEqual(got, tc.want) {
+				t.Errorf("systemTrees:\n got %+v\nwant %+v", got, tc.want)
 			}
 		})
 	}

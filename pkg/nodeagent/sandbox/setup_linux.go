@@ -24,7 +24,7 @@ import (
 // filesystems are in it anyway. In image mode it pivots into the image's
 // root and detaches the host's, so that nothing of the host but what the
 // plan binds is reachable, even for a process that escapes a chroot.
-func setUp(cfg Config) error {
+func setUp(cfg Config, mountProc func(target string) error) error {
 	if cfg.Scratch == "" {
 		return errors.New("no scratch directory")
 	}
@@ -32,9 +32,10 @@ func setUp(cfg Config) error {
 		return fmt.Errorf("making mounts private (is this a new mount namespace?): %w", err)
 	}
 	var ops []op
+	masked := maskedPaths()
 	if cfg.Rootfs != nil {
 		var err error
-		if ops, err = planImage(cfg); err != nil {
+		if ops, err = planImage(cfg, masked); err != nil {
 			return err
 		}
 	} else {
@@ -46,11 +47,11 @@ func setUp(cfg Config) error {
 		if err != nil {
 			return err
 		}
-		ops = plan(host, entries, cfg)
+		ops = plan(host, entries, cfg, masked)
 	}
 	layer := 0
 	for _, o := range ops {
-		if err := apply(o, cfg.Scratch, &layer); err != nil {
+		if err := apply(o, cfg.Scratch, &layer, mountProc); err != nil {
 			return err
 		}
 	}
@@ -95,8 +96,9 @@ func readRoot() ([]rootEntry, error) {
 	return out, nil
 }
 
-// apply carries out one step. layer numbers the overlays' upper layers.
-func apply(o op, scratch string, layer *int) error {
+// apply carries out one step. layer numbers the overlays' upper layers;
+// mountProc mounts the container's procfs (opProc).
+func apply(o op, scratch string, layer *int, mountProc func(target string) error) error {
 	switch o.kind {
 	case opTmpfs:
 		if err := os.MkdirAll(o.target, 0o755); err != nil {
@@ -166,6 +168,152 @@ func apply(o op, scratch string, layer *int) error {
 		return imageOverlay(o.lowers, o.target, o.source)
 	case opShm:
 		return shm(rootDir(scratch), o.target)
+	case opMinimalDev:
+		target, err := viewTarget(o, scratch, true)
+		if err != nil {
+			return err
+		}
+		return minimalDev(target)
+	case opProc:
+		target, err := viewTarget(o, scratch, true)
+		if err != nil {
+			return err
+		}
+		if err := mountProc(target); err != nil {
+			return fmt.Errorf("mounting the container's /proc: %w", err)
+		}
+	case opMask:
+		p, err := existingTarget(o, scratch)
+		if err != nil || p == "" {
+			return err
+		}
+		return mask(p)
+	case opReadOnlyPath:
+		p, err := existingTarget(o, scratch)
+		if err != nil || p == "" {
+			return err
+		}
+		if err := unix.Mount(p, p, "", unix.MS_BIND|unix.MS_REC, ""); err != nil {
+			return fmt.Errorf("binding %s to make it read-only: %w", o.target, err)
+		}
+		if err := remountReadOnly(p); err != nil {
+			return fmt.Errorf("making %s read-only: %w", o.target, err)
+		}
+	}
+	return nil
+}
+
+// viewTarget is where step o mounts: its target resolved inside the view
+// and created (a directory when dir) when o.view, else o.target created.
+func viewTarget(o op, scratch string, dir bool) (string, error) {
+	if o.view {
+		target, err := mountPoint(rootDir(scratch), o.target, dir)
+		if err != nil {
+			return "", fmt.Errorf("creating mount point %s: %w", o.target, err)
+		}
+		return target, nil
+	}
+	if err := ensure(o.target, dir); err != nil {
+		return "", fmt.Errorf("creating %s: %w", o.target, err)
+	}
+	return o.target, nil
+}
+
+// existingTarget is step o's target resolved inside the view (when
+// o.view), or "" when nothing is there: a masked or read-only path the
+// kernel does not have is left alone.
+func existingTarget(o op, scratch string) (string, error) {
+	p := o.target
+	if o.view {
+		var err error
+		if p, err = securejoin.SecureJoin(rootDir(scratch), o.target); err != nil {
+			return "", fmt.Errorf("resolving %s: %w", o.target, err)
+		}
+	}
+	if _, err := os.Lstat(p); err != nil {
+		if errors.Is(err, os.ErrNotExist) {
+			return "", nil
+		}
+		return "", fmt.Errorf("reading %s: %w", o.target, err)
+	}
+	return p, nil
+}
+
+// maskedPaths are the paths hidden from a container that is not
+// privileged: defaultMaskedPaths and, as the kubelet adds them, the
+// thermal_throttle directory of every CPU that has one.
+func maskedPaths() []string {
+	out := slices.Clone(defaultMaskedPaths)
+	cpus, _ := filepath.Glob("/sys/devices/system/cpu/cpu[0-9]*/thermal_throttle")
+	return append(out, cpus...)
+}
+
+// mask hides p: a directory under an empty read-only tmpfs, anything else
+// under the host's /dev/null, as runc masks paths.
+func mask(p string) error {
+	st, err := os.Lstat(p)
+	if err != nil {
+		return fmt.Errorf("masking %s: %w", p, err)
+	}
+	if st.IsDir() {
+		err = unix.Mount("tmpfs", p, "tmpfs", unix.MS_RDONLY|unix.MS_NOSUID|unix.MS_NODEV|unix.MS_NOEXEC, "size=0,mode=0555")
+	} else {
+		err = unix.Mount("/dev/null", p, "", unix.MS_BIND, "")
+	}
+	if err != nil {
+		return fmt.Errorf("masking %s: %w", p, err)
+	}
+	return nil
+}
+
+// defaultDevices are the device nodes of a container's /dev, as the OCI
+// runtime specification lists them; bound from the host's.
+var defaultDevices = []string{"null", "zero", "full", "random", "urandom", "tty"}
+
+// minimalDev mounts on target the /dev of a container that is not
+// privileged, as runc makes it: a tmpfs with defaultDevices (each bound
+// from the host's /dev, which works in a user namespace too), a devpts
+// instance of its own with ptmx linked to its multiplexer, a private
+// /dev/shm, and the links to the process's descriptors. Nothing else of
+// the host's devices is there: no disk, no /dev/mem, no host terminal.
+func minimalDev(target string) error {
+	if err := unix.Mount("tmpfs", target, "tmpfs", unix.MS_NOSUID|unix.MS_STRICTATIME, "mode=755,size=65536k"); err != nil {
+		return fmt.Errorf("mounting a tmpfs on %s: %w", target, err)
+	}
+	for _, d := range defaultDevices {
+		to := filepath.Join(target, d)
+		if err := ensure(to, false); err != nil {
+			return fmt.Errorf("creating %s: %w", to, err)
+		}
+		if err := unix.Mount(filepath.Join("/dev", d), to, "", unix.MS_BIND, ""); err != nil {
+			return fmt.Errorf("binding the device /dev/%s: %w", d, err)
+		}
+	}
+	pts := filepath.Join(target, "pts")
+	if err := os.Mkdir(pts, 0o755); err != nil {
+		return fmt.Errorf("creating %s: %w", pts, err)
+	}
+	flags := uintptr(unix.MS_NOSUID | unix.MS_NOEXEC)
+	if err := unix.Mount("devpts", pts, "devpts", flags, "newinstance,ptmxmode=0666,mode=0620,gid=5"); err != nil {
+		// In a user namespace that does not map the tty group.
+		if err2 := unix.Mount("devpts", pts, "devpts", flags, "newinstance,ptmxmode=0666,mode=0620"); err2 != nil {
+			return fmt.Errorf("mounting a devpts on %s: %w", pts, err)
+		}
+	}
+	shm := filepath.Join(target, "shm")
+	if err := os.Mkdir(shm, 0o1777); err != nil {
+		return fmt.Errorf("creating %s: %w", shm, err)
+	}
+	if err := unix.Mount("shm", shm, "tmpfs", unix.MS_NOSUID|unix.MS_NODEV|unix.MS_NOEXEC, "mode=1777,size=65536k"); err != nil {
+		return fmt.Errorf("mounting a tmpfs on %s: %w", shm, err)
+	}
+	for name, to := range map[string]string{
+		"ptmx": "pts/ptmx", "fd": "/proc/self/fd",
+		"stdin": "/proc/self/fd/0", "stdout": "/proc/self/fd/1", "stderr": "/proc/self/fd/2",
+	} {
+		if err := os.Symlink(to, filepath.Join(target, name)); err != nil {
+			return fmt.Errorf("creating link /dev/%s: %w", name, err)
+		}
 	}
 	return nil
 }

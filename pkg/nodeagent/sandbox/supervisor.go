@@ -175,7 +175,7 @@ func supervise() int {
 		return 2
 	}
 	if s.cfg.Isolate {
-		if err := setUp(s.cfg); err != nil {
+		if err := setUp(s.cfg, s.mountProc); err != nil {
 			s.fail(ReasonCreateContainerError, "building the container's filesystem view: "+err.Error())
 			return 2
 		}

@@ -292,7 +292,13 @@ func (r *Runtime) Start(ctx context.Context, spec runtime.Spec) (runtime.Handle,
 // directory is chosen. In host mode Spec.User is nil (the agent's user and
 // groups) or names the agent's user with the pod's supplemental groups.
 func sandboxConfig(spec runtime.Spec, isolate bool) sandbox.Config {
-	cfg := sandbox.Config{Isolate: isolate, Command: spec.Command, Env: spec.Env, WorkingDir: spec.WorkingDir, Hostname: spec.Hostname, TTY: spec.TTY, ReadOnlyRoot: spec.ReadOnlyRoot, NoNewPrivileges: spec.NoNewPrivileges}
+	cfg := sandbox.Config{Isolate: isolate, Command: spec.Command, Env: spec.Env, WorkingDir: spec.WorkingDir, Hostname: spec.Hostname, TTY: spec.TTY, ReadOnlyRoot: spec.ReadOnlyRoot, NoNewPrivileges: spec.NoNewPrivileges,
+		Privileged: spec.Privileged, UnmaskedProc: spec.UnmaskedProc}
+	if !spec.Privileged {
+		// As containerd: its default set, with the container's additions
+		// and drops.
+		cfg.Capabilities = sandbox.ContainerCapabilities(spec.CapabilitiesAdd, spec.CapabilitiesDrop)
+	}
 	for _, m := range spec.Mounts {
 		cfg.Mounts = append(cfg.Mounts, sandbox.Mount{Source: m.Source, Target: m.Target, ReadOnly: m.ReadOnly})
 	}

@@ -1,0 +1,107 @@
+package sandbox
+
+import (
+	"fmt"
+	"os"
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+)
+
+// TestContainerDev: a container that is not privileged sees a runtime's
+// /dev (the default devices, its own devpts and shm, the descriptor links)
+// and no device of the host's beyond them; a privileged one sees the
+// host's.
+func TestContainerDev(t *testing.T) {
+	requirePID(t)
+	hostBlock := hostBlockDevices(t)
+	for _, pidns := range []string{PIDHost, PIDContainer} {
+		t.Run(fmt.Sprintf("pid=%q", pidns), func(t *testing.T) {
+			s, _ := startTest(t, true, Config{Capabilities: DefaultCapabilities, PIDNamespace: pidns, Command: []string{"sleep", "3600"}})
+			got, code := execOutput(t, s, "sh", "-c", "ls /dev | tr '\\n' ' '; echo; find /dev -type b | wc -l; readlink /dev/ptmx /dev/fd; echo x > /dev/null && head -c 4 /dev/zero | wc -c")
+			if code != 0 {
+				t.Fatalf("exec exited %d: %q", code, got)
+			}
+			want := "fd full null ptmx pts random shm stderr stdin stdout tty urandom zero \n0\npts/ptmx\n/proc/self/fd\n4\n"
+			if diff := cmp.Diff(want, got); diff != "" {
+				t.Errorf("the container's /dev (-want +got):\n%s", diff)
+			}
+		})
+	}
+	if len(hostBlock) > 0 && os.Getuid() == 0 {
+		t.Run("privileged", func(t *testing.T) {
+			s, _ := startTest(t, true, Config{Privileged: true, PIDNamespace: PIDContainer, Command: []string{"sleep", "3600"}})
+			got, code := execOutput(t, s, "sh", "-c", "test -b /dev/"+hostBlock[0]+" && echo host device")
+			if code != 0 || got != "host device\n" {
+				t.Errorf("a privileged container lacks the host's /dev/%s: %d %q", hostBlock[0], code, got)
+			}
+		})
+	}
+}
+
+// TestContainerProc: the container's /proc is a procfs of its own PID
+// namespace with nothing of the host's beneath it: even a container given
+// CAP_SYS_ADMIN that unmounts it finds an empty directory. Without that
+// capability it cannot unmount it. The masked paths are hidden and the
+// read-only ones read-only, unless procMount is Unmasked or the container
+// is privileged.
+func TestContainerProc(t *testing.T) {
+	requirePID(t)
+	for _, pidns := range []string{PIDHost, PIDContainer} {
+		t.Run(fmt.Sprintf("default/pid=%q", pidns), func(t *testing.T) {
+			s, _ := startTest(t, true, Config{Capabilities: DefaultCapabilities, PIDNamespace: pidns, Command: []string{"sleep", "3600"}})
+			got, code := execOutput(t, s, "sh", "-c", strings.Join([]string{
+				"umount /proc 2>/dev/null && echo UNMOUNTED || echo umount refused",
+				"umount -l /proc 2>/dev/null && echo UNMOUNTED || echo lazy umount refused",
+				"wc -c < /proc/interrupts",
+				"wc -c < /proc/keys",
+				"ls -A /sys/firmware | wc -l",
+				"ls /proc/acpi 2>/dev/null | wc -l",
+				"awk '$5 == \"/proc/sys\" || $5 == \"/proc/bus\" || $5 == \"/proc/fs\" {split($6, o, \",\"); print $5, o[1]}' /proc/self/mountinfo | sort",
+			}, "; "))
+			if code != 0 {
+				t.Fatalf("exec exited %d: %q", code, got)
+			}
+			want := "umount refused\nlazy umount refused\n0\n0\n0\n0\n/proc/bus ro\n/proc/fs ro\n/proc/sys ro\n"
+			if diff := cmp.Diff(want, got); diff != "" {
+				t.Errorf("the container's /proc (-want +got):\n%s", diff)
+			}
+		})
+		t.Run(fmt.Sprintf("with CAP_SYS_ADMIN, unmounted/pid=%q", pidns), func(t *testing.T) {
+			s, _ := startTest(t, true, Config{Capabilities: ContainerCapabilities([]string{"SYS_ADMIN"}, nil), PIDNamespace: pidns, Command: []string{"sleep", "3600"}})
+			// The masks and read-only binds are mounts on /proc: the
+			// lazy unmount takes them with it.
+			got, code := execOutput(t, s, "sh", "-c", "umount -l /proc && ls -A /proc | wc -l")
+			if code != 0 {
+				t.Fatalf("exec exited %d: %q", code, got)
+			}
+			if got != "0\n" {
+				t.Errorf("beneath the container's /proc: %q entries, want an empty directory", got)
+			}
+		})
+	}
+	t.Run("procMount Unmasked", func(t *testing.T) {
+		s, _ := startTest(t, true, Config{Capabilities: DefaultCapabilities, UnmaskedProc: true, PIDNamespace: PIDContainer, Command: []string{"sleep", "3600"}})
+		got, code := execOutput(t, s, "sh", "-c", "awk '$5 ~ \"^/proc/\"' /proc/self/mountinfo | wc -l")
+		if code != 0 || got != "0\n" {
+			t.Errorf("procMount Unmasked: %d %q, want no mount below /proc", code, got)
+		}
+	})
+}
+
+// hostBlockDevices lists the block devices in the host's /dev.
+func hostBlockDevices(t *testing.T) []string {
+	t.Helper()
+	des, err := os.ReadDir("/dev")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []string
+	for _, d := range des {
+		if d.Type()&os.ModeDevice != 0 && d.Type()&os.ModeCharDevice == 0 {
+			out = append(out, d.Name())
+		}
+	}
+	return out
+}
