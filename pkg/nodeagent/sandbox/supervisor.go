@@ -174,6 +174,14 @@ func supervise() int {
 		s.fail(ReasonCreateContainerError, "running an image needs the sandbox's private mount namespace")
 		return 2
 	}
+	// What the user namespace maps, read while /proc/self is the
+	// sandbox's: a view with a PID namespace of the container's has the
+	// container's procfs.
+	ids, err := readNamespaceIDs()
+	if err != nil {
+		s.fail(ReasonCreateContainerError, err.Error())
+		return 2
+	}
 	if s.cfg.Isolate {
 		if err := setUp(s.cfg, s.mountProc); err != nil {
 			s.fail(ReasonCreateContainerError, "building the container's filesystem view: "+err.Error())
@@ -191,7 +199,7 @@ func supervise() int {
 		return 0
 	}
 	if s.cfg.User != nil {
-		cred, home, err := lookupUser(*s.cfg.User)
+		cred, home, err := lookupUser(*s.cfg.User, ids)
 		if err != nil {
 			s.fail(ReasonCreateContainerError, err.Error())
 			return 2

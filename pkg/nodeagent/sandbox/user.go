@@ -17,8 +17,9 @@ import (
 // may be missing) and returns the credential the container's processes
 // take and the user's home directory. The error says why the identity
 // cannot be had: a name the image does not know, or an id the sandbox's
-// user namespace does not map.
-func lookupUser(u User) (*syscall.Credential, string, error) {
+// user namespace (ns, read before the view was built: the view's /proc may
+// be a container's) does not map.
+func lookupUser(u User, ns namespaceIDs) (*syscall.Credential, string, error) {
 	passwd, err := readEntries("/etc/passwd", parsePasswd)
 	if err != nil {
 		return nil, "", err
@@ -28,10 +29,6 @@ func lookupUser(u User) (*syscall.Credential, string, error) {
 		return nil, "", err
 	}
 	id, err := resolveUser(u, passwd, group)
-	if err != nil {
-		return nil, "", err
-	}
-	ns, err := readNamespaceIDs()
 	if err != nil {
 		return nil, "", err
 	}

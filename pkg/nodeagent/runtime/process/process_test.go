@@ -292,7 +292,10 @@ func TestStopKillsAfterGracePeriod(t *testing.T) {
 
 func TestGroupKilledWhenMainProcessExits(t *testing.T) {
 	rt := newRuntime(t, nil)
-	spec := childSpec(t, "spawn")
+	// The grandchild's PID as it prints it is its PID namespace's: it is
+	// found on the host by a variable of its environment instead.
+	marker := fmt.Sprintf("JOBKEEPER_TEST_MARKER=%d-%d", os.Getpid(), time.Now().UnixNano())
+	spec := childSpec(t, "spawn", marker)
 	h, err := rt.Start(context.Background(), spec)
 	if err != nil {
 		t.Fatal(err)
@@ -300,12 +303,42 @@ func TestGroupKilledWhenMainProcessExits(t *testing.T) {
 	if res := wait(t, h); res.ExitCode != 0 || res.Reason != "Completed" {
 		t.Fatalf("result = %+v, want Completed", res)
 	}
-	line := strings.TrimSpace(readLog(t, spec.LogPath))
-	pid, err := strconv.Atoi(strings.TrimPrefix(line, "grandchild="))
-	if err != nil {
-		t.Fatalf("log %q: %v", line, err)
+	if line := strings.TrimSpace(readLog(t, spec.LogPath)); !strings.HasPrefix(line, "grandchild=") {
+		t.Fatalf("log %q: the grandchild did not start", line)
 	}
-	waitGone(t, pid)
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		alive := processesWithEnv(marker)
+		if len(alive) == 0 {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("processes %v of the container are still alive", alive)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// processesWithEnv lists the live (not zombie) processes of this host
+// whose environment holds the variable kv.
+func processesWithEnv(kv string) []int {
+	entries, _ := os.ReadDir("/proc")
+	var out []int
+	for _, e := range entries {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		env, err := os.ReadFile(fmt.Sprintf("/proc/%d/environ", pid))
+		if err != nil || !bytes.Contains(append(append([]byte{0}, env...), 0), []byte("\x00"+kv+"\x00")) {
+			continue
+		}
+		if st, _ := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid)); strings.Contains(string(st), ") Z") {
+			continue
+		}
+		out = append(out, pid)
+	}
+	return out
 }
 
 func TestStartErrors(t *testing.T) {
