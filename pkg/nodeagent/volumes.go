@@ -10,7 +10,6 @@ import (
 	"sync"
 	"time"
 
-	securejoin "github.com/cyphar/filepath-securejoin"
 	authenticationv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -167,23 +166,14 @@ func (m *volumeManager) mounts(ctx context.Context, pod *corev1.Pod, c *corev1.C
 		if vm.SubPathExpr != "" {
 			sub = expand(vm.SubPathExpr, env)
 		}
-		if sub != "" {
-			if filepath.IsAbs(sub) || strings.Contains(filepath.ToSlash(sub), "..") {
-				return nil, fmt.Errorf("volume mount %q: subPath %q must be a relative path without '..'", vm.Name, sub)
-			}
-			p, err := securejoin.SecureJoin(source, sub)
-			if err != nil {
-				return nil, fmt.Errorf("volume mount %q: subPath %q: %w", vm.Name, sub, err)
-			}
-			if _, err := os.Lstat(p); errors.Is(err, os.ErrNotExist) {
-				// As the kubelet does, a missing subPath is created.
-				if err := os.MkdirAll(p, 0o755); err != nil {
-					return nil, fmt.Errorf("volume mount %q: creating subPath %q: %w", vm.Name, sub, err)
-				}
-			}
-			source = p
+		if sub != "" && (filepath.IsAbs(sub) || strings.Contains(filepath.ToSlash(sub), "..")) {
+			return nil, fmt.Errorf("volume mount %q: subPath %q must be a relative path without '..'", vm.Name, sub)
 		}
-		out = append(out, runtime.Mount{Source: source, Target: vm.MountPath, ReadOnly: vm.ReadOnly || alwaysReadOnly(v) || claimReadOnly(v)})
+		// The runtime resolves the subPath inside the volume by handle
+		// (and creates it when missing, as the kubelet does): resolved
+		// here, a container sharing the volume could swap a link in
+		// between.
+		out = append(out, runtime.Mount{Source: source, SubPath: sub, Target: vm.MountPath, ReadOnly: vm.ReadOnly || alwaysReadOnly(v) || claimReadOnly(v)})
 	}
 	return out, nil
 }

@@ -565,6 +565,13 @@ func (w *worker) start(ctx context.Context, pod *corev1.Pod, c *container, now t
 		if errors.As(err, &se) {
 			res.Reason, res.Message = se.Reason, se.Message
 		}
+		if res.Reason == ReasonCreateContainerConfigError {
+			// A volume mount the runtime could not resolve inside its
+			// volume: the container waits, as for any configuration
+			// error, and is tried again.
+			w.apply(ctx, pod, c, event{kind: evConfigFailed, at: now, message: res.Message})
+			return
+		}
 		logger.V(2).Info("Container failed to start", "pod", klog.KObj(pod), "container", c.spec.Name, "reason", res.Reason, "message", res.Message)
 		w.apply(ctx, pod, c, event{kind: evStartFailed, at: now, result: res})
 		return

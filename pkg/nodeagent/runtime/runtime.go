@@ -151,6 +151,10 @@ type Mount struct {
 	// Source is the host path: the volume's directory or file prepared by
 	// the agent, or a hostPath.
 	Source string
+	// SubPath, when set, is the path below Source that is mounted (a
+	// volumeMount's subPath), resolved by the runtime inside Source, by
+	// handle, and created there as a directory when missing.
+	SubPath string
 	// Target is the absolute path inside the container.
 	Target string
 	// ReadOnly mounts it read-only.

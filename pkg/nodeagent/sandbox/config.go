@@ -130,6 +130,11 @@ type Mount struct {
 	// Source is the host path: a directory or file the agent prepared for
 	// the volume, or a hostPath.
 	Source string `json:"source"`
+	// SubPath, when set, is the path below Source that is mounted
+	// (volumeMounts' subPath): relative, without "..", resolved inside
+	// Source by handle (symbolic links cannot lead out of it) and created
+	// there as a directory when missing. Needs openat2 (Linux 5.6).
+	SubPath string `json:"subPath,omitempty"`
 	// Target is the absolute path inside the container.
 	Target string `json:"target"`
 	// ReadOnly mounts it read-only.

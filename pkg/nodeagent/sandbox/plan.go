@@ -21,8 +21,9 @@ const (
 	opOverlay
 	// opRbind binds source and everything mounted below it on target.
 	opRbind
-	// opVolume binds a volume's source on target, resolved inside the
-	// view, read-only when readOnly.
+	// opVolume binds a volume's source (with subPath, the path below it)
+	// on target, each resolved by handle, target inside the view
+	// (mountVolume), read-only when readOnly.
 	opVolume
 	// opSymlink creates target as a symbolic link to source.
 	opSymlink
@@ -139,6 +140,9 @@ type op struct {
 	// target is the absolute path the step mounts on; for opVolume it is
 	// the path inside the container, resolved against the new root later.
 	target string
+	// subPath is the path below source a volume mount shows
+	// (opVolume, opMountPoint), resolved inside source by handle.
+	subPath string
 	// readOnly makes a bind read-only.
 	readOnly bool
 	// mode is the permission of a tmpfs' root directory.
@@ -171,7 +175,7 @@ var hostTrees = []string{"/dev", "/proc", "/sys"}
 func readOnlyRoot(cfg Config, roots []string) []op {
 	var ops []op
 	for _, m := range cfg.Mounts {
-		ops = append(ops, op{kind: opMountPoint, source: m.Source, target: filepath.Clean(m.Target)})
+		ops = append(ops, op{kind: opMountPoint, source: m.Source, subPath: m.SubPath, target: filepath.Clean(m.Target)})
 	}
 	if cfg.WorkingDir != "" {
 		ops = append(ops, op{kind: opMountPoint, target: filepath.Clean(cfg.WorkingDir)})
@@ -249,7 +253,7 @@ func plan(host []*mountinfo.Info, entries []rootEntry, cfg Config, masked []stri
 		ops = append(ops, readOnlyRoot(cfg, append(overlays, root))...)
 	}
 	for _, m := range cfg.Mounts {
-		ops = append(ops, op{kind: opVolume, source: m.Source, target: filepath.Clean(m.Target), readOnly: m.ReadOnly})
+		ops = append(ops, op{kind: opVolume, source: m.Source, subPath: m.SubPath, target: filepath.Clean(m.Target), readOnly: m.ReadOnly})
 	}
 	return ops
 }
@@ -299,7 +303,7 @@ func planImage(cfg Config, masked []string) ([]op, error) {
 		ops = append(ops, readOnlyRoot(cfg, []string{root})...)
 	}
 	for _, m := range cfg.Mounts {
-		ops = append(ops, op{kind: opVolume, source: m.Source, target: filepath.Clean(m.Target), readOnly: m.ReadOnly})
+		ops = append(ops, op{kind: opVolume, source: m.Source, subPath: m.SubPath, target: filepath.Clean(m.Target), readOnly: m.ReadOnly})
 	}
 	return ops, nil
 }

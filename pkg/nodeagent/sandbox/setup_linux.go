@@ -135,7 +135,7 @@ func apply(o op, scratch string, layer *int, mountProc func(target string) error
 			_ = remountReadOnly(target)
 		}
 	case opVolume:
-		return volume(o, rootDir(scratch))
+		return mountVolume(rootDir(scratch), o.source, o.subPath, o.target, o.readOnly)
 	case opDev:
 		target := o.target
 		if o.view {
@@ -149,17 +149,7 @@ func apply(o op, scratch string, layer *int, mountProc func(target string) error
 		}
 		return privateDev(o.source, target)
 	case opMountPoint:
-		dir := true
-		if o.source != "" {
-			st, err := os.Stat(o.source)
-			if err != nil {
-				return fmt.Errorf("volume source for %s: %w", o.target, err)
-			}
-			dir = st.IsDir()
-		}
-		if _, err := mountPoint(rootDir(scratch), o.target, dir); err != nil {
-			return fmt.Errorf("creating %s before the root is made read-only: %w", o.target, err)
-		}
+		return createMountPoint(rootDir(scratch), o.source, o.subPath, o.target)
 	case opReadOnly:
 		if err := remountReadOnly(o.target); err != nil {
 			return fmt.Errorf("making the root filesystem read-only (%s): %w", o.target, err)
@@ -568,30 +558,6 @@ func overlay(lower, target, dir string) error {
 	}
 	if err := remountReadOnly(target); err != nil {
 		return fmt.Errorf("making %s read-only (no overlay: %v): %w", lower, overlayErr, err)
-	}
-	return nil
-}
-
-// volume binds a volume's source at its target inside root. The target is
-// resolved inside the view, so a symbolic link in the container's tree
-// cannot lead the mount out of it; it is created (in the overlay) when
-// missing.
-func volume(o op, root string) error {
-	st, err := os.Stat(o.source)
-	if err != nil {
-		return fmt.Errorf("volume source for %s: %w", o.target, err)
-	}
-	target, err := mountPoint(root, o.target, st.IsDir())
-	if err != nil {
-		return fmt.Errorf("creating mount path %s: %w", o.target, err)
-	}
-	if err := unix.Mount(o.source, target, "", unix.MS_BIND|unix.MS_REC, ""); err != nil {
-		return fmt.Errorf("mounting %s at %s: %w", o.source, o.target, err)
-	}
-	if o.readOnly {
-		if err := remountReadOnly(target); err != nil {
-			return fmt.Errorf("making %s read-only: %w", o.target, err)
-		}
 	}
 	return nil
 }

@@ -32,6 +32,10 @@ const (
 	ReasonStartError = "StartError"
 	// ReasonCreateContainerError: the container's view could not be built.
 	ReasonCreateContainerError = "CreateContainerError"
+	// ReasonCreateContainerConfigError: a volume mount of the container
+	// cannot be resolved inside its volume or its root (a subPath or
+	// mount point that leads nowhere, or out of it).
+	ReasonCreateContainerConfigError = "CreateContainerConfigError"
 )
 
 func init() {
@@ -184,7 +188,12 @@ func supervise() int {
 	}
 	if s.cfg.Isolate {
 		if err := setUp(s.cfg, s.mountProc); err != nil {
-			s.fail(ReasonCreateContainerError, "building the container's filesystem view: "+err.Error())
+			reason := ReasonCreateContainerError
+			var ve *volumeError
+			if errors.As(err, &ve) {
+				reason = ReasonCreateContainerConfigError
+			}
+			s.fail(reason, "building the container's filesystem view: "+err.Error())
 			return 2
 		}
 	}

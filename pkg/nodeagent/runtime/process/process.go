@@ -300,7 +300,7 @@ func sandboxConfig(spec runtime.Spec, isolate bool) sandbox.Config {
 		cfg.Capabilities = sandbox.ContainerCapabilities(spec.CapabilitiesAdd, spec.CapabilitiesDrop)
 	}
 	for _, m := range spec.Mounts {
-		cfg.Mounts = append(cfg.Mounts, sandbox.Mount{Source: m.Source, Target: m.Target, ReadOnly: m.ReadOnly})
+		cfg.Mounts = append(cfg.Mounts, sandbox.Mount{Source: m.Source, SubPath: m.SubPath, Target: m.Target, ReadOnly: m.ReadOnly})
 	}
 	if spec.Rootfs != nil {
 		cfg.Rootfs = &sandbox.Rootfs{Layers: spec.Rootfs.Layers}
