@@ -58,6 +58,7 @@ func (f *nodeAgentFlags) addFlags(fs *pflag.FlagSet) {
 	fs.DurationVar(&f.opts.ShutdownGracePeriod, "shutdown-grace-period", nodeagent.DefaultShutdownGracePeriod, "On a clean stop (Ctrl-C, SIGTERM) the node shuts down gracefully, as a kubelet's graceful node shutdown: every running pod gets the DisruptionTarget condition and is stopped with its grace period capped to this, then ends Failed.")
 	fs.BoolVar(&f.opts.KeepRunningOnStop, "keep-running-on-stop", false, "On a clean stop, leave running containers alone, as a kubelet restart does: the next `jobkeeper up` on the same --data-dir takes them over (and a container that no agent takes over within 5 minutes is stopped). Without it a stop is a graceful node shutdown (--shutdown-grace-period).")
 	fs.StringVar(&f.opts.Isolation, "pod-isolation", process.IsolationAuto, "Filesystem isolation of the process runtime: \"auto\" gives each container a private copy-on-write view of this host where the machine allows it (root, or user and mount namespaces), with volumes mounted in it; \"off\" never does, and pods with volumes are then refused.")
+	fs.BoolVar(&f.opts.SeccompDefault, "seccomp-default", false, "Give containers that name no seccomp profile the runtime's default (RuntimeDefault), as the kubelet's --seccomp-default; without it they run Unconfined, the kubelet's default. Localhost profiles are read from <data-dir>/seccomp.")
 }
 
 // shutdownGrace is how long a clean stop of the node agent may take to

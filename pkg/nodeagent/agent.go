@@ -492,6 +492,9 @@ func (a *Agent) containerSpec(ctx context.Context, pod *corev1.Pod, c *container
 		spec.UnmaskedProc = sc.ProcMount != nil && *sc.ProcMount == corev1.UnmaskedProcMount
 		spec.ReadOnlyRoot = sc.ReadOnlyRootFilesystem != nil && *sc.ReadOnlyRootFilesystem && a.isolated()
 	}
+	if spec.Seccomp, err = a.seccompProfile(pod, c.spec); err != nil {
+		return spec, err
+	}
 	hostname, err := podUTSName(pod)
 	if err != nil {
 		return spec, err

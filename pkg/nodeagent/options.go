@@ -100,6 +100,10 @@ type Options struct {
 	// copy-on-write view of the host where the machine allows it;
 	// process.IsolationOff never does, and pods with volumes are refused.
 	Isolation string
+	// SeccompDefault gives containers that name no seccomp profile the
+	// runtime's default (RuntimeDefault), as the kubelet's
+	// --seccomp-default; false: they run Unconfined, the kubelet's default.
+	SeccompDefault bool
 }
 
 // complete applies defaults and validates.

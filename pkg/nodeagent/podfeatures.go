@@ -24,8 +24,8 @@ const (
 	// for a sysctl it does not allow.
 	ReasonSysctlForbidden = "SysctlForbidden"
 	// ReasonNotEnforced is the Warning event of a pod that runs although
-	// the node does not enforce some of its fields (resource limits, a
-	// RuntimeDefault seccomp profile, SELinux options).
+	// the node does not enforce some of its fields (resource limits,
+	// SELinux options).
 	ReasonNotEnforced = "NotEnforced"
 	// ReasonInvalidDNSConfig: the pod's dnsConfig has an entry that
 	// cannot be written into a resolv.conf as one entry (the apiserver
@@ -62,19 +62,22 @@ type featureDecision struct {
 //   - honoured: readOnlyRootFilesystem (with a private view),
 //     allowPrivilegeEscalation, capabilities (the runtime's default set,
 //     add and drop), privileged as root (every capability, the host's
-//     devices, /proc unmasked, /sys writable), fsGroup (as root), hostPID,
-//     hostIPC and hostNetwork (pods share the host's network and IPC
-//     anyway), procMount Unmasked, seccomp and AppArmor Unconfined;
+//     devices, /proc unmasked, /sys writable), seccomp profiles
+//     (RuntimeDefault, Localhost from <data-dir>/seccomp, Unconfined; with
+//     namespaces), fsGroup (as root), hostPID, hostIPC and hostNetwork
+//     (pods share the host's network and IPC anyway), procMount Unmasked,
+//     AppArmor Unconfined;
 //   - refused, because running without them would change what the program
 //     sees or drop a protection the user named: privileged when the agent
-//     is not root, a Localhost seccomp profile, an AppArmor profile other than Unconfined (as a
+//     is not root, a Localhost seccomp profile without namespaces, an
+//     AppArmor profile other than Unconfined (as a
 //     kubelet on a host without AppArmor), sysctls (they would be set on
 //     the host), readOnlyRootFilesystem, dnsPolicy None and dnsConfig
 //     without a private view, fsGroup when the agent cannot change groups,
 //     a dnsConfig entry that would not be one entry of resolv.conf;
 //   - accepted with a Warning event: resource limits (no cgroups),
-//     capabilities added where containers hold none (no namespaces), a
-//     RuntimeDefault seccomp profile and SELinux options (what most pods
+//     capabilities added and a RuntimeDefault seccomp profile where
+//     containers get no namespaces, and SELinux options (what most pods
 //     carry: refusing them would refuse ordinary pods);
 //     supplementalGroups in host mode when the agent is not root (the
 //     processes keep the agent's groups).
@@ -97,8 +100,8 @@ func decideFeatures(pod *corev1.Pod, node nodeFeatures) featureDecision {
 			}
 			return refuse(ReasonSysctlForbidden, "forbidden sysctl: %s: the local node agent cannot set sysctls (pods share the host's namespaces, so they would change the host)", strings.Join(names, ", "))
 		}
-		if p := psc.SeccompProfile; p != nil && p.Type == corev1.SeccompProfileTypeLocalhost {
-			return refuse(ReasonPodFeatureUnsupported, "spec.securityContext.seccompProfile: the local node agent does not apply seccomp profiles, and a Localhost profile is not run without")
+		if p := psc.SeccompProfile; p != nil && p.Type == corev1.SeccompProfileTypeLocalhost && !node.isolated {
+			return refuse(ReasonPodFeatureUnsupported, "spec.securityContext.seccompProfile: this node gives containers no namespaces, so it cannot apply seccomp profiles, and a Localhost profile is not run without")
 		}
 		if p := psc.AppArmorProfile; p != nil && p.Type != corev1.AppArmorProfileTypeUnconfined {
 			return refuse(ReasonAppArmor, "Cannot enforce AppArmor: spec.securityContext.appArmorProfile: the local node agent does not apply AppArmor profiles")
@@ -111,7 +114,7 @@ func decideFeatures(pod *corev1.Pod, node nodeFeatures) featureDecision {
 			// (hostuser.go); as root they get them.
 			warn("securityContext.supplementalGroups", "pod")
 		}
-		if p := psc.SeccompProfile; p != nil && p.Type == corev1.SeccompProfileTypeRuntimeDefault {
+		if p := psc.SeccompProfile; p != nil && p.Type == corev1.SeccompProfileTypeRuntimeDefault && !node.isolated {
 			warn("securityContext.seccompProfile RuntimeDefault", "pod")
 		}
 		if psc.SELinuxOptions != nil {
@@ -150,8 +153,8 @@ func decideFeatures(pod *corev1.Pod, node nodeFeatures) featureDecision {
 		switch {
 		case sc.Privileged != nil && *sc.Privileged && !node.root:
 			return refuse(ReasonPodFeatureUnsupported, "%s: securityContext.privileged: the local node agent does not run as root, so a container cannot have the host's capabilities and devices", where)
-		case sc.SeccompProfile != nil && sc.SeccompProfile.Type == corev1.SeccompProfileTypeLocalhost:
-			return refuse(ReasonPodFeatureUnsupported, "%s: securityContext.seccompProfile: the local node agent does not apply seccomp profiles, and a Localhost profile is not run without", where)
+		case sc.SeccompProfile != nil && sc.SeccompProfile.Type == corev1.SeccompProfileTypeLocalhost && !node.isolated:
+			return refuse(ReasonPodFeatureUnsupported, "%s: securityContext.seccompProfile: this node gives containers no namespaces, so it cannot apply seccomp profiles, and a Localhost profile is not run without", where)
 		case sc.AppArmorProfile != nil && sc.AppArmorProfile.Type != corev1.AppArmorProfileTypeUnconfined:
 			return refuse(ReasonAppArmor, "Cannot enforce AppArmor: %s: securityContext.appArmorProfile: the local node agent does not apply AppArmor profiles", where)
 		case sc.ReadOnlyRootFilesystem != nil && *sc.ReadOnlyRootFilesystem && !node.isolated:
@@ -162,7 +165,7 @@ func decideFeatures(pod *corev1.Pod, node nodeFeatures) featureDecision {
 			// them): its containers hold no capability to add to.
 			warn("securityContext.capabilities.add", where)
 		}
-		if sc.SeccompProfile != nil && sc.SeccompProfile.Type == corev1.SeccompProfileTypeRuntimeDefault {
+		if sc.SeccompProfile != nil && sc.SeccompProfile.Type == corev1.SeccompProfileTypeRuntimeDefault && !node.isolated {
 			warn("securityContext.seccompProfile RuntimeDefault", where)
 		}
 		if sc.SELinuxOptions != nil {

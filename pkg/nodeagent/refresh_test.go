@@ -117,7 +117,7 @@ func TestVolumeRefresh(t *testing.T) {
 	}
 	// A bind mount of the subPath's source holds that file, as an open
 	// file does.
-	held, err := os.Open(mounts[1].Source)
+	held, err := os.Open(filepath.Join(mounts[1].Source, mounts[1].SubPath))
 	if err != nil {
 		t.Fatal(err)
 	}

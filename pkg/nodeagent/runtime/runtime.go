@@ -79,6 +79,9 @@ type Spec struct {
 	// UnmaskedProc leaves /proc without masked and read-only paths
 	// (securityContext.procMount: Unmasked).
 	UnmaskedProc bool
+	// Seccomp is the container's seccomp profile; nil: Unconfined. Not
+	// used with Privileged.
+	Seccomp *Seccomp
 	// PIDNamespace is the container's process namespace, as CRI's
 	// NamespaceMode: PIDNamespaceContainer (the default, ""), Pod or
 	// Target. A runtime without PID namespaces (PIDNamespacer) runs every
@@ -144,6 +147,17 @@ type User struct {
 	RunAsUser, RunAsGroup *int64
 	// SupplementalGroups are added to the groups the user has.
 	SupplementalGroups []int64
+}
+
+// Seccomp is a container's seccomp profile, resolved by the agent.
+type Seccomp struct {
+	// RuntimeDefault asks for the runtime's default profile.
+	RuntimeDefault bool
+	// Profile is a Localhost profile's content (the JSON format Docker and
+	// containerd read), when not RuntimeDefault.
+	Profile []byte
+	// Name is the Localhost profile's file, for messages.
+	Name string
 }
 
 // Mount is one volume mount of a container.

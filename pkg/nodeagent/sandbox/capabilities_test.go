@@ -151,13 +151,19 @@ func TestCapabilitiesOfAnotherUser(t *testing.T) {
 // capLines are the capability lines of process pid's status.
 func capLines(t *testing.T, pid int) string {
 	t.Helper()
+	return capLinesOf(t, pid, "Cap")
+}
+
+// capLinesOf are the lines of process pid's status that start with prefix.
+func capLinesOf(t *testing.T, pid int, prefix string) string {
+	t.Helper()
 	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/status")
 	if err != nil {
 		t.Fatal(err)
 	}
 	var out strings.Builder
 	for _, l := range strings.SplitAfter(string(b), "\n") {
-		if strings.HasPrefix(l, "Cap") {
+		if strings.HasPrefix(l, prefix) {
 			out.WriteString(l)
 		}
 	}

@@ -74,6 +74,11 @@ type Config struct {
 	// privileged one: every capability, the host's devices in /dev, and
 	// /proc and /sys without masked or read-only paths.
 	Privileged bool `json:"privileged,omitempty"`
+	// Seccomp is the container's seccomp profile, loaded into the main
+	// process and every exec'd command; nil: Unconfined. Not used with
+	// Privileged. A profile that cannot be compiled fails the start
+	// (CreateContainerError naming it).
+	Seccomp *Seccomp `json:"seccomp,omitempty"`
 	// UnmaskedProc leaves the container's /proc without masked and
 	// read-only paths (procMount: Unmasked).
 	UnmaskedProc bool `json:"unmaskedProc,omitempty"`

@@ -92,6 +92,9 @@ type stageConfig struct {
 	// the command keeps Capabilities only (limitCapabilities).
 	AllCapabilities bool             `json:"allCapabilities,omitempty"`
 	Capabilities    []capability.Cap `json:"capabilities,omitempty"`
+	// Seccomp is the filter loaded before the command runs; none when
+	// empty.
+	Seccomp []unix.SockFilter `json:"seccomp,omitempty"`
 }
 
 // stageCred is a syscall.Credential that survives JSON.
@@ -166,6 +169,16 @@ func stage() int {
 		_ = errW.Close()
 		pause()
 	}
+	// The capabilities' bounding set, then the seccomp filter (which
+	// needs CAP_SYS_ADMIN or no_new_privs to load), then the user.
+	if !cfg.AllCapabilities {
+		if err := limitCapabilities(cfg.Capabilities); err != nil {
+			return fail(ReasonStartError, err.Error())
+		}
+	}
+	if err := loadSeccomp(cfg.Seccomp); err != nil {
+		return fail(ReasonStartError, err.Error())
+	}
 	if c := cfg.Cred; c != nil {
 		if !c.NoSetGroups {
 			groups := make([]int, len(c.Groups))
@@ -191,11 +204,6 @@ func stage() int {
 	if cfg.NoNewPrivileges {
 		if err := unix.Prctl(unix.PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0); err != nil {
 			return fail(ReasonStartError, "setting no_new_privs: "+err.Error())
-		}
-	}
-	if !cfg.AllCapabilities {
-		if err := limitCapabilities(cfg.Capabilities); err != nil {
-			return fail(ReasonStartError, err.Error())
 		}
 	}
 	err := syscall.Exec(cfg.Path, cfg.Argv, cfg.Env)
@@ -303,7 +311,7 @@ func (s *supervisor) abandonStage() {
 // returns once the command was executed, or why it was not.
 func (s *supervisor) runStage(argv []string, probe bool) (int, string, error) {
 	cfg := stageConfig{Probe: probe, Pause: s.cfg.Pause, NoNewPrivileges: s.cfg.NoNewPrivileges,
-		AllCapabilities: s.cfg.Privileged, Capabilities: s.keep}
+		AllCapabilities: s.cfg.Privileged, Capabilities: s.keep, Seccomp: s.filter}
 	if s.cfg.Rootfs == nil {
 		// Host mode chroots: the stage follows.
 		cfg.Root = rootDir(s.cfg.Scratch)
@@ -349,7 +357,8 @@ func (s *supervisor) runStage(argv []string, probe bool) (int, string, error) {
 // forkInNamespace starts path: in the PID namespace to join (PIDJoin, and
 // every command exec'd into a container with a namespace of its own: the
 // main process's), else as attr says; with limit, with the container's
-// capabilities only (limitCapabilities), and with no_new_privs when the
+// capabilities only (limitCapabilities) and its seccomp filter, and with
+// no_new_privs when the
 // config asks. setns for a PID namespace applies to the children of the
 // calling thread only, and the bounding set and no_new_privs are the
 // thread's, so the thread that forks is locked to the goroutine and thrown
@@ -358,6 +367,7 @@ func (s *supervisor) forkInNamespace(path string, argv []string, attr *syscall.P
 	ns := s.pidNS
 	limit = limit && !s.cfg.Privileged
 	if ns == nil && !limit && !s.cfg.NoNewPrivileges {
+		// Nothing of the thread's to change.
 		return syscall.ForkExec(path, argv, attr)
 	}
 	type result struct {
@@ -384,6 +394,10 @@ func (s *supervisor) forkInNamespace(path string, argv []string, attr *syscall.P
 		}
 		if limit {
 			if err := limitCapabilities(s.keep); err != nil {
+				ch <- result{err: err}
+				return
+			}
+			if err := loadSeccomp(s.filter); err != nil {
 				ch <- result{err: err}
 				return
 			}

@@ -77,6 +77,9 @@ type supervisor struct {
 	// keep are the capabilities the container's processes keep
 	// (Config.Capabilities), unless Config.Privileged.
 	keep []capability.Cap
+	// filter is the seccomp filter of the container's processes
+	// (Config.Seccomp); none when empty.
+	filter []unix.SockFilter
 }
 
 // execRequest is a command exec'd for an agent.
@@ -120,6 +123,14 @@ func supervise() int {
 	}
 	if !s.cfg.Privileged {
 		s.keep, _ = parseCapabilities(s.cfg.Capabilities)
+		if sc := s.cfg.Seccomp; sc != nil {
+			// A privileged container runs unconfined, as containerd
+			// runs it.
+			if s.filter, err = compileSeccomp(sc, s.cfg.Capabilities); err != nil {
+				s.fail(ReasonCreateContainerError, seccompError(sc, err))
+				return 2
+			}
+		}
 	}
 	if s.cfg.Hostname != "" {
 		// Start sends a hostname only to a sandbox in a UTS namespace of

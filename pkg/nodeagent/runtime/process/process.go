@@ -299,6 +299,9 @@ func sandboxConfig(spec runtime.Spec, isolate bool) sandbox.Config {
 		// and drops.
 		cfg.Capabilities = sandbox.ContainerCapabilities(spec.CapabilitiesAdd, spec.CapabilitiesDrop)
 	}
+	if sc := spec.Seccomp; sc != nil {
+		cfg.Seccomp = &sandbox.Seccomp{RuntimeDefault: sc.RuntimeDefault, Profile: sc.Profile, Name: sc.Name}
+	}
 	for _, m := range spec.Mounts {
 		cfg.Mounts = append(cfg.Mounts, sandbox.Mount{Source: m.Source, SubPath: m.SubPath, Target: m.Target, ReadOnly: m.ReadOnly})
 	}
