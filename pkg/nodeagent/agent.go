@@ -193,7 +193,13 @@ func (a *Agent) Run(ctx context.Context) error {
 	logger := klog.FromContext(ctx).WithValues("node", a.opts.NodeName)
 	ctx = klog.NewContext(ctx, logger)
 	if a.opts.Runtime == process.Name {
-		rt, err := process.New(ctx, process.Options{StateDir: filepath.Join(a.opts.DataDir, "process-state"), LogMaxSize: a.opts.LogMaxSize, Clock: a.clock, Isolation: a.opts.Isolation})
+		// Host mode's views hide the data directory: credentials, images,
+		// other pods' files.
+		hide := append([]string{a.opts.DataDir}, a.opts.HiddenPaths...)
+		if a.opts.ImageDir != "" {
+			hide = append(hide, a.opts.ImageDir)
+		}
+		rt, err := process.New(ctx, process.Options{StateDir: filepath.Join(a.opts.DataDir, "process-state"), LogMaxSize: a.opts.LogMaxSize, Clock: a.clock, Isolation: a.opts.Isolation, Hide: hide})
 		if err != nil {
 			return err
 		}
@@ -546,6 +552,11 @@ func (a *Agent) containerSpec(ctx context.Context, pod *corev1.Pod, c *container
 	}
 	if resolv != nil {
 		mounts = append(mounts, *resolv)
+	}
+	if a.isolated() {
+		// The view hides the data directory: the container's own
+		// directory (its HOME and default working directory) is bound.
+		mounts = append(mounts, runtime.Mount{Source: dir, Target: dir})
 	}
 	spec.Mounts = mounts
 	return spec, nil

@@ -100,6 +100,11 @@ type Options struct {
 	// copy-on-write view of the host where the machine allows it;
 	// process.IsolationOff never does, and pods with volumes are refused.
 	Isolation string
+	// HiddenPaths are more host directories or files that host-mode
+	// containers (--images=host) do not see, beside DataDir and ImageDir
+	// (`up`: its whole data directory, with the control plane's keys and
+	// the admin kubeconfig).
+	HiddenPaths []string
 	// SeccompDefault gives containers that name no seccomp profile the
 	// runtime's default (RuntimeDefault), as the kubelet's
 	// --seccomp-default; false: they run Unconfined, the kubelet's default.

@@ -74,6 +74,13 @@ type Config struct {
 	// privileged one: every capability, the host's devices in /dev, and
 	// /proc and /sys without masked or read-only paths.
 	Privileged bool `json:"privileged,omitempty"`
+	// Hide are host directories a host-mode view (Rootfs nil) shows empty
+	// (an empty read-only tmpfs over each): the agent's data directory,
+	// whose credentials, images and other pods' files the host's programs
+	// must not read. Volumes whose sources lie in them are still mounted
+	// (their sources are opened on the host's side). Image mode shows
+	// nothing of the host's anyway.
+	Hide []string `json:"hide,omitempty"`
 	// Seccomp is the container's seccomp profile, loaded into the main
 	// process and every exec'd command; nil: Unconfined. Not used with
 	// Privileged. A profile that cannot be compiled fails the start

@@ -3,6 +3,7 @@ package sandbox
 import (
 	"fmt"
 	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -104,4 +105,35 @@ func hostBlockDevices(t *testing.T) []string {
 		}
 	}
 	return out
+}
+
+// TestHostModeHides: a host-mode view shows the directories of Hide empty
+// (the agent's data directory: keys, other pods' files), while a volume
+// whose source and mount point lie in one is still mounted.
+func TestHostModeHides(t *testing.T) {
+	requireNamespaces(t)
+	hidden := t.TempDir()
+	if err := os.WriteFile(filepath.Join(hidden, "ca.key"), []byte("host key\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	own := filepath.Join(hidden, "pods", "c")
+	if err := os.MkdirAll(own, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(own, "mine"), []byte("mine\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	s, output := startTest(t, true, Config{
+		Capabilities: DefaultCapabilities,
+		Hide:         []string{hidden},
+		Mounts:       []Mount{{Source: own, Target: own}},
+		WorkingDir:   own,
+		Command:      []string{"sh", "-c", "cat " + filepath.Join(hidden, "ca.key") + " 2>/dev/null || echo key hidden; ls -A " + hidden + "; cat mine"},
+	})
+	if ex := waitDone(t, s); ex.Code != 0 {
+		t.Errorf("exit %+v", ex)
+	}
+	if got, want := output(), "key hidden\npods\nmine\n"; got != want {
+		t.Errorf("output %q, want %q", got, want)
+	}
 }

@@ -63,6 +63,10 @@ const (
 	// opReadOnlyPath makes target, when it exists, read-only: it is bound
 	// on itself, then remounted read-only.
 	opReadOnlyPath
+	// opHide hides target, when it exists: a directory under an empty
+	// tmpfs private to the attempt (mount points can be made in it), a
+	// file under the host's /dev/null.
+	opHide
 )
 
 // DefaultReadOnlyPaths are the paths of /proc a container that is not
@@ -196,8 +200,8 @@ func rootDir(scratch string) string { return filepath.Join(scratch, "root") }
 // overlay (directories), a link (symbolic links) or a read-only bind
 // (files), an overlay of every other real filesystem (parents first), the
 // container's /dev, /proc and /sys with their masked and read-only paths
-// (systemTrees), with ReadOnlyRoot the steps that make the root read-only,
-// then the volumes. /tmp is overlaid like any directory: the host's files
+// (systemTrees), the hidden directories (Config.Hide), with
+// ReadOnlyRoot the steps that make the root read-only, then the volumes. /tmp is overlaid like any directory: the host's files
 // are readable, writes stay private. It decides only; setUp carries the
 // steps out.
 //
@@ -249,6 +253,11 @@ func plan(host []*mountinfo.Info, entries []rootEntry, cfg Config, masked []stri
 		overlays = append(overlays, filepath.Join(root, p))
 	}
 	ops = append(ops, systemTrees(cfg, masked, func(p string) string { return filepath.Join(root, p) }, false)...)
+	for _, h := range cfg.Hide {
+		if h = filepath.Clean(h); filepath.IsAbs(h) && h != "/" {
+			ops = append(ops, op{kind: opHide, target: filepath.Join(root, h)})
+		}
+	}
 	if cfg.ReadOnlyRoot {
 		ops = append(ops, readOnlyRoot(cfg, append(overlays, root))...)
 	}

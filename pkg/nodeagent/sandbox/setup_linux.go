@@ -178,6 +178,18 @@ func apply(o op, scratch string, layer *int, mountProc func(target string) error
 			return err
 		}
 		return mask(p)
+	case opHide:
+		p, err := existingTarget(o, scratch)
+		if err != nil || p == "" {
+			return err
+		}
+		if st, err := os.Lstat(p); err == nil && st.IsDir() {
+			if err := unix.Mount("tmpfs", p, "tmpfs", unix.MS_NOSUID|unix.MS_NODEV, "mode=0755,size=1m"); err != nil {
+				return fmt.Errorf("hiding %s: %w", o.target, err)
+			}
+			return nil
+		}
+		return mask(p)
 	case opReadOnlyPath:
 		p, err := existingTarget(o, scratch)
 		if err != nil || p == "" {

@@ -62,6 +62,9 @@ type Options struct {
 	// agent to adopt it, before its sandbox stops it; 0 means
 	// sandbox.DefaultOrphanTimeout (5 minutes).
 	OrphanTimeout time.Duration
+	// Hide are host directories the host-mode view of every container
+	// shows empty (sandbox.Config.Hide): the agent's data directory.
+	Hide []string
 	// StartTimeout bounds how long a sandbox may take to report that the
 	// container's command runs (building the view and resolving the user
 	// included), and the isolation probe; a sandbox that takes longer is
@@ -247,6 +250,9 @@ func (r *Runtime) Start(ctx context.Context, spec runtime.Spec) (runtime.Handle,
 		return nil, &runtime.StartError{Reason: ReasonCreateContainerError, Message: "the container has volume mounts but this node cannot give it a private filesystem view: " + r.isolationReason}
 	}
 	cfg := sandboxConfig(spec, r.isolated)
+	if cfg.Rootfs == nil {
+		cfg.Hide = r.opts.Hide
+	}
 	if durable(spec) {
 		cfg.StateDir, cfg.LogPath, cfg.LogMaxSize = spec.StateDir, spec.LogPath, r.opts.LogMaxSize
 		cfg.OrphanTimeout, cfg.StopGrace = r.opts.OrphanTimeout, spec.GracePeriod
