@@ -302,15 +302,17 @@ func (c *client) remove() {
 	c.once.Do(func() { close(c.gone) })
 }
 
-// Write implements io.Writer: the log first, then every client.
+// Write implements io.Writer: the log first, then every client attached
+// before the log got p. (A client attaching once p is in the log, where a
+// caller may already have read it, does not get p again.)
 func (f *fanout) Write(p []byte) (int, error) {
-	n, err := f.log.Write(p)
 	f.mu.Lock()
 	clients := make([]*client, 0, len(f.clients))
 	for c := range f.clients {
 		clients = append(clients, c)
 	}
 	f.mu.Unlock()
+	n, err := f.log.Write(p)
 	for _, c := range clients {
 		if _, werr := c.w.Write(p); werr != nil {
 			c.remove()
