@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"errors"
 	"io"
+	"os"
 	"os/exec"
 	"regexp"
 	"strings"
@@ -46,8 +47,18 @@ func start(t *testing.T, args ...string) *process {
 // startBinary runs the binary at path with args.
 func startBinary(t *testing.T, path string, args ...string) *process {
 	t.Helper()
+	return startBinaryAs(t, nil, nil, path, args...)
+}
+
+// startBinaryAs runs the binary at path with args as cred (nil: this
+// process's user), with env added to this process's environment.
+func startBinaryAs(t *testing.T, cred *syscall.Credential, env []string, path string, args ...string) *process {
+	t.Helper()
 	p := &process{cmd: exec.Command(path, args...), lines: make(chan string, 100), exited: make(chan struct{})}
-	p.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	p.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Credential: cred}
+	if env != nil {
+		p.cmd.Env = append(os.Environ(), env...)
+	}
 	stdout, err := p.cmd.StdoutPipe()
 	if err != nil {
 		t.Fatal(err)

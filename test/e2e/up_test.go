@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -33,11 +34,18 @@ var (
 // host's shell and programs, and no registry is reachable from the tests.
 func startUp(t *testing.T, dataDir string, extra ...string) (*process, kubernetes.Interface, string) {
 	t.Helper()
+	return startUpAs(t, nil, nil, binary, dataDir, extra...)
+}
+
+// startUpAs is startUp of the binary at path run as cred (nil: this
+// process's user) with env added to the environment.
+func startUpAs(t *testing.T, cred *syscall.Credential, env []string, path, dataDir string, extra ...string) (*process, kubernetes.Interface, string) {
+	t.Helper()
 	args := append([]string{"up", "--data-dir", dataDir, "--port", "0"}, extra...)
 	if !slices.ContainsFunc(extra, func(a string) bool { return strings.HasPrefix(a, "--images") }) {
 		args = append(args, "--images=host")
 	}
-	p := start(t, args...)
+	p := startBinaryAs(t, cred, env, path, args...)
 	kc := p.waitForLine(t, kubeconfigLine, startTimeout)[1]
 	// The export line follows the kubeconfig line; wait for it rather than
 	// reading the output at once (the lines arrive one by one).
