@@ -30,7 +30,7 @@ func BenchmarkStart(b *testing.B) {
 	if e := os.Getenv("JOBKEEPER_SANDBOX_EXECUTABLE"); e != "" {
 		exe = e
 	}
-	for _, mode := range []string{"host", "isolated", "image", "isolated+pid", "image+pid", "host+durable", "isolated+pid+durable"} {
+	for _, mode := range []string{"host", "isolated", "image", "isolated+pid", "image+pid", "image+pid+seccomp", "host+durable", "isolated+pid+durable"} {
 		b.Run(mode, func(b *testing.B) {
 			isolate := !strings.HasPrefix(mode, "host")
 			pid := strings.Contains(mode, "+pid")
@@ -62,7 +62,11 @@ func BenchmarkStart(b *testing.B) {
 			}
 			b.ResetTimer()
 			for i := 0; i < b.N; i++ {
-				cfg := Config{Isolate: isolate, Command: command, Env: []string{"PATH=/usr/bin:/bin"}, Rootfs: rootfs}
+				// The capabilities every container gets from the agent.
+				cfg := Config{Isolate: isolate, Command: command, Env: []string{"PATH=/usr/bin:/bin"}, Rootfs: rootfs, Capabilities: DefaultCapabilities}
+				if strings.HasSuffix(mode, "+seccomp") {
+					cfg.Seccomp = &Seccomp{RuntimeDefault: true}
+				}
 				if rootfs != nil {
 					cfg.User = &User{}
 				}
