@@ -1,9 +1,7 @@
 package sandbox
 
 import (
-	"context"
 	"fmt"
-	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -83,7 +81,7 @@ func runRace(t *testing.T, cfg Config, leak string) []string {
 			defer func() { <-sem }()
 			// A start may fail: a mount point swapped between its
 			// resolution and its check is refused.
-			s, output, err := startMayFail(t, cfg)
+			s, output, err := startSandbox(t, true, StartOptions{}, cfg)
 			if err != nil {
 				mu.Lock()
 				failed++
@@ -104,38 +102,6 @@ func runRace(t *testing.T, cfg Config, leak string) []string {
 	wg.Wait()
 	t.Logf("%d of %d starts refused", failed, escapeAttempts)
 	return leaks
-}
-
-// startMayFail is startTest for a start that may fail.
-func startMayFail(t *testing.T, cfg Config) (*Sandbox, func() string, error) {
-	t.Helper()
-	exe, err := os.Executable()
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg.Isolate = true
-	cfg.Scratch = filepath.Join(t.TempDir(), "scratch")
-	if err := os.Mkdir(cfg.Scratch, 0o700); err != nil {
-		t.Fatal(err)
-	}
-	cfg.Env = append(cfg.Env, "PATH=/usr/local/bin:/usr/bin:/bin")
-	r, w, err := os.Pipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	s, err := Start(context.Background(), StartOptions{Executable: exe, Config: cfg, Namespaces: true, Stdout: w, Stderr: w})
-	_ = w.Close()
-	if err != nil {
-		_ = r.Close()
-		return nil, nil, err
-	}
-	out := make(chan string, 1)
-	go func() { b, _ := io.ReadAll(r); _ = r.Close(); out <- string(b) }()
-	t.Cleanup(func() {
-		s.Kill()
-		<-s.Done()
-	})
-	return s, func() string { return <-out }, nil
 }
 
 // TestSubPathSwapStaysInTheVolume: a subPath whose directory is swapped

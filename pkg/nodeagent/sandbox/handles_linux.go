@@ -212,25 +212,16 @@ func (e *volumeError) Unwrap() error { return e.err }
 // to the other, and the mount point, resolved again, must then show the
 // source. The error names the volume's source and target.
 func mountVolume(root, source, subPath, target string, readOnly bool) error {
-	src, err := openSource(source, subPath)
+	src, dir, err := openVolumeSource(source, subPath, target)
 	if err != nil {
-		return &volumeError{fmt.Errorf("volume source %s for %s: %w", source, target, err)}
+		return err
 	}
 	defer func() { _ = src.Close() }()
-	var st unix.Stat_t
-	if err := unix.Fstat(int(src.Fd()), &st); err != nil {
-		return fmt.Errorf("volume source %s for %s: %w", source, target, err)
-	}
-	dir := st.Mode&unix.S_IFMT == unix.S_IFDIR
-	rootH, err := openRoot(root)
+	rootH, dst, err := openVolumeTarget(root, target, dir)
 	if err != nil {
-		return fmt.Errorf("opening the container's root: %w", err)
+		return err
 	}
 	defer func() { _ = rootH.Close() }()
-	dst, err := openMountPoint(rootH, target, dir)
-	if err != nil {
-		return &volumeError{fmt.Errorf("creating mount path %s: %w", target, err)}
-	}
 	defer func() { _ = dst.Close() }()
 	if err := bindHandles(src, dst, readOnly); err != nil {
 		return fmt.Errorf("mounting %s at %s: %w", source, target, err)
@@ -257,26 +248,47 @@ func mountVolume(root, source, subPath, target string, readOnly bool) error {
 func createMountPoint(root, source, subPath, target string) error {
 	dir := true
 	if source != "" {
-		src, err := openSource(source, subPath)
+		src, isDir, err := openVolumeSource(source, subPath, target)
 		if err != nil {
-			return &volumeError{fmt.Errorf("volume source %s for %s: %w", source, target, err)}
+			return err
 		}
-		var st unix.Stat_t
-		err = unix.Fstat(int(src.Fd()), &st)
 		_ = src.Close()
-		if err != nil {
-			return fmt.Errorf("volume source %s for %s: %w", source, target, err)
-		}
-		dir = st.Mode&unix.S_IFMT == unix.S_IFDIR
+		dir = isDir
 	}
+	rootH, dst, err := openVolumeTarget(root, target, dir)
+	if err != nil {
+		return err
+	}
+	_ = dst.Close()
+	return rootH.Close()
+}
+
+// openVolumeSource opens a volume mount's source (openSource) and says
+// whether it is a directory; target names the mount in errors.
+func openVolumeSource(source, subPath, target string) (*os.File, bool, error) {
+	src, err := openSource(source, subPath)
+	if err != nil {
+		return nil, false, &volumeError{fmt.Errorf("volume source %s for %s: %w", source, target, err)}
+	}
+	var st unix.Stat_t
+	if err := unix.Fstat(int(src.Fd()), &st); err != nil {
+		_ = src.Close()
+		return nil, false, fmt.Errorf("volume source %s for %s: %w", source, target, err)
+	}
+	return src, st.Mode&unix.S_IFMT == unix.S_IFDIR, nil
+}
+
+// openVolumeTarget opens the view's root and, inside it, the mount point
+// target (openMountPoint), created when missing.
+func openVolumeTarget(root, target string, dir bool) (*os.File, *os.File, error) {
 	rootH, err := openRoot(root)
 	if err != nil {
-		return fmt.Errorf("opening the container's root: %w", err)
+		return nil, nil, fmt.Errorf("opening the container's root: %w", err)
 	}
-	defer func() { _ = rootH.Close() }()
-	h, err := openMountPoint(rootH, target, dir)
+	dst, err := openMountPoint(rootH, target, dir)
 	if err != nil {
-		return &volumeError{fmt.Errorf("creating %s before the root is made read-only: %w", target, err)}
+		_ = rootH.Close()
+		return nil, nil, &volumeError{fmt.Errorf("creating mount path %s: %w", target, err)}
 	}
-	return h.Close()
+	return rootH, dst, nil
 }

@@ -23,6 +23,19 @@ func startTest(t *testing.T, isolate bool, cfg Config) (*Sandbox, func() string)
 // Namespaces, Stdout and Stderr are set here).
 func startTestWith(t *testing.T, isolate bool, o StartOptions, cfg Config) (*Sandbox, func() string) {
 	t.Helper()
+	s, output, err := startSandbox(t, isolate, o, cfg)
+	if err != nil {
+		t.Fatalf("Start: %v", err)
+	}
+	return s, output
+}
+
+// startSandbox starts a sandbox of cfg (isolated or not, with a scratch
+// directory and a PATH) whose output goes to a pipe, and returns the start's
+// error instead of failing the test; the sandbox is killed at the test's
+// end.
+func startSandbox(t *testing.T, isolate bool, o StartOptions, cfg Config) (*Sandbox, func() string, error) {
+	t.Helper()
 	exe, err := os.Executable()
 	if err != nil {
 		t.Fatal(err)
@@ -44,7 +57,7 @@ func startTestWith(t *testing.T, isolate bool, o StartOptions, cfg Config) (*San
 	_ = w.Close()
 	if err != nil {
 		_ = r.Close()
-		t.Fatalf("Start: %v", err)
+		return nil, nil, err
 	}
 	out := make(chan string, 1)
 	go func() { b, _ := io.ReadAll(r); _ = r.Close(); out <- string(b) }()
@@ -52,7 +65,7 @@ func startTestWith(t *testing.T, isolate bool, o StartOptions, cfg Config) (*San
 		s.Kill()
 		<-s.Done()
 	})
-	return s, func() string { return <-out }
+	return s, func() string { return <-out }, nil
 }
 
 // requireNamespaces skips, for a user other than root, when this machine
