@@ -48,8 +48,8 @@ func finished(p *corev1.Pod) bool {
 // kubelet honours and it cannot always: the termination message (a Job's
 // pod writes /dev/termination-log and fails; FallbackToLogsOnError),
 // readOnlyRootFilesystem, dnsPolicy None with dnsConfig, fsGroup, a
-// refused field (a dnsConfig entry with a newline) and fields run without
-// being enforced (privileged as root, resource limits).
+// refused field (a dnsConfig entry with a newline), privileged as root and
+// fields run without being enforced (resource limits).
 func TestUpPodFields(t *testing.T) {
 	ctx := context.Background()
 	up, c, _ := startUp(t, t.TempDir())
@@ -161,17 +161,39 @@ func TestUpPodFields(t *testing.T) {
 		}
 	})
 
+	// privileged, as root: every capability this host's root has (as
+	// another user it is refused: unit-tested in TestDecideFeatures).
+	// Upstream's own e2e Jobs that write to a hostPath set it.
+	t.Run("privileged runs as root with every capability", func(t *testing.T) {
+		if os.Geteuid() != 0 {
+			t.Skip("needs up to run as root")
+		}
+		status, err := os.ReadFile("/proc/self/status")
+		if err != nil {
+			t.Fatal(err)
+		}
+		var bounding string
+		for _, l := range strings.Split(string(status), "\n") {
+			if v, ok := strings.CutPrefix(l, "CapBnd:\t"); ok {
+				bounding = v
+			}
+		}
+		p := shPod("privileged", "grep CapEff /proc/self/status | cut -f2 > /dev/termination-log")
+		p.Spec.Containers[0].SecurityContext = &corev1.SecurityContext{Privileged: ptr.To(true)}
+		p = create(p)
+		got := waitPod(t, c, ns, p.Name, "succeeded", nodeTimeout, phaseIs(corev1.PodSucceeded))
+		if msg := strings.TrimSpace(terminated(t, got).Message); msg != bounding {
+			t.Errorf("a privileged container's CapEff is %q, want this host's root's %q", msg, bounding)
+		}
+	})
+
 	// Fields run without being enforced: the pod succeeds and one
-	// NotEnforced Warning event names the field. Upstream's own e2e Jobs
-	// that write to a hostPath set privileged (as another user it is
-	// refused: unit-tested in TestDecideFeatures).
+	// NotEnforced Warning event names the field.
 	for _, tc := range []struct {
 		name, field string
 		needsRoot   bool
 		set         func(*corev1.Container)
 	}{
-		{name: "privileged runs as root with a warning", field: "securityContext.privileged", needsRoot: true,
-			set: func(c *corev1.Container) { c.SecurityContext = &corev1.SecurityContext{Privileged: ptr.To(true)} }},
 		{name: "limits run with a warning", field: "resources.limits",
 			set: func(c *corev1.Container) {
 				c.Resources.Limits = corev1.ResourceList{corev1.ResourceMemory: resource.MustParse("64Mi")}
