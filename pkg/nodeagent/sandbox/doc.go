@@ -11,11 +11,9 @@
 // their common parent when the absolute paths would not fit in a page) and
 // whose upper layer lives on a tmpfs private to the attempt, so every
 // attempt, a restart included, starts from the pristine image and its
-// writes vanish with it. /dev is private (opDev: an overlay of the host's
-// as root, else a tmpfs holding the host's entries, each bound); the
-// host's /proc is bound inside, /sys
-// read-only, /dev/shm is a private 64 MiB tmpfs; /tmp and everything else
-// are the image's. The pod's volumes and the agent's per-pod files
+// writes vanish with it. /dev, /proc and /sys are a container runtime's
+// (see Confinement below); /tmp and everything else are the image's. The
+// pod's volumes and the agent's per-pod files
 // (/etc/hosts, /etc/resolv.conf, /etc/hostname, given as ordinary file
 // mounts) are bound at their paths resolved inside the image, so a link
 // such as /etc/hosts -> /run/hosts leads to /run/hosts in the view, and
@@ -27,13 +25,13 @@
 // Host mode (Rootfs nil): "the host is the image": the container sees the
 // host's filesystems, but through copy-on-write overlays whose upper layers
 // live on a tmpfs private to the attempt, so writes to / stay in the
-// container and vanish with it. /proc and /sys are the host's, /dev is
-// private as in image mode; /tmp
-// is overlaid like any directory; the pod's volumes (prepared on the host
-// by the agent) are bind mounted at their mount paths, read-only where
-// asked. A host filesystem that cannot be overlaid is mounted read-only
-// instead: nothing a container writes reaches the host except through a
-// volume. The sandbox chroots into this view.
+// container and vanish with it. /dev, /proc and /sys are as in image
+// mode; /tmp is overlaid like any directory; the directories of
+// Config.Hide (the agent's data directory) are empty; the pod's volumes
+// (prepared on the host by the agent) are bound at their mount paths,
+// read-only where asked. A host filesystem that cannot be overlaid is
+// mounted read-only instead: nothing a container writes reaches the host
+// except through a volume. The sandbox chroots into this view.
 //
 // In either mode, with StartOptions.UTS, the sandbox is also in a UTS
 // namespace of its own, where it sets Config.Hostname (the pod's) before
@@ -71,11 +69,38 @@
 // before anything runs (and in the PID namespace's init stage), so the main
 // process and exec'd commands inherit it.
 //
-// Not done yet, in either mode: a minimal /dev (the kubelet's runtimes
-// give a tmpfs with null, zero, full, random, urandom, tty and a private
-// devpts, where the sandbox's tmpfs holds all the host's devices) and ipc
-// and network namespaces; the container sees the host's devices, System V
-// IPC and network.
+// # Confinement
+//
+// As containerd and runc confine a container by default, in either mode:
+//
+//   - Volumes are mounted by handle (handles_linux.go): the source, with
+//     its subPath resolved inside it by openat2 RESOLVE_IN_ROOT (created
+//     there when missing), and the mount point, resolved and created inside
+//     the view, are O_PATH descriptors; the mount goes from one to the
+//     other (open_tree, mount_setattr, move_mount) and the mount point,
+//     resolved again, must show the source. A link swapped in by a
+//     container sharing the volume cannot lead a mount out of it.
+//   - Capabilities (capabilities.go): Config.Capabilities is the bounding
+//     set of the main process and of every exec'd command, limited on the
+//     thread that executes it (the init stage) or forks it; inheritable
+//     and ambient are empty. Privileged keeps every one.
+//   - seccomp (seccomp.go): Config.Seccomp compiled to BPF in pure Go and
+//     loaded on that same thread, after the bounding set and before the
+//     container's user is taken.
+//   - /proc: with a PID namespace, a procfs of that namespace mounted by
+//     its init stage before the view replaces the host's root (the stage
+//     is asked with a stageConfig whose ProcAt is set): no procfs of the
+//     host's is ever beneath it; in the host's PID namespace, one the
+//     sandbox mounts (or, in a user namespace, the host's bound). The
+//     kubelet's masked paths are hidden and its read-only paths made
+//     read-only, unless UnmaskedProc or Privileged.
+//   - /dev (opMinimalDev): a tmpfs with the OCI default devices bound from
+//     the host's, a devpts instance and a shm of its own; a privileged
+//     container's is the host's (opDev: an overlay of it as root).
+//   - /sys: the host's, read-only but for a privileged container.
+//
+// Not done: IPC and network namespaces (the container shares the host's
+// System V IPC and network) and cgroups.
 //
 // # Users
 //
@@ -157,7 +182,9 @@
 // agent's side.
 //
 // Files: config.go (what the agent asks for), plan.go (which mounts make
-// the view, in either mode; pure), setup_linux.go (making them), user.go
+// the view, in either mode; pure), setup_linux.go (making them),
+// handles_linux.go (volumes by handle), capabilities.go and seccomp.go
+// (what the container's processes may do), user.go
 // and idmap.go (who the processes run as), supervisor.go (the sandbox
 // process), pidns.go (PID namespaces: the init stage, the pause process,
 // joining), client.go (the agent's side), durable.go and adopt.go (a
