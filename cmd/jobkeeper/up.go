@@ -96,13 +96,15 @@ What up runs:
 What it refuses:
 ` + wrap(upRefuses+": nothing here would run them, so an admission policy refuses their creation, with a message saying so.", 96, "  ") + `
 
-A local node agent runs the pods on this machine as host processes: the host is the image (no
-image is pulled; a container's command, or its args when it has no command, runs as is). Where the
-machine allows it (root, or unprivileged user and mount namespaces), each container gets a private
-copy-on-write view of this host's filesystems, so its writes stay in the container, and its
-emptyDir, configMap, secret, downwardAPI, projected, hostPath and persistentVolumeClaim volumes
-are mounted in that view.
-Where it does not (or with --pod-isolation=off), pods with volumes are refused with an event.
+A local node agent runs the pods on this machine. By default (--images=oci) each container runs
+its image: its root filesystem is the image, pulled from its registry into <data-dir>/images or
+loaded with "jobkeeper image load FILE", and its writes stay in the container. With --images=host a
+container's command (or its args when it has no command) runs on this host's own programs instead,
+copy-on-write (no image is pulled). Either mode needs root, or unprivileged user and mount
+namespaces, to give each container a private view with its emptyDir, configMap, secret,
+downwardAPI, projected, hostPath and persistentVolumeClaim volumes mounted in it; where the
+machine allows neither, --images=oci refuses to start and --images=host (or --pod-isolation=off)
+refuses pods with volumes, with an event. The start-up banner says which mode is in use.
 Whoever can create pods runs commands on this host as the user running jobkeeper up.
 
 The kubeconfig (--kubeconfig-out) is merged into an existing file: its cluster, user and context
