@@ -109,6 +109,8 @@ Whoever can create pods runs commands on this host as the user running jobkeeper
 
 The kubeconfig (--kubeconfig-out) is merged into an existing file: its cluster, user and context
 named "` + controlplane.ContextName + `" are added or replaced and made current; other entries are kept.
+It holds the admin's credentials, so it is written with mode 0600 (an existing file open to other
+users is tightened to it, as is a data directory open to them, to 0700; up says so).
 Logs of all components are in <data-dir>/logs, each rotated at ` + strconv.Itoa(controlplane.LogMaxSizeMB) + ` MB with ` + strconv.Itoa(controlplane.LogMaxBackups) + ` compressed
 backups kept.`,
 		Args: cobra.NoArgs,
@@ -123,7 +125,7 @@ backups kept.`,
 	}
 	fs := cmd.Flags()
 	fs.StringVar(&up.dataDir, "data-dir", up.dataDir, "Directory for etcd data, certificates, logs and pod files.")
-	fs.IntVar(&up.port, "port", up.port, "Secure port of the kube-apiserver on 127.0.0.1 (0 picks a free port).")
+	fs.IntVar(&up.port, "port", up.port, "Secure port of the kube-apiserver on 127.0.0.1; 0 picks a free port, keeping the one this --data-dir used last when it is free (the banner says when the port is new: kubeconfigs written earlier then name the old one).")
 	fs.StringVar(&up.kubeconfigOut, "kubeconfig-out", "", "Where to write the admin kubeconfig (default <data-dir>/kubeconfig).")
 	cli.AddControllerFlags(fs, opts)
 	node.addFlags(fs)
@@ -200,6 +202,11 @@ func runUp(out io.Writer, up *upOptions, opts *manager.Options, bootstrap []boot
 			return err
 		}
 	}
+	// A second up on a data directory in use fails for that reason, not
+	// for the port the first one holds.
+	if err := controlplane.CheckDirLock(up.dataDir); err != nil {
+		return err
+	}
 	if err := controlplane.CheckPort(up.port); err != nil {
 		return err
 	}
@@ -268,6 +275,9 @@ func runUp(out io.Writer, up *upOptions, opts *manager.Options, bootstrap []boot
 	fmt.Fprintf(out, "jobkeeper is up in %.1fs: kube-apiserver at %s\n", time.Since(started).Seconds(), cp.URL())
 	fmt.Fprintf(out, "Kubeconfig written to %s\n\n", cp.KubeconfigPath())
 	fmt.Fprintf(out, "    export KUBECONFIG=%s\n    kubectl get nodes\n\n", cp.KubeconfigPath())
+	for _, notice := range cp.Notices() {
+		fmt.Fprintln(out, notice)
+	}
 	fmt.Fprintf(out, "Logs: %s. Stop with Ctrl-C.\n", logPath)
 
 	var runErr error

@@ -24,11 +24,12 @@ var dataDirEntries = map[string]bool{
 	"node":       true, // the node agent's pod files
 	"images":     true, // the node agent's image store (pkg/images)
 	"volumes":    true, // the local-path PersistentVolumes (pkg/localpath)
+	portFileName: true, // the apiserver's last port (port.go)
 }
 
 // dataDirTempPrefixes name the temporary files an interrupted write can
 // leave at the top of a data directory.
-var dataDirTempPrefixes = []string{".write-test-", ".kubeconfig-test-", ".kubeconfig.tmp-"}
+var dataDirTempPrefixes = []string{".write-test-", ".kubeconfig-test-", ".kubeconfig.tmp-", "." + portFileName + ".tmp-"}
 
 // Reset removes the data directory dir and everything in it, and returns the
 // entries it removed. It refuses, removing nothing, when dir is not a
