@@ -258,7 +258,14 @@ func runUp(out io.Writer, up *upOptions, opts *manager.Options, bootstrap []boot
 		logger.Info("Component started", "index", i, "elapsed", time.Since(started))
 	}
 
-	if err := serveMetrics(compCtx, cp, metricsAddr, opts.EnableProfiling); err != nil {
+	servedMetrics, err := serveMetrics(compCtx, cp, metricsAddr, opts.EnableProfiling)
+	if err == nil && servedMetrics != "" {
+		var forget func()
+		if forget, err = controlplane.WriteMetricsAddress(up.dataDir, servedMetrics); err == nil {
+			defer forget()
+		}
+	}
+	if err != nil {
 		cancelComponents()
 		for _, w := range waits {
 			w()
@@ -275,6 +282,9 @@ func runUp(out io.Writer, up *upOptions, opts *manager.Options, bootstrap []boot
 	fmt.Fprintf(out, "jobkeeper is up in %.1fs: kube-apiserver at %s\n", time.Since(started).Seconds(), cp.URL())
 	fmt.Fprintf(out, "Kubeconfig written to %s\n\n", cp.KubeconfigPath())
 	fmt.Fprintf(out, "    export KUBECONFIG=%s\n    kubectl get nodes\n\n", cp.KubeconfigPath())
+	if servedMetrics != "" {
+		fmt.Fprintf(out, "jobkeeper's metrics: https://%s/metrics (read them with: jobkeeper metrics%s)\n", servedMetrics, metricsCommandFlags(up.dataDir, up.kubeconfigOut))
+	}
 	for _, notice := range cp.Notices() {
 		fmt.Fprintln(out, notice)
 	}

@@ -181,10 +181,11 @@ func isolationBanner(runtime, imagesMode, imageDir string, isolated bool, why st
 // /debug/pprof) on addr until ctx is done, over HTTPS behind the apiserver's
 // authentication and authorization, as kube-controller-manager serves its
 // own: the admin's client certificate is let in, a ServiceAccount needs an
-// RBAC rule for the non-resource URL. addr "0" or "" serves nothing.
-func serveMetrics(ctx context.Context, cp *controlplane.ControlPlane, addr string, profiling bool) error {
+// RBAC rule for the non-resource URL. addr "0" or "" serves nothing. It
+// returns the address served ("" when none).
+func serveMetrics(ctx context.Context, cp *controlplane.ControlPlane, addr string, profiling bool) (string, error) {
 	if addr == "0" || addr == "" {
-		return nil
+		return "", nil
 	}
 	mux := http.NewServeMux()
 	mux.Handle("/metrics", promhttp.HandlerFor(metrics.Registry, promhttp.HandlerOpts{}))
@@ -197,8 +198,8 @@ func serveMetrics(ctx context.Context, cp *controlplane.ControlPlane, addr strin
 	}
 	served, _, err := cp.ServeAuthenticated(ctx, addr, mux)
 	if err != nil {
-		return fmt.Errorf("serving metrics on %s: %w", addr, err)
+		return "", fmt.Errorf("serving metrics on %s: %w", addr, err)
 	}
 	klog.FromContext(ctx).Info("Serving metrics", "address", served, "protection", "HTTPS, apiserver authentication and authorization")
-	return nil
+	return served, nil
 }

@@ -14,6 +14,8 @@ import (
 var (
 	// apiserverLine is the banner's first line, with the apiserver's URL.
 	apiserverLine = regexp.MustCompile(`kube-apiserver at (https://\S+)`)
+	// metricsLine says where up's metrics are.
+	metricsLine = regexp.MustCompile(`(?m)^jobkeeper's metrics: https://127\.0\.0\.1:\d+/metrics \(read them with: jobkeeper metrics --data-dir \S+\)$`)
 	// logsLine ends the banner.
 	logsLine = regexp.MustCompile(`^Logs: `)
 )
@@ -39,7 +41,8 @@ func upPort(t *testing.T, dataDir string, extra ...string) (*process, string) {
 // across starts: a second up on a directory in use is told so whatever its
 // port; --port 0 keeps the last port while it is free and the banner says
 // when it is new; a data directory and a kubeconfig open to other users are
-// made private, and the banner says so.
+// made private, and the banner says so; the banner says where up's metrics
+// are, and `jobkeeper metrics` reads them while up runs.
 func TestUpDataDir(t *testing.T) {
 	dataDir := filepath.Join(t.TempDir(), "data")
 	first, port := upPort(t, dataDir)
@@ -86,7 +89,6 @@ func TestUpDataDir(t *testing.T) {
 		t.Fatal(err)
 	}
 	moved, port3 := upPort(t, dataDir)
-	defer moved.stop(t)
 	if port3 == port {
 		t.Fatalf("up served on the busy port %s", port)
 	}
@@ -104,5 +106,20 @@ func TestUpDataDir(t *testing.T) {
 		if st, err := os.Stat(path); err != nil || st.Mode().Perm() != want {
 			t.Errorf("%s: %v, %v; want mode %#o", path, st, err, want)
 		}
+	}
+
+	// The banner says where up's own metrics are, and `jobkeeper metrics`
+	// reads them with the kubeconfig's credentials.
+	if !metricsLine.MatchString(out) {
+		t.Errorf("banner does not say where the metrics are:\n%s", out)
+	}
+	code, metrics := start(t, "metrics", "--data-dir", dataDir).waitExit(t, 30*time.Second)
+	if code != 0 || !strings.Contains(metrics, "# TYPE job_controller_api_queue_wait_seconds histogram") {
+		t.Errorf("jobkeeper metrics: exit %d, output:\n%.2000s", code, metrics)
+	}
+	moved.stop(t)
+	code, metrics = start(t, "metrics", "--data-dir", dataDir).waitExit(t, 30*time.Second)
+	if code == 0 || !strings.Contains(metrics, "no jobkeeper up serves metrics") {
+		t.Errorf("jobkeeper metrics after the stop: exit %d, output:\n%s", code, metrics)
 	}
 }
