@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -137,6 +138,8 @@ backups kept.`,
 	// Under up these are served over HTTPS behind the apiserver's
 	// authentication and authorization (servedMetrics), not in plain HTTP.
 	fs.Lookup("metrics-bind-address").Usage = "Address of the /metrics endpoint, served over HTTPS to callers the apiserver authenticates (client certificate of the cluster CA, or bearer token) and authorizes (get on the non-resource URL); port 0 picks a free port, \"0\" disables it."
+	fs.Lookup("controllers").Usage = "Comma-separated controllers of jobkeeper to run: " + manager.JobController + ", " + manager.TTLAfterFinishedController +
+		". Empty (--controllers=) runs none of them, so that a Job controller installed into this cluster (the Helm chart's) manages the Jobs, as on a real cluster; upstream's controllers and the node agent run either way."
 	fs.Lookup("profiling").Usage = "Serve /debug/pprof on the metrics address, with the same authentication and authorization."
 	return cmd
 }
@@ -282,6 +285,9 @@ func runUp(out io.Writer, up *upOptions, opts *manager.Options, bootstrap []boot
 	fmt.Fprintf(out, "jobkeeper is up in %.1fs: kube-apiserver at %s\n", time.Since(started).Seconds(), cp.URL())
 	fmt.Fprintf(out, "Kubeconfig written to %s\n\n", cp.KubeconfigPath())
 	fmt.Fprintf(out, "    export KUBECONFIG=%s\n    kubectl get nodes\n\n", cp.KubeconfigPath())
+	if line := controllersBanner(opts.Controllers); line != "" {
+		fmt.Fprintln(out, line)
+	}
 	if servedMetrics != "" {
 		fmt.Fprintf(out, "jobkeeper's metrics: https://%s/metrics (read them with: jobkeeper metrics%s)\n", servedMetrics, metricsCommandFlags(up.dataDir, up.kubeconfigOut))
 	}
@@ -323,4 +329,17 @@ func runUp(out io.Writer, up *upOptions, opts *manager.Options, bootstrap []boot
 		fmt.Fprintln(out, "jobkeeper stopped.")
 	}
 	return runErr
+}
+
+// controllersBanner is the banner's line about jobkeeper's own controllers
+// when --controllers leaves some out: which run, and who is left the rest.
+// It is empty when all of them run.
+func controllersBanner(controllers []string) string {
+	if slices.Contains(controllers, manager.JobController) && slices.Contains(controllers, manager.TTLAfterFinishedController) {
+		return ""
+	}
+	if len(controllers) == 0 {
+		return "None of jobkeeper's controllers run (--controllers=): Jobs and their TTL-after-finished cleanup are left to a controller you install (e.g. the Helm chart's)."
+	}
+	return "jobkeeper's controllers running: " + strings.Join(controllers, ", ") + " (--controllers); the others are left to a controller you install."
 }
