@@ -118,6 +118,12 @@ func TestUpDataDir(t *testing.T) {
 		t.Errorf("jobkeeper metrics: exit %d, output:\n%.2000s", code, metrics)
 	}
 	moved.stop(t)
+	// etcd's JSON lines, its client's included, go to etcd.log, never here.
+	for _, p := range []*process{first, again, moved} {
+		if strings.Contains(p.output(), `{"level":`) {
+			t.Errorf("up printed etcd's log lines:\n%s", p.output())
+		}
+	}
 	code, metrics = start(t, "metrics", "--data-dir", dataDir).waitExit(t, 30*time.Second)
 	if code == 0 || !strings.Contains(metrics, "no jobkeeper up serves metrics") {
 		t.Errorf("jobkeeper metrics after the stop: exit %d, output:\n%s", code, metrics)
