@@ -47,7 +47,8 @@ const pathTimeout = 90 * time.Second
 // check that Jobs opting in (spec.managedBy) run to Complete and are deleted
 // by the TTL controller, that the leader serves /metrics, and that killing
 // the leader hands the Lease to the other replica, which runs the Job
-// created meanwhile and the next one.
+// created meanwhile and the next one; a replica given a controllers value
+// the binary refuses says why in one log line.
 //
 // up runs no Deployments yet (it refuses them, docs/deploy.md), so each
 // replica is the Deployment's pod template as a bare pod. Pods share this
@@ -128,6 +129,34 @@ func TestChartControllerPath(t *testing.T) {
 	t.Logf("new leader: %s", next)
 	waitPathJob(t, c, "during-failover")
 	runPathJob(t, c, "after-failover")
+
+	// A controllers value the binary refuses (helm install --set
+	// controllers={bogus}): the pod's log says why, in one line.
+	bad, _ := replicaPod(t, template, "jobkeeper-bad")
+	for i, a := range bad.Spec.Containers[0].Args {
+		if strings.HasPrefix(a, "--controllers=") {
+			bad.Spec.Containers[0].Args[i] = "--controllers=bogus"
+		}
+	}
+	if _, err := c.CoreV1().Pods(ns).Create(ctx, bad, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	waitReplica(t, c, ns, bad.Name, "terminated", func(p *corev1.Pod) bool {
+		for _, cs := range p.Status.ContainerStatuses {
+			if cs.State.Terminated != nil || cs.LastTerminationState.Terminated != nil {
+				return true
+			}
+		}
+		return false
+	})
+	logs, err := c.CoreV1().Pods(ns).GetLogs(bad.Name, &corev1.PodLogOptions{}).DoRaw(ctx)
+	if err != nil {
+		logs, err = c.CoreV1().Pods(ns).GetLogs(bad.Name, &corev1.PodLogOptions{Previous: true}).DoRaw(ctx)
+	}
+	want := `jobkeeper-controller: --controllers: unknown controller "bogus" (known: job, ttl-after-finished)` + "\n"
+	if err != nil || string(logs) != want {
+		t.Errorf("log of a replica with a refused controllers value: %q, %v; want %q", logs, err, want)
+	}
 }
 
 // buildControllerImage builds the controller image as docs/deploy.md says,
