@@ -94,6 +94,8 @@ as in a graceful node shutdown (DisruptionTarget, --shutdown-grace-period), unle
 
 What up runs:
 ` + wrap(upRuns+".", 96, "  ") + `
+What it accepts with a warning:
+` + wrap(upWarns()+": nothing here routes, serves or enforces them; each creation gets a warning (kubectl prints it) saying so.", 96, "  ") + `
 What it refuses:
 ` + wrap(upRefuses+": nothing here would run them, so an admission policy refuses their creation, with a message saying so.", 96, "  ") + `
 
@@ -110,8 +112,8 @@ Whoever can create pods runs commands on this host as the user running jobkeeper
 
 The kubeconfig (--kubeconfig-out) is merged into an existing file: its cluster, user and context
 named "` + controlplane.ContextName + `" are added or replaced and made current; other entries are kept.
-It holds the admin's credentials, so it is written with mode 0600 (an existing file open to other
-users is tightened to it, as is a data directory open to them, to 0700; up says so).
+It holds the admin's credentials, so it is written with mode 0600: up tightens an existing file
+open to other users to 0600, and a data directory open to them to 0700, and says so.
 Logs of all components are in <data-dir>/logs, each rotated at ` + strconv.Itoa(controlplane.LogMaxSizeMB) + ` MB with ` + strconv.Itoa(controlplane.LogMaxBackups) + ` compressed
 backups kept.`,
 		Args: cobra.NoArgs,
