@@ -154,7 +154,10 @@ func Start(ctx context.Context, cfg Config) (_ *ControlPlane, err error) {
 	if cp.lock, err = lockDir(cfg.DataDir); err != nil {
 		return nil, err
 	}
-	if tightened, err := tightenDir(cfg.DataDir); err != nil {
+	if tightened, err := tightenDir(cfg.DataDir); errors.Is(err, os.ErrPermission) {
+		// Not this user's directory: say so, but it is the owner's choice.
+		cp.notices = append(cp.notices, fmt.Sprintf("WARNING: %v: other users can reach the data directory, which holds the cluster's keys.", err))
+	} else if err != nil {
 		return nil, err
 	} else if tightened != 0 {
 		cp.notices = append(cp.notices, fmt.Sprintf("The data directory %s was open to other users (mode %#o); it is now private (mode %#o).", cfg.DataDir, tightened, tightened&^0o077))
@@ -443,7 +446,7 @@ func tightenDir(dir string) (os.FileMode, error) {
 		return 0, nil
 	}
 	if err := os.Chmod(dir, mode&^0o077); err != nil {
-		return 0, fmt.Errorf("making data directory %s private: %w", dir, err)
+		return 0, fmt.Errorf("data directory %s (mode %#o) could not be made private: %w", dir, mode, unwrapPathError(err))
 	}
 	return mode, nil
 }
