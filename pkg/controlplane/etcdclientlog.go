@@ -21,8 +21,8 @@ import (
 // a stop) landed on the terminal of `jobkeeper up`. It is replaced, before
 // the apiserver makes its clients, by one writing to etcd's log
 // (redirectEtcdClientLog). Should a Kubernetes upgrade rename the variable,
-// this declaration would become a variable of its own, unused, and the lines
-// would reach the terminal again: check the name on upgrades.
+// this declaration would become a variable of its own, unused:
+// TestEtcdClientLoggerIsTheApiserversOwn fails then.
 //
 //go:linkname etcdClientLogger k8s.io/apiserver/pkg/storage/storagebackend/factory.etcd3ClientLogger
 var etcdClientLogger *zap.Logger

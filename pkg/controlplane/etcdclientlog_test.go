@@ -33,3 +33,16 @@ func TestRedirectEtcdClientLog(t *testing.T) {
 		t.Errorf("after the second redirect: first %q, second %q", first.String(), second.String())
 	}
 }
+
+// linkedEtcdClientLogger is etcdClientLogger as the apiserver's storage
+// package set it when it was initialised, before anything here replaced it.
+var linkedEtcdClientLogger = etcdClientLogger
+
+// TestEtcdClientLoggerIsTheApiserversOwn fails when etcdClientLogger no
+// longer names the apiserver's variable (renamed by a Kubernetes upgrade):
+// the declaration would then be a variable of ours, nil until replaced.
+func TestEtcdClientLoggerIsTheApiserversOwn(t *testing.T) {
+	if linkedEtcdClientLogger == nil {
+		t.Fatal("etcdClientLogger was nil before it was replaced: it no longer names k8s.io/apiserver's etcd3ClientLogger")
+	}
+}
