@@ -31,13 +31,13 @@ func newImageCommand() *cobra.Command {
 	}
 	cmd := &cobra.Command{
 		Use:   "image",
-		Short: "Load, list, pull and remove the images jobkeeper up's node runs",
+		Short: "Load, tag, list, pull and remove the images jobkeeper up's node runs",
 		Long: `Manage the image store of jobkeeper up (<data-dir>/images). It works while up runs on the
 same data directory: pods see a loaded image at once.`,
 		Args: cobra.NoArgs,
 	}
 	cmd.PersistentFlags().StringVar(&dataDir, "data-dir", dataDir, "Data directory of jobkeeper up, whose images/ holds the store.")
-	cmd.AddCommand(newImageLoadCommand(open), newImageListCommand(open), newImageRemoveCommand(open), newImagePullCommand(open))
+	cmd.AddCommand(newImageLoadCommand(open), newImageListCommand(open), newImageRemoveCommand(open), newImagePullCommand(open), newImageTagCommand(open))
 	return cmd
 }
 
@@ -241,6 +241,30 @@ func newImagePullCommand(open storeOpener) *cobra.Command {
 				return fmt.Errorf("pulling %s: %w", args[0], err)
 			}
 			fmt.Fprintf(cmd.OutOrStdout(), "Image is up to date for %s\n", img.ID)
+			return nil
+		},
+	}
+}
+
+// newImageTagCommand is `image tag`.
+func newImageTagCommand(open storeOpener) *cobra.Command {
+	return &cobra.Command{
+		Use:   "tag SRC DST",
+		Short: "Give a stored image another name, as docker tag does (DST moves from any image that had it)",
+		Long: `Give the stored image SRC (a name, a name with a digest, or an image ID) the name DST too, so
+that pods naming DST run it without a registry: e.g. load an archive, then tag it with the name your
+manifests use. DST is a name with a tag (":latest" when none is given); an image that had it keeps
+its other names. No registry is contacted.`,
+		Args: cobra.ExactArgs(2),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			s, err := open()
+			if err != nil {
+				return err
+			}
+			defer s.Close()
+			if _, err := s.Tag(args[0], args[1]); err != nil {
+				return fmt.Errorf("tagging %s as %s: %w", args[0], args[1], err)
+			}
 			return nil
 		},
 	}

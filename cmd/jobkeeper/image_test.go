@@ -79,6 +79,20 @@ func TestImageLoadListRemove(t *testing.T) {
 		t.Errorf("image ls -q = %q, %v", out, err)
 	}
 
+	// image tag: a missing source is named; the new name lists beside the old.
+	if _, err := runImage(t, nil, "tag", "--data-dir", dataDir, "nothere:1", "x:1"); err == nil || !strings.Contains(err.Error(), "image docker.io/library/nothere:1 not found") {
+		t.Errorf("image tag of a missing image: %v, want an error naming it", err)
+	}
+	if out, err := runImage(t, nil, "tag", "--data-dir", dataDir, "busybox:1.36", "registry.example/tools/busybox:stable"); err != nil || out != "" {
+		t.Fatalf("image tag = %q, %v", out, err)
+	}
+	if out, err := runImage(t, nil, "ls", "--data-dir", dataDir); err != nil || !strings.Contains(out, "registry.example/tools/busybox") || !strings.Contains(out, "docker.io/library/busybox") {
+		t.Errorf("image ls after tag =\n%s", out)
+	}
+	if _, err := runImage(t, nil, "rm", "--data-dir", dataDir, "registry.example/tools/busybox:stable"); err != nil {
+		t.Fatal(err)
+	}
+
 	if out, err := runImage(t, nil, "rm", "--data-dir", dataDir, "busybox:1.36"); err != nil || out != "Deleted: busybox:1.36\n" {
 		t.Errorf("image rm = %q, %v", out, err)
 	}

@@ -26,7 +26,7 @@ func newRootCommand() *cobra.Command {
 	root.Flags().BoolVar(&printVersion, "version", false, "Print the version (as the version command does) and exit.")
 	cli.AddKlogFlags(root)
 	root.AddCommand(newUpCommand(), newResetCommand(), cli.NewControllerCommand("controller"), cli.NewVersionCommand(),
-		newFollowCommand(), newRunCommand(), newImageCommand())
+		newFollowCommand(), newRunCommand(), newImageCommand(), newMetricsCommand())
 	return root
 }
 

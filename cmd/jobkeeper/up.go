@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -93,20 +94,26 @@ as in a graceful node shutdown (DisruptionTarget, --shutdown-grace-period), unle
 
 What up runs:
 ` + wrap(upRuns+".", 96, "  ") + `
+What it accepts with a warning:
+` + wrap(upWarns()+": nothing here routes, serves or enforces them; each creation gets a warning (kubectl prints it) saying so.", 96, "  ") + `
 What it refuses:
 ` + wrap(upRefuses+": nothing here would run them, so an admission policy refuses their creation, with a message saying so.", 96, "  ") + `
 
-A local node agent runs the pods on this machine as host processes: the host is the image (no
-image is pulled; a container's command, or its args when it has no command, runs as is). Where the
-machine allows it (root, or unprivileged user and mount namespaces), each container gets a private
-copy-on-write view of this host's filesystems, so its writes stay in the container, and its
-emptyDir, configMap, secret, downwardAPI, projected, hostPath and persistentVolumeClaim volumes
-are mounted in that view.
-Where it does not (or with --pod-isolation=off), pods with volumes are refused with an event.
+A local node agent runs the pods on this machine. By default (--images=oci) each container runs
+its image: its root filesystem is the image, pulled from its registry into <data-dir>/images or
+loaded with "jobkeeper image load FILE", and its writes stay in the container. With --images=host a
+container's command (or its args when it has no command) runs on this host's own programs instead,
+copy-on-write (no image is pulled). Either mode needs root, or unprivileged user and mount
+namespaces, to give each container a private view with its emptyDir, configMap, secret,
+downwardAPI, projected, hostPath and persistentVolumeClaim volumes mounted in it; where the
+machine allows neither, --images=oci refuses to start and --images=host (or --pod-isolation=off)
+refuses pods with volumes, with an event. The start-up banner says which mode is in use.
 Whoever can create pods runs commands on this host as the user running jobkeeper up.
 
 The kubeconfig (--kubeconfig-out) is merged into an existing file: its cluster, user and context
 named "` + controlplane.ContextName + `" are added or replaced and made current; other entries are kept.
+It holds the admin's credentials, so it is written with mode 0600: up tightens an existing file
+open to other users to 0600, and a data directory open to them to 0700, and says so.
 Logs of all components are in <data-dir>/logs, each rotated at ` + strconv.Itoa(controlplane.LogMaxSizeMB) + ` MB with ` + strconv.Itoa(controlplane.LogMaxBackups) + ` compressed
 backups kept.`,
 		Args: cobra.NoArgs,
@@ -121,7 +128,7 @@ backups kept.`,
 	}
 	fs := cmd.Flags()
 	fs.StringVar(&up.dataDir, "data-dir", up.dataDir, "Directory for etcd data, certificates, logs and pod files.")
-	fs.IntVar(&up.port, "port", up.port, "Secure port of the kube-apiserver on 127.0.0.1 (0 picks a free port).")
+	fs.IntVar(&up.port, "port", up.port, "Secure port of the kube-apiserver on 127.0.0.1; 0 picks a free port, keeping the one this --data-dir used last when it is free (the banner says when the port is new: kubeconfigs written earlier then name the old one).")
 	fs.StringVar(&up.kubeconfigOut, "kubeconfig-out", "", "Where to write the admin kubeconfig (default <data-dir>/kubeconfig).")
 	cli.AddControllerFlags(fs, opts)
 	node.addFlags(fs)
@@ -133,6 +140,8 @@ backups kept.`,
 	// Under up these are served over HTTPS behind the apiserver's
 	// authentication and authorization (servedMetrics), not in plain HTTP.
 	fs.Lookup("metrics-bind-address").Usage = "Address of the /metrics endpoint, served over HTTPS to callers the apiserver authenticates (client certificate of the cluster CA, or bearer token) and authorizes (get on the non-resource URL); port 0 picks a free port, \"0\" disables it."
+	fs.Lookup("controllers").Usage = "Comma-separated controllers of jobkeeper to run: " + manager.JobController + ", " + manager.TTLAfterFinishedController +
+		". Empty (--controllers=) runs none of them, so that a Job controller installed into this cluster (the Helm chart's) manages the Jobs, as on a real cluster; upstream's controllers and the node agent run either way."
 	fs.Lookup("profiling").Usage = "Serve /debug/pprof on the metrics address, with the same authentication and authorization."
 	return cmd
 }
@@ -198,6 +207,11 @@ func runUp(out io.Writer, up *upOptions, opts *manager.Options, bootstrap []boot
 			return err
 		}
 	}
+	// A second up on a data directory in use fails for that reason, not
+	// for the port the first one holds.
+	if err := controlplane.CheckDirLock(up.dataDir); err != nil {
+		return err
+	}
 	if err := controlplane.CheckPort(up.port); err != nil {
 		return err
 	}
@@ -249,7 +263,14 @@ func runUp(out io.Writer, up *upOptions, opts *manager.Options, bootstrap []boot
 		logger.Info("Component started", "index", i, "elapsed", time.Since(started))
 	}
 
-	if err := serveMetrics(compCtx, cp, metricsAddr, opts.EnableProfiling); err != nil {
+	servedMetrics, err := serveMetrics(compCtx, cp, metricsAddr, opts.EnableProfiling)
+	if err == nil && servedMetrics != "" {
+		var forget func()
+		if forget, err = controlplane.WriteMetricsAddress(up.dataDir, servedMetrics); err == nil {
+			defer forget()
+		}
+	}
+	if err != nil {
 		cancelComponents()
 		for _, w := range waits {
 			w()
@@ -266,6 +287,15 @@ func runUp(out io.Writer, up *upOptions, opts *manager.Options, bootstrap []boot
 	fmt.Fprintf(out, "jobkeeper is up in %.1fs: kube-apiserver at %s\n", time.Since(started).Seconds(), cp.URL())
 	fmt.Fprintf(out, "Kubeconfig written to %s\n\n", cp.KubeconfigPath())
 	fmt.Fprintf(out, "    export KUBECONFIG=%s\n    kubectl get nodes\n\n", cp.KubeconfigPath())
+	if line := controllersBanner(opts.Controllers); line != "" {
+		fmt.Fprintln(out, line)
+	}
+	if servedMetrics != "" {
+		fmt.Fprintf(out, "jobkeeper's metrics: https://%s/metrics (read them with: jobkeeper metrics%s)\n", servedMetrics, metricsCommandFlags(up.dataDir, up.kubeconfigOut))
+	}
+	for _, notice := range cp.Notices() {
+		fmt.Fprintln(out, notice)
+	}
 	fmt.Fprintf(out, "Logs: %s. Stop with Ctrl-C.\n", logPath)
 
 	var runErr error
@@ -301,4 +331,17 @@ func runUp(out io.Writer, up *upOptions, opts *manager.Options, bootstrap []boot
 		fmt.Fprintln(out, "jobkeeper stopped.")
 	}
 	return runErr
+}
+
+// controllersBanner is the banner's line about jobkeeper's own controllers
+// when --controllers leaves some out: which run, and who is left the rest.
+// It is empty when all of them run.
+func controllersBanner(controllers []string) string {
+	if slices.Contains(controllers, manager.JobController) && slices.Contains(controllers, manager.TTLAfterFinishedController) {
+		return ""
+	}
+	if len(controllers) == 0 {
+		return "None of jobkeeper's controllers run (--controllers=): Jobs and their TTL-after-finished cleanup are left to a controller you install (e.g. the Helm chart's)."
+	}
+	return "jobkeeper's controllers running: " + strings.Join(controllers, ", ") + " (--controllers); the others are left to a controller you install."
 }

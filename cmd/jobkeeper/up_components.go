@@ -54,9 +54,9 @@ func (f *nodeAgentFlags) addFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&f.opts.Runtime, "runtime", nodeagent.DefaultRuntime, "How pods run: \"process\" (container commands as host processes) or \"simulated\" (outcome and duration from pod annotations).")
 	fs.DurationVar(&f.opts.SyncFrequency, "sync-frequency", nodeagent.DefaultSyncFrequency, "How often the node agent refreshes the files of running pods' configMap, secret, downwardAPI and projected volumes (the kubelet's --sync-frequency).")
 	fs.IntVar(&f.opts.KubeletPort, "kubelet-port", 0, "Port of the node agent's kubelet API (logs, exec, attach, port-forward) on 127.0.0.1; 0 picks a free port.")
-	fs.StringVar(&f.opts.Images, "images", nodeagent.ImagesOCI, "Where containers get their files: \"oci\" runs each container's image (pulled from its registry into <data-dir>/images, or loaded with `jobkeeper image load`); \"host\" runs the container's command on this host's own files, copy-on-write (for the host's programs: GPU drivers, local toolchains). Never falls back from one to the other.")
+	fs.StringVar(&f.opts.Images, "images", nodeagent.ImagesOCI, "Where containers get their files: \"oci\" runs each container's image (pulled from its registry into <data-dir>/images, or loaded with \"jobkeeper image load\"); \"host\" runs the container's command on this host's own files, copy-on-write (for the host's programs: GPU drivers, local toolchains). Never falls back from one to the other.")
 	fs.DurationVar(&f.opts.ShutdownGracePeriod, "shutdown-grace-period", nodeagent.DefaultShutdownGracePeriod, "On a clean stop (Ctrl-C, SIGTERM) the node shuts down gracefully, as a kubelet's graceful node shutdown: every running pod gets the DisruptionTarget condition and is stopped with its grace period capped to this, then ends Failed.")
-	fs.BoolVar(&f.opts.KeepRunningOnStop, "keep-running-on-stop", false, "On a clean stop, leave running containers alone, as a kubelet restart does: the next `jobkeeper up` on the same --data-dir takes them over (and a container that no agent takes over within 5 minutes is stopped). Without it a stop is a graceful node shutdown (--shutdown-grace-period).")
+	fs.BoolVar(&f.opts.KeepRunningOnStop, "keep-running-on-stop", false, "On a clean stop, leave running containers alone, as a kubelet restart does: the next \"jobkeeper up\" on the same --data-dir takes them over (and a container that no agent takes over within 5 minutes is stopped). Without it a stop is a graceful node shutdown (--shutdown-grace-period).")
 	fs.StringVar(&f.opts.Isolation, "pod-isolation", process.IsolationAuto, "Filesystem isolation of the process runtime: \"auto\" gives each container a private copy-on-write view of this host where the machine allows it (root, or user and mount namespaces), with volumes mounted in it; \"off\" never does, and pods with volumes are then refused.")
 	fs.BoolVar(&f.opts.SeccompDefault, "seccomp-default", false, "Give containers that name no seccomp profile the runtime's default (RuntimeDefault), as the kubelet's --seccomp-default; without it they run Unconfined, the kubelet's default. Localhost profiles are read from <data-dir>/seccomp.")
 }
@@ -185,10 +185,11 @@ func isolationBanner(runtime, imagesMode, imageDir string, isolated bool, why st
 // /debug/pprof) on addr until ctx is done, over HTTPS behind the apiserver's
 // authentication and authorization, as kube-controller-manager serves its
 // own: the admin's client certificate is let in, a ServiceAccount needs an
-// RBAC rule for the non-resource URL. addr "0" or "" serves nothing.
-func serveMetrics(ctx context.Context, cp *controlplane.ControlPlane, addr string, profiling bool) error {
+// RBAC rule for the non-resource URL. addr "0" or "" serves nothing. It
+// returns the address served ("" when none).
+func serveMetrics(ctx context.Context, cp *controlplane.ControlPlane, addr string, profiling bool) (string, error) {
 	if addr == "0" || addr == "" {
-		return nil
+		return "", nil
 	}
 	mux := http.NewServeMux()
 	mux.Handle("/metrics", promhttp.HandlerFor(metrics.Registry, promhttp.HandlerOpts{}))
@@ -201,8 +202,8 @@ func serveMetrics(ctx context.Context, cp *controlplane.ControlPlane, addr strin
 	}
 	served, _, err := cp.ServeAuthenticated(ctx, addr, mux)
 	if err != nil {
-		return fmt.Errorf("serving metrics on %s: %w", addr, err)
+		return "", fmt.Errorf("serving metrics on %s: %w", addr, err)
 	}
 	klog.FromContext(ctx).Info("Serving metrics", "address", served, "protection", "HTTPS, apiserver authentication and authorization")
-	return nil
+	return served, nil
 }

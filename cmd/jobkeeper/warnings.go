@@ -27,6 +27,8 @@ type warnedKind struct {
 	policy string
 	// group, version and resource are what the policy matches.
 	group, version, resource string
+	// kinds is the kind in the plural, as `up --help` and the README name it.
+	kinds string
 	// exempt, when set, is a CEL expression true for the objects that get
 	// no warning.
 	exempt string
@@ -36,12 +38,26 @@ type warnedKind struct {
 	probe func(ctx context.Context, client kubernetes.Interface) error
 }
 
+// upWarns lists the kinds of warnedKinds, as `up --help` says them:
+// "Services, Ingresses and NetworkPolicies".
+func upWarns() string {
+	var names []string
+	for _, k := range warnedKinds {
+		names = append(names, k.kinds)
+	}
+	if len(names) < 2 {
+		return strings.Join(names, "")
+	}
+	return strings.Join(names[:len(names)-1], ", ") + " and " + names[len(names)-1]
+}
+
 // warnedKinds are the kinds whose creation is warned of.
 var warnedKinds = []warnedKind{{
 	policy:   "jobkeeper-up-unrouted-services",
 	group:    corev1.GroupName,
 	version:  "v1",
 	resource: "services",
+	kinds:    "Services",
 	// The apiserver serves its own kubernetes Service, and creates it again
 	// when it is deleted.
 	exempt: `request.namespace == "default" && request.name == "kubernetes"`,
@@ -63,6 +79,7 @@ var warnedKinds = []warnedKind{{
 	group:    networkingv1.GroupName,
 	version:  "*",
 	resource: "ingresses",
+	kinds:    "Ingresses",
 	message: "jobkeeper up runs no Ingress controller: nothing serves this Ingress's hosts and paths. " +
 		reachPods + " See " + upDocs + ".",
 	probe: func(ctx context.Context, client kubernetes.Interface) error {
@@ -80,6 +97,7 @@ var warnedKinds = []warnedKind{{
 	group:    networkingv1.GroupName,
 	version:  "*",
 	resource: "networkpolicies",
+	kinds:    "NetworkPolicies",
 	message: "jobkeeper up does not enforce NetworkPolicies: pods share this host's network, and all traffic " +
 		"to and from them is allowed. See " + upDocs + ".",
 	probe: func(ctx context.Context, client kubernetes.Interface) error {

@@ -27,7 +27,9 @@ const DefaultPort = 6443
 type Config struct {
 	// DataDir holds etcd's data, the PKI, logs and the lock. Required.
 	DataDir string
-	// Port is the apiserver's secure port on 127.0.0.1; 0 picks a free port.
+	// Port is the apiserver's secure port on 127.0.0.1; 0 picks a free port:
+	// the one the data directory served on last (LastPort) when it is free,
+	// so that kubeconfigs written earlier keep working, else any.
 	Port int
 	// KubeconfigOut is where the admin kubeconfig is written. Default <DataDir>/kubeconfig.
 	// An existing file is merged into (MergeKubeconfig), not overwritten.
@@ -113,6 +115,9 @@ type ControlPlane struct {
 	failed chan struct{}
 	// failure is the first unexpected component error.
 	failure error
+	// notices say what Start changed that the user should know: a new
+	// port, permissions tightened.
+	notices []string
 }
 
 // Start validates cfg, takes the data directory lock, makes sure the PKI
@@ -149,14 +154,23 @@ func Start(ctx context.Context, cfg Config) (_ *ControlPlane, err error) {
 	if cp.lock, err = lockDir(cfg.DataDir); err != nil {
 		return nil, err
 	}
-	listener, err := net.Listen("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(cfg.Port)))
+	if tightened, err := tightenDir(cfg.DataDir); errors.Is(err, os.ErrPermission) {
+		// Not this user's directory: say so, but it is the owner's choice.
+		cp.notices = append(cp.notices, fmt.Sprintf("WARNING: %v: other users can reach the data directory, which holds the cluster's keys.", err))
+	} else if err != nil {
+		return nil, err
+	} else if tightened != 0 {
+		cp.notices = append(cp.notices, fmt.Sprintf("The data directory %s was open to other users (mode %#o); it is now private (mode %#o).", cfg.DataDir, tightened, tightened&^0o077))
+	}
+	last := LastPort(cfg.DataDir)
+	listener, err := listenAPIServer(portCandidates(cfg.Port, last))
 	if err != nil {
-		if errors.Is(err, syscall.EADDRINUSE) {
-			return nil, fmt.Errorf("port %d on 127.0.0.1 is already in use (choose another with --port)", cfg.Port)
-		}
-		return nil, fmt.Errorf("listening on 127.0.0.1:%d: %w", cfg.Port, err)
+		return nil, err
 	}
 	port := listener.Addr().(*net.TCPAddr).Port
+	if last != 0 && last != port {
+		cp.notices = append(cp.notices, fmt.Sprintf("The apiserver's port is new (%d, was %d): kubeconfigs written earlier for this data directory are stale; %s was updated.", port, last, cfg.KubeconfigOut))
+	}
 	cp.url = "https://" + net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
 	cp.conns = trackConnections(listener)
 
@@ -231,7 +245,14 @@ func Start(ctx context.Context, cfg Config) (_ *ControlPlane, err error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := MergeKubeconfig(cfg.KubeconfigOut, kc); err != nil {
+	tightened, err := MergeKubeconfig(cfg.KubeconfigOut, kc)
+	if err != nil {
+		return nil, err
+	}
+	if tightened != 0 {
+		cp.notices = append(cp.notices, fmt.Sprintf("The kubeconfig %s holds credentials and was readable by other users (mode %#o); it is now mode 0600.", cfg.KubeconfigOut, tightened))
+	}
+	if err := recordPort(cfg.DataDir, port); err != nil {
 		return nil, err
 	}
 	return cp, nil
@@ -311,6 +332,12 @@ func (cp *ControlPlane) Failed() <-chan struct{} { return cp.failed }
 
 // Err returns the unexpected failure after Failed is closed.
 func (cp *ControlPlane) Err() error { return cp.failure }
+
+// Notices are sentences for the user about what Start changed beyond
+// starting: the apiserver's port differs from the data directory's last one
+// (earlier kubeconfigs are stale), or the data directory or the kubeconfig
+// was open to other users and has been made private.
+func (cp *ControlPlane) Notices() []string { return cp.notices }
 
 // URL is the apiserver's https URL.
 func (cp *ControlPlane) URL() string { return cp.url }
@@ -404,6 +431,24 @@ func (cp *ControlPlane) stopAPIServer(logger klog.Logger) {
 	case <-time.After(apiserverForcedStopTimeout):
 		logger.Info("kube-apiserver did not stop; closing etcd under it", "elapsed", time.Since(begin), "openConnections", cp.conns.open())
 	}
+}
+
+// tightenDir takes group and other permissions off dir, which holds keys,
+// etcd's data and credentials, and returns its former mode when it had any
+// (0 when it was private already).
+func tightenDir(dir string) (os.FileMode, error) {
+	st, err := os.Stat(dir)
+	if err != nil {
+		return 0, fmt.Errorf("data directory %s: %w", dir, err)
+	}
+	mode := st.Mode().Perm()
+	if mode&0o077 == 0 {
+		return 0, nil
+	}
+	if err := os.Chmod(dir, mode&^0o077); err != nil {
+		return 0, fmt.Errorf("data directory %s (mode %#o) could not be made private: %w", dir, mode, unwrapPathError(err))
+	}
+	return mode, nil
 }
 
 // EnsureWritableDir creates dir if needed and checks that files can be

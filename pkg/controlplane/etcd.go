@@ -51,7 +51,12 @@ func etcdSocket(etcdDir string) (path string, cleanup func(), err error) {
 // the socket, and a single member has no peer to talk to, so no peer
 // listener is configured. Only the member's advertised URLs remain, which
 // etcd requires in host:port form and nothing dials.
+//
+// etcd's log lines, and those of the apiserver's etcd clients
+// (redirectEtcdClientLog), go to logFile, never to the terminal.
 func startEtcd(ctx context.Context, dir, socket, logFile string) (*embed.Etcd, string, error) {
+	log := newRotatingLog(logFile)
+	redirectEtcdClientLog(log)
 	clientURL := url.URL{Scheme: "unix", Path: socket}
 
 	cfg := embed.NewConfig()
@@ -76,7 +81,7 @@ func startEtcd(ctx context.Context, dir, socket, logFile string) (*embed.Etcd, s
 	// warning (about 65 MB a day idle).
 	cfg.WarningUnaryRequestDuration = embed.DefaultWarningUnaryRequestDuration
 	cfg.LogLevel = "warn"
-	cfg.ZapLoggerBuilder = embed.NewZapLoggerBuilder(newEtcdLogger(newRotatingLog(logFile), zapcore.WarnLevel))
+	cfg.ZapLoggerBuilder = embed.NewZapLoggerBuilder(newEtcdLogger(log, zapcore.WarnLevel))
 	// Compact history regularly, as kube-apiserver asks it to
 	// (compactionInterval), for a data directory served without it.
 	cfg.AutoCompactionMode = "periodic"

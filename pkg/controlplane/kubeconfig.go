@@ -51,23 +51,28 @@ func WriteKubeconfig(path string, cfg *clientcmdapi.Config) error {
 // MergeKubeconfig writes the clusters, users and contexts of cfg into the
 // kubeconfig at path, as kind does: entries of the same names are replaced,
 // every other entry and setting is kept, and cfg's current context becomes
-// the current one. A missing file is created with mode 0600; an existing one
-// keeps its mode. A symbolic link is followed, so the file it points to is
+// the current one. The file holds the admin's credentials, so it is written
+// with mode 0600: a missing file is created so, and an existing one readable
+// or writable by others is tightened to it, its former mode returned (0 when
+// nothing was tightened). A symbolic link is followed, so the file it points to is
 // updated. The file is replaced atomically; a file that is not a valid
 // kubeconfig is an error and is left as it is.
-func MergeKubeconfig(path string, cfg *clientcmdapi.Config) error {
+func MergeKubeconfig(path string, cfg *clientcmdapi.Config) (tightened os.FileMode, err error) {
 	target, err := filepath.EvalSymlinks(path)
 	if errors.Is(err, fs.ErrNotExist) {
 		target = path
 	} else if err != nil {
-		return fmt.Errorf("kubeconfig %s: %w", path, err)
+		return 0, fmt.Errorf("kubeconfig %s: %w", path, err)
 	}
 	merged := clientcmdapi.NewConfig()
 	mode := os.FileMode(0o600)
 	if st, err := os.Stat(target); err == nil {
 		mode = st.Mode().Perm()
+		if mode&0o077 != 0 {
+			tightened, mode = mode, mode&^0o077
+		}
 		if merged, err = clientcmd.LoadFromFile(target); err != nil {
-			return fmt.Errorf("kubeconfig %s exists and is not a valid kubeconfig, so it was left as it is (choose another --kubeconfig-out): %w", path, err)
+			return 0, fmt.Errorf("kubeconfig %s exists and is not a valid kubeconfig, so it was left as it is (choose another --kubeconfig-out): %w", path, err)
 		}
 	}
 	for name, c := range cfg.Clusters {
@@ -82,9 +87,12 @@ func MergeKubeconfig(path string, cfg *clientcmdapi.Config) error {
 	merged.CurrentContext = cfg.CurrentContext
 	data, err := clientcmd.Write(*merged)
 	if err != nil {
-		return fmt.Errorf("encoding kubeconfig: %w", err)
+		return 0, fmt.Errorf("encoding kubeconfig: %w", err)
 	}
-	return writeFileAtomic(target, data, mode)
+	if err := writeFileAtomic(target, data, mode); err != nil {
+		return 0, err
+	}
+	return tightened, nil
 }
 
 // checkExistingKubeconfig reports an existing file at path that

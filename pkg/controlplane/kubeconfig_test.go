@@ -40,6 +40,8 @@ func TestMergeKubeconfig(t *testing.T) {
 		// symlink makes the path a link to the file.
 		symlink  bool
 		wantMode os.FileMode
+		// wantTightened is the former mode MergeKubeconfig reports.
+		wantTightened os.FileMode
 		// wantContexts are the contexts afterwards, with their clusters.
 		wantContexts map[string]string
 	}{
@@ -49,8 +51,21 @@ func TestMergeKubeconfig(t *testing.T) {
 		},
 		"other contexts kept, ours replaced": {
 			existing:     theirs(),
-			mode:         0o640,
-			wantMode:     0o640,
+			mode:         0o600,
+			wantMode:     0o600,
+			wantContexts: map[string]string{ContextName: "https://127.0.0.1:6443", "kind-dev": "https://127.0.0.1:40000"},
+		},
+		"readable by others: tightened": {
+			existing:      theirs(),
+			mode:          0o644,
+			wantMode:      0o600,
+			wantTightened: 0o644,
+			wantContexts:  map[string]string{ContextName: "https://127.0.0.1:6443", "kind-dev": "https://127.0.0.1:40000"},
+		},
+		"owner read-only: kept": {
+			existing:     theirs(),
+			mode:         0o400,
+			wantMode:     0o400,
 			wantContexts: map[string]string{ContextName: "https://127.0.0.1:6443", "kind-dev": "https://127.0.0.1:40000"},
 		},
 		"through a symbolic link": {
@@ -80,8 +95,12 @@ func TestMergeKubeconfig(t *testing.T) {
 					t.Fatal(err)
 				}
 			}
-			if err := MergeKubeconfig(path, ours("https://127.0.0.1:6443")); err != nil {
+			tightened, err := MergeKubeconfig(path, ours("https://127.0.0.1:6443"))
+			if err != nil {
 				t.Fatal(err)
+			}
+			if tightened != tc.wantTightened {
+				t.Errorf("tightened from %#o, want %#o", tightened, tc.wantTightened)
 			}
 			got, err := clientcmd.LoadFromFile(file)
 			if err != nil {
@@ -125,7 +144,7 @@ func TestMergeKubeconfigInvalidFile(t *testing.T) {
 	if err := CheckKubeconfigPath(path); err == nil {
 		t.Error("CheckKubeconfigPath accepted an invalid kubeconfig")
 	}
-	if err := MergeKubeconfig(path, ours("https://127.0.0.1:6443")); err == nil {
+	if _, err := MergeKubeconfig(path, ours("https://127.0.0.1:6443")); err == nil {
 		t.Error("MergeKubeconfig merged into an invalid kubeconfig")
 	}
 	if got, _ := os.ReadFile(path); string(got) != string(junk) {

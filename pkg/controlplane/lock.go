@@ -24,7 +24,7 @@ func lockDir(dir string) (*dirLock, error) {
 	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
 		f.Close()
 		if errors.Is(err, syscall.EWOULDBLOCK) {
-			return nil, fmt.Errorf("data directory %s is in use by another jobkeeper (lock %s is held)", dir, path)
+			return nil, inUseError(dir, path)
 		}
 		return nil, fmt.Errorf("locking %s: %w", path, err)
 	}
@@ -38,4 +38,35 @@ func (l *dirLock) release() {
 	if l != nil && l.f != nil {
 		l.f.Close()
 	}
+}
+
+// inUseError is the error of a data directory whose lock another process
+// holds.
+func inUseError(dir, lockPath string) error {
+	return fmt.Errorf("data directory %s is in use by another jobkeeper (lock %s is held)", dir, lockPath)
+}
+
+// CheckDirLock reports whether another process holds the lock on dir, with
+// the message Start would give, without creating anything: callers check it
+// before anything else that can fail (a busy port), so that a second
+// jobkeeper on the same data directory is told why. A lock file that cannot
+// be opened (missing, or its directory is not one) is not in use. The lock is taken and dropped at once; Start
+// takes it for good.
+func CheckDirLock(dir string) error {
+	path := dir + "/lock"
+	f, err := os.OpenFile(path, os.O_RDONLY, 0)
+	if err != nil {
+		// No lock file, or no directory to hold one: nobody holds it.
+		// What is wrong with the directory is for the checks that create
+		// it to say.
+		return nil
+	}
+	defer f.Close()
+	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
+		if errors.Is(err, syscall.EWOULDBLOCK) {
+			return inUseError(dir, path)
+		}
+		return fmt.Errorf("locking %s: %w", path, err)
+	}
+	return nil
 }

@@ -16,19 +16,21 @@ import (
 // of a data directory. Reset removes a directory only if it holds nothing
 // else (apart from the temporary files of dataDirTempPrefixes).
 var dataDirEntries = map[string]bool{
-	"lock":       true, // the lock file (lock.go)
-	"pki":        true, // certificates and keys (pki.go)
-	"etcd":       true, // etcd's data and ports (etcd.go)
-	"logs":       true, // the logs (logs.go)
-	"kubeconfig": true, // the default admin kubeconfig
-	"node":       true, // the node agent's pod files
-	"images":     true, // the node agent's image store (pkg/images)
-	"volumes":    true, // the local-path PersistentVolumes (pkg/localpath)
+	"lock":                 true, // the lock file (lock.go)
+	"pki":                  true, // certificates and keys (pki.go)
+	"etcd":                 true, // etcd's data and ports (etcd.go)
+	"logs":                 true, // the logs (logs.go)
+	"kubeconfig":           true, // the default admin kubeconfig
+	"node":                 true, // the node agent's pod files
+	"images":               true, // the node agent's image store (pkg/images)
+	"volumes":              true, // the local-path PersistentVolumes (pkg/localpath)
+	portFileName:           true, // the apiserver's last port (port.go)
+	metricsAddressFileName: true, // where up serves /metrics while it runs (metricsaddr.go)
 }
 
 // dataDirTempPrefixes name the temporary files an interrupted write can
 // leave at the top of a data directory.
-var dataDirTempPrefixes = []string{".write-test-", ".kubeconfig-test-", ".kubeconfig.tmp-"}
+var dataDirTempPrefixes = []string{".write-test-", ".kubeconfig-test-", ".kubeconfig.tmp-", "." + portFileName + ".tmp-", "." + metricsAddressFileName + ".tmp-"}
 
 // Reset removes the data directory dir and everything in it, and returns the
 // entries it removed. It refuses, removing nothing, when dir is not a

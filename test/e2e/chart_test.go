@@ -48,7 +48,7 @@ func TestChartManifestsApply(t *testing.T) {
 	checkDeployment(t, objs)
 
 	for round, what := range []string{"install", "upgrade"} {
-		warnings := applyManifests(t, cp, objs)
+		warnings := applyManifests(t, cp.AdminConfig(), objs)
 		if len(warnings) > 0 {
 			t.Errorf("%s (apply %d): the apiserver warned: %v", what, round+1, warnings)
 		}

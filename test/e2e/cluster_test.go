@@ -183,13 +183,13 @@ func decodeManifests(t *testing.T, r io.Reader) []*unstructured.Unstructured {
 
 // applyManifests server-side applies objs in order with strict field
 // validation, as `kubectl apply --server-side` would, refreshing the REST
-// mapping after each CRD. It returns the warnings the apiserver sent per
-// object ("Kind/name").
-func applyManifests(t *testing.T, cp *controlplane.ControlPlane, objs []*unstructured.Unstructured) map[string][]string {
+// mapping after each CRD, as the admin of config. It returns the warnings
+// the apiserver sent per object ("Kind/name").
+func applyManifests(t *testing.T, admin *rest.Config, objs []*unstructured.Unstructured) map[string][]string {
 	t.Helper()
 	ctx := context.Background()
 	rec := &warningRecorder{}
-	config := cp.AdminConfig()
+	config := rest.CopyConfig(admin)
 	config.WarningHandler = rec
 	dyn, err := dynamic.NewForConfig(config)
 	if err != nil {
@@ -268,7 +268,7 @@ func waitCRDEstablished(t *testing.T, dyn dynamic.Interface, name string) {
 func installChart(t *testing.T, cp *controlplane.ControlPlane) []string {
 	t.Helper()
 	objs := manifestObjects(t)
-	applyManifests(t, cp, objs)
+	applyManifests(t, cp.AdminConfig(), objs)
 	return chartControllerArgs(t, objs)
 }
 

@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"context"
+	"strings"
 	"testing"
 	"time"
 
@@ -16,13 +17,22 @@ import (
 // `jobkeeper-controller controller --kubeconfig` (the chart's arguments),
 // against a control plane from `jobkeeper up` (whose own controllers are
 // off; its node agent runs the pods) and waits for a managed Job to
-// complete with exact counts and no finalizer left.
+// complete with exact counts and no finalizer left, while a plain Job, which
+// up's own Job controller would have managed, is left alone.
 func TestControllerRunsManagedJob(t *testing.T) {
 	const managedBy = "e2e.example.com/jobs"
 	up, c, kc := startUp(t, t.TempDir(), "--controllers=")
 	p := startBinary(t, leanBinary, "controller", "--kubeconfig", kc, "--managed-by", managedBy, "--controllers=job",
 		"--metrics-bind-address", "127.0.0.1:0", "--health-probe-bind-address", "127.0.0.1:0", "--leader-elect=false")
 	ctx := context.Background()
+	if !strings.Contains(up.output(), "None of jobkeeper's controllers run (--controllers=)") {
+		t.Errorf("the banner does not say that none of jobkeeper's controllers run:\n%s", up.output())
+	}
+	// A plain Job, which up's own Job controller would manage: nothing does.
+	unclaimed, err := c.BatchV1().Jobs("default").Create(ctx, builder.MakeJob("unclaimed", "default").Obj(), metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
 	job := builder.MakeJob("e2e-job", "default").ManagedBy(managedBy).Parallelism(2).Completions(3).Obj()
 	if _, err := c.BatchV1().Jobs("default").Create(ctx, job, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
@@ -61,6 +71,13 @@ func TestControllerRunsManagedJob(t *testing.T) {
 				t.Errorf("pod %s still holds %s", pod.Name, f)
 			}
 		}
+	}
+	// By now the managed Job has run to the end; the plain one was left alone.
+	if j, err := c.BatchV1().Jobs("default").Get(ctx, unclaimed.Name, metav1.GetOptions{}); err != nil || j.Status.StartTime != nil || len(j.Status.Conditions) != 0 {
+		t.Errorf("the plain Job was acted on with --controllers=: %+v, %v", j.Status, err)
+	}
+	if pods, err := c.CoreV1().Pods("default").List(ctx, metav1.ListOptions{LabelSelector: batchv1.JobNameLabel + "=" + unclaimed.Name}); err != nil || len(pods.Items) != 0 {
+		t.Errorf("the plain Job has pods with --controllers=: %d, %v", len(pods.Items), err)
 	}
 	p.stop(t)
 	up.stop(t)
