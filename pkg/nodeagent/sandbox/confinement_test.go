@@ -137,3 +137,27 @@ func TestHostModeHides(t *testing.T) {
 		t.Errorf("output %q, want %q", got, want)
 	}
 }
+
+// TestHostModeNoChrootEscape: a host-mode container with CAP_SYS_CHROOT
+// (in the default set) that chroots into a subdirectory and climbs out of
+// it reaches the root of its view, not the host's: the directory Hide
+// keeps from it stays hidden.
+func TestHostModeNoChrootEscape(t *testing.T) {
+	requirePID(t)
+	hidden := t.TempDir()
+	if err := os.WriteFile(filepath.Join(hidden, "ca.key"), []byte("host key\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	escape := `mkdir -p /tmp/esc && perl -e 'chroot("/tmp/esc") or die "chroot: $!"; chdir("..") for 1..64; chroot(".") or die; open(my $f, "<", $ARGV[0]) ? print "READ: ", <$f> : print "hidden\n"' ` + filepath.Join(hidden, "ca.key")
+	for _, pidns := range []string{PIDHost, PIDContainer} {
+		t.Run("pid="+pidns, func(t *testing.T) {
+			s, output := startTest(t, true, Config{Capabilities: DefaultCapabilities, Hide: []string{hidden}, PIDNamespace: pidns, Command: []string{"sh", "-c", escape}})
+			if ex := waitDone(t, s); ex.Code != 0 {
+				t.Errorf("exit %+v: %q", ex, output())
+			}
+			if got := output(); got != "hidden\n" {
+				t.Errorf("after climbing out of a chroot: %q, want the hidden file still hidden", got)
+			}
+		})
+	}
+}

@@ -31,7 +31,9 @@
 // (prepared on the host by the agent) are bound at their mount paths,
 // read-only where asked. A host filesystem that cannot be overlaid is
 // mounted read-only instead: nothing a container writes reaches the host
-// except through a volume. The sandbox chroots into this view.
+// except through a volume. The sandbox pivots into this view as into an
+// image's and detaches the host's root (a chroot could be climbed out of
+// with CAP_SYS_CHROOT).
 //
 // In either mode, with StartOptions.UTS, the sandbox is also in a UTS
 // namespace of its own, where it sets Config.Hostname (the pod's) before
@@ -49,10 +51,10 @@
 // agent's namespace, as a runtime's shim does. It forks the init stage,
 // this executable again under another name, into that namespace before it
 // builds the view (the executable's dynamic loader may not be in an
-// image), lets it say it runs, builds the view (an image's pivot_root
-// moves the stage's root along; in host mode the stage chroots itself),
-// then sends it the command: the stage mounts its namespace's /proc over
-// the view's, takes the container's user and working directory and
+// image), lets it say it runs, has it mount its namespace's /proc in the
+// view being built, builds the rest of the view (the pivot_root moves the
+// stage's root along), then sends it the command: the stage takes the
+// container's capabilities, seccomp filter, user and working directory and
 // executes the command, which so keeps its PID. Commands exec'd into the
 // container join the namespace (setns on a locked thread, through a pidfd
 // of the main process). Killing the attempt kills the main process and the

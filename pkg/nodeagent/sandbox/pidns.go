@@ -80,9 +80,6 @@ type stageConfig struct {
 	Env  []string `json:"env,omitempty"`
 	// Dir is the working directory.
 	Dir string `json:"dir,omitempty"`
-	// Root is the view's root to chroot into (host mode); empty when the
-	// view's pivot_root moved the stage's root already (image mode).
-	Root string `json:"root,omitempty"`
 	// Cred is who the command runs as; nil: the sandbox's user.
 	Cred *stageCred `json:"cred,omitempty"`
 	// NoNewPrivileges sets no_new_privs before the exec
@@ -149,11 +146,7 @@ func stage() int {
 		}
 	}
 	_ = cfgR.Close()
-	if cfg.Root != "" {
-		if err := unix.Chroot(cfg.Root); err != nil {
-			return fail(ReasonCreateContainerError, "entering the container's view: "+err.Error())
-		}
-	}
+	// The view's pivot_root moved this process's root along.
 	if err := unix.Chdir("/"); err != nil {
 		return fail(ReasonCreateContainerError, "entering the container's view: "+err.Error())
 	}
@@ -312,10 +305,6 @@ func (s *supervisor) abandonStage() {
 func (s *supervisor) runStage(argv []string, probe bool) (int, string, error) {
 	cfg := stageConfig{Probe: probe, Pause: s.cfg.Pause, NoNewPrivileges: s.cfg.NoNewPrivileges,
 		AllCapabilities: s.cfg.Privileged, Capabilities: s.keep, Seccomp: s.filter}
-	if s.cfg.Rootfs == nil {
-		// Host mode chroots: the stage follows.
-		cfg.Root = rootDir(s.cfg.Scratch)
-	}
 	if !probe && !cfg.Pause {
 		if len(argv) == 0 {
 			s.abandonStage()

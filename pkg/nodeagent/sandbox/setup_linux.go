@@ -20,10 +20,9 @@ import (
 // first step makes every mount private so that nothing propagates back to
 // the host.
 //
-// In host mode the process then chroots into the view: the host's
-// filesystems are in it anyway. In image mode it pivots into the image's
-// root and detaches the host's, so that nothing of the host but what the
-// plan binds is reachable, even for a process that escapes a chroot.
+// In either mode the process then pivots into the view's root and
+// detaches the host's, so that nothing of the host but what the plan
+// binds or overlays is reachable: there is no chroot to climb out of.
 func setUp(cfg Config, mountProc func(target string) error) error {
 	if cfg.Scratch == "" {
 		return errors.New("no scratch directory")
@@ -56,20 +55,25 @@ func setUp(cfg Config, mountProc func(target string) error) error {
 		}
 	}
 	root := rootDir(cfg.Scratch)
+	if cfg.Rootfs == nil {
+		// In host mode the root is a directory: pivot_root needs a mount.
+		// (A chroot would let a container with CAP_SYS_CHROOT climb out
+		// of it to the host's root.)
+		if err := unix.Mount(root, root, "", unix.MS_BIND|unix.MS_REC, ""); err != nil {
+			return fmt.Errorf("binding the new root on itself: %w", err)
+		}
+	}
 	if err := unix.Chdir(root); err != nil {
 		return fmt.Errorf("entering the new root: %w", err)
 	}
-	if cfg.Rootfs != nil {
-		// pivot_root(".", ".") stacks the old root on the new one; the
-		// detach then takes it, and every host mount below it, away.
-		if err := unix.PivotRoot(".", "."); err != nil {
-			return fmt.Errorf("pivoting into the image's root: %w", err)
-		}
-		if err := unix.Unmount(".", unix.MNT_DETACH); err != nil {
-			return fmt.Errorf("detaching the host's root: %w", err)
-		}
-	} else if err := unix.Chroot("."); err != nil {
-		return fmt.Errorf("changing root: %w", err)
+	// pivot_root(".", ".") stacks the old root on the new one; the detach
+	// then takes it, and every host mount below it, away. Processes whose
+	// root was the old one (the init stage) move along.
+	if err := unix.PivotRoot(".", "."); err != nil {
+		return fmt.Errorf("pivoting into the container's root: %w", err)
+	}
+	if err := unix.Unmount(".", unix.MNT_DETACH); err != nil {
+		return fmt.Errorf("detaching the host's root: %w", err)
 	}
 	if err := unix.Chdir("/"); err != nil {
 		return fmt.Errorf("entering the new root: %w", err)
