@@ -1,6 +1,7 @@
 package sandbox
 
 import (
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -8,6 +9,8 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+
+	"jobkeeper.dev/jobkeeper/pkg/nodeagent/sandbox/imagetest"
 )
 
 // TestContainerDev: a container that is not privileged sees a runtime's
@@ -159,5 +162,70 @@ func TestHostModeNoChrootEscape(t *testing.T) {
 				t.Errorf("after climbing out of a chroot: %q, want the hidden file still hidden", got)
 			}
 		})
+	}
+}
+
+// TestNoDevicesMade: a container keeps CAP_MKNOD (containerd's default
+// set) but, with no device cgroup here, every filesystem it can write is
+// nodev: a node it makes of the host's null device cannot be opened, in
+// its root, in /dev or in a volume. Privileged keeps device nodes usable.
+func TestNoDevicesMade(t *testing.T) {
+	requirePID(t)
+	if os.Getuid() != 0 {
+		t.Skip("making a device node needs CAP_MKNOD in the host's user namespace")
+	}
+	script := `for d in /tmp /dev /vol; do mknod $d/n c 1 3 && { (echo x > $d/n) 2>/dev/null && echo "$d: OPENED" || echo "$d: refused"; }; done`
+	for name, tc := range map[string]struct {
+		cfg  Config
+		want string
+	}{
+		"default":    {cfg: Config{Capabilities: DefaultCapabilities}, want: "/tmp: refused\n/dev: refused\n/vol: refused\n"},
+		"privileged": {cfg: Config{Privileged: true}, want: "/tmp: OPENED\n/dev: OPENED\n/vol: OPENED\n"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			cfg := tc.cfg
+			cfg.PIDNamespace = PIDContainer
+			cfg.Mounts = []Mount{{Source: t.TempDir(), Target: "/vol"}}
+			cfg.Command = []string{"sh", "-c", script}
+			s, output := startTest(t, true, cfg)
+			if ex := waitDone(t, s); ex.Code != 0 {
+				t.Errorf("exit %+v: %q", ex, output())
+			}
+			if got := output(); got != tc.want {
+				t.Errorf("output %q, want %q", got, tc.want)
+			}
+		})
+	}
+}
+
+// TestSysReadOnlyWithItsMounts: every mount of the container's /sys (the
+// cgroup, tracing and debug filesystems below it too) is read-only.
+func TestSysReadOnlyWithItsMounts(t *testing.T) {
+	requirePID(t)
+	s, _ := startTest(t, true, Config{Capabilities: DefaultCapabilities, PIDNamespace: PIDContainer, Command: []string{"sleep", "3600"}})
+	got, code := execOutput(t, s, "sh", "-c", `awk '$5 ~ "^/sys" {split($6, o, ","); print o[1]}' /proc/self/mountinfo | sort | uniq -c | awk '{print $2}'`)
+	if code != 0 || got != "ro\n" {
+		t.Errorf("the modes of the mounts under /sys: %d %q, want ro only", code, got)
+	}
+}
+
+// TestImageSystemDirectoryLinkRefused: an image whose /proc is a symbolic
+// link (which would move the procfs where its masks are not looked for)
+// does not start, as runc refuses it.
+func TestImageSystemDirectoryLinkRefused(t *testing.T) {
+	requireNamespaces(t)
+	dir := t.TempDir()
+	layers := imagetest.Layers(t, dir)
+	extra := filepath.Join(dir, "extra")
+	if err := os.MkdirAll(filepath.Join(extra, "tmp", "p"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink("tmp/p", filepath.Join(extra, "proc")); err != nil {
+		t.Fatal(err)
+	}
+	_, _, err := startSandbox(t, true, StartOptions{}, Config{Rootfs: &Rootfs{Layers: append(layers, extra)}, Capabilities: DefaultCapabilities, Command: []string{"tool"}})
+	var sf *StartFailure
+	if !errors.As(err, &sf) || sf.Reason != ReasonCreateContainerError || !strings.Contains(sf.Message, "symbolic link") {
+		t.Errorf("start of an image whose /proc is a link: %v, want CreateContainerError naming the link", err)
 	}
 }

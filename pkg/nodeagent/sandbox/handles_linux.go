@@ -133,41 +133,66 @@ func openMountPoint(root *os.File, p string, dir bool) (*os.File, error) {
 
 // bindHandles binds what src names on the mount point dst (both O_PATH
 // descriptors), with what is mounted below src, read-only when readOnly
-// (the top mount only, as the kubelet's readOnly is not recursive).
-func bindHandles(src, dst *os.File, readOnly bool) error {
+// (the top mount only, as the kubelet's readOnly is not recursive) and,
+// with nodev, every mount of the copy nodev (a device node a container
+// makes in a volume cannot be opened).
+func bindHandles(src, dst *os.File, readOnly, nodev bool) error {
+	var late uintptr
+	if nodev {
+		late |= unix.MS_NODEV
+	}
+	if readOnly {
+		late |= unix.MS_RDONLY
+	}
 	tree, err := unix.OpenTree(int(src.Fd()), "", unix.OPEN_TREE_CLONE|unix.OPEN_TREE_CLOEXEC|unix.AT_EMPTY_PATH|unix.AT_RECURSIVE)
 	if errors.Is(err, unix.ENOSYS) {
 		// Linux before 5.2: the descriptors' magic links name the same
-		// places.
+		// places; the flags are added once the mount is made.
 		if err := unix.Mount(fdPath(src), fdPath(dst), "", unix.MS_BIND|unix.MS_REC, ""); err != nil {
 			return err
 		}
-		return remountHandleReadOnly(dst, readOnly)
+		return remountHandle(dst, late)
 	}
 	if err != nil {
 		return fmt.Errorf("open_tree: %w", err)
 	}
 	defer func() { _ = unix.Close(tree) }()
-	late := false
-	if readOnly {
-		err := unix.MountSetattr(tree, "", unix.AT_EMPTY_PATH, &unix.MountAttr{Attr_set: unix.MOUNT_ATTR_RDONLY})
-		if errors.Is(err, unix.ENOSYS) {
-			// Linux before 5.12: remounted once in place.
-			late = true
-		} else if err != nil {
-			return fmt.Errorf("mount_setattr: %w", err)
+	setattr := func(flags uint64, at uint) error {
+		if flags == 0 {
+			return nil
 		}
+		return unix.MountSetattr(tree, "", unix.AT_EMPTY_PATH|at, &unix.MountAttr{Attr_set: flags})
+	}
+	var nodevAttr, roAttr uint64
+	if nodev {
+		nodevAttr = unix.MOUNT_ATTR_NODEV
+	}
+	if readOnly {
+		roAttr = unix.MOUNT_ATTR_RDONLY
+	}
+	err = setattr(nodevAttr, unix.AT_RECURSIVE)
+	if err == nil {
+		err = setattr(roAttr, 0)
+	}
+	switch {
+	case errors.Is(err, unix.ENOSYS):
+		// Linux before 5.12: remounted once in place (the top mount).
+	case err != nil:
+		return fmt.Errorf("mount_setattr: %w", err)
+	default:
+		late = 0
 	}
 	if err := unix.MoveMount(tree, "", int(dst.Fd()), "", unix.MOVE_MOUNT_F_EMPTY_PATH|unix.MOVE_MOUNT_T_EMPTY_PATH); err != nil {
 		return fmt.Errorf("move_mount: %w", err)
 	}
-	return remountHandleReadOnly(dst, late)
+	return remountHandle(dst, late)
 }
 
-// remountHandleReadOnly, when do, makes the mount just made on dst
-// read-only, reaching it through a handle of its root.
-func remountHandleReadOnly(dst *os.File, do bool) error {
-	if !do {
+// remountHandle adds the flags add (none: nothing to do) to the mount just
+// made on dst, reaching it through a handle of its root, which must still
+// show what was mounted.
+func remountHandle(dst *os.File, add uintptr) error {
+	if add == 0 {
 		return nil
 	}
 	// dst names the mount point beneath; the new mount's root is what a
@@ -177,7 +202,7 @@ func remountHandleReadOnly(dst *os.File, do bool) error {
 		return err
 	}
 	defer func() { _ = top.Close() }()
-	return remountReadOnly(fdPath(top))
+	return remountAdding(fdPath(top), add)
 }
 
 // fdPath names an open file through this process's descriptor table.
@@ -206,12 +231,12 @@ type volumeError struct {
 func (e *volumeError) Error() string { return e.err.Error() }
 func (e *volumeError) Unwrap() error { return e.err }
 
-// mountVolume mounts one volume (source, subPath, readOnly) at target, a
+// mountVolume mounts one volume (source, subPath, readOnly, nodev) at target, a
 // path inside the view whose root is root, by handle: the source and the
 // mount point are each resolved once, the mount goes from one descriptor
 // to the other, and the mount point, resolved again, must then show the
 // source. The error names the volume's source and target.
-func mountVolume(root, source, subPath, target string, readOnly bool) error {
+func mountVolume(root, source, subPath, target string, readOnly, nodev bool) error {
 	src, dir, err := openVolumeSource(source, subPath, target)
 	if err != nil {
 		return err
@@ -223,7 +248,7 @@ func mountVolume(root, source, subPath, target string, readOnly bool) error {
 	}
 	defer func() { _ = rootH.Close() }()
 	defer func() { _ = dst.Close() }()
-	if err := bindHandles(src, dst, readOnly); err != nil {
+	if err := bindHandles(src, dst, readOnly, nodev); err != nil {
 		return fmt.Errorf("mounting %s at %s: %w", source, target, err)
 	}
 	// A path on the way that changed meanwhile (a link swapped in by a

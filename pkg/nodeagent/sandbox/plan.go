@@ -149,6 +149,11 @@ type op struct {
 	subPath string
 	// readOnly makes a bind read-only.
 	readOnly bool
+	// nodev mounts it nodev (opImage, opOverlay, opVolume of a container
+	// that is not privileged): with CAP_MKNOD in the default set and no
+	// device cgroup, a device node the container makes there could
+	// otherwise be opened.
+	nodev bool
 	// mode is the permission of a tmpfs' root directory.
 	mode string
 	// lowers are the lower directories of opImage, top first.
@@ -231,7 +236,7 @@ func plan(host []*mountinfo.Info, entries []rootEntry, cfg Config, masked []stri
 				ops = append(ops, op{kind: opMkdir, target: filepath.Join(root, p)})
 			}
 		default:
-			ops = append(ops, op{kind: opOverlay, source: p, target: filepath.Join(root, p)})
+			ops = append(ops, op{kind: opOverlay, source: p, target: filepath.Join(root, p), nodev: !cfg.Privileged})
 			overlays = append(overlays, filepath.Join(root, p))
 		}
 		seen[p] = true
@@ -249,7 +254,7 @@ func plan(host []*mountinfo.Info, entries []rootEntry, cfg Config, masked []stri
 	// the overlay of its parent.
 	sort.SliceStable(points, func(i, j int) bool { return depth(points[i]) < depth(points[j]) })
 	for _, p := range points {
-		ops = append(ops, op{kind: opOverlay, source: p, target: filepath.Join(root, p)})
+		ops = append(ops, op{kind: opOverlay, source: p, target: filepath.Join(root, p), nodev: !cfg.Privileged})
 		overlays = append(overlays, filepath.Join(root, p))
 	}
 	ops = append(ops, systemTrees(cfg, masked, func(p string) string { return filepath.Join(root, p) }, false)...)
@@ -262,7 +267,7 @@ func plan(host []*mountinfo.Info, entries []rootEntry, cfg Config, masked []stri
 		ops = append(ops, readOnlyRoot(cfg, append(overlays, root))...)
 	}
 	for _, m := range cfg.Mounts {
-		ops = append(ops, op{kind: opVolume, source: m.Source, subPath: m.SubPath, target: filepath.Clean(m.Target), readOnly: m.ReadOnly})
+		ops = append(ops, op{kind: opVolume, source: m.Source, subPath: m.SubPath, target: filepath.Clean(m.Target), readOnly: m.ReadOnly, nodev: !cfg.Privileged})
 	}
 	return ops
 }
@@ -302,7 +307,7 @@ func planImage(cfg Config, masked []string) ([]op, error) {
 		ops = append(ops, op{kind: opMkdir, target: empty})
 		lowers = append(lowers, empty)
 	}
-	ops = append(ops, op{kind: opImage, source: filepath.Join(cfg.Scratch, "image"), target: root, lowers: lowers})
+	ops = append(ops, op{kind: opImage, source: filepath.Join(cfg.Scratch, "image"), target: root, lowers: lowers, nodev: !cfg.Privileged})
 	ops = append(ops, systemTrees(cfg, masked, func(p string) string { return p }, true)...)
 	if cfg.Privileged {
 		// The host's devices, but a /dev/shm of its own.
@@ -312,7 +317,7 @@ func planImage(cfg Config, masked []string) ([]op, error) {
 		ops = append(ops, readOnlyRoot(cfg, []string{root})...)
 	}
 	for _, m := range cfg.Mounts {
-		ops = append(ops, op{kind: opVolume, source: m.Source, subPath: m.SubPath, target: filepath.Clean(m.Target), readOnly: m.ReadOnly})
+		ops = append(ops, op{kind: opVolume, source: m.Source, subPath: m.SubPath, target: filepath.Clean(m.Target), readOnly: m.ReadOnly, nodev: !cfg.Privileged})
 	}
 	return ops, nil
 }

@@ -121,31 +121,29 @@ func apply(o op, scratch string, layer *int, mountProc func(target string) error
 		}
 	case opOverlay:
 		*layer++
-		return overlay(o.source, o.target, filepath.Join(scratch, "layers", strconv.Itoa(*layer)))
+		return overlay(o.source, o.target, filepath.Join(scratch, "layers", strconv.Itoa(*layer)), mountFlags(o))
 	case opRbind:
 		target := o.target
 		if o.view {
 			var err error
-			if target, err = mountPoint(rootDir(scratch), o.target, true); err != nil {
-				return fmt.Errorf("creating mount point %s: %w", o.target, err)
+			if target, err = viewTarget(o, scratch, true); err != nil {
+				return err
 			}
+		}
+		if o.readOnly {
+			return bindTreeReadOnly(o.source, target)
 		}
 		if err := unix.Mount(o.source, target, "", unix.MS_BIND|unix.MS_REC, ""); err != nil {
 			return fmt.Errorf("binding %s: %w", o.source, err)
 		}
-		if o.readOnly {
-			// Best effort: a remount that would unlock flags inherited
-			// from the host is refused in a user namespace.
-			_ = remountReadOnly(target)
-		}
 	case opVolume:
-		return mountVolume(rootDir(scratch), o.source, o.subPath, o.target, o.readOnly)
+		return mountVolume(rootDir(scratch), o.source, o.subPath, o.target, o.readOnly, o.nodev)
 	case opDev:
 		target := o.target
 		if o.view {
 			var err error
-			if target, err = mountPoint(rootDir(scratch), o.target, true); err != nil {
-				return fmt.Errorf("creating mount point %s: %w", o.target, err)
+			if target, err = viewTarget(o, scratch, true); err != nil {
+				return err
 			}
 		}
 		if devOverlay(o.source, target, filepath.Join(scratch, "dev")) {
@@ -159,7 +157,7 @@ func apply(o op, scratch string, layer *int, mountProc func(target string) error
 			return fmt.Errorf("making the root filesystem read-only (%s): %w", o.target, err)
 		}
 	case opImage:
-		return imageOverlay(o.lowers, o.target, o.source)
+		return imageOverlay(o.lowers, o.target, o.source, mountFlags(o))
 	case opShm:
 		return shm(rootDir(scratch), o.target)
 	case opMinimalDev:
@@ -175,6 +173,11 @@ func apply(o op, scratch string, layer *int, mountProc func(target string) error
 		}
 		if err := mountProc(target); err != nil {
 			return fmt.Errorf("mounting the container's /proc: %w", err)
+		}
+		// The masks below are looked up under it: it must be a procfs.
+		var fs unix.Statfs_t
+		if err := unix.Statfs(target, &fs); err != nil || fs.Type != unix.PROC_SUPER_MAGIC {
+			return fmt.Errorf("the container's /proc (%s) is not the procfs just mounted (%v)", target, err)
 		}
 	case opMask:
 		p, err := existingTarget(o, scratch)
@@ -209,10 +212,24 @@ func apply(o op, scratch string, layer *int, mountProc func(target string) error
 	return nil
 }
 
-// viewTarget is where step o mounts: its target resolved inside the view
-// and created (a directory when dir) when o.view, else o.target created.
+// mountFlags are the flags of a step's mount: MS_NODEV with o.nodev.
+func mountFlags(o op) uintptr {
+	if o.nodev {
+		return unix.MS_NODEV
+	}
+	return 0
+}
+
+// viewTarget is where step o mounts: its target inside the view, created
+// (a directory when dir) when o.view, else o.target created. Inside the
+// view (an image's /dev, /proc, /sys) no component may be a symbolic
+// link: a link would move the mount where the steps after it (masks, read-
+// only paths) do not look, as runc refuses them.
 func viewTarget(o op, scratch string, dir bool) (string, error) {
 	if o.view {
+		if err := noLinks(rootDir(scratch), o.target); err != nil {
+			return "", err
+		}
 		target, err := mountPoint(rootDir(scratch), o.target, dir)
 		if err != nil {
 			return "", fmt.Errorf("creating mount point %s: %w", o.target, err)
@@ -223,6 +240,61 @@ func viewTarget(o op, scratch string, dir bool) (string, error) {
 		return "", fmt.Errorf("creating %s: %w", o.target, err)
 	}
 	return o.target, nil
+}
+
+// noLinks checks that no component of the container path p inside root
+// is a symbolic link (the image is not running yet: nothing changes it
+// meanwhile).
+func noLinks(root, p string) error {
+	cur := root
+	for _, c := range strings.Split(strings.Trim(filepath.Clean(p), "/"), "/") {
+		if c == "" {
+			continue
+		}
+		cur = filepath.Join(cur, c)
+		st, err := os.Lstat(cur)
+		if errors.Is(err, os.ErrNotExist) {
+			return nil
+		}
+		if err != nil {
+			return fmt.Errorf("reading the image's %s: %w", p, err)
+		}
+		if st.Mode()&os.ModeSymlink != 0 {
+			return fmt.Errorf("the image's %s is, or is under, a symbolic link (%s): a container runtime refuses it", p, strings.TrimPrefix(cur, root))
+		}
+	}
+	return nil
+}
+
+// bindTreeReadOnly binds source with everything mounted below it on
+// target, every mount of the copy read-only, nosuid, nodev and noexec (the
+// host's /sys, whose cgroup, tracing and debug filesystems would stay
+// writable if only the top were remounted). It fails rather than bind
+// them writable.
+func bindTreeReadOnly(source, target string) error {
+	src, err := os.OpenFile(source, unix.O_PATH|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return err
+	}
+	defer func() { _ = src.Close() }()
+	dst, err := os.OpenFile(target, unix.O_PATH|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return err
+	}
+	defer func() { _ = dst.Close() }()
+	tree, err := unix.OpenTree(int(src.Fd()), "", unix.OPEN_TREE_CLONE|unix.OPEN_TREE_CLOEXEC|unix.AT_EMPTY_PATH|unix.AT_RECURSIVE)
+	if err != nil {
+		return fmt.Errorf("binding %s read-only (open_tree, Linux 5.2): %w", source, err)
+	}
+	defer func() { _ = unix.Close(tree) }()
+	attr := &unix.MountAttr{Attr_set: unix.MOUNT_ATTR_RDONLY | unix.MOUNT_ATTR_NOSUID | unix.MOUNT_ATTR_NODEV | unix.MOUNT_ATTR_NOEXEC}
+	if err := unix.MountSetattr(tree, "", unix.AT_EMPTY_PATH|unix.AT_RECURSIVE, attr); err != nil {
+		return fmt.Errorf("making %s read-only with what is mounted below it (mount_setattr, Linux 5.12): %w", source, err)
+	}
+	if err := unix.MoveMount(tree, "", int(dst.Fd()), "", unix.MOVE_MOUNT_F_EMPTY_PATH|unix.MOVE_MOUNT_T_EMPTY_PATH); err != nil {
+		return fmt.Errorf("binding %s read-only (move_mount): %w", source, err)
+	}
+	return nil
 }
 
 // existingTarget is step o's target resolved inside the view (when
@@ -283,7 +355,9 @@ var defaultDevices = []string{"null", "zero", "full", "random", "urandom", "tty"
 // /dev/shm, and the links to the process's descriptors. Nothing else of
 // the host's devices is there: no disk, no /dev/mem, no host terminal.
 func minimalDev(target string) error {
-	if err := unix.Mount("tmpfs", target, "tmpfs", unix.MS_NOSUID|unix.MS_STRICTATIME, "mode=755,size=65536k"); err != nil {
+	// nodev: a node the container makes there (CAP_MKNOD) cannot be
+	// opened; the default devices are mounts of their own.
+	if err := unix.Mount("tmpfs", target, "tmpfs", unix.MS_NOSUID|unix.MS_NODEV|unix.MS_STRICTATIME, "mode=755,size=65536k"); err != nil {
 		return fmt.Errorf("mounting a tmpfs on %s: %w", target, err)
 	}
 	for _, d := range defaultDevices {
@@ -327,7 +401,7 @@ func minimalDev(target string) error {
 // imageOverlay mounts the overlay of an image's layers (lowers, top first)
 // on target, with its upper and work directories under dir. There is no
 // fallback: a container whose image cannot be mounted does not start.
-func imageOverlay(lowers []string, target, dir string) error {
+func imageOverlay(lowers []string, target, dir string, flags uintptr) error {
 	upper, work := filepath.Join(dir, "upper"), filepath.Join(dir, "work")
 	for _, d := range []string{upper, work} {
 		if err := os.MkdirAll(d, 0o755); err != nil {
@@ -345,11 +419,11 @@ func imageOverlay(lowers []string, target, dir string) error {
 		}
 		defer func() { _ = unix.Chdir("/") }()
 	}
-	err = unix.Mount("overlay", target, "overlay", 0, data)
+	err = unix.Mount("overlay", target, "overlay", flags, data)
 	if err != nil {
 		// In a user namespace overlayfs keeps its metadata in user.*
 		// extended attributes, which must be asked for.
-		if err2 := unix.Mount("overlay", target, "overlay", 0, data+",userxattr"); err2 == nil {
+		if err2 := unix.Mount("overlay", target, "overlay", flags, data+",userxattr"); err2 == nil {
 			return nil
 		}
 		return fmt.Errorf("mounting the image's %d layers as an overlay (the kernel refused: %w; image mode needs overlayfs, in a user namespace Linux 5.11 or later)", len(lowers), err)
@@ -536,7 +610,7 @@ func shm(root, target string) error {
 // lower layer, a path overlayfs cannot name, filesystems mounted below it
 // in a user namespace), lower and what is mounted below it are bound
 // read-only instead.
-func overlay(lower, target, dir string) error {
+func overlay(lower, target, dir string, flags uintptr) error {
 	upper, work := filepath.Join(dir, "upper"), filepath.Join(dir, "work")
 	for _, d := range []string{upper, work} {
 		if err := os.MkdirAll(d, 0o755); err != nil {
@@ -557,11 +631,11 @@ func overlay(lower, target, dir string) error {
 		overlayErr = errors.New("path cannot be named in overlay options")
 	} else {
 		data := "lowerdir=" + lower + ",upperdir=" + upper + ",workdir=" + work
-		overlayErr = unix.Mount("overlay", target, "overlay", 0, data)
+		overlayErr = unix.Mount("overlay", target, "overlay", flags, data)
 		if overlayErr != nil {
 			// In a user namespace overlayfs keeps its metadata in user.*
 			// extended attributes, which must be asked for.
-			if err := unix.Mount("overlay", target, "overlay", 0, data+",userxattr"); err == nil {
+			if err := unix.Mount("overlay", target, "overlay", flags, data+",userxattr"); err == nil {
 				overlayErr = nil
 			}
 		}
@@ -572,7 +646,7 @@ func overlay(lower, target, dir string) error {
 	if err := unix.Mount(lower, target, "", unix.MS_BIND|unix.MS_REC, ""); err != nil {
 		return fmt.Errorf("binding %s (no overlay: %v): %w", lower, overlayErr, err)
 	}
-	if err := remountReadOnly(target); err != nil {
+	if err := remountAdding(target, unix.MS_RDONLY|flags); err != nil {
 		return fmt.Errorf("making %s read-only (no overlay: %v): %w", lower, overlayErr, err)
 	}
 	return nil
@@ -613,11 +687,20 @@ func ensure(p string, dir bool) error {
 // remountReadOnly makes a bind mount read-only, keeping the flags of the
 // filesystem it shows (a user namespace may not drop them).
 func remountReadOnly(target string) error {
+	return remountAdding(target, unix.MS_RDONLY)
+}
+
+// remountAdding remounts the bind mount on target with the flags add
+// (MS_RDONLY, MS_NODEV) beside those it has.
+func remountAdding(target string, add uintptr) error {
 	var fs unix.Statfs_t
 	if err := unix.Statfs(target, &fs); err != nil {
 		return err
 	}
-	flags := uintptr(unix.MS_BIND | unix.MS_REMOUNT | unix.MS_RDONLY)
+	flags := unix.MS_BIND | unix.MS_REMOUNT | add
+	if fs.Flags&unix.ST_RDONLY != 0 {
+		flags |= unix.MS_RDONLY
+	}
 	for st, ms := range map[int64]uintptr{
 		unix.ST_NOSUID: unix.MS_NOSUID, unix.ST_NODEV: unix.MS_NODEV, unix.ST_NOEXEC: unix.MS_NOEXEC,
 		unix.ST_NOATIME: unix.MS_NOATIME, unix.ST_NODIRATIME: unix.MS_NODIRATIME, unix.ST_RELATIME: unix.MS_RELATIME,
