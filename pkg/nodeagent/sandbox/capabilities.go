@@ -165,3 +165,14 @@ func limitCapabilities(keep []capability.Cap) error {
 	}
 	return nil
 }
+
+// dropAllCapabilities empties the calling thread's permitted, effective
+// and inheritable sets (a process that needs none, the pause process).
+func dropAllCapabilities() error {
+	hdr := unix.CapUserHeader{Version: unix.LINUX_CAPABILITY_VERSION_3}
+	var data [2]unix.CapUserData
+	if err := unix.Capset(&hdr, &data[0]); err != nil {
+		return fmt.Errorf("dropping every capability: %w", err)
+	}
+	return nil
+}

@@ -229,3 +229,17 @@ func TestImageSystemDirectoryLinkRefused(t *testing.T) {
 		t.Errorf("start of an image whose /proc is a link: %v, want CreateContainerError naming the link", err)
 	}
 }
+
+// TestVolumeUnderProcRefused: a volume mounted at or under /proc (which
+// would cover the container's procfs or its masks) is refused, as runc
+// refuses it, with CreateContainerConfigError.
+func TestVolumeUnderProcRefused(t *testing.T) {
+	requireNamespaces(t)
+	for _, target := range []string{"/proc", "/proc/sys/kernel", "/proc/../proc/1"} {
+		_, _, err := startSandbox(t, true, StartOptions{}, Config{Capabilities: DefaultCapabilities, Mounts: []Mount{{Source: t.TempDir(), Target: target}}, Command: []string{"true"}})
+		var sf *StartFailure
+		if !errors.As(err, &sf) || sf.Reason != ReasonCreateContainerConfigError || !strings.Contains(sf.Message, "/proc") {
+			t.Errorf("a volume at %s: %v, want CreateContainerConfigError naming it", target, err)
+		}
+	}
+}

@@ -237,6 +237,9 @@ func (e *volumeError) Unwrap() error { return e.err }
 // to the other, and the mount point, resolved again, must then show the
 // source. The error names the volume's source and target.
 func mountVolume(root, source, subPath, target string, readOnly, nodev bool) error {
+	if err := checkVolumeTarget(target, nodev); err != nil {
+		return err
+	}
 	src, dir, err := openVolumeSource(source, subPath, target)
 	if err != nil {
 		return err
@@ -286,6 +289,16 @@ func createMountPoint(root, source, subPath, target string) error {
 	}
 	_ = dst.Close()
 	return rootH.Close()
+}
+
+// checkVolumeTarget refuses a volume mounted at or under /proc in a
+// container that is not privileged (confined, as nodev says), as runc
+// refuses it: it would cover the container's procfs or its masked paths.
+func checkVolumeTarget(target string, confined bool) error {
+	if confined && within(filepath.Clean("/"+target), "/proc") {
+		return &volumeError{fmt.Errorf("mount path %s is /proc or under it, which a container runtime refuses", target)}
+	}
+	return nil
 }
 
 // openVolumeSource opens a volume mount's source (openSource) and says

@@ -112,6 +112,11 @@ func stage() int {
 	// The bounding set is the thread's: the one that limits it must be
 	// the one that executes the command. Never unlocked.
 	runtime.LockOSThread()
+	// Until it executes the command (which makes it dumpable again, as
+	// any program), no process of the namespace may trace it or read its
+	// memory: it holds every capability and, until the pivot, the host's
+	// root.
+	_ = unix.Prctl(unix.PR_SET_DUMPABLE, 0, 0, 0, 0)
 	errW := os.NewFile(stageErrorFD, "stage-error")
 	syscall.CloseOnExec(stageErrorFD)
 	// Loaded and initialised: the sandbox may now build the view, which
@@ -155,8 +160,11 @@ func stage() int {
 	}
 	if cfg.Pause {
 		// It only reaps: it keeps no capability a process of the
-		// namespace could borrow.
+		// namespace could borrow, in no set.
 		if err := limitCapabilities(nil); err != nil {
+			return fail(ReasonStartError, err.Error())
+		}
+		if err := dropAllCapabilities(); err != nil {
 			return fail(ReasonStartError, err.Error())
 		}
 		_ = errW.Close()

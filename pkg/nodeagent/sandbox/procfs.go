@@ -1,10 +1,13 @@
 package sandbox
 
 import (
+	"io"
 	"os"
 	"strconv"
 	"strings"
 	"syscall"
+
+	"golang.org/x/sys/unix"
 )
 
 // procStat is what the sandbox needs from /proc/<pid>/stat.
@@ -17,11 +20,41 @@ type procStat struct {
 	state byte
 }
 
+// procFS, when set, is the procfs processes are read from, opened by a
+// sandbox before it builds its view: the view's /proc is the container's
+// (or, in the host's PID namespace, one a container could cover), which
+// the sandbox must not trust. Nil: /proc, by path.
+var procFS *os.File
+
+// openProcFS makes the current /proc the one processes are read from.
+func openProcFS() error {
+	f, err := os.Open("/proc")
+	if err != nil {
+		return err
+	}
+	procFS = f
+	return nil
+}
+
 // readStat parses /proc/<pid>/stat.
 func readStat(pid int) (procStat, bool) {
-	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
-	if err != nil {
-		return procStat{}, false
+	var b []byte
+	if procFS != nil {
+		fd, err := unix.Openat(int(procFS.Fd()), strconv.Itoa(pid)+"/stat", unix.O_RDONLY|unix.O_CLOEXEC|unix.O_NOFOLLOW, 0)
+		if err != nil {
+			return procStat{}, false
+		}
+		f := os.NewFile(uintptr(fd), "stat")
+		b, err = io.ReadAll(f)
+		_ = f.Close()
+		if err != nil {
+			return procStat{}, false
+		}
+	} else {
+		var err error
+		if b, err = os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat"); err != nil {
+			return procStat{}, false
+		}
 	}
 	// The command name is in parentheses and may hold anything, ")"
 	// included: the fields start after the last ")".
@@ -46,9 +79,17 @@ func readStat(pid int) (procStat, bool) {
 	return st, true
 }
 
-// processes lists the processes visible in /proc.
+// processes lists the processes visible in /proc (procFS when set).
 func processes() []procStat {
-	entries, err := os.ReadDir("/proc")
+	var entries []os.DirEntry
+	var err error
+	if procFS != nil {
+		if _, err = procFS.Seek(0, io.SeekStart); err == nil {
+			entries, err = procFS.ReadDir(-1)
+		}
+	} else {
+		entries, err = os.ReadDir("/proc")
+	}
 	if err != nil {
 		return nil
 	}

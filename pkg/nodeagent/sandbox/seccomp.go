@@ -30,11 +30,14 @@ type Seccomp struct {
 	Name string `json:"name,omitempty"`
 }
 
+// seccompArchOffset is where struct seccomp_data holds the architecture.
+const seccompArchOffset = 4
+
 // compileSeccomp turns a profile into the BPF program the kernel runs,
 // for a container with the capabilities caps (rules of the default
 // profile depend on them). Only the native architecture's system calls
-// pass it (others get the default action; Docker's profile also lets
-// 32-bit x86 calls through on amd64). System calls the filter's tables
+// pass it: others fail with ENOSYS whatever the profile (Docker's profile
+// lets 32-bit x86 calls through on amd64). System calls the filter's tables
 // do not know are left out, as libseccomp leaves them out. An action
 // or argument comparison the filter cannot express is an error.
 func compileSeccomp(sc *Seccomp, caps []string) ([]unix.SockFilter, error) {
@@ -52,7 +55,11 @@ func compileSeccomp(sc *Seccomp, caps []string) ([]unix.SockFilter, error) {
 	if prof == nil {
 		return nil, errors.New("the profile has no default action and no rule")
 	}
-	policy, def, err := seccompPolicy(prof)
+	native, err := arch.GetInfo("")
+	if err != nil {
+		return nil, err
+	}
+	policy, def, err := seccompPolicy(prof, native)
 	if err != nil {
 		return nil, err
 	}
@@ -73,6 +80,17 @@ func compileSeccomp(sc *Seccomp, caps []string) ([]unix.SockFilter, error) {
 		return nil, fmt.Errorf("the filter library's program does not end with its default action")
 	}
 	insts[len(insts)-1] = bpf.RetConstant{Val: uint32(def)}
+	// Another architecture's calls (32-bit x86 on amd64) are refused
+	// before the profile is looked at: its rules name this architecture's
+	// numbers, and a profile whose default allows would let them all by.
+	insts = append([]bpf.Instruction{
+		bpf.LoadAbsolute{Off: seccompArchOffset, Size: 4},
+		bpf.JumpIf{Cond: bpf.JumpEqual, Val: uint32(native.ID), SkipTrue: 1},
+		bpf.RetConstant{Val: uint32(seccompbpf.ActionErrno) | uint32(unix.ENOSYS)},
+	}, insts...)
+	if len(insts) > unix.BPF_MAXINSNS {
+		return nil, fmt.Errorf("the profile compiles to %d instructions, more than the kernel takes (%d)", len(insts), unix.BPF_MAXINSNS)
+	}
 	raw, err := bpf.Assemble(insts)
 	if err != nil {
 		return nil, err
@@ -88,11 +106,7 @@ func compileSeccomp(sc *Seccomp, caps []string) ([]unix.SockFilter, error) {
 // library's policy: the rules in order (the first that matches a call
 // decides), then the default action, returned apart (the policy holds
 // the plain action, without the errno it returns).
-func seccompPolicy(prof *specs.LinuxSeccomp) (*seccompbpf.Policy, seccompbpf.Action, error) {
-	native, err := arch.GetInfo("")
-	if err != nil {
-		return nil, 0, err
-	}
+func seccompPolicy(prof *specs.LinuxSeccomp, native *arch.Info) (*seccompbpf.Policy, seccompbpf.Action, error) {
 	defaultErrno := uint(unix.EPERM)
 	if prof.DefaultErrnoRet != nil {
 		defaultErrno = *prof.DefaultErrnoRet

@@ -169,3 +169,16 @@ func statusLine(t *testing.T, pid int, key string) string {
 	}
 	return ""
 }
+
+// TestSeccompRefusesOtherArchitectures: whatever the profile's default,
+// the program first sends another architecture's calls to ENOSYS (its
+// rules name this architecture's numbers only).
+func TestSeccompRefusesOtherArchitectures(t *testing.T) {
+	f, err := compileSeccomp(&Seccomp{Profile: []byte(`{"defaultAction": "SCMP_ACT_ALLOW", "syscalls": [{"names": ["mkdir"], "action": "SCMP_ACT_ERRNO"}]}`), Name: "allow.json"}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(f) < 3 || f[0].K != seccompArchOffset || f[2].K != uint32(seccompbpf.ActionErrno)|uint32(unix.ENOSYS) {
+		t.Errorf("the program does not start with the architecture check: %+v", f[:3])
+	}
+}

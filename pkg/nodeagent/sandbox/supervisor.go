@@ -162,6 +162,8 @@ func supervise() int {
 		return 2
 	}
 	if s.cfg.PIDNamespace == PIDJoin {
+		// Not for the container's processes.
+		syscall.CloseOnExec(joinFD)
 		s.pidNS = os.NewFile(joinFD, "pidns")
 	}
 	if s.pidNamespaced() {
@@ -187,6 +189,12 @@ func supervise() int {
 	}
 	if s.cfg.Rootfs != nil && !s.cfg.Isolate {
 		s.fail(ReasonCreateContainerError, "running an image needs the sandbox's private mount namespace")
+		return 2
+	}
+	// The processes of the attempt are found in this procfs, never in
+	// the view's.
+	if err := openProcFS(); err != nil {
+		s.fail(ReasonCreateContainerError, "opening /proc: "+err.Error())
 		return 2
 	}
 	// What the user namespace maps, read while /proc/self is the
