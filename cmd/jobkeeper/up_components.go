@@ -110,9 +110,10 @@ func (f *nodeAgentFlags) component(out io.Writer) upComponent {
 		pki := cp.PKI()
 		opts.DataDir = filepath.Join(cp.DataDir(), "node")
 		opts.ImageDir = filepath.Join(cp.DataDir(), "images")
-		// Host-mode containers do not see the data directory: the
-		// control plane's keys, the admin kubeconfig, etcd's files.
-		opts.HiddenPaths = append(opts.HiddenPaths, cp.DataDir())
+		// Host-mode containers do not see the data directory (the
+		// control plane's keys, the admin kubeconfig, etcd's files) nor
+		// etcd's socket.
+		opts.HiddenPaths = append(opts.HiddenPaths, cp.PrivateDirs()...)
 		opts.ServingCertFile = pki.NodeServingCert()
 		opts.ServingKeyFile = pki.NodeServingKey()
 		opts.ClientCAFile = pki.CACert()

@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -103,6 +104,8 @@ type ControlPlane struct {
 	// removeEtcdSocketDir removes the directory of etcd's socket when it is
 	// not etcd's own (see etcdSocket).
 	removeEtcdSocketDir func()
+	// etcdSocket is the path of etcd's client socket.
+	etcdSocket string
 	// cancelAPI and cancelGC stop the apiserver and the garbage collector.
 	cancelAPI, cancelGC context.CancelFunc
 	// apiErr receives the apiserver's exit error.
@@ -191,7 +194,7 @@ func Start(ctx context.Context, cfg Config) (_ *ControlPlane, err error) {
 		listener.Close()
 		return nil, err
 	}
-	cp.removeEtcdSocketDir = removeSocketDir
+	cp.removeEtcdSocketDir, cp.etcdSocket = removeSocketDir, socket
 	var etcdURL string
 	cp.etcd, etcdURL, err = startEtcd(ctx, etcdDir, socket, filepath.Join(logDir, "etcd.log"))
 	if err != nil {
@@ -350,6 +353,18 @@ func (cp *ControlPlane) PKI() PKI { return cp.pki }
 
 // DataDir is the control plane's data directory.
 func (cp *ControlPlane) DataDir() string { return cp.cfg.DataDir }
+
+// PrivateDirs are the directories of this machine that hold the control
+// plane's secrets or an unauthenticated way into it: the data directory
+// and, when its path is too long for a socket there, the directory of
+// etcd's socket. The node agent hides them from host-mode containers.
+func (cp *ControlPlane) PrivateDirs() []string {
+	dirs := []string{cp.cfg.DataDir}
+	if d := filepath.Dir(cp.etcdSocket); cp.etcdSocket != "" && !strings.HasPrefix(d+"/", strings.TrimSuffix(cp.cfg.DataDir, "/")+"/") {
+		dirs = append(dirs, d)
+	}
+	return dirs
+}
 
 // AdminConfig returns a fresh client configuration for the admin user.
 func (cp *ControlPlane) AdminConfig() *rest.Config {

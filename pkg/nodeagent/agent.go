@@ -195,10 +195,7 @@ func (a *Agent) Run(ctx context.Context) error {
 	if a.opts.Runtime == process.Name {
 		// Host mode's views hide the data directory: credentials, images,
 		// other pods' files.
-		hide := append([]string{a.opts.DataDir}, a.opts.HiddenPaths...)
-		if a.opts.ImageDir != "" {
-			hide = append(hide, a.opts.ImageDir)
-		}
+		hide := hiddenPaths(append([]string{a.opts.DataDir, a.opts.ImageDir}, a.opts.HiddenPaths...))
 		rt, err := process.New(ctx, process.Options{StateDir: filepath.Join(a.opts.DataDir, "process-state"), LogMaxSize: a.opts.LogMaxSize, Clock: a.clock, Isolation: a.opts.Isolation, Hide: hide})
 		if err != nil {
 			return err
@@ -682,6 +679,27 @@ func capabilityNames(caps []corev1.Capability) []string {
 	out := make([]string, len(caps))
 	for i, c := range caps {
 		out[i] = string(c)
+	}
+	return out
+}
+
+// hiddenPaths are the paths host-mode views hide: each of paths as given
+// and, where links lead elsewhere (a /home that links to /var/home), as
+// its links resolve, since the view shows the host's tree as it is.
+func hiddenPaths(paths []string) []string {
+	var out []string
+	for _, p := range paths {
+		if p == "" {
+			continue
+		}
+		abs, err := filepath.Abs(p)
+		if err != nil {
+			continue
+		}
+		out = append(out, abs)
+		if real, err := filepath.EvalSymlinks(abs); err == nil && real != abs {
+			out = append(out, real)
+		}
 	}
 	return out
 }

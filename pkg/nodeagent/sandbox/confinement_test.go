@@ -243,3 +243,28 @@ func TestVolumeUnderProcRefused(t *testing.T) {
 		}
 	}
 }
+
+// TestHostModeHidesThroughLinks: a directory of Hide named through an
+// absolute link is hidden where the link leads inside the view.
+func TestHostModeHidesThroughLinks(t *testing.T) {
+	requireNamespaces(t)
+	real := t.TempDir()
+	if err := os.WriteFile(filepath.Join(real, "ca.key"), []byte("host key\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	link := filepath.Join(t.TempDir(), "data")
+	if err := os.Symlink(real, link); err != nil {
+		t.Fatal(err)
+	}
+	s, output := startTest(t, true, Config{
+		Capabilities: DefaultCapabilities,
+		Hide:         []string{link},
+		Command:      []string{"sh", "-c", "cat " + filepath.Join(real, "ca.key") + " 2>/dev/null || echo key hidden"},
+	})
+	if ex := waitDone(t, s); ex.Code != 0 {
+		t.Errorf("exit %+v", ex)
+	}
+	if got := output(); got != "key hidden\n" {
+		t.Errorf("output %q, want the key hidden", got)
+	}
+}

@@ -260,7 +260,9 @@ func plan(host []*mountinfo.Info, entries []rootEntry, cfg Config, masked []stri
 	ops = append(ops, systemTrees(cfg, masked, func(p string) string { return filepath.Join(root, p) }, false)...)
 	for _, h := range cfg.Hide {
 		if h = filepath.Clean(h); filepath.IsAbs(h) && h != "/" {
-			ops = append(ops, op{kind: opHide, target: filepath.Join(root, h)})
+			// Resolved inside the view: a link on the way (a /home
+			// linking to /var/home) leads where the view shows it.
+			ops = append(ops, op{kind: opHide, target: h, view: true})
 		}
 	}
 	if cfg.ReadOnlyRoot {
