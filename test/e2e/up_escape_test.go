@@ -297,6 +297,13 @@ func (r *escapeRun) confinement(t *testing.T) {
 		`echo "block devices $(find /dev -type b | wc -l)"`,
 		"(echo 1 > /proc/sys/vm/drop_caches) 2>/dev/null && echo PROC SYS WRITTEN || echo proc sys read-only",
 		"(echo x > /sys/kernel/uevent_helper) 2>/dev/null && echo SYS WRITTEN || echo sys read-only",
+		"mknod /tmp/n c 1 3 2>/dev/null; (echo x > /tmp/n) 2>/dev/null && echo DEVICE OPENED || echo device refused",
+		`awk '$5 ~ "^/sys" {split($6, o, ","); print "sys mount", o[1]}' /proc/self/mountinfo | sort -u`,
+		// The classic climb out of a chroot (CAP_SYS_CHROOT is in the
+		// default set), then a look for up's kubeconfig.
+		`mkdir -p /tmp/esc && perl -e 'chroot("/tmp/esc") && do { chdir("..") for 1..64; chroot(".") }; print -e $ARGV[0] ? "KUBECONFIG REACHED
+" : "kubeconfig out of reach
+"' ` + filepath.Join(r.dataDir, "kubeconfig") + ` 2>/dev/null || echo kubeconfig out of reach`,
 		"cat /proc/kcore 2>/dev/null | head -c 1 | wc -c",
 	}, "; ")
 	for name, tc := range map[string]struct {
@@ -327,13 +334,16 @@ func (r *escapeRun) confinement(t *testing.T) {
 					}
 				}
 			}
-			for _, l := range []string{"block devices 0", "proc sys read-only", "sys read-only"} {
+			for _, l := range []string{"block devices 0", "proc sys read-only", "sys read-only", "device refused", "sys mount ro", "kubeconfig out of reach"} {
 				if !strings.Contains(out, "\n"+l+"\n") {
 					t.Errorf("output lacks %q:\n%s", l, out)
 				}
 			}
 			if !strings.HasSuffix(out, "\n0\n") {
 				t.Errorf("/proc/kcore is readable:\n%s", out)
+			}
+			if strings.Contains(out, "sys mount rw") {
+				t.Errorf("a mount under /sys is writable:\n%s", out)
 			}
 		})
 	}
