@@ -305,7 +305,7 @@ func (r *escapeRun) confinement(t *testing.T) {
 		`echo "block devices $(find /dev -type b | wc -l)"`,
 		"(echo 1 > /proc/sys/vm/drop_caches) 2>/dev/null && echo PROC SYS WRITTEN || echo proc sys read-only",
 		"(echo x > /sys/kernel/uevent_helper) 2>/dev/null && echo SYS WRITTEN || echo sys read-only",
-		"mknod /tmp/n c 1 3 2>/dev/null; (echo x > /tmp/n) 2>/dev/null && echo DEVICE OPENED || echo device refused",
+		"if mknod /tmp/n c 1 3 2>/dev/null; then (echo x > /tmp/n) 2>/dev/null && echo DEVICE OPENED || echo device refused; else echo device refused; fi",
 		`awk '$5 ~ "^/sys" {split($6, o, ","); print "sys mount", o[1]}' /proc/self/mountinfo | sort -u`,
 		// The classic climb out of a chroot (CAP_SYS_CHROOT is in the
 		// default set), then a look for up's kubeconfig.
