@@ -26,7 +26,7 @@ import (
 	"k8s.io/klog/v2"
 	"k8s.io/utils/clock"
 
-	"jobkeeper.dev/jobkeeper/pkg/images"
+	"jobkeeper.dev/jobkeeper/pkg/nodeagent/podconfig"
 	"jobkeeper.dev/jobkeeper/pkg/nodeagent/runtime"
 	"jobkeeper.dev/jobkeeper/pkg/nodeagent/runtime/process"
 	"jobkeeper.dev/jobkeeper/pkg/nodeagent/runtime/simulated"
@@ -62,7 +62,7 @@ type Agent struct {
 	servicesSynced cache.InformerSynced
 	// apiserver is where pods reach the apiserver (Options.APIServer);
 	// nil: at the kubernetes Service's ClusterIP.
-	apiserver *apiserverEndpoint
+	apiserver *podconfig.APIServerEndpoint
 	// broadcaster sends the recorders' events to the API.
 	broadcaster record.EventBroadcaster
 	// recorder emits the node's events (source "kubelet"); nil when events
@@ -147,7 +147,7 @@ func New(client kubernetes.Interface, opts Options) (*Agent, error) {
 	}); err != nil {
 		return nil, err
 	}
-	apiserver, err := parseAPIServer(opts.APIServer)
+	apiserver, err := podconfig.ParseAPIServer(opts.APIServer)
 	if err != nil {
 		return nil, fmt.Errorf("node agent options: %w", err)
 	}
@@ -336,8 +336,8 @@ func (a *Agent) onPod(pod *corev1.Pod) {
 		// A pod new to the node (not one a previous run of the agent
 		// started) hears once what runs without being enforced.
 		if _, ok := a.runtime.(runtime.Isolator); ok {
-			if d := decideFeatures(pod, a.podFeatures()); len(d.unenforced) > 0 {
-				a.event(pod, corev1.EventTypeWarning, ReasonNotEnforced, notEnforcedMessage(d.unenforced))
+			if d := podconfig.DecideFeatures(pod, a.podFeatures()); len(d.Unenforced) > 0 {
+				a.event(pod, corev1.EventTypeWarning, podconfig.ReasonNotEnforced, podconfig.NotEnforcedMessage(d.Unenforced))
 			}
 		}
 	}
@@ -459,95 +459,6 @@ func (a *Agent) containerDir(uid types.UID, container string) string {
 	return filepath.Join(a.podDir(uid), "containers", container)
 }
 
-// containerSpec resolves what the runtime needs for an attempt of c.
-func (a *Agent) containerSpec(ctx context.Context, pod *corev1.Pod, c *container, img *images.Image) (runtime.Spec, error) {
-	spec := runtime.Spec{
-		PodNamespace:  pod.Namespace,
-		PodName:       pod.Name,
-		PodUID:        string(pod.UID),
-		ContainerName: c.spec.Name,
-		Annotations:   pod.Annotations,
-		Stdin:         c.spec.Stdin,
-		StdinOnce:     c.spec.StdinOnce,
-		TTY:           c.spec.TTY,
-	}
-	services, err := a.servicesEnv(pod)
-	if err != nil {
-		return spec, err
-	}
-	env, err := resolveEnv(ctx, pod, c.spec, a.capacity, services, a)
-	if err != nil {
-		return spec, err
-	}
-	if sc := c.spec.SecurityContext; sc != nil {
-		// As the kubelet: no_new_privs when privilege escalation is
-		// disallowed; a read-only root only where there is a private view
-		// (decideFeatures refuses it elsewhere); privileged, capabilities
-		// and procMount for the runtime to apply.
-		spec.NoNewPrivileges = sc.AllowPrivilegeEscalation != nil && !*sc.AllowPrivilegeEscalation
-		spec.Privileged = sc.Privileged != nil && *sc.Privileged
-		if caps := sc.Capabilities; caps != nil {
-			spec.CapabilitiesAdd, spec.CapabilitiesDrop = capabilityNames(caps.Add), capabilityNames(caps.Drop)
-		}
-		spec.UnmaskedProc = sc.ProcMount != nil && *sc.ProcMount == corev1.UnmaskedProcMount
-		spec.ReadOnlyRoot = sc.ReadOnlyRootFilesystem != nil && *sc.ReadOnlyRootFilesystem && a.isolated()
-	}
-	hostname, err := podUTSName(pod)
-	if err != nil {
-		return spec, err
-	}
-	spec.Hostname = hostname
-	if img != nil {
-		return a.imageContainerSpec(ctx, pod, c, img, spec, env, hostname)
-	}
-	if _, host := a.runtime.(runtime.HostDirs); host {
-		uid, gid := a.hostModeIDs()
-		if err := checkHostModeUser(pod, c.spec, uid, gid); err != nil {
-			return spec, err
-		}
-		spec.User = hostModeUser(pod, uid, gid, a.euid == 0)
-	}
-	dir := a.containerDir(pod.UID, c.spec.Name)
-	defaults := &envList{}
-	defaults.set("HOSTNAME", hostname)
-	defaults.set("HOME", dir)
-	defaults.set("PATH", os.Getenv("PATH"))
-	for _, v := range env.vars {
-		defaults.set(v.name, v.value)
-	}
-	spec.Env = defaults.pairs()
-	// Without a command the image's entrypoint would run with args; the
-	// image is unknown here, so args run as the command.
-	for _, s := range append(append([]string(nil), c.spec.Command...), c.spec.Args...) {
-		spec.Command = append(spec.Command, expand(s, defaults.get))
-	}
-	spec.WorkingDir = dir
-	if c.spec.WorkingDir != "" && a.isolated() {
-		// Created inside the container's view when missing, as container
-		// runtimes do.
-		spec.WorkingDir = c.spec.WorkingDir
-	} else if _, host := a.runtime.(runtime.HostDirs); c.spec.WorkingDir != "" && host {
-		st, err := os.Stat(c.spec.WorkingDir)
-		if err != nil || !st.IsDir() {
-			return spec, fmt.Errorf("workingDir %q is not a directory on this host", c.spec.WorkingDir)
-		}
-		spec.WorkingDir = c.spec.WorkingDir
-	}
-	mounts, err := a.volumes.mounts(ctx, pod, c.spec, defaults.get)
-	if err != nil {
-		return spec, err
-	}
-	resolv, err := a.hostModeResolvConf(pod, mounts)
-	if err != nil {
-		return spec, err
-	}
-	if resolv != nil {
-		mounts = append(mounts, *resolv)
-	}
-	spec.Mounts = mounts
-	return spec, nil
-}
-
 // prepareAttempt creates the directories of an attempt and removes the log
 // of the attempt before the previous one (a kubelet keeps the current and
 // the previous container's logs).
@@ -580,7 +491,7 @@ func (a *Agent) prepareAttempt(spec *runtime.Spec, attempt int32) error {
 	return nil
 }
 
-// configMap implements sourceLookup.
+// configMap reads a ConfigMap's data for envSources.
 func (a *Agent) configMap(ctx context.Context, ns, name string) (map[string]string, error) {
 	cm, err := a.client.CoreV1().ConfigMaps(ns).Get(ctx, name, metav1.GetOptions{})
 	if apierrors.IsNotFound(err) {
@@ -599,7 +510,7 @@ func (a *Agent) configMap(ctx context.Context, ns, name string) (map[string]stri
 	return data, nil
 }
 
-// secret implements sourceLookup.
+// secret reads a Secret's data for envSources.
 func (a *Agent) secret(ctx context.Context, ns, name string) (map[string][]byte, error) {
 	s, err := a.client.CoreV1().Secrets(ns).Get(ctx, name, metav1.GetOptions{})
 	if apierrors.IsNotFound(err) {
@@ -661,13 +572,4 @@ func (a *Agent) quiet() bool {
 // container, as the kubelet's Pulled.
 func (a *Agent) imageEvent(pod *corev1.Pod, c *container) {
 	a.containerEvent(pod, c.info, corev1.EventTypeNormal, "Pulled", fmt.Sprintf("Image %q not pulled: the process runtime runs container %s's command on the host", c.spec.Image, c.spec.Name))
-}
-
-// capabilityNames are a securityContext's capability names as strings.
-func capabilityNames(caps []corev1.Capability) []string {
-	out := make([]string, len(caps))
-	for i, c := range caps {
-		out[i] = string(c)
-	}
-	return out
 }

@@ -26,9 +26,10 @@
 //   - serves /containerLogs over TLS to the apiserver only (logserver.go);
 //   - decides, field by field, what it does with a pod's security context
 //     and resources: honoured, the pod refused at admission, or run with
-//     one NotEnforced Warning event (podfeatures.go: decideFeatures, the
-//     table of docs/node-agent.md); composes each pod's resolv.conf and
-//     hostname (dns.go), gives volumes the pod's fsGroup (fsgroup.go) and
+//     one NotEnforced Warning event (podconfig.DecideFeatures, the
+//     table of docs/node-agent.md); composes each container's runtime
+//     spec (containerspec.go over the pure functions of podconfig: env,
+//     resolv.conf, hosts, hostname, user), gives volumes the pod's fsGroup (fsgroup.go) and
 //     reads each attempt's termination message (termination.go).
 //
 // Container lifecycle (lifecycle.go: containerState, changed only by the

@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+	"jobkeeper.dev/jobkeeper/pkg/nodeagent/podconfig"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/utils/ptr"
 )
@@ -135,7 +136,7 @@ func TestFSGroupOnVolumes(t *testing.T) {
 
 func TestFSGroupIsASupplementalGroup(t *testing.T) {
 	pod := &corev1.Pod{Spec: corev1.PodSpec{SecurityContext: &corev1.PodSecurityContext{SupplementalGroups: []int64{10}, FSGroup: ptr.To[int64](3000)}}}
-	u, err := containerUser(pod, &corev1.Container{Name: "c"}, "")
+	u, err := podconfig.ContainerUser(pod, &corev1.Container{Name: "c"}, "")
 	if err != nil {
 		t.Fatal(err)
 	}

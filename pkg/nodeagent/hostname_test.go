@@ -8,6 +8,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"jobkeeper.dev/jobkeeper/pkg/nodeagent/podconfig"
 	"jobkeeper.dev/jobkeeper/test/builder"
 )
 
@@ -28,7 +29,7 @@ func TestPodHostname(t *testing.T) {
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
 			pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: tc.name}, Spec: corev1.PodSpec{Hostname: tc.hostname}}
-			if got := podHostname(pod); got != tc.want {
+			if got := podconfig.PodHostname(pod); got != tc.want {
 				t.Errorf("podHostname() = %q, want %q", got, tc.want)
 			}
 		})

@@ -16,6 +16,7 @@ import (
 	"k8s.io/klog/v2"
 
 	"jobkeeper.dev/jobkeeper/pkg/images"
+	"jobkeeper.dev/jobkeeper/pkg/nodeagent/podconfig"
 )
 
 // The kubelet's waiting reasons and event reasons of images.
@@ -238,7 +239,7 @@ func (w *worker) imageFor(ctx context.Context, pod *corev1.Pod, c *container, no
 	}
 	requested := c.spec.Image
 	// The kubelet names the image with its default tag in pull events.
-	image := withDefaultTag(requested)
+	image := podconfig.WithDefaultTag(requested)
 	if st := c.pull; st != nil {
 		select {
 		case <-st.done:
@@ -278,16 +279,16 @@ func (w *worker) imageFor(ctx context.Context, pod *corev1.Pod, c *container, no
 	}
 	policy := c.spec.ImagePullPolicy
 	if policy == "" {
-		policy = defaultPullPolicy(requested)
+		policy = podconfig.DefaultPullPolicy(requested)
 	}
-	switch decidePull(policy, local != nil) {
-	case useLocal:
+	switch podconfig.DecidePull(policy, local != nil) {
+	case podconfig.UseLocal:
 		// The kubelet's text without KubeletEnsureSecretPulledImages: the
 		// agent does not check that this pod's credentials could pull an
 		// image another pod's pulled (docs/node-agent.md).
 		w.agent.containerEvent(pod, c.info, corev1.EventTypeNormal, eventPulled, fmt.Sprintf("Container image %q already present on machine", requested))
 		return w.hold(c, local, ref, now)
-	case neverPulled:
+	case podconfig.NeverPulled:
 		msg := fmt.Sprintf("Container image %q is not present with pull policy of Never", requested)
 		w.agent.containerEvent(pod, c.info, corev1.EventTypeWarning, ReasonErrImageNeverPull, msg+" (load it with `jobkeeper image load`)")
 		w.agent.containerEvent(pod, c.info, corev1.EventTypeWarning, eventFailed, "Error: "+ReasonErrImageNeverPull)
@@ -371,19 +372,6 @@ func (w *worker) hold(c *container, img *images.Image, ref string, now time.Time
 	return img, nil
 }
 
-// withDefaultTag is image with the tag "latest" when it names neither a
-// tag nor a digest, as the kubelet names images in its pull events.
-func withDefaultTag(image string) string {
-	if strings.Contains(image, "@") {
-		return image
-	}
-	name := image[strings.LastIndex(image, "/")+1:]
-	if strings.Contains(name, ":") {
-		return image
-	}
-	return image + ":latest"
-}
-
 // releaseImages gives back the store references of the pod's containers,
 // cancels their pulls in flight and forgets the pod's pull back-offs (the
 // worker is ending: the pod finished, was deleted, or the agent stops).
@@ -406,12 +394,12 @@ func pullAdvice(msg string) string {
 }
 
 // defaultsOf converts an image's config.
-func defaultsOf(img *images.Image) imageDefaults {
+func defaultsOf(img *images.Image) podconfig.ImageDefaults {
 	if img == nil {
-		return imageDefaults{}
+		return podconfig.ImageDefaults{}
 	}
 	cfg := img.Config
-	return imageDefaults{entrypoint: cfg.Entrypoint, cmd: cfg.Cmd, env: cfg.Env, workingDir: cfg.WorkingDir, user: cfg.User}
+	return podconfig.ImageDefaults{Entrypoint: cfg.Entrypoint, Cmd: cfg.Cmd, Env: cfg.Env, WorkingDir: cfg.WorkingDir, User: cfg.User}
 }
 
 // imageIDOf is what containerStatuses[].imageID says of an image: its

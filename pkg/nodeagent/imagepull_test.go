@@ -18,6 +18,7 @@ import (
 
 	"jobkeeper.dev/jobkeeper/internal/testimages"
 	"jobkeeper.dev/jobkeeper/pkg/images"
+	"jobkeeper.dev/jobkeeper/pkg/nodeagent/podconfig"
 	"jobkeeper.dev/jobkeeper/pkg/nodeagent/runtime"
 	"jobkeeper.dev/jobkeeper/test/builder"
 )
@@ -238,7 +239,7 @@ func TestImageWithoutCommandIsACreateError(t *testing.T) {
 	}
 	host := testimages.Serve(t, map[string]v1.Image{"test/nocmd:v1": img})
 	ta, rt, _ := startAgentWithImages(t, imagePod("p", host+"/test/nocmd:v1", corev1.PullIfNotPresent))
-	p := ta.waitPod(t, "p", func(p *corev1.Pod) bool { return waitingReason(p) == ReasonCreateContainerError })
+	p := ta.waitPod(t, "p", func(p *corev1.Pod) bool { return waitingReason(p) == podconfig.ReasonCreateContainerError })
 	if msg := p.Status.ContainerStatuses[0].State.Waiting.Message; !strings.HasPrefix(msg, "no command specified") {
 		t.Errorf("message %q", msg)
 	}

@@ -17,6 +17,7 @@ import (
 	"k8s.io/klog/v2"
 
 	"jobkeeper.dev/jobkeeper/pkg/nodeagent/logfile"
+	"jobkeeper.dev/jobkeeper/pkg/nodeagent/podconfig"
 )
 
 // newLogServer builds the TLS server of the kubelet endpoints the apiserver
@@ -51,7 +52,7 @@ func (a *Agent) newLogServer() (*http.Server, net.Listener, error) {
 			return errors.New("client certificate common name is not allowed")
 		},
 	}
-	ln, err := net.Listen("tcp", net.JoinHostPort(nodeIP, strconv.Itoa(a.opts.KubeletPort)))
+	ln, err := net.Listen("tcp", net.JoinHostPort(podconfig.NodeIP, strconv.Itoa(a.opts.KubeletPort)))
 	if err != nil {
 		return nil, nil, fmt.Errorf("listening for the kubelet endpoint: %w", err)
 	}

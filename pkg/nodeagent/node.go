@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"jobkeeper.dev/jobkeeper/pkg/nodeagent/podconfig"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
@@ -87,7 +88,7 @@ func nodeStatus(name string, capacity corev1.ResourceList, port int, now time.Ti
 			cond(corev1.NodeReady, corev1.ConditionTrue, "KubeletReady", "kubelet is posting ready status"),
 		},
 		Addresses: []corev1.NodeAddress{
-			{Type: corev1.NodeInternalIP, Address: nodeIP},
+			{Type: corev1.NodeInternalIP, Address: podconfig.NodeIP},
 			{Type: corev1.NodeHostName, Address: name},
 		},
 		DaemonEndpoints: corev1.NodeDaemonEndpoints{KubeletEndpoint: corev1.DaemonEndpoint{Port: int32(port)}},

@@ -26,6 +26,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
 
+	"jobkeeper.dev/jobkeeper/pkg/nodeagent/podconfig"
 	"jobkeeper.dev/jobkeeper/pkg/nodeagent/runtime"
 )
 
@@ -106,7 +107,7 @@ func probePort(port intstr.IntOrString, c *corev1.Container) (int, error) {
 // probeHost is the host a probe reaches: its own, else the pod's IP.
 func probeHost(host string) string {
 	if host == "" {
-		return nodeIP
+		return podconfig.NodeIP
 	}
 	return host
 }
@@ -242,7 +243,7 @@ func grpcCheck(g *corev1.GRPCAction) probeCheck {
 		}
 		ctx, cancel := context.WithTimeout(ctx, timeout)
 		defer cancel()
-		addr := net.JoinHostPort(nodeIP, strconv.Itoa(int(g.Port)))
+		addr := net.JoinHostPort(podconfig.NodeIP, strconv.Itoa(int(g.Port)))
 		conn, err := grpc.NewClient("passthrough:///"+addr,
 			grpc.WithUserAgent(probeUserAgent),
 			grpc.WithTransportCredentials(insecure.NewCredentials()),
@@ -369,7 +370,7 @@ func expandStatic(command []string, env []corev1.EnvVar) []string {
 	}
 	out := make([]string, len(command))
 	for i, arg := range command {
-		out[i] = expand(arg, func(name string) (string, bool) { v, ok := vars[name]; return v, ok })
+		out[i] = podconfig.Expand(arg, func(name string) (string, bool) { v, ok := vars[name]; return v, ok })
 	}
 	return out
 }

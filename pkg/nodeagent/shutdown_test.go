@@ -11,7 +11,6 @@ import (
 	"k8s.io/utils/ptr"
 
 	"jobkeeper.dev/jobkeeper/pkg/nodeagent/runtime"
-
 	"jobkeeper.dev/jobkeeper/test/builder"
 )
 

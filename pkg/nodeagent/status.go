@@ -5,6 +5,7 @@ import (
 	"strings"
 	"time"
 
+	"jobkeeper.dev/jobkeeper/pkg/nodeagent/podconfig"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
@@ -28,9 +29,6 @@ const (
 	// whose process was lost because the agent stopped.
 	ReasonContainerStatusUnknown = "ContainerStatusUnknown"
 )
-
-// nodeIP is the only address of the local node; pods share it.
-const nodeIP = "127.0.0.1"
 
 // containerView is what the status needs to know about one container.
 type containerView struct {
@@ -299,10 +297,10 @@ func buildStatus(pod *corev1.Pod, v podView, now time.Time) *corev1.PodStatus {
 	}
 	terminal := isTerminalPhase(phase)
 	st.Phase = phase
-	st.HostIP = nodeIP
-	st.HostIPs = []corev1.HostIP{{IP: nodeIP}}
-	st.PodIP = nodeIP
-	st.PodIPs = []corev1.PodIP{{IP: nodeIP}}
+	st.HostIP = podconfig.NodeIP
+	st.HostIPs = []corev1.HostIP{{IP: podconfig.NodeIP}}
+	st.PodIP = podconfig.NodeIP
+	st.PodIPs = []corev1.PodIP{{IP: podconfig.NodeIP}}
 	if !v.startTime.IsZero() && st.StartTime == nil {
 		st.StartTime = ptr.To(metav1.NewTime(v.startTime))
 	}

@@ -9,6 +9,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 
+	"jobkeeper.dev/jobkeeper/pkg/nodeagent/podconfig"
 	"jobkeeper.dev/jobkeeper/pkg/nodeagent/runtime"
 )
 
@@ -86,7 +87,7 @@ func TestBuildStatus(t *testing.T) {
 			view: podView{startTime: t0, containers: []containerView{{name: "main", image: "busybox", kind: kindMain, running: true, started: true, ready: true, everRan: true, startedAt: t0, containerID: "process://42"}}},
 			want: corev1.PodStatus{
 				Phase: corev1.PodRunning, QOSClass: corev1.PodQOSBestEffort,
-				HostIP: nodeIP, HostIPs: []corev1.HostIP{{IP: nodeIP}}, PodIP: nodeIP, PodIPs: []corev1.PodIP{{IP: nodeIP}},
+				HostIP: podconfig.NodeIP, HostIPs: []corev1.HostIP{{IP: podconfig.NodeIP}}, PodIP: podconfig.NodeIP, PodIPs: []corev1.PodIP{{IP: podconfig.NodeIP}},
 				StartTime: ptr.To(metav1.NewTime(t0)),
 				Conditions: []corev1.PodCondition{
 					{Type: corev1.PodScheduled, Status: corev1.ConditionTrue, LastTransitionTime: earlier},
@@ -107,7 +108,7 @@ func TestBuildStatus(t *testing.T) {
 				containers: []containerView{{name: "main", image: "busybox", kind: kindMain, everRan: true, containerID: "process://42", last: &attemptResult{containerID: "process://42", Result: runtime.Result{ExitCode: 143, Signal: 15, Reason: "Error", StartedAt: t0, FinishedAt: now}}, final: true}}},
 			want: corev1.PodStatus{
 				Phase: corev1.PodFailed, QOSClass: corev1.PodQOSBestEffort, Reason: ReasonDeadlineExceeded, Message: MessageDeadlineExceeded,
-				HostIP: nodeIP, HostIPs: []corev1.HostIP{{IP: nodeIP}}, PodIP: nodeIP, PodIPs: []corev1.PodIP{{IP: nodeIP}},
+				HostIP: podconfig.NodeIP, HostIPs: []corev1.HostIP{{IP: podconfig.NodeIP}}, PodIP: podconfig.NodeIP, PodIPs: []corev1.PodIP{{IP: podconfig.NodeIP}},
 				StartTime: ptr.To(metav1.NewTime(t0)),
 				Conditions: []corev1.PodCondition{
 					{Type: corev1.PodScheduled, Status: corev1.ConditionTrue, LastTransitionTime: earlier},
@@ -130,7 +131,7 @@ func TestBuildStatus(t *testing.T) {
 				containers: []containerView{{name: "main", kind: kindMain, waitReason: ReasonPodInitializing}}},
 			want: corev1.PodStatus{
 				Phase: corev1.PodPending, QOSClass: corev1.PodQOSBestEffort,
-				HostIP: nodeIP, HostIPs: []corev1.HostIP{{IP: nodeIP}}, PodIP: nodeIP, PodIPs: []corev1.PodIP{{IP: nodeIP}},
+				HostIP: podconfig.NodeIP, HostIPs: []corev1.HostIP{{IP: podconfig.NodeIP}}, PodIP: podconfig.NodeIP, PodIPs: []corev1.PodIP{{IP: podconfig.NodeIP}},
 				StartTime: ptr.To(metav1.NewTime(t0)),
 				Conditions: []corev1.PodCondition{
 					{Type: corev1.PodScheduled, Status: corev1.ConditionTrue, LastTransitionTime: earlier},

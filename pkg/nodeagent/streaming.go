@@ -21,6 +21,7 @@ import (
 	utilexec "k8s.io/utils/exec"
 
 	"jobkeeper.dev/jobkeeper/pkg/nodeagent/logfile"
+	"jobkeeper.dev/jobkeeper/pkg/nodeagent/podconfig"
 	"jobkeeper.dev/jobkeeper/pkg/nodeagent/runtime"
 )
 
@@ -351,7 +352,7 @@ func (s *streamer) followLog(ctx context.Context, container string, out, errOut 
 func (s *streamer) PortForward(ctx context.Context, _ string, _ string, port int32, stream io.ReadWriteCloser) error {
 	defer func() { _ = stream.Close() }()
 	var d net.Dialer
-	conn, err := d.DialContext(ctx, "tcp", net.JoinHostPort(nodeIP, strconv.Itoa(int(port))))
+	conn, err := d.DialContext(ctx, "tcp", net.JoinHostPort(podconfig.NodeIP, strconv.Itoa(int(port))))
 	if err != nil {
 		return fmt.Errorf("forwarding to port %d of pod %s/%s: %w", port, s.pod.Namespace, s.pod.Name, err)
 	}

@@ -17,6 +17,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/kubernetes/pkg/fieldpath"
 
+	"jobkeeper.dev/jobkeeper/pkg/nodeagent/podconfig"
 	"jobkeeper.dev/jobkeeper/pkg/nodeagent/runtime"
 )
 
@@ -113,8 +114,8 @@ func (a *Agent) refusal(pod *corev1.Pod) (string, string) {
 		// A runtime that runs nothing on this host enforces nothing.
 		return "", ""
 	}
-	if d := decideFeatures(pod, a.podFeatures()); d.reason != "" {
-		return d.reason, d.message
+	if d := podconfig.DecideFeatures(pod, a.podFeatures()); d.Reason != "" {
+		return d.Reason, d.Message
 	}
 	if len(pod.Spec.Volumes) == 0 {
 		return "", ""
@@ -164,7 +165,7 @@ func (m *volumeManager) mounts(ctx context.Context, pod *corev1.Pod, c *corev1.C
 		source := m.source(pod, v)
 		sub := vm.SubPath
 		if vm.SubPathExpr != "" {
-			sub = expand(vm.SubPathExpr, env)
+			sub = podconfig.Expand(vm.SubPathExpr, env)
 		}
 		if sub != "" && (filepath.IsAbs(sub) || strings.Contains(filepath.ToSlash(sub), "..")) {
 			return nil, fmt.Errorf("volume mount %q: subPath %q must be a relative path without '..'", vm.Name, sub)
@@ -368,9 +369,9 @@ func (m *volumeManager) projection(ctx context.Context, reads *objectReads, pod 
 	s := v.VolumeSource
 	switch {
 	case s.ConfigMap != nil:
-		return m.configMapFiles(ctx, reads, pod.Namespace, s.ConfigMap.Name, s.ConfigMap.Items, modeOr(s.ConfigMap.DefaultMode), optional(s.ConfigMap.Optional))
+		return m.configMapFiles(ctx, reads, pod.Namespace, s.ConfigMap.Name, s.ConfigMap.Items, modeOr(s.ConfigMap.DefaultMode), podconfig.Optional(s.ConfigMap.Optional))
 	case s.Secret != nil:
-		return m.secretFiles(ctx, reads, pod.Namespace, s.Secret.SecretName, s.Secret.Items, modeOr(s.Secret.DefaultMode), optional(s.Secret.Optional))
+		return m.secretFiles(ctx, reads, pod.Namespace, s.Secret.SecretName, s.Secret.Items, modeOr(s.Secret.DefaultMode), podconfig.Optional(s.Secret.Optional))
 	case s.DownwardAPI != nil:
 		return m.downwardFiles(pod, s.DownwardAPI.Items, modeOr(s.DownwardAPI.DefaultMode))
 	}
@@ -381,9 +382,9 @@ func (m *volumeManager) projection(ctx context.Context, reads *objectReads, pod 
 		var err error
 		switch {
 		case p.ConfigMap != nil:
-			files, err = m.configMapFiles(ctx, reads, pod.Namespace, p.ConfigMap.Name, p.ConfigMap.Items, mode, optional(p.ConfigMap.Optional))
+			files, err = m.configMapFiles(ctx, reads, pod.Namespace, p.ConfigMap.Name, p.ConfigMap.Items, mode, podconfig.Optional(p.ConfigMap.Optional))
 		case p.Secret != nil:
-			files, err = m.secretFiles(ctx, reads, pod.Namespace, p.Secret.Name, p.Secret.Items, mode, optional(p.Secret.Optional))
+			files, err = m.secretFiles(ctx, reads, pod.Namespace, p.Secret.Name, p.Secret.Items, mode, podconfig.Optional(p.Secret.Optional))
 		case p.DownwardAPI != nil:
 			files, err = m.downwardFiles(pod, p.DownwardAPI.Items, mode)
 		case p.ServiceAccountToken != nil:
@@ -482,7 +483,7 @@ func (m *volumeManager) downwardFiles(pod *corev1.Pod, items []corev1.DownwardAP
 		case it.FieldRef != nil && it.FieldRef.FieldPath == "metadata.annotations":
 			value = fieldpath.FormatMap(pod.Annotations)
 		case it.FieldRef != nil:
-			v, err := podField(pod, it.FieldRef.FieldPath)
+			v, err := podconfig.PodField(pod, it.FieldRef.FieldPath)
 			if err != nil {
 				return nil, err
 			}
@@ -492,7 +493,7 @@ func (m *volumeManager) downwardFiles(pod *corev1.Pod, items []corev1.DownwardAP
 			if c == nil {
 				return nil, fmt.Errorf("downwardAPI item %q: no container %q", it.Path, it.ResourceFieldRef.ContainerName)
 			}
-			v, err := containerResource(c, it.ResourceFieldRef, m.agent.capacity)
+			v, err := podconfig.ContainerResource(c, it.ResourceFieldRef, m.agent.capacity)
 			if err != nil {
 				return nil, err
 			}

@@ -12,6 +12,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/klog/v2"
 
+	"jobkeeper.dev/jobkeeper/pkg/nodeagent/podconfig"
 	"jobkeeper.dev/jobkeeper/pkg/nodeagent/runtime"
 )
 
@@ -548,9 +549,9 @@ func (w *worker) start(ctx context.Context, pod *corev1.Pod, c *container, now t
 	}
 	if err != nil {
 		ev := event{kind: evConfigFailed, at: now, message: err.Error()}
-		var ce *createError
+		var ce *podconfig.CreateError
 		if errors.As(err, &ce) {
-			ev.reason = ReasonCreateContainerError
+			ev.reason = podconfig.ReasonCreateContainerError
 		}
 		w.apply(ctx, pod, c, ev)
 		return

@@ -1,11 +1,10 @@
-package nodeagent
+package podconfig
 
 import (
 	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
-
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
@@ -45,7 +44,7 @@ func TestCheckHostModeUser(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			p, c := pod(tc.psc, tc.sc)
-			err := checkHostModeUser(p, c, tc.uid, tc.gid)
+			err := CheckHostModeUser(p, c, tc.uid, tc.gid)
 			switch {
 			case tc.wantIn == "" && err != nil:
 				t.Errorf("error %v, want none", err)
@@ -78,7 +77,7 @@ func TestHostModeUser(t *testing.T) {
 		{name: "not root: the agent's groups (warned)", pod: withPSC(&corev1.PodSecurityContext{SupplementalGroups: []int64{10}}), wantNil: true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			u := hostModeUser(tc.pod, 0, 5, tc.root)
+			u := HostModeUser(tc.pod, 0, 5, tc.root)
 			if tc.wantNil {
 				if u != nil {
 					t.Fatalf("user %+v, want nil", u)
@@ -94,7 +93,7 @@ func TestHostModeUser(t *testing.T) {
 		})
 	}
 	psc := &corev1.PodSecurityContext{SupplementalGroups: []int64{10}, FSGroup: ptr.To[int64](3000)}
-	hostModeUser(withPSC(psc), 0, 0, true)
+	HostModeUser(withPSC(psc), 0, 0, true)
 	if diff := cmp.Diff([]int64{10}, psc.SupplementalGroups); diff != "" {
 		t.Errorf("the pod's supplementalGroups changed (-want +got):\n%s", diff)
 	}

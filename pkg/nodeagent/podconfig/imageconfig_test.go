@@ -1,4 +1,4 @@
-package nodeagent
+package podconfig
 
 import (
 	"reflect"
@@ -10,23 +10,23 @@ import (
 )
 
 func TestProcessArgs(t *testing.T) {
-	img := imageDefaults{entrypoint: []string{"/entry", "-x"}, cmd: []string{"serve", "--port=1"}}
+	img := ImageDefaults{Entrypoint: []string{"/entry", "-x"}, Cmd: []string{"serve", "--port=1"}}
 	for _, tc := range []struct {
 		name          string
 		command, args []string
-		img           imageDefaults
+		img           ImageDefaults
 		want          []string
 	}{
 		{name: "neither: entrypoint then cmd", img: img, want: []string{"/entry", "-x", "serve", "--port=1"}},
 		{name: "command drops cmd", command: []string{"sh"}, img: img, want: []string{"sh"}},
 		{name: "command and args", command: []string{"sh"}, args: []string{"-c", "true"}, img: img, want: []string{"sh", "-c", "true"}},
 		{name: "args replace cmd, keep entrypoint", args: []string{"once"}, img: img, want: []string{"/entry", "-x", "once"}},
-		{name: "args without entrypoint", args: []string{"sh", "-c", "true"}, img: imageDefaults{cmd: []string{"sh"}}, want: []string{"sh", "-c", "true"}},
-		{name: "cmd only", img: imageDefaults{cmd: []string{"sh"}}, want: []string{"sh"}},
-		{name: "nothing to run", img: imageDefaults{}, want: nil},
+		{name: "args without entrypoint", args: []string{"sh", "-c", "true"}, img: ImageDefaults{Cmd: []string{"sh"}}, want: []string{"sh", "-c", "true"}},
+		{name: "cmd only", img: ImageDefaults{Cmd: []string{"sh"}}, want: []string{"sh"}},
+		{name: "nothing to run", img: ImageDefaults{}, want: nil},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			if got := processArgs(tc.command, tc.args, tc.img); !reflect.DeepEqual(got, tc.want) {
+			if got := ProcessArgs(tc.command, tc.args, tc.img); !reflect.DeepEqual(got, tc.want) {
 				t.Errorf("processArgs = %q, want %q", got, tc.want)
 			}
 		})
@@ -34,12 +34,12 @@ func TestProcessArgs(t *testing.T) {
 }
 
 func TestImageEnv(t *testing.T) {
-	got := imageEnv(imageDefaults{env: []string{"PATH=/opt/bin:/bin", "LANG=C", "EMPTY="}}, []string{"HOSTNAME=p", "LANG=C.UTF-8"})
+	got := ImageEnv(ImageDefaults{Env: []string{"PATH=/opt/bin:/bin", "LANG=C", "EMPTY="}}, []string{"HOSTNAME=p", "LANG=C.UTF-8"})
 	want := []string{"PATH=/opt/bin:/bin", "LANG=C.UTF-8", "EMPTY=", "HOSTNAME=p"}
 	if !reflect.DeepEqual(got, want) {
 		t.Errorf("imageEnv = %q, want %q", got, want)
 	}
-	got = imageEnv(imageDefaults{}, []string{"A=1"})
+	got = ImageEnv(ImageDefaults{}, []string{"A=1"})
 	want = []string{"PATH=" + defaultPath, "A=1"}
 	if !reflect.DeepEqual(got, want) {
 		t.Errorf("imageEnv without PATH = %q, want %q", got, want)
@@ -47,13 +47,13 @@ func TestImageEnv(t *testing.T) {
 }
 
 func TestImageWorkingDir(t *testing.T) {
-	if got := imageWorkingDir(&corev1.Container{WorkingDir: "/w"}, imageDefaults{workingDir: "/img"}); got != "/w" {
+	if got := ImageWorkingDir(&corev1.Container{WorkingDir: "/w"}, ImageDefaults{WorkingDir: "/img"}); got != "/w" {
 		t.Errorf("spec's workingDir: got %q", got)
 	}
-	if got := imageWorkingDir(&corev1.Container{}, imageDefaults{workingDir: "/img"}); got != "/img" {
+	if got := ImageWorkingDir(&corev1.Container{}, ImageDefaults{WorkingDir: "/img"}); got != "/img" {
 		t.Errorf("image's workingDir: got %q", got)
 	}
-	if got := imageWorkingDir(&corev1.Container{}, imageDefaults{}); got != "/" {
+	if got := ImageWorkingDir(&corev1.Container{}, ImageDefaults{}); got != "/" {
 		t.Errorf("default workingDir: got %q", got)
 	}
 }
@@ -68,7 +68,7 @@ func TestDefaultPullPolicy(t *testing.T) {
 		"registry.k8s.io/pause:3.10.2": corev1.PullIfNotPresent,
 		"busybox@sha256:aa":            corev1.PullIfNotPresent,
 	} {
-		if got := defaultPullPolicy(image); got != want {
+		if got := DefaultPullPolicy(image); got != want {
 			t.Errorf("defaultPullPolicy(%q) = %s, want %s", image, got, want)
 		}
 	}
@@ -78,16 +78,16 @@ func TestDecidePull(t *testing.T) {
 	for _, tc := range []struct {
 		policy  corev1.PullPolicy
 		present bool
-		want    pullStep
+		want    PullStep
 	}{
-		{corev1.PullAlways, true, pullImage},
-		{corev1.PullAlways, false, pullImage},
-		{corev1.PullIfNotPresent, true, useLocal},
-		{corev1.PullIfNotPresent, false, pullImage},
-		{corev1.PullNever, true, useLocal},
-		{corev1.PullNever, false, neverPulled},
+		{corev1.PullAlways, true, PullImage},
+		{corev1.PullAlways, false, PullImage},
+		{corev1.PullIfNotPresent, true, UseLocal},
+		{corev1.PullIfNotPresent, false, PullImage},
+		{corev1.PullNever, true, UseLocal},
+		{corev1.PullNever, false, NeverPulled},
 	} {
-		if got := decidePull(tc.policy, tc.present); got != tc.want {
+		if got := DecidePull(tc.policy, tc.present); got != tc.want {
 			t.Errorf("decidePull(%s, present=%v) = %d, want %d", tc.policy, tc.present, got, tc.want)
 		}
 	}
@@ -102,14 +102,14 @@ func TestWithDefaultTag(t *testing.T) {
 		"busybox@sha256:abc":        "busybox@sha256:abc",
 		"registry.k8s.io/pause:3.9": "registry.k8s.io/pause:3.9",
 	} {
-		if got := withDefaultTag(image); got != want {
+		if got := WithDefaultTag(image); got != want {
 			t.Errorf("withDefaultTag(%q) = %q, want %q", image, got, want)
 		}
 	}
 }
 
 func TestByDepth(t *testing.T) {
-	got := byDepth([]runtime.Mount{
+	got := ByDepth([]runtime.Mount{
 		{Target: "/etc/hosts"}, {Target: "/data"}, {Target: "/etc"}, {Target: "/etc/hostname"}, {Target: "/a/b/c"}, {Target: "/b"},
 	})
 	var order []string

@@ -1,4 +1,4 @@
-package nodeagent
+package podconfig
 
 import (
 	"fmt"
@@ -9,7 +9,6 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/labels"
 )
 
 // masterServiceName is the Service in the default namespace that fronts
@@ -18,7 +17,7 @@ const masterServiceName = "kubernetes"
 
 // apiserverEndpoint is where pods on this node reach the apiserver, when
 // that is not the kubernetes Service's ClusterIP (Options.APIServer).
-type apiserverEndpoint struct {
+type APIServerEndpoint struct {
 	// host is an IP address, e.g. 127.0.0.1.
 	host string
 	// port is the apiserver's secure port.
@@ -27,7 +26,7 @@ type apiserverEndpoint struct {
 
 // parseAPIServer parses Options.APIServer ("host:port", host an IP
 // address); nil for "".
-func parseAPIServer(addr string) (*apiserverEndpoint, error) {
+func ParseAPIServer(addr string) (*APIServerEndpoint, error) {
 	if addr == "" {
 		return nil, nil
 	}
@@ -42,13 +41,13 @@ func parseAPIServer(addr string) (*apiserverEndpoint, error) {
 	if err != nil || p == 0 {
 		return nil, fmt.Errorf("APIServer %q: bad port %q", addr, port)
 	}
-	return &apiserverEndpoint{host: host, port: int32(p)}, nil
+	return &APIServerEndpoint{host: host, port: int32(p)}, nil
 }
 
 // service returns the kubernetes Service as pods here should see it: at
 // the endpoint's address and port, under the Service's own port name and
 // protocol (https, TCP).
-func (e *apiserverEndpoint) service(svc *corev1.Service) *corev1.Service {
+func (e *APIServerEndpoint) service(svc *corev1.Service) *corev1.Service {
 	port := corev1.ServicePort{Name: "https", Protocol: corev1.ProtocolTCP}
 	if svc != nil && len(svc.Spec.Ports) > 0 {
 		port.Name, port.Protocol = svc.Spec.Ports[0].Name, svc.Spec.Ports[0].Protocol
@@ -67,7 +66,7 @@ func (e *apiserverEndpoint) service(svc *corev1.Service) *corev1.Service {
 // Service of ns named kubernetes replaces the master one. With an
 // apiserver endpoint, the master Service is the endpoint (present even
 // when the Service is not). Sorted by name.
-func podServices(all []*corev1.Service, ns string, enableServiceLinks bool, apiserver *apiserverEndpoint) []*corev1.Service {
+func PodServices(all []*corev1.Service, ns string, enableServiceLinks bool, apiserver *APIServerEndpoint) []*corev1.Service {
 	byName := map[string]*corev1.Service{}
 	var master *corev1.Service
 	for _, svc := range all {
@@ -112,16 +111,16 @@ func hasClusterIP(svc *corev1.Service) bool {
 // <NAME>_SERVICE_PORT_<PORTNAME> for named ports, and the Docker link
 // variables <NAME>_PORT, <NAME>_PORT_<port>_<PROTO>{,_PROTO,_PORT,_ADDR}.
 // NAME is the Service's name upper-cased with '-' as '_'.
-func serviceEnv(services []*corev1.Service) *envList {
-	env := &envList{}
+func ServiceEnv(services []*corev1.Service) *EnvList {
+	env := &EnvList{}
 	for _, svc := range services {
 		prefix := envName(svc.Name)
 		host := svc.Spec.ClusterIP
-		env.set(prefix+"_SERVICE_HOST", host)
-		env.set(prefix+"_SERVICE_PORT", strconv.Itoa(int(svc.Spec.Ports[0].Port)))
+		env.Set(prefix+"_SERVICE_HOST", host)
+		env.Set(prefix+"_SERVICE_PORT", strconv.Itoa(int(svc.Spec.Ports[0].Port)))
 		for _, sp := range svc.Spec.Ports {
 			if sp.Name != "" {
-				env.set(prefix+"_SERVICE_PORT_"+envName(sp.Name), strconv.Itoa(int(sp.Port)))
+				env.Set(prefix+"_SERVICE_PORT_"+envName(sp.Name), strconv.Itoa(int(sp.Port)))
 			}
 		}
 		for i, sp := range svc.Spec.Ports {
@@ -132,13 +131,13 @@ func serviceEnv(services []*corev1.Service) *envList {
 			port := strconv.Itoa(int(sp.Port))
 			url := strings.ToLower(proto) + "://" + net.JoinHostPort(host, port)
 			if i == 0 {
-				env.set(prefix+"_PORT", url)
+				env.Set(prefix+"_PORT", url)
 			}
 			link := prefix + "_PORT_" + port + "_" + strings.ToUpper(proto)
-			env.set(link, url)
-			env.set(link+"_PROTO", strings.ToLower(proto))
-			env.set(link+"_PORT", port)
-			env.set(link+"_ADDR", host)
+			env.Set(link, url)
+			env.Set(link+"_PROTO", strings.ToLower(proto))
+			env.Set(link+"_PORT", port)
+			env.Set(link+"_ADDR", host)
 		}
 	}
 	return env
@@ -147,18 +146,4 @@ func serviceEnv(services []*corev1.Service) *envList {
 // envName turns a Service or port name into a variable name part.
 func envName(s string) string {
 	return strings.ToUpper(strings.ReplaceAll(s, "-", "_"))
-}
-
-// servicesEnv is the service variables of pod, from the agent's Service
-// cache.
-func (a *Agent) servicesEnv(pod *corev1.Pod) (*envList, error) {
-	if a.serviceLister == nil {
-		return &envList{}, nil
-	}
-	all, err := a.serviceLister.List(labels.Everything())
-	if err != nil {
-		return nil, fmt.Errorf("listing services for the environment: %w", err)
-	}
-	links := pod.Spec.EnableServiceLinks == nil || *pod.Spec.EnableServiceLinks
-	return serviceEnv(podServices(all, pod.Namespace, links, a.apiserver)), nil
 }

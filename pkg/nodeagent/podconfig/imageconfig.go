@@ -1,4 +1,4 @@
-package nodeagent
+package podconfig
 
 import (
 	"strings"
@@ -12,15 +12,15 @@ const defaultPath = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bi
 
 // imageDefaults is what an image's config contributes to a container that
 // runs it.
-type imageDefaults struct {
+type ImageDefaults struct {
 	// entrypoint and cmd are the image's ENTRYPOINT and CMD.
-	entrypoint, cmd []string
+	Entrypoint, Cmd []string
 	// env are the image's NAME=value pairs.
-	env []string
+	Env []string
 	// workingDir is the image's WORKDIR.
-	workingDir string
+	WorkingDir string
 	// user is the image's USER.
-	user string
+	User string
 }
 
 // processArgs returns the argv of a container, by Kubernetes' rules for a
@@ -29,15 +29,15 @@ type imageDefaults struct {
 // and keep the entrypoint; neither runs ENTRYPOINT followed by CMD. command
 // and args are already expanded; the image's values are taken as they are.
 // Empty means there is nothing to run.
-func processArgs(command, args []string, img imageDefaults) []string {
+func ProcessArgs(command, args []string, img ImageDefaults) []string {
 	var out []string
 	switch {
 	case len(command) > 0:
 		out = append(append(out, command...), args...)
 	case len(args) > 0:
-		out = append(append(out, img.entrypoint...), args...)
+		out = append(append(out, img.Entrypoint...), args...)
 	default:
-		out = append(append(out, img.entrypoint...), img.cmd...)
+		out = append(append(out, img.Entrypoint...), img.Cmd...)
 	}
 	return out
 }
@@ -45,32 +45,32 @@ func processArgs(command, args []string, img imageDefaults) []string {
 // imageEnv returns the environment of a container that runs an image: the
 // image's variables, PATH defaulted when the image has none, then set
 // (the kubelet's and the container's own, in order) overriding by name.
-func imageEnv(img imageDefaults, set []string) []string {
-	env := &envList{}
-	for _, kv := range img.env {
+func ImageEnv(img ImageDefaults, set []string) []string {
+	env := &EnvList{}
+	for _, kv := range img.Env {
 		name, value, _ := strings.Cut(kv, "=")
 		if name != "" {
-			env.set(name, value)
+			env.Set(name, value)
 		}
 	}
-	if _, ok := env.get("PATH"); !ok {
-		env.set("PATH", defaultPath)
+	if _, ok := env.Get("PATH"); !ok {
+		env.Set("PATH", defaultPath)
 	}
 	for _, kv := range set {
 		name, value, _ := strings.Cut(kv, "=")
-		env.set(name, value)
+		env.Set(name, value)
 	}
-	return env.pairs()
+	return env.Pairs()
 }
 
 // imageWorkingDir is where a container's process starts: its spec's
 // workingDir, else the image's, else the root.
-func imageWorkingDir(c *corev1.Container, img imageDefaults) string {
+func ImageWorkingDir(c *corev1.Container, img ImageDefaults) string {
 	switch {
 	case c.WorkingDir != "":
 		return c.WorkingDir
-	case img.workingDir != "":
-		return img.workingDir
+	case img.WorkingDir != "":
+		return img.WorkingDir
 	}
 	return "/"
 }
@@ -78,7 +78,7 @@ func imageWorkingDir(c *corev1.Container, img imageDefaults) string {
 // defaultPullPolicy is the policy of a container whose imagePullPolicy is
 // empty, as the apiserver defaults it: Always for the tag "latest" or no tag
 // and no digest, IfNotPresent otherwise.
-func defaultPullPolicy(image string) corev1.PullPolicy {
+func DefaultPullPolicy(image string) corev1.PullPolicy {
 	if strings.Contains(image, "@") {
 		return corev1.PullIfNotPresent
 	}
@@ -94,29 +94,42 @@ func defaultPullPolicy(image string) corev1.PullPolicy {
 }
 
 // pullStep is what to do about a container's image before it starts.
-type pullStep int
+type PullStep int
 
 const (
 	// useLocal: run the image the store has.
-	useLocal pullStep = iota
+	UseLocal PullStep = iota
 	// pullImage: pull it (the registry decides what is current).
-	pullImage
+	PullImage
 	// neverPulled: the image is absent and the policy forbids pulling.
-	neverPulled
+	NeverPulled
 )
 
 // decidePull decides, from the pull policy and whether the store has the
 // image, as the kubelet does: Always pulls every time (a pull of an image
 // already stored costs a manifest request); IfNotPresent pulls only a
 // missing image; Never never pulls.
-func decidePull(policy corev1.PullPolicy, present bool) pullStep {
+func DecidePull(policy corev1.PullPolicy, present bool) PullStep {
 	switch {
 	case policy == corev1.PullAlways:
-		return pullImage
+		return PullImage
 	case present:
-		return useLocal
+		return UseLocal
 	case policy == corev1.PullNever:
-		return neverPulled
+		return NeverPulled
 	}
-	return pullImage
+	return PullImage
+}
+
+// withDefaultTag is image with the tag "latest" when it names neither a
+// tag nor a digest, as the kubelet names images in its pull events.
+func WithDefaultTag(image string) string {
+	if strings.Contains(image, "@") {
+		return image
+	}
+	name := image[strings.LastIndex(image, "/")+1:]
+	if strings.Contains(name, ":") {
+		return image
+	}
+	return image + ":latest"
 }

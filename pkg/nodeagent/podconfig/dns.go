@@ -1,56 +1,17 @@
-package nodeagent
+package podconfig
 
 import (
 	"fmt"
-	"os"
-	"path/filepath"
 	"slices"
 	"strings"
 	"unicode"
 
 	corev1 "k8s.io/api/core/v1"
-
-	"jobkeeper.dev/jobkeeper/pkg/nodeagent/runtime"
 )
 
 // hostResolvConf is the host's resolver configuration, which pods start
 // from (they share the host's network).
-const hostResolvConf = "/etc/resolv.conf"
-
-// podResolvConf returns the pod's resolv.conf (podDNS over the host's),
-// recording a DNSConfigForming Warning event for each limit it cut.
-func (a *Agent) podResolvConf(pod *corev1.Pod) []byte {
-	host, _ := os.ReadFile(hostResolvConf)
-	c, warnings := podDNS(pod, parseResolvConf(host))
-	for _, w := range warnings {
-		a.event(pod, corev1.EventTypeWarning, "DNSConfigForming", w)
-	}
-	return c.resolvConf()
-}
-
-// hostModeResolvConf returns the mount of a pod's own resolv.conf for a
-// container of host mode, which otherwise reads the host's: only for a pod
-// whose DNS differs from the host's (ownDNS), and not over a volume the
-// container mounts there.
-func (a *Agent) hostModeResolvConf(pod *corev1.Pod, mounts []runtime.Mount) (*runtime.Mount, error) {
-	if !ownDNS(pod) || !a.isolated() {
-		return nil, nil
-	}
-	for _, m := range mounts {
-		if filepath.Clean(m.Target) == hostResolvConf {
-			return nil, nil
-		}
-	}
-	dir := filepath.Join(a.podDir(pod.UID), "etc")
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return nil, fmt.Errorf("creating the pod's managed files: %w", err)
-	}
-	p := filepath.Join(dir, "resolv.conf")
-	if err := writeFileAtomic(p, a.podResolvConf(pod), 0o644); err != nil {
-		return nil, fmt.Errorf("writing the pod's /etc/resolv.conf: %w", err)
-	}
-	return &runtime.Mount{Source: p, Target: hostResolvConf}, nil
-}
+const HostResolvConf = "/etc/resolv.conf"
 
 // clusterDomain is the cluster's DNS domain, as in the Services' names the
 // agent writes (/etc/hosts).
@@ -68,7 +29,7 @@ const (
 )
 
 // dnsConfig is a resolv.conf's content.
-type dnsConfig struct {
+type DNSConfig struct {
 	// servers, searches and options are its nameserver, search and
 	// options entries.
 	servers, searches, options []string
@@ -78,8 +39,8 @@ type dnsConfig struct {
 // every nameserver, the last search line (without "." and trailing dots)
 // and the options (a later option replaces an earlier one of the same
 // name). Other lines are dropped.
-func parseResolvConf(data []byte) dnsConfig {
-	var c dnsConfig
+func ParseResolvConf(data []byte) DNSConfig {
+	var c DNSConfig
 	for _, line := range strings.Split(string(data), "\n") {
 		line = strings.TrimSpace(line)
 		if strings.HasPrefix(line, "#") {
@@ -131,12 +92,12 @@ func mergeOptions(options, more []string) []string {
 // nameservers and searches (duplicates dropped) and its options (replacing
 // those of the same name). The result is cut to the limits, each cut
 // explained in a warning (the kubelet's DNSConfigForming events).
-func podDNS(pod *corev1.Pod, host dnsConfig) (dnsConfig, []string) {
+func PodDNS(pod *corev1.Pod, host DNSConfig) (DNSConfig, []string) {
 	c := host
 	if pod.Spec.DNSPolicy == corev1.DNSNone {
-		c = dnsConfig{}
+		c = DNSConfig{}
 	}
-	c = dnsConfig{servers: slices.Clone(c.servers), searches: slices.Clone(c.searches), options: slices.Clone(c.options)}
+	c = DNSConfig{servers: slices.Clone(c.servers), searches: slices.Clone(c.searches), options: slices.Clone(c.options)}
 	if dc := pod.Spec.DNSConfig; dc != nil {
 		c.servers = withoutDuplicates(append(c.servers, dc.Nameservers...))
 		c.searches = withoutDuplicates(append(c.searches, dc.Searches...))
@@ -232,7 +193,7 @@ func withoutDuplicates(s []string) []string {
 }
 
 // resolvConf renders c as container runtimes write it.
-func (c dnsConfig) resolvConf() []byte {
+func (c DNSConfig) ResolvConf() []byte {
 	var b strings.Builder
 	if len(c.searches) > 0 {
 		fmt.Fprintf(&b, "search %s\n", strings.Join(c.searches, " "))
@@ -249,7 +210,7 @@ func (c dnsConfig) resolvConf() []byte {
 // ownDNS reports whether a pod's DNS differs from the host's (dnsPolicy
 // None or a dnsConfig): in host mode only such a pod gets a resolv.conf of
 // its own, the others read the host's.
-func ownDNS(pod *corev1.Pod) bool {
+func OwnDNS(pod *corev1.Pod) bool {
 	return pod.Spec.DNSPolicy == corev1.DNSNone || pod.Spec.DNSConfig != nil
 }
 
@@ -260,14 +221,14 @@ const maxFQDNLen = 64
 // hostname (podHostname), or with setHostnameAsFQDN and a subdomain the
 // fully qualified name, as the kubelet gives the pod's sandbox. A name too
 // long is an error naming the field.
-func podUTSName(pod *corev1.Pod) (string, error) {
-	hostname := podHostname(pod)
+func PodUTSName(pod *corev1.Pod) (string, error) {
+	hostname := PodHostname(pod)
 	if pod.Spec.SetHostnameAsFQDN == nil || !*pod.Spec.SetHostnameAsFQDN || pod.Spec.Subdomain == "" {
 		return hostname, nil
 	}
 	fqdn := fmt.Sprintf("%s.%s.%s.svc.%s", hostname, pod.Spec.Subdomain, pod.Namespace, clusterDomain)
 	if len(fqdn) > maxFQDNLen {
-		return "", &createError{msg: fmt.Sprintf("setHostnameAsFQDN: failed to construct FQDN from pod hostname and cluster domain, FQDN %s is too long (%d characters is the max, %d characters requested)", fqdn, maxFQDNLen, len(fqdn))}
+		return "", &CreateError{Msg: fmt.Sprintf("setHostnameAsFQDN: failed to construct FQDN from pod hostname and cluster domain, FQDN %s is too long (%d characters is the max, %d characters requested)", fqdn, maxFQDNLen, len(fqdn))}
 	}
 	return fqdn, nil
 }

@@ -1,4 +1,4 @@
-package nodeagent
+package podconfig
 
 import "testing"
 
@@ -20,7 +20,7 @@ func TestExpand(t *testing.T) {
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
-			if got := expand(tc.in, lookup); got != tc.want {
+			if got := Expand(tc.in, lookup); got != tc.want {
 				t.Errorf("expand(%q) = %q, want %q", tc.in, got, tc.want)
 			}
 		})

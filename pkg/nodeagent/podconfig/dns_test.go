@@ -1,4 +1,4 @@
-package nodeagent
+package podconfig
 
 import (
 	"strings"
@@ -11,7 +11,7 @@ import (
 )
 
 func TestParseResolvConf(t *testing.T) {
-	got := parseResolvConf([]byte(`# generated
+	got := ParseResolvConf([]byte(`# generated
 domain example.org
 nameserver 10.0.0.2
 search old.example
@@ -20,18 +20,18 @@ search corp.example. . lab.example
 options ndots:1 timeout:2
 options ndots:3 rotate
 `))
-	want := dnsConfig{
+	want := DNSConfig{
 		servers:  []string{"10.0.0.2", "10.0.0.3"},
 		searches: []string{"corp.example", "lab.example"},
 		options:  []string{"ndots:3", "rotate", "timeout:2"},
 	}
-	if diff := cmp.Diff(want, got, cmp.AllowUnexported(dnsConfig{})); diff != "" {
+	if diff := cmp.Diff(want, got, cmp.AllowUnexported(DNSConfig{})); diff != "" {
 		t.Errorf("parsed (-want +got):\n%s", diff)
 	}
 }
 
 func TestPodDNS(t *testing.T) {
-	host := dnsConfig{servers: []string{"10.0.0.2"}, searches: []string{"corp.example"}, options: []string{"ndots:1", "timeout:2"}}
+	host := DNSConfig{servers: []string{"10.0.0.2"}, searches: []string{"corp.example"}, options: []string{"ndots:1", "timeout:2"}}
 	pod := func(policy corev1.DNSPolicy, dc *corev1.PodDNSConfig) *corev1.Pod {
 		return &corev1.Pod{Spec: corev1.PodSpec{DNSPolicy: policy, DNSConfig: dc}}
 	}
@@ -63,8 +63,8 @@ func TestPodDNS(t *testing.T) {
 			}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			c, warnings := podDNS(tc.pod, host)
-			if diff := cmp.Diff(tc.want, string(c.resolvConf())); diff != "" {
+			c, warnings := PodDNS(tc.pod, host)
+			if diff := cmp.Diff(tc.want, string(c.ResolvConf())); diff != "" {
 				t.Errorf("resolv.conf (-want +got):\n%s", diff)
 			}
 			if diff := cmp.Diff(tc.warnings, warnings); diff != "" {
@@ -82,7 +82,7 @@ func TestPodDNSSearchLineLength(t *testing.T) {
 	for i := range 30 {
 		searches = append(searches, strings.Repeat(string(rune('a'+i%26)), 99))
 	}
-	c, warnings := podDNS(&corev1.Pod{Spec: corev1.PodSpec{DNSPolicy: corev1.DNSNone, DNSConfig: &corev1.PodDNSConfig{Searches: searches}}}, dnsConfig{})
+	c, warnings := PodDNS(&corev1.Pod{Spec: corev1.PodSpec{DNSPolicy: corev1.DNSNone, DNSConfig: &corev1.PodDNSConfig{Searches: searches}}}, DNSConfig{})
 	if n := len(strings.Join(c.searches, " ")); n > maxDNSSearchListChars || len(c.searches) != 20 || len(warnings) != 1 {
 		t.Errorf("search line of %d characters, %d domains, warnings %q; want at most %d characters (20 domains) and one warning", n, len(c.searches), warnings, maxDNSSearchListChars)
 	}
@@ -104,7 +104,7 @@ func TestPodUTSName(t *testing.T) {
 		{name: "FQDN too long", pod: pod(strings.Repeat("a", 40), "web", true), wantErr: "setHostnameAsFQDN: failed to construct FQDN from pod hostname and cluster domain, FQDN " + strings.Repeat("a", 40) + ".web.ns.svc.cluster.local is too long (64 characters is the max, 65 characters requested)"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			got, err := podUTSName(tc.pod)
+			got, err := PodUTSName(tc.pod)
 			if tc.wantErr != "" {
 				if err == nil || err.Error() != tc.wantErr {
 					t.Fatalf("error %v, want %q", err, tc.wantErr)

@@ -1,4 +1,4 @@
-package nodeagent
+package podconfig
 
 import (
 	"context"
@@ -61,7 +61,7 @@ func TestServiceEnv(t *testing.T) {
 		"WEB_API_PORT_53_UDP_PORT=53",
 		"WEB_API_PORT_53_UDP_ADDR=10.0.0.20",
 	}
-	local := &apiserverEndpoint{host: "127.0.0.1", port: 6443}
+	local := &APIServerEndpoint{host: "127.0.0.1", port: 6443}
 	cases := map[string]struct {
 		// services are the cluster's Services.
 		services []*corev1.Service
@@ -69,7 +69,7 @@ func TestServiceEnv(t *testing.T) {
 		ns    string
 		links bool
 		// apiserver is the agent's Options.APIServer, parsed.
-		apiserver *apiserverEndpoint
+		apiserver *APIServerEndpoint
 		want      []string
 	}{
 		"kubelet: the master Service's ClusterIP": {
@@ -122,7 +122,7 @@ func TestServiceEnv(t *testing.T) {
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
-			got := serviceEnv(podServices(tc.services, tc.ns, tc.links, tc.apiserver)).pairs()
+			got := ServiceEnv(PodServices(tc.services, tc.ns, tc.links, tc.apiserver)).Pairs()
 			if diff := cmp.Diff(tc.want, got); diff != "" {
 				t.Errorf("env (-want +got):\n%s", diff)
 			}
@@ -134,14 +134,14 @@ func TestServiceEnv(t *testing.T) {
 // container's own, as in the kubelet: the container's win, and its values
 // may refer to the service variables.
 func TestResolveEnvWithServices(t *testing.T) {
-	services := serviceEnv(podServices([]*corev1.Service{masterService}, "ns", true, &apiserverEndpoint{host: "127.0.0.1", port: 6443}))
+	services := ServiceEnv(PodServices([]*corev1.Service{masterService}, "ns", true, &APIServerEndpoint{host: "127.0.0.1", port: 6443}))
 	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "p", Namespace: "ns"}}
 	c := &corev1.Container{Env: []corev1.EnvVar{
 		{Name: "API", Value: "https://$(KUBERNETES_SERVICE_HOST):$(KUBERNETES_SERVICE_PORT)"},
 		{Name: "KUBERNETES_SERVICE_PORT", Value: "1234"},
 		{Name: "AFTER", Value: "$(KUBERNETES_SERVICE_PORT)"},
 	}}
-	env, err := resolveEnv(context.Background(), pod, c, nil, services, fakeSources{})
+	env, err := ResolveEnv(context.Background(), pod, c, nil, services, fakeSources{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -157,7 +157,7 @@ func TestResolveEnvWithServices(t *testing.T) {
 		"KUBERNETES_PORT_6443_TCP_PORT=6443",
 		"KUBERNETES_PORT_6443_TCP_ADDR=127.0.0.1",
 	}
-	if diff := cmp.Diff(want, env.pairs()); diff != "" {
+	if diff := cmp.Diff(want, env.Pairs()); diff != "" {
 		t.Errorf("env (-want +got):\n%s", diff)
 	}
 }
@@ -165,12 +165,12 @@ func TestResolveEnvWithServices(t *testing.T) {
 func TestParseAPIServer(t *testing.T) {
 	cases := map[string]struct {
 		addr    string
-		want    *apiserverEndpoint
+		want    *APIServerEndpoint
 		wantErr bool
 	}{
 		"empty":        {addr: ""},
-		"IPv4":         {addr: "127.0.0.1:6443", want: &apiserverEndpoint{host: "127.0.0.1", port: 6443}},
-		"IPv6":         {addr: "[::1]:6443", want: &apiserverEndpoint{host: "::1", port: 6443}},
+		"IPv4":         {addr: "127.0.0.1:6443", want: &APIServerEndpoint{host: "127.0.0.1", port: 6443}},
+		"IPv6":         {addr: "[::1]:6443", want: &APIServerEndpoint{host: "::1", port: 6443}},
 		"no port":      {addr: "127.0.0.1", wantErr: true},
 		"a host name":  {addr: "localhost:6443", wantErr: true},
 		"port 0":       {addr: "127.0.0.1:0", wantErr: true},
@@ -178,11 +178,11 @@ func TestParseAPIServer(t *testing.T) {
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
-			got, err := parseAPIServer(tc.addr)
+			got, err := ParseAPIServer(tc.addr)
 			if (err != nil) != tc.wantErr {
 				t.Fatalf("parseAPIServer(%q) error %v, wantErr %v", tc.addr, err, tc.wantErr)
 			}
-			if diff := cmp.Diff(tc.want, got, cmp.AllowUnexported(apiserverEndpoint{})); diff != "" {
+			if diff := cmp.Diff(tc.want, got, cmp.AllowUnexported(APIServerEndpoint{})); diff != "" {
 				t.Errorf("parseAPIServer(%q) (-want +got):\n%s", tc.addr, diff)
 			}
 		})

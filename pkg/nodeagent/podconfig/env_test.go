@@ -1,4 +1,4 @@
-package nodeagent
+package podconfig
 
 import (
 	"context"
@@ -17,11 +17,11 @@ type fakeSources struct {
 	secrets    map[string]map[string][]byte
 }
 
-func (f fakeSources) configMap(_ context.Context, _, name string) (map[string]string, error) {
+func (f fakeSources) ConfigMap(_ context.Context, _, name string) (map[string]string, error) {
 	return f.configMaps[name], nil
 }
 
-func (f fakeSources) secret(_ context.Context, _, name string) (map[string][]byte, error) {
+func (f fakeSources) Secret(_ context.Context, _, name string) (map[string][]byte, error) {
 	return f.secrets[name], nil
 }
 
@@ -109,14 +109,14 @@ func TestResolveEnv(t *testing.T) {
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
-			env, err := resolveEnv(context.Background(), pod, &tc.container, alloc, nil, src)
+			env, err := ResolveEnv(context.Background(), pod, &tc.container, alloc, nil, src)
 			if (err != nil) != tc.wantErr {
 				t.Fatalf("resolveEnv() error = %v, wantErr %v", err, tc.wantErr)
 			}
 			if err != nil {
 				return
 			}
-			if diff := cmp.Diff(tc.want, env.pairs()); diff != "" {
+			if diff := cmp.Diff(tc.want, env.Pairs()); diff != "" {
 				t.Errorf("env (-want +got):\n%s", diff)
 			}
 		})

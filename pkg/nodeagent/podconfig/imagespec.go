@@ -1,7 +1,6 @@
-package nodeagent
+package podconfig
 
 import (
-	"context"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -11,48 +10,8 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 
-	"jobkeeper.dev/jobkeeper/pkg/images"
 	"jobkeeper.dev/jobkeeper/pkg/nodeagent/runtime"
 )
-
-// imageContainerSpec completes spec for a container run from img: its argv,
-// environment, working directory and user by Kubernetes' rules over the
-// image's config, its root filesystem, and its volumes plus the files the
-// kubelet manages (/etc/hosts, /etc/hostname, /etc/resolv.conf).
-func (a *Agent) imageContainerSpec(ctx context.Context, pod *corev1.Pod, c *container, img *images.Image, spec runtime.Spec, env *envList, hostname string) (runtime.Spec, error) {
-	defs := defaultsOf(img)
-	set := []string{"HOSTNAME=" + hostname}
-	set = append(set, env.pairs()...)
-	spec.Env = imageEnv(defs, set)
-	var command, args []string
-	for _, s := range c.spec.Command {
-		command = append(command, expand(s, env.get))
-	}
-	for _, s := range c.spec.Args {
-		args = append(args, expand(s, env.get))
-	}
-	spec.Command = processArgs(command, args, defs)
-	if len(spec.Command) == 0 {
-		return spec, &createError{msg: fmt.Sprintf("no command specified: image %q has neither ENTRYPOINT nor CMD and container %s sets no command", c.spec.Image, c.spec.Name)}
-	}
-	spec.WorkingDir = imageWorkingDir(c.spec, defs)
-	user, err := containerUser(pod, c.spec, defs.user)
-	if err != nil {
-		return spec, err
-	}
-	spec.User = user
-	spec.Rootfs = &runtime.Rootfs{Layers: img.Layers}
-	mounts, err := a.volumes.mounts(ctx, pod, c.spec, env.get)
-	if err != nil {
-		return spec, err
-	}
-	files, err := a.podEtcFiles(pod, hostname)
-	if err != nil {
-		return spec, err
-	}
-	spec.Mounts = byDepth(append(mounts, managedFiles(files, mounts)...))
-	return spec, nil
-}
 
 // ReasonCreateContainerError is the kubelet's waiting reason of a
 // container the runtime refused to create.
@@ -60,15 +19,15 @@ const ReasonCreateContainerError = "CreateContainerError"
 
 // createError is a container the runtime would refuse to create (no
 // command at all): it waits with CreateContainerError, as with containerd.
-type createError struct{ msg string }
+type CreateError struct{ Msg string }
 
 // Error implements error.
-func (e *createError) Error() string { return e.msg }
+func (e *CreateError) Error() string { return e.Msg }
 
 // byDepth orders mounts by the depth of their target, keeping the order of
 // mounts at one depth, as containerd orders a container's mounts: a volume
 // on /etc is mounted before the managed /etc/hosts, which stays visible.
-func byDepth(mounts []runtime.Mount) []runtime.Mount {
+func ByDepth(mounts []runtime.Mount) []runtime.Mount {
 	slices.SortStableFunc(mounts, func(a, b runtime.Mount) int {
 		return strings.Count(filepath.Clean(a.Target), "/") - strings.Count(filepath.Clean(b.Target), "/")
 	})
@@ -80,7 +39,7 @@ func byDepth(mounts []runtime.Mount) []runtime.Mount {
 // pod's, with the pod's supplemental groups. runAsNonRoot is checked as
 // the kubelet checks it: a user that is, or cannot be shown not to be,
 // root is refused.
-func containerUser(pod *corev1.Pod, c *corev1.Container, imageUser string) (*runtime.User, error) {
+func ContainerUser(pod *corev1.Pod, c *corev1.Container, imageUser string) (*runtime.User, error) {
 	u := &runtime.User{Image: imageUser}
 	var nonRoot *bool
 	if psc := pod.Spec.SecurityContext; psc != nil {
@@ -127,42 +86,13 @@ func containerUser(pod *corev1.Pod, c *corev1.Container, imageUser string) (*run
 }
 
 // etcFile is one file the kubelet manages in every container.
-type etcFile struct {
+type EtcFile struct {
 	// target is the path in the container, source the host file.
-	target, source string
-}
-
-// podEtcFiles writes the pod's /etc/hosts, /etc/hostname and
-// /etc/resolv.conf into its directory and returns them. The hosts file is
-// the kubelet's (localhost, the pod's IP and hostname, hostAliases);
-// resolv.conf is composed from this host's by the pod's dnsPolicy and
-// dnsConfig (podDNS), as pods here share its network.
-func (a *Agent) podEtcFiles(pod *corev1.Pod, hostname string) ([]etcFile, error) {
-	dir := filepath.Join(a.podDir(pod.UID), "etc")
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return nil, fmt.Errorf("creating the pod's managed files: %w", err)
-	}
-	files := []struct {
-		name, target string
-		data         []byte
-	}{
-		{"hosts", "/etc/hosts", hostsFile(pod, podHostname(pod), nodeIP)},
-		{"hostname", "/etc/hostname", []byte(hostname + "\n")},
-		{"resolv.conf", "/etc/resolv.conf", a.podResolvConf(pod)},
-	}
-	out := make([]etcFile, 0, len(files))
-	for _, f := range files {
-		p := filepath.Join(dir, f.name)
-		if err := writeFileAtomic(p, f.data, 0o644); err != nil {
-			return nil, fmt.Errorf("writing the pod's %s: %w", f.target, err)
-		}
-		out = append(out, etcFile{target: f.target, source: p})
-	}
-	return out, nil
+	Target, Source string
 }
 
 // hostsFile is the kubelet's managed /etc/hosts of a pod.
-func hostsFile(pod *corev1.Pod, hostname, ip string) []byte {
+func HostsFile(pod *corev1.Pod, hostname, ip string) []byte {
 	var b strings.Builder
 	b.WriteString("# Kubernetes-managed hosts file.\n")
 	b.WriteString("127.0.0.1\tlocalhost\n")
@@ -187,15 +117,15 @@ func hostsFile(pod *corev1.Pod, hostname, ip string) []byte {
 
 // managedFiles returns the file mounts of files whose path the container
 // does not mount a volume on (a volume there wins, as with the kubelet).
-func managedFiles(files []etcFile, volumes []runtime.Mount) []runtime.Mount {
+func ManagedFiles(files []EtcFile, volumes []runtime.Mount) []runtime.Mount {
 	taken := map[string]bool{}
 	for _, m := range volumes {
 		taken[filepath.Clean(m.Target)] = true
 	}
 	var out []runtime.Mount
 	for _, f := range files {
-		if !taken[f.target] {
-			out = append(out, runtime.Mount{Source: f.source, Target: f.target})
+		if !taken[f.Target] {
+			out = append(out, runtime.Mount{Source: f.Source, Target: f.Target})
 		}
 	}
 	return out
@@ -203,7 +133,7 @@ func managedFiles(files []etcFile, volumes []runtime.Mount) []runtime.Mount {
 
 // writeFileAtomic replaces p with data (a temporary file renamed over it),
 // so a container bound to the old file never sees a partial one.
-func writeFileAtomic(p string, data []byte, mode os.FileMode) error {
+func WriteFileAtomic(p string, data []byte, mode os.FileMode) error {
 	if old, err := os.ReadFile(p); err == nil && string(old) == string(data) {
 		return nil
 	}

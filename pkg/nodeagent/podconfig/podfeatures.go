@@ -1,4 +1,4 @@
-package nodeagent
+package podconfig
 
 import (
 	"fmt"
@@ -6,8 +6,6 @@ import (
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
-
-	"jobkeeper.dev/jobkeeper/pkg/nodeagent/runtime"
 )
 
 // Reasons of the security-context decisions (decideFeatures).
@@ -34,26 +32,26 @@ const (
 )
 
 // nodeFeatures is what this node can do, for decideFeatures.
-type nodeFeatures struct {
+type NodeFeatures struct {
 	// isolated: containers get a private filesystem view.
-	isolated bool
+	Isolated bool
 	// root: the agent runs as root, so it can give files and processes
 	// any group.
-	root bool
+	Root bool
 	// hostMode: containers run host programs as the agent's user
 	// (--images=host).
-	hostMode bool
+	HostMode bool
 }
 
 // featureDecision is decideFeatures' answer. A non-empty reason refuses
 // the pod (message says which field and why); otherwise unenforced names
 // the fields that are accepted but not enforced, for one Warning event.
-type featureDecision struct {
+type FeatureDecision struct {
 	// reason and message refuse the pod; empty: it may run.
-	reason, message string
+	Reason, Message string
 	// unenforced are the fields the node accepts without enforcing them,
 	// each with where it is set, in a stable order.
-	unenforced []string
+	Unenforced []string
 }
 
 // decideFeatures decides, field by field, what the node does with a pod's
@@ -81,13 +79,13 @@ type featureDecision struct {
 //
 // The first refusal found wins: pod fields, then containers in spec order
 // (init, regular, ephemeral).
-func decideFeatures(pod *corev1.Pod, node nodeFeatures) featureDecision {
-	var d featureDecision
-	refuse := func(reason, format string, args ...any) featureDecision {
-		return featureDecision{reason: reason, message: fmt.Sprintf(format, args...)}
+func DecideFeatures(pod *corev1.Pod, node NodeFeatures) FeatureDecision {
+	var d FeatureDecision
+	refuse := func(reason, format string, args ...any) FeatureDecision {
+		return FeatureDecision{Reason: reason, Message: fmt.Sprintf(format, args...)}
 	}
 	warn := func(field, where string) {
-		d.unenforced = append(d.unenforced, fmt.Sprintf("%s (%s)", field, where))
+		d.Unenforced = append(d.Unenforced, fmt.Sprintf("%s (%s)", field, where))
 	}
 	if psc := pod.Spec.SecurityContext; psc != nil {
 		if len(psc.Sysctls) > 0 {
@@ -103,10 +101,10 @@ func decideFeatures(pod *corev1.Pod, node nodeFeatures) featureDecision {
 		if p := psc.AppArmorProfile; p != nil && p.Type != corev1.AppArmorProfileTypeUnconfined {
 			return refuse(ReasonAppArmor, "Cannot enforce AppArmor: spec.securityContext.appArmorProfile: the local node agent does not apply AppArmor profiles")
 		}
-		if psc.FSGroup != nil && !node.root {
+		if psc.FSGroup != nil && !node.Root {
 			return refuse(ReasonPodFeatureUnsupported, "spec.securityContext.fsGroup: the local node agent does not run as root, so it cannot give volumes or processes group %d", *psc.FSGroup)
 		}
-		if node.hostMode && !node.root && len(psc.SupplementalGroups) > 0 {
+		if node.HostMode && !node.Root && len(psc.SupplementalGroups) > 0 {
 			// Host mode's processes then keep the agent's groups
 			// (hostuser.go); as root they get them.
 			warn("securityContext.supplementalGroups", "pod")
@@ -118,7 +116,7 @@ func decideFeatures(pod *corev1.Pod, node nodeFeatures) featureDecision {
 			warn("securityContext.seLinuxOptions", "pod")
 		}
 	}
-	if pod.Spec.HostUsers != nil && !*pod.Spec.HostUsers && node.root {
+	if pod.Spec.HostUsers != nil && !*pod.Spec.HostUsers && node.Root {
 		// As root the sandboxes have no user namespace: the container's
 		// root would be the host's, the very thing the field rules out.
 		// (As another user each sandbox has one, mapping only that user.)
@@ -132,7 +130,7 @@ func decideFeatures(pod *corev1.Pod, node nodeFeatures) featureDecision {
 	if msg := checkDNSConfig(pod.Spec.DNSConfig); msg != "" {
 		return refuse(ReasonInvalidDNSConfig, "%s", msg)
 	}
-	if ownDNS(pod) && !node.isolated {
+	if OwnDNS(pod) && !node.Isolated {
 		return refuse(ReasonPodFeatureUnsupported, "spec.dnsPolicy None or spec.dnsConfig: this node cannot give containers a private filesystem view, so they read the host's /etc/resolv.conf")
 	}
 	if r := pod.Spec.Resources; r != nil && len(r.Limits) > 0 {
@@ -148,16 +146,16 @@ func decideFeatures(pod *corev1.Pod, node nodeFeatures) featureDecision {
 			continue
 		}
 		switch {
-		case sc.Privileged != nil && *sc.Privileged && !node.root:
+		case sc.Privileged != nil && *sc.Privileged && !node.Root:
 			return refuse(ReasonPodFeatureUnsupported, "%s: securityContext.privileged: the local node agent does not run as root, so a container cannot have the host's capabilities and devices", where)
 		case sc.SeccompProfile != nil && sc.SeccompProfile.Type == corev1.SeccompProfileTypeLocalhost:
 			return refuse(ReasonPodFeatureUnsupported, "%s: securityContext.seccompProfile: the local node agent does not apply seccomp profiles, and a Localhost profile is not run without", where)
 		case sc.AppArmorProfile != nil && sc.AppArmorProfile.Type != corev1.AppArmorProfileTypeUnconfined:
 			return refuse(ReasonAppArmor, "Cannot enforce AppArmor: %s: securityContext.appArmorProfile: the local node agent does not apply AppArmor profiles", where)
-		case sc.ReadOnlyRootFilesystem != nil && *sc.ReadOnlyRootFilesystem && !node.isolated:
+		case sc.ReadOnlyRootFilesystem != nil && *sc.ReadOnlyRootFilesystem && !node.Isolated:
 			return refuse(ReasonPodFeatureUnsupported, "%s: securityContext.readOnlyRootFilesystem: this node cannot give containers a private filesystem view, so their root cannot be made read-only", where)
 		}
-		if caps := sc.Capabilities; caps != nil && len(caps.Add) > 0 && !node.isolated {
+		if caps := sc.Capabilities; caps != nil && len(caps.Add) > 0 && !node.Isolated {
 			// Without namespaces the agent is not root (root always has
 			// them): its containers hold no capability to add to.
 			warn("securityContext.capabilities.add", where)
@@ -197,28 +195,8 @@ func podContainers(pod *corev1.Pod) []containerRef {
 
 // notEnforcedMessage is the Warning event of a pod whose fields are
 // accepted without being enforced.
-func notEnforcedMessage(fields []string) string {
+func NotEnforcedMessage(fields []string) string {
 	fields = append([]string(nil), fields...)
 	sort.Strings(fields)
 	return "The local node agent runs this pod without enforcing: " + strings.Join(fields, ", ") + " (see docs/node-agent.md)"
-}
-
-// podFeatures returns the node features decideFeatures needs.
-func (a *Agent) podFeatures() nodeFeatures {
-	return nodeFeatures{isolated: a.isolated(), root: a.euid == 0, hostMode: a.puller == nil}
-}
-
-// ephemeralRefusal decides the fields of an ephemeral container, which
-// joins a pod already admitted: a reason and message when it cannot run
-// here, empty when it can.
-func (a *Agent) ephemeralRefusal(pod *corev1.Pod, c *container) (string, string) {
-	if c.info.kind != kindEphemeral {
-		return "", ""
-	}
-	if _, ok := a.runtime.(runtime.Isolator); !ok {
-		return "", ""
-	}
-	alone := &corev1.Pod{Spec: corev1.PodSpec{EphemeralContainers: []corev1.EphemeralContainer{{EphemeralContainerCommon: corev1.EphemeralContainerCommon(*c.spec)}}}}
-	d := decideFeatures(alone, a.podFeatures())
-	return d.reason, d.message
 }

@@ -1,4 +1,4 @@
-package nodeagent
+package podconfig
 
 import (
 	"context"
@@ -12,57 +12,57 @@ import (
 )
 
 // sourceLookup fetches the ConfigMaps and Secrets that env refers to.
-type sourceLookup interface {
+type SourceLookup interface {
 	// configMap returns the data of a ConfigMap, nil if it does not exist.
-	configMap(ctx context.Context, ns, name string) (map[string]string, error)
+	ConfigMap(ctx context.Context, ns, name string) (map[string]string, error)
 	// secret returns the data of a Secret, nil if it does not exist.
-	secret(ctx context.Context, ns, name string) (map[string][]byte, error)
+	Secret(ctx context.Context, ns, name string) (map[string][]byte, error)
 }
 
 // envVar is one resolved variable.
-type envVar struct {
+type EnvVar struct {
 	// name is the variable's name.
-	name string
+	Name string
 	// value is its value.
-	value string
+	Value string
 }
 
 // envList is an ordered environment where a later definition replaces an
 // earlier one in place.
-type envList struct {
+type EnvList struct {
 	// vars in definition order.
-	vars []envVar
+	Vars []EnvVar
 	// index maps a name to its position in vars.
 	index map[string]int
 }
 
 // set defines or replaces name.
-func (l *envList) set(name, value string) {
+func (l *EnvList) Set(name, value string) {
 	if l.index == nil {
 		l.index = map[string]int{}
 	}
 	if i, ok := l.index[name]; ok {
-		l.vars[i].value = value
+		l.Vars[i].Value = value
 		return
 	}
-	l.index[name] = len(l.vars)
-	l.vars = append(l.vars, envVar{name: name, value: value})
+	l.index[name] = len(l.Vars)
+	l.Vars = append(l.Vars, EnvVar{Name: name, Value: value})
 }
 
 // get returns the value of name.
-func (l *envList) get(name string) (string, bool) {
+func (l *EnvList) Get(name string) (string, bool) {
 	i, ok := l.index[name]
 	if !ok {
 		return "", false
 	}
-	return l.vars[i].value, true
+	return l.Vars[i].Value, true
 }
 
 // pairs returns NAME=value strings.
-func (l *envList) pairs() []string {
-	out := make([]string, 0, len(l.vars))
-	for _, v := range l.vars {
-		out = append(out, v.name+"="+v.value)
+func (l *EnvList) Pairs() []string {
+	out := make([]string, 0, len(l.Vars))
+	for _, v := range l.Vars {
+		out = append(out, v.Name+"="+v.Value)
 	}
 	return out
 }
@@ -73,52 +73,52 @@ func (l *envList) pairs() []string {
 // may be nil), then the service variables the container does not define
 // itself. allocatable is used for resourceFieldRef limits the container
 // does not set.
-func resolveEnv(ctx context.Context, pod *corev1.Pod, c *corev1.Container, allocatable corev1.ResourceList, services *envList, src sourceLookup) (*envList, error) {
+func ResolveEnv(ctx context.Context, pod *corev1.Pod, c *corev1.Container, allocatable corev1.ResourceList, services *EnvList, src SourceLookup) (*EnvList, error) {
 	if services == nil {
-		services = &envList{}
+		services = &EnvList{}
 	}
-	env := &envList{}
+	env := &EnvList{}
 	lookup := func(name string) (string, bool) {
-		if v, ok := env.get(name); ok {
+		if v, ok := env.Get(name); ok {
 			return v, true
 		}
-		return services.get(name)
+		return services.Get(name)
 	}
 	for _, from := range c.EnvFrom {
 		switch {
 		case from.ConfigMapRef != nil:
-			data, err := src.configMap(ctx, pod.Namespace, from.ConfigMapRef.Name)
+			data, err := src.ConfigMap(ctx, pod.Namespace, from.ConfigMapRef.Name)
 			if err != nil {
 				return nil, err
 			}
 			if data == nil {
-				if optional(from.ConfigMapRef.Optional) {
+				if Optional(from.ConfigMapRef.Optional) {
 					continue
 				}
 				return nil, fmt.Errorf("configmap %q not found", from.ConfigMapRef.Name)
 			}
 			for _, k := range sortedKeys(data) {
-				env.set(from.Prefix+k, data[k])
+				env.Set(from.Prefix+k, data[k])
 			}
 		case from.SecretRef != nil:
-			data, err := src.secret(ctx, pod.Namespace, from.SecretRef.Name)
+			data, err := src.Secret(ctx, pod.Namespace, from.SecretRef.Name)
 			if err != nil {
 				return nil, err
 			}
 			if data == nil {
-				if optional(from.SecretRef.Optional) {
+				if Optional(from.SecretRef.Optional) {
 					continue
 				}
 				return nil, fmt.Errorf("secret %q not found", from.SecretRef.Name)
 			}
 			for _, k := range sortedKeys(data) {
-				env.set(from.Prefix+k, string(data[k]))
+				env.Set(from.Prefix+k, string(data[k]))
 			}
 		}
 	}
 	for _, e := range c.Env {
 		if e.ValueFrom == nil {
-			env.set(e.Name, expand(e.Value, lookup))
+			env.Set(e.Name, Expand(e.Value, lookup))
 			continue
 		}
 		v, ok, err := valueFrom(ctx, pod, c, e.ValueFrom, allocatable, src)
@@ -126,35 +126,35 @@ func resolveEnv(ctx context.Context, pod *corev1.Pod, c *corev1.Container, alloc
 			return nil, fmt.Errorf("resolving env %s: %w", e.Name, err)
 		}
 		if ok {
-			env.set(e.Name, v)
+			env.Set(e.Name, v)
 		}
 	}
-	for _, v := range services.vars {
-		if _, defined := env.get(v.name); !defined {
-			env.set(v.name, v.value)
+	for _, v := range services.Vars {
+		if _, defined := env.Get(v.Name); !defined {
+			env.Set(v.Name, v.Value)
 		}
 	}
 	return env, nil
 }
 
 // valueFrom resolves one env source; ok is false for a missing optional key.
-func valueFrom(ctx context.Context, pod *corev1.Pod, c *corev1.Container, from *corev1.EnvVarSource, allocatable corev1.ResourceList, src sourceLookup) (string, bool, error) {
+func valueFrom(ctx context.Context, pod *corev1.Pod, c *corev1.Container, from *corev1.EnvVarSource, allocatable corev1.ResourceList, src SourceLookup) (string, bool, error) {
 	switch {
 	case from.FieldRef != nil:
-		v, err := podField(pod, from.FieldRef.FieldPath)
+		v, err := PodField(pod, from.FieldRef.FieldPath)
 		return v, err == nil, err
 	case from.ResourceFieldRef != nil:
-		v, err := containerResource(c, from.ResourceFieldRef, allocatable)
+		v, err := ContainerResource(c, from.ResourceFieldRef, allocatable)
 		return v, err == nil, err
 	case from.ConfigMapKeyRef != nil:
 		ref := from.ConfigMapKeyRef
-		data, err := src.configMap(ctx, pod.Namespace, ref.Name)
+		data, err := src.ConfigMap(ctx, pod.Namespace, ref.Name)
 		if err != nil {
 			return "", false, err
 		}
 		v, found := data[ref.Key]
 		if !found {
-			if optional(ref.Optional) {
+			if Optional(ref.Optional) {
 				return "", false, nil
 			}
 			return "", false, fmt.Errorf("key %q of configmap %q not found", ref.Key, ref.Name)
@@ -162,13 +162,13 @@ func valueFrom(ctx context.Context, pod *corev1.Pod, c *corev1.Container, from *
 		return v, true, nil
 	case from.SecretKeyRef != nil:
 		ref := from.SecretKeyRef
-		data, err := src.secret(ctx, pod.Namespace, ref.Name)
+		data, err := src.Secret(ctx, pod.Namespace, ref.Name)
 		if err != nil {
 			return "", false, err
 		}
 		v, found := data[ref.Key]
 		if !found {
-			if optional(ref.Optional) {
+			if Optional(ref.Optional) {
 				return "", false, nil
 			}
 			return "", false, fmt.Errorf("key %q of secret %q not found", ref.Key, ref.Name)
@@ -179,7 +179,7 @@ func valueFrom(ctx context.Context, pod *corev1.Pod, c *corev1.Container, from *
 }
 
 // podField resolves a downward-API field path.
-func podField(pod *corev1.Pod, path string) (string, error) {
+func PodField(pod *corev1.Pod, path string) (string, error) {
 	if k, ok := subscript(path, "metadata.labels"); ok {
 		return pod.Labels[k], nil
 	}
@@ -198,13 +198,13 @@ func podField(pod *corev1.Pod, path string) (string, error) {
 	case "spec.serviceAccountName":
 		return pod.Spec.ServiceAccountName, nil
 	case "status.hostIP":
-		return nodeIP, nil
+		return NodeIP, nil
 	case "status.hostIPs":
-		return nodeIP, nil
+		return NodeIP, nil
 	case "status.podIP":
-		return nodeIP, nil
+		return NodeIP, nil
 	case "status.podIPs":
-		return nodeIP, nil
+		return NodeIP, nil
 	}
 	return "", fmt.Errorf("unsupported fieldRef %q", path)
 }
@@ -221,7 +221,7 @@ func subscript(path, prefix string) (string, bool) {
 // containerResource resolves a resourceFieldRef like the kubelet: a limit
 // the container does not set is the node's allocatable; values are divided
 // by the divisor and rounded up.
-func containerResource(c *corev1.Container, ref *corev1.ResourceFieldSelector, allocatable corev1.ResourceList) (string, error) {
+func ContainerResource(c *corev1.Container, ref *corev1.ResourceFieldSelector, allocatable corev1.ResourceList) (string, error) {
 	kind, name, ok := strings.Cut(ref.Resource, ".")
 	if !ok || (kind != "limits" && kind != "requests") {
 		return "", fmt.Errorf("unsupported resourceFieldRef %q", ref.Resource)
@@ -253,4 +253,4 @@ func containerResource(c *corev1.Container, ref *corev1.ResourceFieldSelector, a
 }
 
 // optional dereferences an optional flag.
-func optional(b *bool) bool { return b != nil && *b }
+func Optional(b *bool) bool { return b != nil && *b }

@@ -1,8 +1,7 @@
-package nodeagent
+package podconfig
 
 import (
 	"fmt"
-	"os"
 	"slices"
 
 	corev1 "k8s.io/api/core/v1"
@@ -24,7 +23,7 @@ import (
 
 // checkHostModeUser checks container c of pod against the user (uid, gid)
 // its processes would have in host mode.
-func checkHostModeUser(pod *corev1.Pod, c *corev1.Container, uid, gid int64) error {
+func CheckHostModeUser(pod *corev1.Pod, c *corev1.Container, uid, gid int64) error {
 	var runAsUser, runAsGroup *int64
 	var nonRoot *bool
 	if psc := pod.Spec.SecurityContext; psc != nil {
@@ -59,22 +58,12 @@ func checkHostModeUser(pod *corev1.Pod, c *corev1.Container, uid, gid int64) err
 	return nil
 }
 
-// hostModeIDs are the user and group a host mode container runs as.
-func (a *Agent) hostModeIDs() (uid, gid int64) {
-	uid, gid = int64(os.Getuid()), int64(os.Getgid())
-	if uid != 0 && a.isolated() {
-		// Root of the sandbox's user namespace.
-		return 0, 0
-	}
-	return uid, gid
-}
-
 // hostModeUser is the User of a host mode container of pod run by an agent
 // whose processes have (uid, gid): with root the agent's user given the
 // pod's supplementalGroups and its fsGroup (which the kubelet adds to every
 // container's groups); nil (the agent's user and groups, unchanged) when
 // the pod names no group or the agent cannot give groups.
-func hostModeUser(pod *corev1.Pod, uid, gid int64, root bool) *runtime.User {
+func HostModeUser(pod *corev1.Pod, uid, gid int64, root bool) *runtime.User {
 	psc := pod.Spec.SecurityContext
 	if !root || psc == nil || (len(psc.SupplementalGroups) == 0 && psc.FSGroup == nil) {
 		return nil

@@ -1,11 +1,11 @@
-package nodeagent
+package podconfig
 
 import "strings"
 
 // expand replaces $(NAME) in s with the value of NAME from lookup, as the
 // kubelet does for env values, command and args: "$$" is a literal "$", an
 // unknown or malformed reference is kept as written.
-func expand(s string, lookup func(string) (string, bool)) string {
+func Expand(s string, lookup func(string) (string, bool)) string {
 	if !strings.Contains(s, "$") {
 		return s
 	}

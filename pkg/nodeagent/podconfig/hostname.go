@@ -1,4 +1,4 @@
-package nodeagent
+package podconfig
 
 import (
 	"strings"
@@ -15,7 +15,7 @@ const maxHostnameLen = 63
 // a trailing '-' or '.'. It is the HOSTNAME variable, /etc/hostname and,
 // where the runtime gives containers a UTS namespace, what hostname
 // prints.
-func podHostname(pod *corev1.Pod) string {
+func PodHostname(pod *corev1.Pod) string {
 	hostname := pod.Spec.Hostname
 	if hostname == "" {
 		hostname = pod.Name
@@ -25,3 +25,6 @@ func podHostname(pod *corev1.Pod) string {
 	}
 	return strings.TrimRight(hostname[:maxHostnameLen], "-.")
 }
+
+// nodeIP is the only address of the local node; pods share it.
+const NodeIP = "127.0.0.1"
