@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -30,6 +31,7 @@ import (
 	"jobkeeper.dev/jobkeeper/pkg/nodeagent/runtime"
 	"jobkeeper.dev/jobkeeper/pkg/nodeagent/runtime/process"
 	"jobkeeper.dev/jobkeeper/pkg/nodeagent/runtime/simulated"
+	"jobkeeper.dev/jobkeeper/pkg/nodeagent/volume"
 )
 
 // Agent is the local node agent: it registers the Node, keeps its Lease,
@@ -97,7 +99,7 @@ type Agent struct {
 	deletions sync.WaitGroup
 
 	// volumes prepares pod volumes on the host.
-	volumes *volumeManager
+	volumes *volume.Manager
 	// runtimeReady is closed once Run has set up the runtime.
 	runtimeReady chan struct{}
 	// puller pulls and holds images (image mode); nil in host mode.
@@ -161,7 +163,7 @@ func New(client kubernetes.Interface, opts Options) (*Agent, error) {
 		return nil, err
 	}
 	a.binder = b
-	a.volumes = newVolumeManager(a)
+	a.volumes = volume.New(a.volumeConfig())
 	if opts.imageStore != nil {
 		a.puller = newImagePuller(a, opts.imageStore)
 	}
@@ -169,6 +171,20 @@ func New(client kubernetes.Interface, opts Options) (*Agent, error) {
 	a.recorder = a.broadcaster.NewRecorder(scheme.Scheme, corev1.EventSource{Component: "kubelet", Host: opts.NodeName})
 	a.schedulerRecorder = a.broadcaster.NewRecorder(scheme.Scheme, corev1.EventSource{Component: "default-scheduler"})
 	return a, nil
+}
+
+// volumeConfig is what the volume manager needs from the agent.
+func (a *Agent) volumeConfig() volume.Config {
+	return volume.Config{
+		Client:   a.client,
+		Clock:    a.clock,
+		Pods:     a.podLister,
+		Capacity: a.capacity,
+		EUID:     a.euid,
+		PodDir:   a.podDir,
+		Event:    a.event,
+		Runtime:  func() runtime.Runtime { return a.runtime },
+	}
 }
 
 // stripManagedFields drops managedFields from cached objects: the agent
@@ -252,7 +268,7 @@ func (a *Agent) Run(ctx context.Context) error {
 	wg.Go(func() { a.renewLease(ctx) })
 	wg.Go(func() { a.heartbeat(ctx, port) })
 	wg.Go(func() { a.binder.run(ctx) })
-	wg.Go(func() { a.volumes.refreshLoop(ctx, a.opts.SyncFrequency) })
+	wg.Go(func() { a.volumes.RefreshLoop(ctx, a.opts.SyncFrequency) })
 	if a.puller != nil {
 		wg.Go(func() { a.collectImages(ctx) })
 	}
@@ -418,7 +434,7 @@ func (a *Agent) onPodDeleted(obj any) {
 		// would mark the volumes ready again. Forgetting waits for a
 		// refresh under way, which is no business of the informer's
 		// handler.
-		a.volumes.forget(pod.UID)
+		a.volumes.Forget(pod.UID)
 		_ = removePodDir(a.podDir(pod.UID))
 	})
 }
@@ -572,4 +588,96 @@ func (a *Agent) quiet() bool {
 // container, as the kubelet's Pulled.
 func (a *Agent) imageEvent(pod *corev1.Pod, c *container) {
 	a.containerEvent(pod, c.info, corev1.EventTypeNormal, "Pulled", fmt.Sprintf("Image %q not pulled: the process runtime runs container %s's command on the host", c.spec.Image, c.spec.Name))
+}
+
+// refusal returns why pod cannot run on this node, as a reason and a
+// message (the event's; the pod's status message is "Pod was rejected: "
+// and this, as the kubelet's rejectPod writes them); empty when it can.
+func (a *Agent) refusal(pod *corev1.Pod) (string, string) {
+	iso, ok := a.runtime.(runtime.Isolator)
+	if !ok {
+		// A runtime that runs nothing on this host enforces nothing.
+		return "", ""
+	}
+	if d := podconfig.DecideFeatures(pod, a.podFeatures()); d.Reason != "" {
+		return d.Reason, d.Message
+	}
+	if len(pod.Spec.Volumes) == 0 {
+		return "", ""
+	}
+	for i := range pod.Spec.Volumes {
+		if msg := volume.UnsupportedVolume(&pod.Spec.Volumes[i]); msg != "" {
+			return volume.ReasonUnsupportedVolume, msg
+		}
+	}
+	if isolated, why := iso.Isolation(); !isolated {
+		var names []string
+		for i, v := range pod.Spec.Volumes {
+			if !volume.ServiceAccountVolume(&pod.Spec.Volumes[i]) {
+				names = append(names, v.Name)
+			}
+		}
+		if len(names) == 0 {
+			// Only the token volume the ServiceAccount admission plugin
+			// adds to every pod: the pod runs without it.
+			return "", ""
+		}
+		return volume.ReasonNoPrivateFilesystem, fmt.Sprintf("it has volumes (%s) and this node cannot give containers a private filesystem view to mount them in (%s); "+
+			"it is refused rather than run against the host's filesystem. See docs/node-agent.md for what a user needs.", strings.Join(names, ", "), why)
+	}
+	return "", ""
+}
+
+// rejectedPrefix starts the status message of a pod the node rejects.
+const rejectedPrefix = "Pod was rejected: "
+
+// refuse fails a pod this node cannot run, once, and reports whether it
+// did. A pod that already has a worker is not refused: its containers were
+// started by an earlier run of the agent under the same rules.
+func (a *Agent) refuse(pod *corev1.Pod) bool {
+	a.mu.Lock()
+	_, running := a.workers[pod.UID]
+	done := a.refused[pod.UID]
+	a.mu.Unlock()
+	if running {
+		return false
+	}
+	if done {
+		return true
+	}
+	reason, msg := a.refusal(pod)
+	if reason == "" {
+		return false
+	}
+	a.mu.Lock()
+	a.refused[pod.UID] = true
+	a.mu.Unlock()
+	a.event(pod, corev1.EventTypeWarning, reason, msg)
+	status := pod.Status.DeepCopy()
+	status.Phase = corev1.PodFailed
+	status.Reason = reason
+	status.Message = rejectedPrefix + msg
+	a.status.set(pod, status)
+	return true
+}
+
+// isolated reports whether containers get a private filesystem view.
+func (a *Agent) isolated() bool {
+	return volume.Isolated(a.runtime)
+}
+
+// Isolation waits until Run has set up the runtime, then reports whether
+// containers get a private filesystem view and, when not, why.
+func (a *Agent) Isolation(ctx context.Context) (bool, string, error) {
+	select {
+	case <-a.runtimeReady:
+	case <-ctx.Done():
+		return false, "", ctx.Err()
+	}
+	iso, ok := a.runtime.(runtime.Isolator)
+	if !ok {
+		return false, "the " + a.runtime.Name() + " runtime runs nothing on this host", nil
+	}
+	yes, why := iso.Isolation()
+	return yes, why, nil
 }

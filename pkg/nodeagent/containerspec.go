@@ -88,7 +88,7 @@ func (a *Agent) containerSpec(ctx context.Context, pod *corev1.Pod, c *container
 		}
 		spec.WorkingDir = c.spec.WorkingDir
 	}
-	mounts, err := a.volumes.mounts(ctx, pod, c.spec, defaults.Get)
+	mounts, err := a.volumes.Mounts(ctx, pod, c.spec, defaults.Get)
 	if err != nil {
 		return spec, err
 	}
@@ -139,7 +139,7 @@ func (a *Agent) imageContainerSpec(ctx context.Context, pod *corev1.Pod, c *cont
 	}
 	spec.User = user
 	spec.Rootfs = &runtime.Rootfs{Layers: img.Layers}
-	mounts, err := a.volumes.mounts(ctx, pod, c.spec, env.Get)
+	mounts, err := a.volumes.Mounts(ctx, pod, c.spec, env.Get)
 	if err != nil {
 		return spec, err
 	}

@@ -28,15 +28,13 @@ func TestDeletedPodsVolumesForgottenAfterItsWorker(t *testing.T) {
 
 	a.onPodDeleted(pod)
 	// The worker's attempt got past its last check of the context.
-	if err := a.volumes.prepare(context.Background(), pod); err != nil {
+	if err := a.volumes.Prepare(context.Background(), pod); err != nil {
 		t.Fatal(err)
 	}
 	close(w.done)
 	a.deletions.Wait()
 
-	a.volumes.mu.Lock()
-	defer a.volumes.mu.Unlock()
-	if len(a.volumes.ready) != 0 || len(a.volumes.takenOver) != 0 {
-		t.Errorf("ready %v, taken over %v after the pod and its worker are gone, want none", a.volumes.ready, a.volumes.takenOver)
+	if a.volumes.Known(pod.UID) {
+		t.Error("the pod's volumes are still known (ready or taken over) after the pod and its worker are gone, want forgotten")
 	}
 }

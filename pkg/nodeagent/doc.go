@@ -17,7 +17,7 @@
 //     volumebinding.go, binder_volumes.go);
 //   - prepares pod volumes and refreshes configMap, secret, downwardAPI and
 //     projected ones every Options.SyncFrequency with the kubelet's atomic
-//     layout (volumes.go, pvc.go, refresh.go, atomicwriter.go);
+//     layout (package volume);
 //   - runs every pod bound to the node with one worker goroutine per pod
 //     (worker.go) and a runtime (runtime/process or runtime/simulated);
 //   - writes pod status through the status subresource, coalescing writes
@@ -29,7 +29,7 @@
 //     one NotEnforced Warning event (podconfig.DecideFeatures, the
 //     table of docs/node-agent.md); composes each container's runtime
 //     spec (containerspec.go over the pure functions of podconfig: env,
-//     resolv.conf, hosts, hostname, user), gives volumes the pod's fsGroup (fsgroup.go) and
+//     resolv.conf, hosts, hostname, user), gives volumes the pod's fsGroup (package volume) and
 //     reads each attempt's termination message (termination.go).
 //
 // Container lifecycle (lifecycle.go: containerState, changed only by the

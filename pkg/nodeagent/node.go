@@ -10,7 +10,6 @@ import (
 	"strings"
 	"time"
 
-	"jobkeeper.dev/jobkeeper/pkg/nodeagent/podconfig"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
@@ -18,6 +17,8 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/klog/v2"
+
+	"jobkeeper.dev/jobkeeper/pkg/nodeagent/podconfig"
 )
 
 // everything selects all objects.

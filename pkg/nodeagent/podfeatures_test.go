@@ -5,11 +5,12 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
-	"jobkeeper.dev/jobkeeper/pkg/nodeagent/podconfig"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
+
+	"jobkeeper.dev/jobkeeper/pkg/nodeagent/podconfig"
 )
 
 func TestDecideFeatures(t *testing.T) {

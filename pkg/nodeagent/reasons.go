@@ -2,6 +2,7 @@ package nodeagent
 
 import (
 	"jobkeeper.dev/jobkeeper/pkg/nodeagent/podconfig"
+	"jobkeeper.dev/jobkeeper/pkg/nodeagent/volume"
 )
 
 // The reasons of the events and statuses the agent writes, which callers
@@ -20,4 +21,8 @@ const (
 	ReasonInvalidDNSConfig = podconfig.ReasonInvalidDNSConfig
 	// ReasonCreateContainerError: podconfig.ReasonCreateContainerError.
 	ReasonCreateContainerError = podconfig.ReasonCreateContainerError
+	// ReasonUnsupportedVolume: volume.ReasonUnsupportedVolume.
+	ReasonUnsupportedVolume = volume.ReasonUnsupportedVolume
+	// ReasonNoPrivateFilesystem: volume.ReasonNoPrivateFilesystem.
+	ReasonNoPrivateFilesystem = volume.ReasonNoPrivateFilesystem
 )

@@ -226,7 +226,7 @@ func (w *worker) adopt(ctx context.Context, pod *corev1.Pod, c *container, f fou
 		startedAt, started, ready = c.api.startedAt, c.api.started, c.api.ready
 	}
 	w.holdAdoptedImage(pod, c)
-	w.agent.volumes.takeOver(pod)
+	w.agent.volumes.TakeOver(pod)
 	c.handle = h
 	klog.FromContext(ctx).V(2).Info("Container adopted", "pod", klog.KObj(pod), "container", c.spec.Name, "attempt", f.attempt, "pid", h.PID())
 	w.apply(ctx, pod, c, event{kind: evAdopted, at: startedAt, attempt: f.attempt, containerID: w.idOf(c, f),

@@ -5,10 +5,11 @@ import (
 	"strings"
 	"time"
 
-	"jobkeeper.dev/jobkeeper/pkg/nodeagent/podconfig"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
+
+	"jobkeeper.dev/jobkeeper/pkg/nodeagent/podconfig"
 )
 
 // Reasons and messages the agent writes into pod status.

@@ -9,7 +9,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 )
 
-// hostResolvConf is the host's resolver configuration, which pods start
+// HostResolvConf is the host's resolver configuration, which pods start
 // from (they share the host's network).
 const HostResolvConf = "/etc/resolv.conf"
 
@@ -28,14 +28,14 @@ const (
 	maxDNSSearchLen = 253
 )
 
-// dnsConfig is a resolv.conf's content.
+// DNSConfig is a resolv.conf's content.
 type DNSConfig struct {
 	// servers, searches and options are its nameserver, search and
 	// options entries.
 	servers, searches, options []string
 }
 
-// parseResolvConf reads what the kubelet takes from the host's resolv.conf:
+// ParseResolvConf reads what the kubelet takes from the host's resolv.conf:
 // every nameserver, the last search line (without "." and trailing dots)
 // and the options (a later option replaces an earlier one of the same
 // name). Other lines are dropped.
@@ -85,7 +85,7 @@ func mergeOptions(options, more []string) []string {
 	return out
 }
 
-// podDNS composes a pod's DNS configuration from the host's as the kubelet
+// PodDNS composes a pod's DNS configuration from the host's as the kubelet
 // does on a node without cluster DNS: dnsPolicy None starts empty, every
 // other policy starts from the host's (ClusterFirst falls back to Default,
 // as the kubelet without a cluster DNS address), then dnsConfig adds its
@@ -192,7 +192,7 @@ func withoutDuplicates(s []string) []string {
 	return out
 }
 
-// resolvConf renders c as container runtimes write it.
+// ResolvConf renders c as container runtimes write it.
 func (c DNSConfig) ResolvConf() []byte {
 	var b strings.Builder
 	if len(c.searches) > 0 {
@@ -207,7 +207,7 @@ func (c DNSConfig) ResolvConf() []byte {
 	return []byte(b.String())
 }
 
-// ownDNS reports whether a pod's DNS differs from the host's (dnsPolicy
+// OwnDNS reports whether a pod's DNS differs from the host's (dnsPolicy
 // None or a dnsConfig): in host mode only such a pod gets a resolv.conf of
 // its own, the others read the host's.
 func OwnDNS(pod *corev1.Pod) bool {
@@ -217,7 +217,7 @@ func OwnDNS(pod *corev1.Pod) bool {
 // maxFQDNLen is the longest hostname setHostnameAsFQDN may give.
 const maxFQDNLen = 64
 
-// podUTSName is the name a pod's containers see as their hostname: its
+// PodUTSName is the name a pod's containers see as their hostname: its
 // hostname (podHostname), or with setHostnameAsFQDN and a subdomain the
 // fully qualified name, as the kubelet gives the pod's sandbox. A name too
 // long is an error naming the field.

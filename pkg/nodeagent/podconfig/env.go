@@ -11,32 +11,32 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 )
 
-// sourceLookup fetches the ConfigMaps and Secrets that env refers to.
+// SourceLookup fetches the ConfigMaps and Secrets that env refers to.
 type SourceLookup interface {
-	// configMap returns the data of a ConfigMap, nil if it does not exist.
+	// ConfigMap returns the data of a ConfigMap, nil if it does not exist.
 	ConfigMap(ctx context.Context, ns, name string) (map[string]string, error)
-	// secret returns the data of a Secret, nil if it does not exist.
+	// Secret returns the data of a Secret, nil if it does not exist.
 	Secret(ctx context.Context, ns, name string) (map[string][]byte, error)
 }
 
-// envVar is one resolved variable.
+// EnvVar is one resolved variable.
 type EnvVar struct {
-	// name is the variable's name.
+	// Name is the variable's name.
 	Name string
-	// value is its value.
+	// Value is its value.
 	Value string
 }
 
-// envList is an ordered environment where a later definition replaces an
+// EnvList is an ordered environment where a later definition replaces an
 // earlier one in place.
 type EnvList struct {
-	// vars in definition order.
+	// Vars in definition order.
 	Vars []EnvVar
 	// index maps a name to its position in vars.
 	index map[string]int
 }
 
-// set defines or replaces name.
+// Set defines or replaces name.
 func (l *EnvList) Set(name, value string) {
 	if l.index == nil {
 		l.index = map[string]int{}
@@ -49,7 +49,7 @@ func (l *EnvList) Set(name, value string) {
 	l.Vars = append(l.Vars, EnvVar{Name: name, Value: value})
 }
 
-// get returns the value of name.
+// Get returns the value of name.
 func (l *EnvList) Get(name string) (string, bool) {
 	i, ok := l.index[name]
 	if !ok {
@@ -58,7 +58,7 @@ func (l *EnvList) Get(name string) (string, bool) {
 	return l.Vars[i].Value, true
 }
 
-// pairs returns NAME=value strings.
+// Pairs returns NAME=value strings.
 func (l *EnvList) Pairs() []string {
 	out := make([]string, 0, len(l.Vars))
 	for _, v := range l.Vars {
@@ -67,7 +67,7 @@ func (l *EnvList) Pairs() []string {
 	return out
 }
 
-// resolveEnv computes a container's environment the way the kubelet does:
+// ResolveEnv computes a container's environment the way the kubelet does:
 // envFrom sources first, then env in order, each value expanded against the
 // variables defined before it and then the service variables (services,
 // may be nil), then the service variables the container does not define
@@ -178,7 +178,7 @@ func valueFrom(ctx context.Context, pod *corev1.Pod, c *corev1.Container, from *
 	return "", false, fmt.Errorf("unsupported env source")
 }
 
-// podField resolves a downward-API field path.
+// PodField resolves a downward-API field path.
 func PodField(pod *corev1.Pod, path string) (string, error) {
 	if k, ok := subscript(path, "metadata.labels"); ok {
 		return pod.Labels[k], nil
@@ -218,7 +218,7 @@ func subscript(path, prefix string) (string, bool) {
 	return strings.CutSuffix(rest, "']")
 }
 
-// containerResource resolves a resourceFieldRef like the kubelet: a limit
+// ContainerResource resolves a resourceFieldRef like the kubelet: a limit
 // the container does not set is the node's allocatable; values are divided
 // by the divisor and rounded up.
 func ContainerResource(c *corev1.Container, ref *corev1.ResourceFieldSelector, allocatable corev1.ResourceList) (string, error) {
@@ -252,5 +252,5 @@ func ContainerResource(c *corev1.Container, ref *corev1.ResourceFieldSelector, a
 	return strconv.FormatInt(v, 10), nil
 }
 
-// optional dereferences an optional flag.
+// Optional dereferences an optional flag.
 func Optional(b *bool) bool { return b != nil && *b }

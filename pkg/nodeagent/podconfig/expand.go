@@ -2,7 +2,7 @@ package podconfig
 
 import "strings"
 
-// expand replaces $(NAME) in s with the value of NAME from lookup, as the
+// Expand replaces $(NAME) in s with the value of NAME from lookup, as the
 // kubelet does for env values, command and args: "$$" is a literal "$", an
 // unknown or malformed reference is kept as written.
 func Expand(s string, lookup func(string) (string, bool)) string {

@@ -10,7 +10,7 @@ import (
 // terminating NUL, as the kubelet caps it.
 const maxHostnameLen = 63
 
-// podHostname is the hostname of pod's containers, as the kubelet computes
+// PodHostname is the hostname of pod's containers, as the kubelet computes
 // it: spec.hostname, or else the pod's name, cut to 63 characters without
 // a trailing '-' or '.'. It is the HOSTNAME variable, /etc/hostname and,
 // where the runtime gives containers a UTS namespace, what hostname
@@ -26,5 +26,5 @@ func PodHostname(pod *corev1.Pod) string {
 	return strings.TrimRight(hostname[:maxHostnameLen], "-.")
 }
 
-// nodeIP is the only address of the local node; pods share it.
+// NodeIP is the only address of the local node; pods share it.
 const NodeIP = "127.0.0.1"

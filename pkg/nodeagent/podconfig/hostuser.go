@@ -21,7 +21,7 @@ import (
 // supplementalGroups are named in the NotEnforced warning (decideFeatures;
 // fsGroup is refused there).
 
-// checkHostModeUser checks container c of pod against the user (uid, gid)
+// CheckHostModeUser checks container c of pod against the user (uid, gid)
 // its processes would have in host mode.
 func CheckHostModeUser(pod *corev1.Pod, c *corev1.Container, uid, gid int64) error {
 	var runAsUser, runAsGroup *int64
@@ -58,7 +58,7 @@ func CheckHostModeUser(pod *corev1.Pod, c *corev1.Container, uid, gid int64) err
 	return nil
 }
 
-// hostModeUser is the User of a host mode container of pod run by an agent
+// HostModeUser is the User of a host mode container of pod run by an agent
 // whose processes have (uid, gid): with root the agent's user given the
 // pod's supplementalGroups and its fsGroup (which the kubelet adds to every
 // container's groups); nil (the agent's user and groups, unchanged) when

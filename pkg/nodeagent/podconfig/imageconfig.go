@@ -10,20 +10,20 @@ import (
 // containerd's CRI plugin gives it.
 const defaultPath = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 
-// imageDefaults is what an image's config contributes to a container that
+// ImageDefaults is what an image's config contributes to a container that
 // runs it.
 type ImageDefaults struct {
-	// entrypoint and cmd are the image's ENTRYPOINT and CMD.
+	// Entrypoint and Cmd are the image's ENTRYPOINT and CMD.
 	Entrypoint, Cmd []string
-	// env are the image's NAME=value pairs.
+	// Env are the image's NAME=value pairs.
 	Env []string
-	// workingDir is the image's WORKDIR.
+	// WorkingDir is the image's WORKDIR.
 	WorkingDir string
-	// user is the image's USER.
+	// User is the image's USER.
 	User string
 }
 
-// processArgs returns the argv of a container, by Kubernetes' rules for a
+// ProcessArgs returns the argv of a container, by Kubernetes' rules for a
 // container's command and args over its image's ENTRYPOINT and CMD:
 // command replaces the entrypoint and drops CMD; args alone replace CMD
 // and keep the entrypoint; neither runs ENTRYPOINT followed by CMD. command
@@ -42,7 +42,7 @@ func ProcessArgs(command, args []string, img ImageDefaults) []string {
 	return out
 }
 
-// imageEnv returns the environment of a container that runs an image: the
+// ImageEnv returns the environment of a container that runs an image: the
 // image's variables, PATH defaulted when the image has none, then set
 // (the kubelet's and the container's own, in order) overriding by name.
 func ImageEnv(img ImageDefaults, set []string) []string {
@@ -63,7 +63,7 @@ func ImageEnv(img ImageDefaults, set []string) []string {
 	return env.Pairs()
 }
 
-// imageWorkingDir is where a container's process starts: its spec's
+// ImageWorkingDir is where a container's process starts: its spec's
 // workingDir, else the image's, else the root.
 func ImageWorkingDir(c *corev1.Container, img ImageDefaults) string {
 	switch {
@@ -75,7 +75,7 @@ func ImageWorkingDir(c *corev1.Container, img ImageDefaults) string {
 	return "/"
 }
 
-// defaultPullPolicy is the policy of a container whose imagePullPolicy is
+// DefaultPullPolicy is the policy of a container whose imagePullPolicy is
 // empty, as the apiserver defaults it: Always for the tag "latest" or no tag
 // and no digest, IfNotPresent otherwise.
 func DefaultPullPolicy(image string) corev1.PullPolicy {
@@ -93,19 +93,19 @@ func DefaultPullPolicy(image string) corev1.PullPolicy {
 	return corev1.PullIfNotPresent
 }
 
-// pullStep is what to do about a container's image before it starts.
+// PullStep is what to do about a container's image before it starts.
 type PullStep int
 
 const (
-	// useLocal: run the image the store has.
+	// UseLocal: run the image the store has.
 	UseLocal PullStep = iota
-	// pullImage: pull it (the registry decides what is current).
+	// PullImage: pull it (the registry decides what is current).
 	PullImage
-	// neverPulled: the image is absent and the policy forbids pulling.
+	// NeverPulled: the image is absent and the policy forbids pulling.
 	NeverPulled
 )
 
-// decidePull decides, from the pull policy and whether the store has the
+// DecidePull decides, from the pull policy and whether the store has the
 // image, as the kubelet does: Always pulls every time (a pull of an image
 // already stored costs a manifest request); IfNotPresent pulls only a
 // missing image; Never never pulls.
@@ -121,7 +121,7 @@ func DecidePull(policy corev1.PullPolicy, present bool) PullStep {
 	return PullImage
 }
 
-// withDefaultTag is image with the tag "latest" when it names neither a
+// WithDefaultTag is image with the tag "latest" when it names neither a
 // tag nor a digest, as the kubelet names images in its pull events.
 func WithDefaultTag(image string) string {
 	if strings.Contains(image, "@") {

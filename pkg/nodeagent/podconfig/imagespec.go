@@ -17,14 +17,14 @@ import (
 // container the runtime refused to create.
 const ReasonCreateContainerError = "CreateContainerError"
 
-// createError is a container the runtime would refuse to create (no
+// CreateError is a container the runtime would refuse to create (no
 // command at all): it waits with CreateContainerError, as with containerd.
 type CreateError struct{ Msg string }
 
 // Error implements error.
 func (e *CreateError) Error() string { return e.Msg }
 
-// byDepth orders mounts by the depth of their target, keeping the order of
+// ByDepth orders mounts by the depth of their target, keeping the order of
 // mounts at one depth, as containerd orders a container's mounts: a volume
 // on /etc is mounted before the managed /etc/hosts, which stays visible.
 func ByDepth(mounts []runtime.Mount) []runtime.Mount {
@@ -34,7 +34,7 @@ func ByDepth(mounts []runtime.Mount) []runtime.Mount {
 	return mounts
 }
 
-// containerUser is who a container runs as: the image's USER, overridden
+// ContainerUser is who a container runs as: the image's USER, overridden
 // by runAsUser and runAsGroup of the container's securityContext, else the
 // pod's, with the pod's supplemental groups. runAsNonRoot is checked as
 // the kubelet checks it: a user that is, or cannot be shown not to be,
@@ -85,13 +85,13 @@ func ContainerUser(pod *corev1.Pod, c *corev1.Container, imageUser string) (*run
 	return u, nil
 }
 
-// etcFile is one file the kubelet manages in every container.
+// EtcFile is one file the kubelet manages in every container.
 type EtcFile struct {
-	// target is the path in the container, source the host file.
+	// Target is the path in the container, source the host file.
 	Target, Source string
 }
 
-// hostsFile is the kubelet's managed /etc/hosts of a pod.
+// HostsFile is the kubelet's managed /etc/hosts of a pod.
 func HostsFile(pod *corev1.Pod, hostname, ip string) []byte {
 	var b strings.Builder
 	b.WriteString("# Kubernetes-managed hosts file.\n")
@@ -115,7 +115,7 @@ func HostsFile(pod *corev1.Pod, hostname, ip string) []byte {
 	return []byte(b.String())
 }
 
-// managedFiles returns the file mounts of files whose path the container
+// ManagedFiles returns the file mounts of files whose path the container
 // does not mount a volume on (a volume there wins, as with the kubelet).
 func ManagedFiles(files []EtcFile, volumes []runtime.Mount) []runtime.Mount {
 	taken := map[string]bool{}
@@ -131,7 +131,7 @@ func ManagedFiles(files []EtcFile, volumes []runtime.Mount) []runtime.Mount {
 	return out
 }
 
-// writeFileAtomic replaces p with data (a temporary file renamed over it),
+// WriteFileAtomic replaces p with data (a temporary file renamed over it),
 // so a container bound to the old file never sees a partial one.
 func WriteFileAtomic(p string, data []byte, mode os.FileMode) error {
 	if old, err := os.ReadFile(p); err == nil && string(old) == string(data) {

@@ -31,30 +31,30 @@ const (
 	ReasonInvalidDNSConfig = "InvalidDNSConfig"
 )
 
-// nodeFeatures is what this node can do, for decideFeatures.
+// NodeFeatures is what this node can do, for decideFeatures.
 type NodeFeatures struct {
-	// isolated: containers get a private filesystem view.
+	// Isolated: containers get a private filesystem view.
 	Isolated bool
-	// root: the agent runs as root, so it can give files and processes
+	// Root: the agent runs as root, so it can give files and processes
 	// any group.
 	Root bool
-	// hostMode: containers run host programs as the agent's user
+	// HostMode: containers run host programs as the agent's user
 	// (--images=host).
 	HostMode bool
 }
 
-// featureDecision is decideFeatures' answer. A non-empty reason refuses
+// FeatureDecision is decideFeatures' answer. A non-empty reason refuses
 // the pod (message says which field and why); otherwise unenforced names
 // the fields that are accepted but not enforced, for one Warning event.
 type FeatureDecision struct {
-	// reason and message refuse the pod; empty: it may run.
+	// Reason and message refuse the pod; empty: it may run.
 	Reason, Message string
-	// unenforced are the fields the node accepts without enforcing them,
+	// Unenforced are the fields the node accepts without enforcing them,
 	// each with where it is set, in a stable order.
 	Unenforced []string
 }
 
-// decideFeatures decides, field by field, what the node does with a pod's
+// DecideFeatures decides, field by field, what the node does with a pod's
 // security context and resources, as docs/node-agent.md's table says:
 //
 //   - honoured: readOnlyRootFilesystem (with a private view),
@@ -193,7 +193,7 @@ func podContainers(pod *corev1.Pod) []containerRef {
 	return out
 }
 
-// notEnforcedMessage is the Warning event of a pod whose fields are
+// NotEnforcedMessage is the Warning event of a pod whose fields are
 // accepted without being enforced.
 func NotEnforcedMessage(fields []string) string {
 	fields = append([]string(nil), fields...)

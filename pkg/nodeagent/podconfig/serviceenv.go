@@ -15,7 +15,7 @@ import (
 // the apiserver; the kubelet gives its variables to every pod.
 const masterServiceName = "kubernetes"
 
-// apiserverEndpoint is where pods on this node reach the apiserver, when
+// APIServerEndpoint is where pods on this node reach the apiserver, when
 // that is not the kubernetes Service's ClusterIP (Options.APIServer).
 type APIServerEndpoint struct {
 	// host is an IP address, e.g. 127.0.0.1.
@@ -24,7 +24,7 @@ type APIServerEndpoint struct {
 	port int32
 }
 
-// parseAPIServer parses Options.APIServer ("host:port", host an IP
+// ParseAPIServer parses Options.APIServer ("host:port", host an IP
 // address); nil for "".
 func ParseAPIServer(addr string) (*APIServerEndpoint, error) {
 	if addr == "" {
@@ -59,7 +59,7 @@ func (e *APIServerEndpoint) service(svc *corev1.Service) *corev1.Service {
 	}
 }
 
-// podServices picks the Services whose variables a pod in namespace ns
+// PodServices picks the Services whose variables a pod in namespace ns
 // gets, as the kubelet does: the kubernetes Service of the default
 // namespace always, and, with enableServiceLinks, every Service of ns;
 // Services without a ClusterIP (headless, ExternalName) give none. A
@@ -106,7 +106,7 @@ func hasClusterIP(svc *corev1.Service) bool {
 	return ip != "" && ip != corev1.ClusterIPNone && len(svc.Spec.Ports) > 0
 }
 
-// serviceEnv returns the variables the kubelet derives from services:
+// ServiceEnv returns the variables the kubelet derives from services:
 // per Service <NAME>_SERVICE_HOST, <NAME>_SERVICE_PORT (first port),
 // <NAME>_SERVICE_PORT_<PORTNAME> for named ports, and the Docker link
 // variables <NAME>_PORT, <NAME>_PORT_<port>_<PROTO>{,_PROTO,_PORT,_ADDR}.

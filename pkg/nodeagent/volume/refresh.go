@@ -1,4 +1,4 @@
-package nodeagent
+package volume
 
 import (
 	"context"
@@ -6,6 +6,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/klog/v2"
 
@@ -61,28 +62,28 @@ type issuedToken struct {
 	issued time.Time
 }
 
-// refreshLoop refreshes the volumes of running pods every syncFrequency
+// RefreshLoop refreshes the volumes of running pods every syncFrequency
 // until ctx is done.
-func (m *volumeManager) refreshLoop(ctx context.Context, syncFrequency time.Duration) {
-	t := m.agent.clock.NewTicker(syncFrequency)
+func (m *Manager) RefreshLoop(ctx context.Context, syncFrequency time.Duration) {
+	t := m.cfg.Clock.NewTicker(syncFrequency)
 	defer t.Stop()
 	for {
 		select {
 		case <-ctx.Done():
 			return
 		case <-t.C():
-			m.refreshAll(ctx)
+			m.RefreshAll(ctx)
 		}
 	}
 }
 
-// refreshAll writes again the refreshed volumes of every pod whose volumes
+// RefreshAll writes again the refreshed volumes of every pod whose volumes
 // were prepared (by this run, or by the previous one for a pod taken over)
 // and that still runs. A write that changes nothing leaves
 // the directory untouched; one that fails keeps the files as they were and
 // records a FailedMount event, as the kubelet's sync does.
-func (m *volumeManager) refreshAll(ctx context.Context) {
-	pods, err := m.agent.podLister.List(everything)
+func (m *Manager) RefreshAll(ctx context.Context) {
+	pods, err := m.cfg.Pods.List(labels.Everything())
 	if err != nil {
 		return
 	}
@@ -97,11 +98,11 @@ func (m *volumeManager) refreshAll(ctx context.Context) {
 	}
 }
 
-// takeOver records that a container of pod, started by a previous run of
+// TakeOver records that a container of pod, started by a previous run of
 // the agent, was taken over: the volumes that run wrote are refreshed from
 // now on. A runtime that mounts nothing on this host has none.
-func (m *volumeManager) takeOver(pod *corev1.Pod) {
-	if _, ok := m.agent.runtime.(runtime.Isolator); !ok {
+func (m *Manager) TakeOver(pod *corev1.Pod) {
+	if _, ok := m.cfg.Runtime().(runtime.Isolator); !ok {
 		return
 	}
 	m.mu.Lock()
@@ -111,7 +112,7 @@ func (m *volumeManager) takeOver(pod *corev1.Pod) {
 
 // refreshPod refreshes one pod's volumes. It holds refreshMu so that a pod
 // being forgotten (its directory about to be removed) is not written again.
-func (m *volumeManager) refreshPod(ctx context.Context, reads *objectReads, pod *corev1.Pod) {
+func (m *Manager) refreshPod(ctx context.Context, reads *objectReads, pod *corev1.Pod) {
 	m.refreshMu.Lock()
 	defer m.refreshMu.Unlock()
 	m.mu.Lock()
@@ -120,10 +121,10 @@ func (m *volumeManager) refreshPod(ctx context.Context, reads *objectReads, pod 
 	if !ready {
 		return
 	}
-	isolated := m.agent.isolated()
+	isolated := Isolated(m.cfg.Runtime())
 	for i := range pod.Spec.Volumes {
 		v := &pod.Spec.Volumes[i]
-		if !refreshed(v) || (serviceAccountVolume(v) && !isolated) {
+		if !refreshed(v) || (ServiceAccountVolume(v) && !isolated) {
 			continue
 		}
 		files, err := m.projection(ctx, reads, pod, v)
@@ -132,13 +133,13 @@ func (m *volumeManager) refreshPod(ctx context.Context, reads *objectReads, pod 
 			// swapped in: a reader never sees them without it.
 			dir := m.source(pod, v)
 			var changed bool
-			changed, err = writeAtomicWith(dir, files, m.agent.clock.Now(), func() error { return m.applyFSGroup(pod, dir, true, nil) })
+			changed, err = writeAtomicWith(dir, files, m.cfg.Clock.Now(), func() error { return m.applyFSGroup(pod, dir, true, nil) })
 			if changed && err == nil {
 				klog.FromContext(ctx).V(2).Info("Volume refreshed", "pod", klog.KObj(pod), "volume", v.Name)
 			}
 		}
 		if err != nil {
-			m.agent.event(pod, corev1.EventTypeWarning, "FailedMount", fmt.Sprintf("MountVolume.SetUp failed for volume %q : %v", v.Name, err))
+			m.cfg.Event(pod, corev1.EventTypeWarning, "FailedMount", fmt.Sprintf("MountVolume.SetUp failed for volume %q : %v", v.Name, err))
 		}
 	}
 }

@@ -1,10 +1,9 @@
-package nodeagent
+package volume
 
 import (
 	"context"
 	"os"
 	"path/filepath"
-	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -54,7 +53,7 @@ func apiAccessPod() *corev1.Pod {
 
 // tokenRequests makes the agent's fake client answer TokenRequests with
 // "token-for-<sa>" and returns the requests it got.
-func tokenRequests(a *Agent) *[]*authenticationv1.TokenRequest {
+func tokenRequests(a *testAgent) *[]*authenticationv1.TokenRequest {
 	var got []*authenticationv1.TokenRequest
 	a.client.(*fake.Clientset).PrependReactor("create", "serviceaccounts", func(action k8stesting.Action) (bool, k8sruntime.Object, error) {
 		create := action.(k8stesting.CreateAction)
@@ -80,7 +79,7 @@ func TestServiceAccountVolume(t *testing.T) {
 	requests := tokenRequests(a)
 	pod := apiAccessPod()
 
-	mounts, err := a.volumes.mounts(context.Background(), pod, &pod.Spec.Containers[0], nil)
+	mounts, err := a.volumes.Mounts(context.Background(), pod, &pod.Spec.Containers[0], nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -116,28 +115,19 @@ func TestServiceAccountVolume(t *testing.T) {
 	}
 }
 
-// TestServiceAccountVolumeWithoutIsolation runs a pod that has only the
-// admission plugin's volume on a node that cannot mount volumes: not
-// refused, run without the token, and no token requested.
+// TestServiceAccountVolumeWithoutIsolation mounts a pod that has only the
+// admission plugin's volume on a node that cannot mount volumes: run
+// without the token, and no token requested (that it is not refused:
+// TestRefusalOfTheTokenVolume in the agent's package).
 func TestServiceAccountVolumeWithoutIsolation(t *testing.T) {
 	a, _ := volumeAgent(t, false)
 	requests := tokenRequests(a)
 	pod := apiAccessPod()
-	if reason, msg := a.refusal(pod); reason != "" {
-		t.Fatalf("refused: %s: %s", reason, msg)
-	}
-	mounts, err := a.volumes.mounts(context.Background(), pod, &pod.Spec.Containers[0], nil)
+	mounts, err := a.volumes.Mounts(context.Background(), pod, &pod.Spec.Containers[0], nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if len(mounts) != 0 || len(*requests) != 0 {
 		t.Errorf("mounts %+v, token requests %d; want none", mounts, len(*requests))
-	}
-
-	// Another volume still needs the private view, and the message names
-	// only that one.
-	pod.Spec.Volumes = append(pod.Spec.Volumes, corev1.Volume{Name: "work", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}})
-	if reason, msg := a.refusal(pod); reason != ReasonNoPrivateFilesystem || !strings.Contains(msg, "volumes (work)") {
-		t.Errorf("refusal = %q, %q; want %s naming only the volume work", reason, msg, ReasonNoPrivateFilesystem)
 	}
 }

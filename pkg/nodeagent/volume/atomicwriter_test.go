@@ -1,4 +1,4 @@
-package nodeagent
+package volume
 
 import (
 	"os"
@@ -43,12 +43,12 @@ func versions(t *testing.T, dir string) []string {
 func TestWriteAtomic(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "vol")
 	now := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
-	v1 := []projectedFile{
-		{path: "app.conf", data: []byte("one"), mode: 0o644},
-		{path: "nested/key", data: []byte("n1"), mode: 0o400},
-		{path: "old", data: []byte("bye"), mode: 0o644},
+	v1 := []ProjectedFile{
+		{Path: "app.conf", Data: []byte("one"), Mode: 0o644},
+		{Path: "nested/key", Data: []byte("n1"), Mode: 0o400},
+		{Path: "old", Data: []byte("bye"), Mode: 0o644},
 	}
-	changed, err := writeAtomic(dir, v1, now)
+	changed, err := WriteAtomic(dir, v1, now)
 	if err != nil || !changed {
 		t.Fatalf("first write: %v, changed %v", err, changed)
 	}
@@ -80,7 +80,7 @@ func TestWriteAtomic(t *testing.T) {
 	}
 	defer held.Close()
 
-	changed, err = writeAtomic(dir, v1, now.Add(time.Minute))
+	changed, err = WriteAtomic(dir, v1, now.Add(time.Minute))
 	if err != nil || changed {
 		t.Fatalf("same files again: %v, changed %v; want no change", err, changed)
 	}
@@ -88,12 +88,12 @@ func TestWriteAtomic(t *testing.T) {
 		t.Errorf("versions after an unchanged write %v, want %v", got, first)
 	}
 
-	v2 := []projectedFile{
-		{path: "app.conf", data: []byte("two"), mode: 0o644},
-		{path: "nested/key", data: []byte("n1"), mode: 0o400},
-		{path: "new", data: []byte("hi"), mode: 0o600},
+	v2 := []ProjectedFile{
+		{Path: "app.conf", Data: []byte("two"), Mode: 0o644},
+		{Path: "nested/key", Data: []byte("n1"), Mode: 0o400},
+		{Path: "new", Data: []byte("hi"), Mode: 0o600},
 	}
-	changed, err = writeAtomic(dir, v2, now.Add(2*time.Minute))
+	changed, err = WriteAtomic(dir, v2, now.Add(2*time.Minute))
 	if err != nil || !changed {
 		t.Fatalf("update: %v, changed %v", err, changed)
 	}
@@ -123,7 +123,7 @@ func TestWriteAtomic(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(plain, "app.conf"), []byte("stale"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := writeAtomic(plain, v2, now); err != nil {
+	if _, err := WriteAtomic(plain, v2, now); err != nil {
 		t.Fatal(err)
 	}
 	if got := readVolume(t, plain, "app.conf"); got != "two" {
@@ -131,7 +131,7 @@ func TestWriteAtomic(t *testing.T) {
 	}
 
 	for _, bad := range []string{"/abs", "../up", "a/../../up", "..data", ""} {
-		if _, err := writeAtomic(dir, []projectedFile{{path: bad, data: nil, mode: 0o644}}, now); err == nil {
+		if _, err := WriteAtomic(dir, []ProjectedFile{{Path: bad, Data: nil, Mode: 0o644}}, now); err == nil {
 			t.Errorf("path %q was written", bad)
 		}
 	}
@@ -147,7 +147,7 @@ func TestWriteAtomic(t *testing.T) {
 func TestWriteAtomicSetsPermsBeforeTheSwap(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "vol")
 	now := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
-	if _, err := writeAtomic(dir, []projectedFile{{path: "k", data: []byte("1"), mode: 0o400}}, now); err != nil {
+	if _, err := WriteAtomic(dir, []ProjectedFile{{Path: "k", Data: []byte("1"), Mode: 0o400}}, now); err != nil {
 		t.Fatal(err)
 	}
 	old, err := os.Readlink(filepath.Join(dir, dataLink))
@@ -165,7 +165,7 @@ func TestWriteAtomicSetsPermsBeforeTheSwap(t *testing.T) {
 		}
 		return nil
 	}
-	v2 := []projectedFile{{path: "k", data: []byte("2"), mode: 0o400}}
+	v2 := []ProjectedFile{{Path: "k", Data: []byte("2"), Mode: 0o400}}
 	if changed, err := writeAtomicWith(dir, v2, now.Add(time.Minute), setPerms); err != nil || !changed {
 		t.Fatalf("update: %v, changed %v", err, changed)
 	}
@@ -183,7 +183,7 @@ func TestWriteAtomicSetsPermsBeforeTheSwap(t *testing.T) {
 	}
 	// A failing hook leaves the current version in place.
 	failing := func() error { return os.ErrPermission }
-	if _, err := writeAtomicWith(dir, []projectedFile{{path: "k", data: []byte("3"), mode: 0o400}}, now.Add(3*time.Minute), failing); err == nil {
+	if _, err := writeAtomicWith(dir, []ProjectedFile{{Path: "k", Data: []byte("3"), Mode: 0o400}}, now.Add(3*time.Minute), failing); err == nil {
 		t.Errorf("a failing hook: no error")
 	}
 	if got := readVolume(t, dir, "k"); got != "2" {

@@ -1,4 +1,4 @@
-package nodeagent
+package volume
 
 import (
 	"errors"
@@ -101,12 +101,12 @@ var errNoFSGroup = errors.New("fsGroup needs the node agent to run as root")
 
 // applyFSGroup gives a volume prepared by the agent the pod's fsGroup, if
 // it has one.
-func (m *volumeManager) applyFSGroup(pod *corev1.Pod, dir string, readOnly bool, policy *corev1.PodFSGroupChangePolicy) error {
+func (m *Manager) applyFSGroup(pod *corev1.Pod, dir string, readOnly bool, policy *corev1.PodFSGroupChangePolicy) error {
 	g := podFSGroup(pod)
 	if g == nil {
 		return nil
 	}
-	if m.agent.euid != 0 {
+	if m.cfg.EUID != 0 {
 		return errNoFSGroup
 	}
 	return setVolumeOwnership(dir, *g, readOnly, policy)

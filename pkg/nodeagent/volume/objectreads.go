@@ -1,4 +1,4 @@
-package nodeagent
+package volume
 
 import (
 	"context"

@@ -1,4 +1,4 @@
-package nodeagent
+package volume
 
 import (
 	"context"
@@ -88,7 +88,7 @@ func TestClaimMounts(t *testing.T) {
 					Containers: []corev1.Container{{Name: "c", VolumeMounts: []corev1.VolumeMount{{Name: "vol", MountPath: "/data"}}}},
 				},
 			}
-			got, err := a.volumes.mounts(ctx, pod, &pod.Spec.Containers[0], nil)
+			got, err := a.volumes.Mounts(ctx, pod, &pod.Spec.Containers[0], nil)
 			if tc.wantErr != "" {
 				if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
 					t.Fatalf("mounts: %v, want an error containing %q", err, tc.wantErr)

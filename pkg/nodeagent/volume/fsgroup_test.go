@@ -1,4 +1,4 @@
-package nodeagent
+package volume
 
 import (
 	"os"
@@ -7,9 +7,10 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
-	"jobkeeper.dev/jobkeeper/pkg/nodeagent/podconfig"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/utils/ptr"
+
+	"jobkeeper.dev/jobkeeper/pkg/nodeagent/podconfig"
 )
 
 // requireRoot skips a test that changes files' groups, which only root
@@ -113,7 +114,7 @@ func TestFSGroupOnVolumes(t *testing.T) {
 		},
 	}}
 	pod.Name, pod.Namespace, pod.UID = "p", "ns", "uid-fsgroup"
-	if err := a.volumes.prepare(t.Context(), pod); err != nil {
+	if err := a.volumes.Prepare(t.Context(), pod); err != nil {
 		t.Fatal(err)
 	}
 	got := map[string]string{}

@@ -1,4 +1,4 @@
-package nodeagent
+package volume
 
 import (
 	"bytes"
@@ -59,11 +59,11 @@ func topLevel(p string) string {
 	return first
 }
 
-// writeAtomic makes dir hold exactly files, in the layout above, and
+// WriteAtomic makes dir hold exactly files, in the layout above, and
 // reports whether it changed anything: files equal to the current version
 // (same paths, contents and modes) leave dir as it is. A directory written
 // before in another layout (plain files) is taken over.
-func writeAtomic(dir string, files []projectedFile, now time.Time) (bool, error) {
+func WriteAtomic(dir string, files []ProjectedFile, now time.Time) (bool, error) {
 	return writeAtomicWith(dir, files, now, nil)
 }
 
@@ -71,9 +71,9 @@ func writeAtomic(dir string, files []projectedFile, now time.Time) (bool, error)
 // version is written and before ..data points to it, as the kubelet's
 // atomic writer runs its setPerms: a reader never sees files without them
 // (the pod's fsGroup). A failing setPerms leaves the current version.
-func writeAtomicWith(dir string, files []projectedFile, now time.Time, setPerms func() error) (bool, error) {
+func writeAtomicWith(dir string, files []ProjectedFile, now time.Time, setPerms func() error) (bool, error) {
 	for _, f := range files {
-		if err := checkProjectedPath(f.path); err != nil {
+		if err := checkProjectedPath(f.Path); err != nil {
 			return false, err
 		}
 	}
@@ -97,14 +97,14 @@ func writeAtomicWith(dir string, files []projectedFile, now time.Time, setPerms 
 		return false, err
 	}
 	for _, f := range files {
-		p := filepath.Join(version, f.path)
+		p := filepath.Join(version, f.Path)
 		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
 			return false, err
 		}
-		if err := os.WriteFile(p, f.data, 0o600); err != nil {
+		if err := os.WriteFile(p, f.Data, 0o600); err != nil {
 			return false, err
 		}
-		if err := os.Chmod(p, os.FileMode(f.mode)&os.ModePerm); err != nil {
+		if err := os.Chmod(p, os.FileMode(f.Mode)&os.ModePerm); err != nil {
 			return false, err
 		}
 	}
@@ -129,7 +129,7 @@ func writeAtomicWith(dir string, files []projectedFile, now time.Time, setPerms 
 
 	want := map[string]bool{}
 	for _, f := range files {
-		want[topLevel(f.path)] = true
+		want[topLevel(f.Path)] = true
 	}
 	entries, err := os.ReadDir(dir)
 	if err != nil {
@@ -179,9 +179,9 @@ func isLinkTo(p, target string) bool {
 }
 
 // linksPresent reports whether every top-level name of files has its link.
-func linksPresent(dir string, files []projectedFile) bool {
+func linksPresent(dir string, files []ProjectedFile) bool {
 	for _, f := range files {
-		name := topLevel(f.path)
+		name := topLevel(f.Path)
 		if !isLinkTo(filepath.Join(dir, name), filepath.Join(dataLink, name)) {
 			return false
 		}
@@ -191,10 +191,10 @@ func linksPresent(dir string, files []projectedFile) bool {
 
 // sameFiles reports whether the version directory holds exactly files,
 // with their contents and modes.
-func sameFiles(version string, files []projectedFile) bool {
-	want := map[string]projectedFile{}
+func sameFiles(version string, files []ProjectedFile) bool {
+	want := map[string]ProjectedFile{}
 	for _, f := range files {
-		want[filepath.Clean(f.path)] = f
+		want[filepath.Clean(f.Path)] = f
 	}
 	n := 0
 	err := filepath.WalkDir(version, func(p string, d fs.DirEntry, err error) error {
@@ -216,14 +216,14 @@ func sameFiles(version string, files []projectedFile) bool {
 		if err != nil {
 			return err
 		}
-		if info.Mode().Perm() != os.FileMode(f.mode)&os.ModePerm {
+		if info.Mode().Perm() != os.FileMode(f.Mode)&os.ModePerm {
 			return errDiffers
 		}
 		data, err := os.ReadFile(p)
 		if err != nil {
 			return err
 		}
-		if !bytes.Equal(data, f.data) {
+		if !bytes.Equal(data, f.Data) {
 			return errDiffers
 		}
 		n++

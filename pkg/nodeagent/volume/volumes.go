@@ -1,4 +1,4 @@
-package nodeagent
+package volume
 
 import (
 	"context"
@@ -15,7 +15,10 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/kubernetes"
+	corelisters "k8s.io/client-go/listers/core/v1"
 	"k8s.io/kubernetes/pkg/fieldpath"
+	"k8s.io/utils/clock"
 
 	"jobkeeper.dev/jobkeeper/pkg/nodeagent/podconfig"
 	"jobkeeper.dev/jobkeeper/pkg/nodeagent/runtime"
@@ -35,15 +38,15 @@ const (
 	ReasonNoPrivateFilesystem = "NoPrivateFilesystem"
 )
 
-// volumeManager prepares pod volumes on the host: a directory per volume
+// Manager prepares pod volumes on the host: a directory per volume
 // under the pod's directory (emptyDir; configMap, secret, downwardAPI and
 // projected files written when the pod's first container starts, in the
 // kubelet's atomic layout, and refreshed while it runs: refresh.go), or the
 // host path itself. The runtime mounts them in each container's view; they
 // go with the pod's directory.
-type volumeManager struct {
-	// agent gives the clients and directories.
-	agent *Agent
+type Manager struct {
+	// cfg is what the manager needs from the agent.
+	cfg Config
 	// mu guards ready.
 	mu sync.Mutex
 	// ready holds the pods whose volumes are written.
@@ -64,13 +67,53 @@ type volumeManager struct {
 	tokens map[tokenKey]issuedToken
 }
 
-// newVolumeManager returns the agent's volume manager.
-func newVolumeManager(a *Agent) *volumeManager {
-	return &volumeManager{agent: a, ready: map[types.UID]bool{}, takenOver: map[types.UID]bool{}, tokens: map[tokenKey]issuedToken{}}
+// Config is what a volume manager needs from the agent.
+type Config struct {
+	// Client reads ConfigMaps, Secrets and claims, and requests tokens.
+	Client kubernetes.Interface
+	// Clock times tokens and refreshes.
+	Clock clock.WithTicker
+	// Pods lists the pods bound to the node, whose volumes are refreshed.
+	Pods corelisters.PodLister
+	// Capacity is the node's, for downwardAPI resource fields without a
+	// limit.
+	Capacity corev1.ResourceList
+	// EUID is the agent's effective user ID: only root gives volumes a
+	// group (fsGroup).
+	EUID int
+	// PodDir is the directory of a pod on the host.
+	PodDir func(types.UID) string
+	// Event records a node event on a pod.
+	Event func(pod *corev1.Pod, eventType, reason, message string)
+	// Runtime is the agent's runtime, once set up.
+	Runtime func() runtime.Runtime
 }
 
-// forget drops what is known about a pod's volumes.
-func (m *volumeManager) forget(uid types.UID) {
+// Isolated reports whether rt gives containers a private filesystem view.
+func Isolated(rt runtime.Runtime) bool {
+	iso, ok := rt.(runtime.Isolator)
+	if !ok {
+		return false
+	}
+	yes, _ := iso.Isolation()
+	return yes
+}
+
+// New returns a volume manager.
+func New(cfg Config) *Manager {
+	return &Manager{cfg: cfg, ready: map[types.UID]bool{}, takenOver: map[types.UID]bool{}, tokens: map[tokenKey]issuedToken{}}
+}
+
+// Known reports whether the manager holds anything about a pod's volumes:
+// written by this run (ready) or by the previous one (taken over).
+func (m *Manager) Known(uid types.UID) bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.ready[uid] || m.takenOver[uid]
+}
+
+// Forget drops what is known about a pod's volumes.
+func (m *Manager) Forget(uid types.UID) {
 	m.refreshMu.Lock()
 	defer m.refreshMu.Unlock()
 	m.mu.Lock()
@@ -87,9 +130,9 @@ func (m *volumeManager) forget(uid types.UID) {
 	m.tokensMu.Unlock()
 }
 
-// unsupportedVolume says why a volume cannot be provided here, "" when it
+// UnsupportedVolume says why a volume cannot be provided here, "" when it
 // can.
-func unsupportedVolume(v *corev1.Volume) string {
+func UnsupportedVolume(v *corev1.Volume) string {
 	s := v.VolumeSource
 	switch {
 	case s.EmptyDir != nil, s.ConfigMap != nil, s.Secret != nil, s.DownwardAPI != nil, s.HostPath != nil, s.PersistentVolumeClaim != nil:
@@ -105,52 +148,14 @@ func unsupportedVolume(v *corev1.Volume) string {
 	return fmt.Sprintf("volume %q: only emptyDir, configMap, secret, downwardAPI, projected, hostPath and persistentVolumeClaim volumes are supported by the local node agent", v.Name)
 }
 
-// refusal returns why pod cannot run on this node, as a reason and a
-// message (the event's; the pod's status message is "Pod was rejected: "
-// and this, as the kubelet's rejectPod writes them); empty when it can.
-func (a *Agent) refusal(pod *corev1.Pod) (string, string) {
-	iso, ok := a.runtime.(runtime.Isolator)
-	if !ok {
-		// A runtime that runs nothing on this host enforces nothing.
-		return "", ""
-	}
-	if d := podconfig.DecideFeatures(pod, a.podFeatures()); d.Reason != "" {
-		return d.Reason, d.Message
-	}
-	if len(pod.Spec.Volumes) == 0 {
-		return "", ""
-	}
-	for i := range pod.Spec.Volumes {
-		if msg := unsupportedVolume(&pod.Spec.Volumes[i]); msg != "" {
-			return ReasonUnsupportedVolume, msg
-		}
-	}
-	if isolated, why := iso.Isolation(); !isolated {
-		var names []string
-		for i, v := range pod.Spec.Volumes {
-			if !serviceAccountVolume(&pod.Spec.Volumes[i]) {
-				names = append(names, v.Name)
-			}
-		}
-		if len(names) == 0 {
-			// Only the token volume the ServiceAccount admission plugin
-			// adds to every pod: the pod runs without it.
-			return "", ""
-		}
-		return ReasonNoPrivateFilesystem, fmt.Sprintf("it has volumes (%s) and this node cannot give containers a private filesystem view to mount them in (%s); "+
-			"it is refused rather than run against the host's filesystem. See docs/node-agent.md for what a user needs.", strings.Join(names, ", "), why)
-	}
-	return "", ""
-}
-
-// mounts returns the mounts of container c, preparing the pod's volumes
+// Mounts returns the mounts of container c, preparing the pod's volumes
 // first when they are not ready. env expands subPathExpr.
-func (m *volumeManager) mounts(ctx context.Context, pod *corev1.Pod, c *corev1.Container, env func(string) (string, bool)) ([]runtime.Mount, error) {
-	if _, ok := m.agent.runtime.(runtime.Isolator); !ok || (len(c.VolumeMounts) == 0 && len(pod.Spec.Volumes) == 0) {
+func (m *Manager) Mounts(ctx context.Context, pod *corev1.Pod, c *corev1.Container, env func(string) (string, bool)) ([]runtime.Mount, error) {
+	if _, ok := m.cfg.Runtime().(runtime.Isolator); !ok || (len(c.VolumeMounts) == 0 && len(pod.Spec.Volumes) == 0) {
 		// A runtime that runs nothing on the host needs no volumes.
 		return nil, nil
 	}
-	if err := m.prepare(ctx, pod); err != nil {
+	if err := m.Prepare(ctx, pod); err != nil {
 		return nil, err
 	}
 	var out []runtime.Mount
@@ -159,7 +164,7 @@ func (m *volumeManager) mounts(ctx context.Context, pod *corev1.Pod, c *corev1.C
 		if v == nil {
 			return nil, fmt.Errorf("volume mount %q: no volume of that name", vm.Name)
 		}
-		if serviceAccountVolume(v) && !m.agent.isolated() {
+		if ServiceAccountVolume(v) && !Isolated(m.cfg.Runtime()) {
 			continue
 		}
 		source := m.source(pod, v)
@@ -183,11 +188,11 @@ func (m *volumeManager) mounts(ctx context.Context, pod *corev1.Pod, c *corev1.C
 // ServiceAccount admission plugin adds to pods (kube-api-access-<random>).
 const serviceAccountVolumePrefix = "kube-api-access-"
 
-// serviceAccountVolume reports the ServiceAccount admission plugin's token
+// ServiceAccountVolume reports the ServiceAccount admission plugin's token
 // volume. A node that cannot mount volumes (no private filesystem view)
 // runs the pod without it rather than refuse every pod: its containers
 // then have no token at /var/run/secrets/kubernetes.io/serviceaccount.
-func serviceAccountVolume(v *corev1.Volume) bool {
+func ServiceAccountVolume(v *corev1.Volume) bool {
 	return v.Projected != nil && strings.HasPrefix(v.Name, serviceAccountVolumePrefix)
 }
 
@@ -208,19 +213,19 @@ func volumeNamed(pod *corev1.Pod, name string) *corev1.Volume {
 }
 
 // source is the host path a volume is mounted from.
-func (m *volumeManager) source(pod *corev1.Pod, v *corev1.Volume) string {
+func (m *Manager) source(pod *corev1.Pod, v *corev1.Volume) string {
 	if v.HostPath != nil {
 		return filepath.Clean(v.HostPath.Path)
 	}
 	if v.PersistentVolumeClaim != nil {
 		return m.claims.path(pod.UID, v.Name)
 	}
-	return filepath.Join(m.agent.podDir(pod.UID), "volumes", v.Name)
+	return filepath.Join(m.cfg.PodDir(pod.UID), "volumes", v.Name)
 }
 
-// prepare writes every volume of pod once. A failure records a FailedMount
+// Prepare writes every volume of pod once. A failure records a FailedMount
 // event and is returned; the next attempt tries again.
-func (m *volumeManager) prepare(ctx context.Context, pod *corev1.Pod) error {
+func (m *Manager) Prepare(ctx context.Context, pod *corev1.Pod) error {
 	m.mu.Lock()
 	ready := m.ready[pod.UID]
 	m.mu.Unlock()
@@ -230,15 +235,15 @@ func (m *volumeManager) prepare(ctx context.Context, pod *corev1.Pod) error {
 	if err := m.prepareClaims(ctx, pod); err != nil {
 		return err
 	}
-	isolated := m.agent.isolated()
+	isolated := Isolated(m.cfg.Runtime())
 	for i := range pod.Spec.Volumes {
 		v := &pod.Spec.Volumes[i]
-		if serviceAccountVolume(v) && !isolated {
+		if ServiceAccountVolume(v) && !isolated {
 			continue
 		}
 		if err := m.prepareVolume(ctx, pod, v); err != nil {
 			msg := fmt.Sprintf("MountVolume.SetUp failed for volume %q : %v", v.Name, err)
-			m.agent.event(pod, corev1.EventTypeWarning, "FailedMount", msg)
+			m.cfg.Event(pod, corev1.EventTypeWarning, "FailedMount", msg)
 			return errors.New(msg)
 		}
 	}
@@ -249,8 +254,8 @@ func (m *volumeManager) prepare(ctx context.Context, pod *corev1.Pod) error {
 }
 
 // prepareVolume makes one volume's source on the host.
-func (m *volumeManager) prepareVolume(ctx context.Context, pod *corev1.Pod, v *corev1.Volume) error {
-	if msg := unsupportedVolume(v); msg != "" {
+func (m *Manager) prepareVolume(ctx context.Context, pod *corev1.Pod, v *corev1.Volume) error {
+	if msg := UnsupportedVolume(v); msg != "" {
 		return errors.New(msg)
 	}
 	if v.HostPath != nil {
@@ -277,7 +282,7 @@ func (m *volumeManager) prepareVolume(ctx context.Context, pod *corev1.Pod, v *c
 	}
 	// What a previous run of the agent left is replaced whole; the files
 	// have the pod's fsGroup before they are swapped in.
-	changed, err := writeAtomicWith(dir, files, m.agent.clock.Now(), func() error { return m.applyFSGroup(pod, dir, true, nil) })
+	changed, err := writeAtomicWith(dir, files, m.cfg.Clock.Now(), func() error { return m.applyFSGroup(pod, dir, true, nil) })
 	if err != nil || changed {
 		return err
 	}
@@ -351,21 +356,21 @@ func hostPathNoun(t corev1.HostPathType) string {
 	return "block device"
 }
 
-// projectedFile is one file of a configMap, secret, downwardAPI or
+// ProjectedFile is one file of a configMap, secret, downwardAPI or
 // projected volume.
-type projectedFile struct {
-	// path is relative to the volume.
-	path string
-	// data is the content.
-	data []byte
-	// mode is the file's permission bits.
-	mode int32
+type ProjectedFile struct {
+	// Path is relative to the volume.
+	Path string
+	// Data is the content.
+	Data []byte
+	// Mode is the file's permission bits.
+	Mode int32
 }
 
 // projection computes the files of a configMap, secret, downwardAPI or
 // projected volume, reading ConfigMaps and Secrets through reads (nil: from
 // the API each time).
-func (m *volumeManager) projection(ctx context.Context, reads *objectReads, pod *corev1.Pod, v *corev1.Volume) ([]projectedFile, error) {
+func (m *Manager) projection(ctx context.Context, reads *objectReads, pod *corev1.Pod, v *corev1.Volume) ([]ProjectedFile, error) {
 	s := v.VolumeSource
 	switch {
 	case s.ConfigMap != nil:
@@ -375,10 +380,10 @@ func (m *volumeManager) projection(ctx context.Context, reads *objectReads, pod 
 	case s.DownwardAPI != nil:
 		return m.downwardFiles(pod, s.DownwardAPI.Items, modeOr(s.DownwardAPI.DefaultMode))
 	}
-	var out []projectedFile
+	var out []ProjectedFile
 	mode := modeOr(s.Projected.DefaultMode)
 	for _, p := range s.Projected.Sources {
-		var files []projectedFile
+		var files []ProjectedFile
 		var err error
 		switch {
 		case p.ConfigMap != nil:
@@ -409,11 +414,11 @@ func modeOr(m *int32) int32 {
 
 // keyFiles turns a ConfigMap's or Secret's data into files: every key, or
 // the listed items (a missing key is an error unless optional).
-func keyFiles(kind, name string, data map[string][]byte, items []corev1.KeyToPath, mode int32, opt bool) ([]projectedFile, error) {
-	var out []projectedFile
+func keyFiles(kind, name string, data map[string][]byte, items []corev1.KeyToPath, mode int32, opt bool) ([]ProjectedFile, error) {
+	var out []ProjectedFile
 	if len(items) == 0 {
 		for k, v := range data {
-			out = append(out, projectedFile{path: k, data: v, mode: mode})
+			out = append(out, ProjectedFile{Path: k, Data: v, Mode: mode})
 		}
 		return out, nil
 	}
@@ -425,9 +430,9 @@ func keyFiles(kind, name string, data map[string][]byte, items []corev1.KeyToPat
 			}
 			return nil, fmt.Errorf("%s references non-existent %s key: %s", kind, kind, it.Key)
 		}
-		f := projectedFile{path: it.Path, data: v, mode: mode}
+		f := ProjectedFile{Path: it.Path, Data: v, Mode: mode}
 		if it.Mode != nil {
-			f.mode = *it.Mode
+			f.Mode = *it.Mode
 		}
 		out = append(out, f)
 	}
@@ -436,8 +441,8 @@ func keyFiles(kind, name string, data map[string][]byte, items []corev1.KeyToPat
 }
 
 // configMapFiles reads a ConfigMap's files.
-func (m *volumeManager) configMapFiles(ctx context.Context, reads *objectReads, ns, name string, items []corev1.KeyToPath, mode int32, opt bool) ([]projectedFile, error) {
-	cm, err := reads.configMap(ctx, m.agent.client, ns, name)
+func (m *Manager) configMapFiles(ctx context.Context, reads *objectReads, ns, name string, items []corev1.KeyToPath, mode int32, opt bool) ([]ProjectedFile, error) {
+	cm, err := reads.configMap(ctx, m.cfg.Client, ns, name)
 	if apierrors.IsNotFound(err) {
 		if opt {
 			return nil, nil
@@ -458,8 +463,8 @@ func (m *volumeManager) configMapFiles(ctx context.Context, reads *objectReads, 
 }
 
 // secretFiles reads a Secret's files.
-func (m *volumeManager) secretFiles(ctx context.Context, reads *objectReads, ns, name string, items []corev1.KeyToPath, mode int32, opt bool) ([]projectedFile, error) {
-	s, err := reads.secret(ctx, m.agent.client, ns, name)
+func (m *Manager) secretFiles(ctx context.Context, reads *objectReads, ns, name string, items []corev1.KeyToPath, mode int32, opt bool) ([]ProjectedFile, error) {
+	s, err := reads.secret(ctx, m.cfg.Client, ns, name)
 	if apierrors.IsNotFound(err) {
 		if opt {
 			return nil, nil
@@ -473,8 +478,8 @@ func (m *volumeManager) secretFiles(ctx context.Context, reads *objectReads, ns,
 }
 
 // downwardFiles computes a downward API volume's files.
-func (m *volumeManager) downwardFiles(pod *corev1.Pod, items []corev1.DownwardAPIVolumeFile, mode int32) ([]projectedFile, error) {
-	var out []projectedFile
+func (m *Manager) downwardFiles(pod *corev1.Pod, items []corev1.DownwardAPIVolumeFile, mode int32) ([]ProjectedFile, error) {
+	var out []ProjectedFile
 	for _, it := range items {
 		var value string
 		switch {
@@ -493,15 +498,15 @@ func (m *volumeManager) downwardFiles(pod *corev1.Pod, items []corev1.DownwardAP
 			if c == nil {
 				return nil, fmt.Errorf("downwardAPI item %q: no container %q", it.Path, it.ResourceFieldRef.ContainerName)
 			}
-			v, err := podconfig.ContainerResource(c, it.ResourceFieldRef, m.agent.capacity)
+			v, err := podconfig.ContainerResource(c, it.ResourceFieldRef, m.cfg.Capacity)
 			if err != nil {
 				return nil, err
 			}
 			value = v
 		}
-		f := projectedFile{path: it.Path, data: []byte(value), mode: mode}
+		f := ProjectedFile{Path: it.Path, Data: []byte(value), Mode: mode}
 		if it.Mode != nil {
-			f.mode = *it.Mode
+			f.Mode = *it.Mode
 		}
 		out = append(out, f)
 	}
@@ -522,7 +527,7 @@ func containerNamed(pod *corev1.Pod, name string) *corev1.Container {
 }
 
 // tokenFile requests a service account token bound to the pod.
-func (m *volumeManager) tokenFile(ctx context.Context, pod *corev1.Pod, p *corev1.ServiceAccountTokenProjection, mode int32) ([]projectedFile, error) {
+func (m *Manager) tokenFile(ctx context.Context, pod *corev1.Pod, p *corev1.ServiceAccountTokenProjection, mode int32) ([]ProjectedFile, error) {
 	sa := pod.Spec.ServiceAccountName
 	if sa == "" {
 		sa = "default"
@@ -541,78 +546,19 @@ func (m *volumeManager) tokenFile(ctx context.Context, pod *corev1.Pod, p *corev
 		ttl = time.Duration(*p.ExpirationSeconds) * time.Second
 	}
 	key := tokenKey{pod: pod.UID, account: sa, audience: p.Audience, ttl: ttl}
-	now := m.agent.clock.Now()
+	now := m.cfg.Clock.Now()
 	m.tokensMu.Lock()
 	cached, ok := m.tokens[key]
 	m.tokensMu.Unlock()
 	if ok && !tokenNeedsRefresh(cached.issued, ttl, now) {
-		return []projectedFile{{path: p.Path, data: cached.token, mode: mode}}, nil
+		return []ProjectedFile{{Path: p.Path, Data: cached.token, Mode: mode}}, nil
 	}
-	tr, err := m.agent.client.CoreV1().ServiceAccounts(pod.Namespace).CreateToken(ctx, sa, req, metav1.CreateOptions{})
+	tr, err := m.cfg.Client.CoreV1().ServiceAccounts(pod.Namespace).CreateToken(ctx, sa, req, metav1.CreateOptions{})
 	if err != nil {
 		return nil, fmt.Errorf("requesting a token for service account %q: %w", sa, err)
 	}
 	m.tokensMu.Lock()
 	m.tokens[key] = issuedToken{token: []byte(tr.Status.Token), issued: now}
 	m.tokensMu.Unlock()
-	return []projectedFile{{path: p.Path, data: []byte(tr.Status.Token), mode: mode}}, nil
-}
-
-// rejectedPrefix starts the status message of a pod the node rejects.
-const rejectedPrefix = "Pod was rejected: "
-
-// refuse fails a pod this node cannot run, once, and reports whether it
-// did. A pod that already has a worker is not refused: its containers were
-// started by an earlier run of the agent under the same rules.
-func (a *Agent) refuse(pod *corev1.Pod) bool {
-	a.mu.Lock()
-	_, running := a.workers[pod.UID]
-	done := a.refused[pod.UID]
-	a.mu.Unlock()
-	if running {
-		return false
-	}
-	if done {
-		return true
-	}
-	reason, msg := a.refusal(pod)
-	if reason == "" {
-		return false
-	}
-	a.mu.Lock()
-	a.refused[pod.UID] = true
-	a.mu.Unlock()
-	a.event(pod, corev1.EventTypeWarning, reason, msg)
-	status := pod.Status.DeepCopy()
-	status.Phase = corev1.PodFailed
-	status.Reason = reason
-	status.Message = rejectedPrefix + msg
-	a.status.set(pod, status)
-	return true
-}
-
-// isolated reports whether containers get a private filesystem view.
-func (a *Agent) isolated() bool {
-	iso, ok := a.runtime.(runtime.Isolator)
-	if !ok {
-		return false
-	}
-	yes, _ := iso.Isolation()
-	return yes
-}
-
-// Isolation waits until Run has set up the runtime, then reports whether
-// containers get a private filesystem view and, when not, why.
-func (a *Agent) Isolation(ctx context.Context) (bool, string, error) {
-	select {
-	case <-a.runtimeReady:
-	case <-ctx.Done():
-		return false, "", ctx.Err()
-	}
-	iso, ok := a.runtime.(runtime.Isolator)
-	if !ok {
-		return false, "the " + a.runtime.Name() + " runtime runs nothing on this host", nil
-	}
-	yes, why := iso.Isolation()
-	return yes, why, nil
+	return []ProjectedFile{{Path: p.Path, Data: []byte(tr.Status.Token), Mode: mode}}, nil
 }

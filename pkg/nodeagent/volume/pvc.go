@@ -1,4 +1,4 @@
-package nodeagent
+package volume
 
 import (
 	"context"
@@ -70,7 +70,7 @@ func claimReadOnly(v *corev1.Volume) bool {
 // bound back to it. A claim not ready yet is no failure of the pod: the
 // container waits, a FailedMount event with the kubelet's message says why,
 // and the next attempt looks again.
-func (m *volumeManager) prepareClaims(ctx context.Context, pod *corev1.Pod) error {
+func (m *Manager) prepareClaims(ctx context.Context, pod *corev1.Pod) error {
 	var failed []string
 	var firstErr error
 	for i := range pod.Spec.Volumes {
@@ -105,15 +105,15 @@ func (m *volumeManager) prepareClaims(ctx context.Context, pod *corev1.Pod) erro
 	sort.Strings(failed)
 	names := "[" + strings.Join(failed, " ") + "]"
 	msg := fmt.Sprintf("Unable to attach or mount volumes: unmounted volumes=%s, unattached volumes=%s, failed to process volumes=%s: %v", names, names, names, firstErr)
-	m.agent.event(pod, corev1.EventTypeWarning, "FailedMount", msg)
+	m.cfg.Event(pod, corev1.EventTypeWarning, "FailedMount", msg)
 	return errors.New(msg)
 }
 
 // claimPath returns the host path of the PersistentVolume bound to the
 // claim namespace/name and whether it is a local volume, with the
 // kubelet's errors when there is none yet.
-func (m *volumeManager) claimPath(ctx context.Context, namespace, name string) (string, bool, error) {
-	client := m.agent.client.CoreV1()
+func (m *Manager) claimPath(ctx context.Context, namespace, name string) (string, bool, error) {
+	client := m.cfg.Client.CoreV1()
 	pvc, err := client.PersistentVolumeClaims(namespace).Get(ctx, name, metav1.GetOptions{})
 	if err != nil {
 		return "", false, fmt.Errorf("error processing PVC %s/%s: failed to fetch PVC from API server: %v", namespace, name, err)

@@ -1,4 +1,4 @@
-package nodeagent
+package volume
 
 import (
 	"context"
@@ -111,7 +111,7 @@ func TestVolumeRefresh(t *testing.T) {
 		},
 		Status: corev1.PodStatus{Phase: corev1.PodRunning},
 	}
-	mounts, err := a.volumes.mounts(ctx, pod, &pod.Spec.Containers[0], func(string) (string, bool) { return "", false })
+	mounts, err := a.volumes.Mounts(ctx, pod, &pod.Spec.Containers[0], func(string) (string, bool) { return "", false })
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -129,12 +129,12 @@ func TestVolumeRefresh(t *testing.T) {
 	other.Name, other.UID = "q", "uid-2"
 	other.Spec.Volumes = other.Spec.Volumes[:1]
 	other.Spec.Containers[0].VolumeMounts = other.Spec.Containers[0].VolumeMounts[:1]
-	if _, err := a.volumes.mounts(ctx, other, &other.Spec.Containers[0], func(string) (string, bool) { return "", false }); err != nil {
+	if _, err := a.volumes.Mounts(ctx, other, &other.Spec.Containers[0], func(string) (string, bool) { return "", false }); err != nil {
 		t.Fatal(err)
 	}
 
 	// The refresh reads pods from the agent's lister.
-	a.podLister = podListerOf(t, pod, other)
+	a.volumes.cfg.Pods = podListerOf(t, pod, other)
 	cm.Data["a"] = "2"
 	if _, err := a.client.CoreV1().ConfigMaps("ns").Update(ctx, cm, metav1.UpdateOptions{}); err != nil {
 		t.Fatal(err)
@@ -143,7 +143,7 @@ func TestVolumeRefresh(t *testing.T) {
 	clk.Step(time.Minute)
 	fake := a.client.(*k8sfake.Clientset)
 	fake.ClearActions()
-	a.volumes.refreshAll(ctx)
+	a.volumes.RefreshAll(ctx)
 	gets := 0
 	for _, act := range fake.Actions() {
 		if act.GetVerb() == "get" && act.GetResource().Resource == "configmaps" {
@@ -167,7 +167,7 @@ func TestVolumeRefresh(t *testing.T) {
 		t.Errorf("%d token requests after a refresh within the token's lifetime, want 1", len(*requests))
 	}
 	clk.Step(8 * time.Minute)
-	a.volumes.refreshAll(ctx)
+	a.volumes.RefreshAll(ctx)
 	if len(*requests) != 2 {
 		t.Errorf("%d token requests after 80%% of the token's lifetime, want 2", len(*requests))
 	}
@@ -178,7 +178,7 @@ func TestVolumeRefresh(t *testing.T) {
 	if _, err := a.client.CoreV1().ConfigMaps("ns").Update(ctx, cm, metav1.UpdateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	a.volumes.refreshAll(ctx)
+	a.volumes.RefreshAll(ctx)
 	if got := volumeFiles(t, vols)["cfg/a"].content; got != "2" {
 		t.Errorf("a finished pod's volume was refreshed: cfg/a %q", got)
 	}

@@ -1,4 +1,4 @@
-package nodeagent
+package volume
 
 import (
 	"context"
@@ -7,12 +7,15 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/kubernetes/fake"
 	"k8s.io/client-go/tools/record"
+	"k8s.io/utils/clock"
 	testingclock "k8s.io/utils/clock/testing"
 	"k8s.io/utils/ptr"
 
@@ -30,8 +33,29 @@ type isolatingRuntime struct {
 func (r isolatingRuntime) Isolation() (bool, string) { return r.ok, r.why }
 func (isolatingRuntime) Name() string                { return "test" }
 
-// volumeAgent is an agent with only what volumes need.
-func volumeAgent(t *testing.T, isolated bool, objs ...any) (*Agent, *record.FakeRecorder) {
+// t0 is the tests' fake now.
+var t0 = time.Date(2026, 1, 1, 10, 0, 0, 0, time.UTC)
+
+// testAgent is what a volume manager needs of an agent, as tests give it.
+type testAgent struct {
+	// client is the fake apiserver.
+	client kubernetes.Interface
+	// clock is the fake clock.
+	clock clock.WithTicker
+	// dataDir holds the pods' directories.
+	dataDir string
+	// volumes is the manager under test.
+	volumes *Manager
+}
+
+// podDir is the pod's directory under the data dir, as the agent's.
+func (a *testAgent) podDir(uid types.UID) string {
+	return filepath.Join(a.dataDir, "pods", string(uid))
+}
+
+// volumeAgent is a volume manager with a fake client holding objs, events
+// recorded by the returned recorder.
+func volumeAgent(t *testing.T, isolated bool, objs ...any) (*testAgent, *record.FakeRecorder) {
 	t.Helper()
 	client := fake.NewClientset()
 	for _, o := range objs {
@@ -43,16 +67,15 @@ func volumeAgent(t *testing.T, isolated bool, objs ...any) (*Agent, *record.Fake
 		}
 	}
 	rec := record.NewFakeRecorder(10)
-	a := &Agent{
-		client:  client,
-		opts:    Options{DataDir: t.TempDir()},
-		runtime: isolatingRuntime{ok: isolated, why: "no namespaces here"},
-		workers: map[types.UID]*worker{},
-		refused: map[types.UID]bool{},
-		clock:   testingclock.NewFakeClock(t0),
-	}
-	a.recorder = rec
-	a.volumes = newVolumeManager(a)
+	a := &testAgent{client: client, clock: testingclock.NewFakeClock(t0), dataDir: t.TempDir()}
+	rt := isolatingRuntime{ok: isolated, why: "no namespaces here"}
+	a.volumes = New(Config{
+		Client:  client,
+		Clock:   a.clock,
+		PodDir:  a.podDir,
+		Event:   func(pod *corev1.Pod, eventType, reason, message string) { rec.Event(pod, eventType, reason, message) },
+		Runtime: func() runtime.Runtime { return rt },
+	})
 	return a, rec
 }
 
@@ -90,39 +113,6 @@ func volumeFiles(t *testing.T, vols string) map[string]volumeFile {
 	return out
 }
 
-func TestRefusal(t *testing.T) {
-	emptyDir := corev1.Volume{Name: "work", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}}
-	pvc := corev1.Volume{Name: "claim", VolumeSource: corev1.VolumeSource{PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{ClaimName: "c"}}}
-	nfs := corev1.Volume{Name: "data", VolumeSource: corev1.VolumeSource{NFS: &corev1.NFSVolumeSource{Server: "nfs", Path: "/"}}}
-	bundle := corev1.Volume{Name: "ca", VolumeSource: corev1.VolumeSource{Projected: &corev1.ProjectedVolumeSource{Sources: []corev1.VolumeProjection{{ClusterTrustBundle: &corev1.ClusterTrustBundleProjection{Path: "ca"}}}}}}
-	cases := []struct {
-		name       string
-		isolated   bool
-		volumes    []corev1.Volume
-		wantReason string
-		wantIn     string
-	}{
-		{name: "no volumes, no isolation", isolated: false},
-		{name: "volumes with isolation", isolated: true, volumes: []corev1.Volume{emptyDir, pvc}},
-		{name: "volumes without isolation", isolated: false, volumes: []corev1.Volume{emptyDir}, wantReason: ReasonNoPrivateFilesystem, wantIn: "volumes (work)"},
-		{name: "unsupported kind", isolated: true, volumes: []corev1.Volume{emptyDir, nfs}, wantReason: ReasonUnsupportedVolume, wantIn: `volume "data"`},
-		{name: "unsupported projection", isolated: true, volumes: []corev1.Volume{bundle}, wantReason: ReasonUnsupportedVolume, wantIn: "clusterTrustBundle"},
-	}
-	for _, tc := range cases {
-		t.Run(tc.name, func(t *testing.T) {
-			a, _ := volumeAgent(t, tc.isolated)
-			pod := &corev1.Pod{Spec: corev1.PodSpec{Volumes: tc.volumes}}
-			reason, msg := a.refusal(pod)
-			if reason != tc.wantReason || !strings.Contains(msg, tc.wantIn) {
-				t.Errorf("refusal = %q, %q; want %q containing %q", reason, msg, tc.wantReason, tc.wantIn)
-			}
-			if tc.wantReason == ReasonNoPrivateFilesystem && !strings.Contains(msg, "no namespaces here") {
-				t.Errorf("message does not say why: %q", msg)
-			}
-		})
-	}
-}
-
 func TestVolumeFiles(t *testing.T) {
 	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "cfg", Namespace: "ns"}, Data: map[string]string{"a": "1", "b": "2"}}
 	sec := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "sec", Namespace: "ns"}, Data: map[string][]byte{"token": []byte("t")}}
@@ -151,7 +141,7 @@ func TestVolumeFiles(t *testing.T) {
 		},
 	}
 	env := func(name string) (string, bool) { return map[string]string{"POD": "p"}[name], name == "POD" }
-	mounts, err := a.volumes.mounts(context.Background(), pod, &pod.Spec.Containers[0], env)
+	mounts, err := a.volumes.Mounts(context.Background(), pod, &pod.Spec.Containers[0], env)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -218,7 +208,7 @@ func TestVolumeFailures(t *testing.T) {
 				ObjectMeta: metav1.ObjectMeta{Name: "p", Namespace: "ns", UID: "u"},
 				Spec:       corev1.PodSpec{Containers: []corev1.Container{{Name: "c", VolumeMounts: []corev1.VolumeMount{m}}}, Volumes: []corev1.Volume{{Name: "v", VolumeSource: tc.volume}}},
 			}
-			_, err := a.volumes.mounts(context.Background(), pod, &pod.Spec.Containers[0], func(string) (string, bool) { return "", false })
+			_, err := a.volumes.Mounts(context.Background(), pod, &pod.Spec.Containers[0], func(string) (string, bool) { return "", false })
 			if err == nil || !strings.Contains(err.Error(), tc.want) {
 				t.Fatalf("error %v, want %q", err, tc.want)
 			}
@@ -236,7 +226,7 @@ func TestVolumeFailures(t *testing.T) {
 		Spec: corev1.PodSpec{Volumes: []corev1.Volume{{Name: "v", VolumeSource: corev1.VolumeSource{ConfigMap: &corev1.ConfigMapVolumeSource{
 			LocalObjectReference: corev1.LocalObjectReference{Name: "nope"}, Optional: ptr.To(true)}}}}, Containers: []corev1.Container{{Name: "c"}}},
 	}
-	if _, err := a.volumes.mounts(context.Background(), pod, &pod.Spec.Containers[0], nil); err != nil {
+	if _, err := a.volumes.Mounts(context.Background(), pod, &pod.Spec.Containers[0], nil); err != nil {
 		t.Errorf("optional missing configmap: %v", err)
 	}
 }
