@@ -27,6 +27,7 @@ import (
 	"k8s.io/klog/v2"
 	"k8s.io/utils/clock"
 
+	"jobkeeper.dev/jobkeeper/pkg/nodeagent/binder"
 	"jobkeeper.dev/jobkeeper/pkg/nodeagent/podconfig"
 	"jobkeeper.dev/jobkeeper/pkg/nodeagent/runtime"
 	"jobkeeper.dev/jobkeeper/pkg/nodeagent/runtime/process"
@@ -48,7 +49,7 @@ type Agent struct {
 	// status writes pod status.
 	status *statusManager
 	// binder binds pending pods to the node.
-	binder *binder
+	binder *binder.Binder
 	// podFactory watches the pods bound to this node.
 	podFactory informers.SharedInformerFactory
 	// podLister lists the pods bound to this node.
@@ -85,7 +86,7 @@ type Agent struct {
 	// activePods counts the workers that have not finished.
 	activePods int
 	// activeRequests sums the requests of those workers' pods.
-	activeRequests requests
+	activeRequests binder.Requests
 	// runCtx is Run's context; workers derive theirs from it.
 	runCtx context.Context
 	// refused holds the pods refused at admission (their failed status is
@@ -158,7 +159,7 @@ func New(client kubernetes.Interface, opts Options) (*Agent, error) {
 	serviceInformer := a.serviceFactory.Core().V1().Services()
 	a.serviceLister = serviceInformer.Lister()
 	a.servicesSynced = serviceInformer.Informer().HasSynced
-	b, err := newBinder(a)
+	b, err := binder.New(a.binderConfig())
 	if err != nil {
 		return nil, err
 	}
@@ -171,6 +172,34 @@ func New(client kubernetes.Interface, opts Options) (*Agent, error) {
 	a.recorder = a.broadcaster.NewRecorder(scheme.Scheme, corev1.EventSource{Component: "kubelet", Host: opts.NodeName})
 	a.schedulerRecorder = a.broadcaster.NewRecorder(scheme.Scheme, corev1.EventSource{Component: "default-scheduler"})
 	return a, nil
+}
+
+// binderConfig is what the binder needs from the agent.
+func (a *Agent) binderConfig() binder.Config {
+	return binder.Config{
+		Client:       a.client,
+		NodeName:     a.opts.NodeName,
+		MaxPods:      a.opts.MaxPods,
+		Capacity:     a.capacity,
+		Clock:        a.clock,
+		Pods:         a.podLister,
+		FieldManager: FieldManager,
+		Transform:    stripManagedFields,
+		Event:        a.schedulerEvent,
+		Workers:      a.withWorkers,
+	}
+}
+
+// withWorkers calls f with the agent's workers locked: what the workers
+// of pods not finished request, how many they are, and whether a pod has a
+// worker.
+func (a *Agent) withWorkers(f func(active binder.Requests, pods int, hasWorker func(types.UID) bool)) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	f(a.activeRequests, a.activePods, func(uid types.UID) bool {
+		_, ok := a.workers[uid]
+		return ok
+	})
 }
 
 // volumeConfig is what the volume manager needs from the agent.
@@ -257,8 +286,8 @@ func (a *Agent) Run(ctx context.Context) error {
 	// As the kubelet, containers start once the Services were read at
 	// least once: KUBERNETES_SERVICE_HOST is what in-cluster clients need.
 	a.serviceFactory.Start(ctx.Done())
-	a.binder.start(ctx)
-	if !cache.WaitForCacheSync(ctx.Done(), a.podsSynced, a.servicesSynced, a.binder.synced) {
+	a.binder.Start(ctx)
+	if !cache.WaitForCacheSync(ctx.Done(), a.podsSynced, a.servicesSynced, a.binder.Synced) {
 		return ctx.Err()
 	}
 	a.removeOrphanDirs(ctx)
@@ -267,7 +296,7 @@ func (a *Agent) Run(ctx context.Context) error {
 	statusWG.Go(func() { a.status.run(workCtx, a.opts.StatusWorkers) })
 	wg.Go(func() { a.renewLease(ctx) })
 	wg.Go(func() { a.heartbeat(ctx, port) })
-	wg.Go(func() { a.binder.run(ctx) })
+	wg.Go(func() { a.binder.Run(ctx) })
 	wg.Go(func() { a.volumes.RefreshLoop(ctx, a.opts.SyncFrequency) })
 	if a.puller != nil {
 		wg.Go(func() { a.collectImages(ctx) })
@@ -336,7 +365,7 @@ func (a *Agent) onPod(pod *corev1.Pod) {
 		w.cancel = cancel
 		a.workers[pod.UID] = w
 		a.activePods++
-		a.activeRequests = a.activeRequests.add(w.requests)
+		a.activeRequests = a.activeRequests.Add(w.requests)
 		created = true
 		go w.run(ctx)
 	}
@@ -358,13 +387,13 @@ func (a *Agent) onPod(pod *corev1.Pod) {
 		}
 	}
 	if created {
-		a.binder.seen(pod.UID)
+		a.binder.Seen(pod.UID)
 	}
 	if ok {
 		w.update(pod)
 	}
 	if terminalInAPI {
-		a.binder.enqueue()
+		a.binder.Enqueue()
 	}
 }
 
@@ -383,7 +412,7 @@ func (a *Agent) workerFinished(w *worker) {
 	a.mu.Lock()
 	a.releaseLocked(w)
 	a.mu.Unlock()
-	a.binder.enqueue()
+	a.binder.Enqueue()
 }
 
 // releaseLocked takes a worker out of the active usage once; mu is held.
@@ -393,7 +422,7 @@ func (a *Agent) releaseLocked(w *worker) {
 	}
 	w.released = true
 	a.activePods--
-	a.activeRequests = a.activeRequests.add(requests{cpuMilli: -w.requests.cpuMilli, memory: -w.requests.memory})
+	a.activeRequests = a.activeRequests.Add(binder.Requests{CPUMilli: -w.requests.CPUMilli, Memory: -w.requests.Memory})
 }
 
 // onPodDeleted forgets a pod that left the API: a force-deleted pod's
@@ -418,7 +447,7 @@ func (a *Agent) onPodDeleted(obj any) {
 	}
 	a.mu.Unlock()
 	a.status.forget(pod.UID)
-	a.binder.enqueue()
+	a.binder.Enqueue()
 	a.deletions.Go(func() {
 		if w != nil {
 			w.cancel()

@@ -6,7 +6,8 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/util/workqueue"
+
+	"jobkeeper.dev/jobkeeper/pkg/nodeagent/binder"
 )
 
 // TestDeletedPodsVolumesForgottenAfterItsWorker: a worker that prepares its
@@ -15,8 +16,11 @@ import (
 func TestDeletedPodsVolumesForgottenAfterItsWorker(t *testing.T) {
 	a, _ := volumeAgent(t, true)
 	a.status = newStatusManager(a.client)
-	a.binder = &binder{queue: workqueue.NewTypedRateLimitingQueue(workqueue.DefaultTypedControllerRateLimiter[string]())}
-	defer a.binder.queue.ShutDown()
+	b, err := binder.New(a.binderConfig())
+	if err != nil {
+		t.Fatal(err)
+	}
+	a.binder = b
 	pod := &corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{Name: "p", Namespace: "ns", UID: "uid-1"},
 		Spec: corev1.PodSpec{Volumes: []corev1.Volume{{

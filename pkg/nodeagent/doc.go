@@ -13,8 +13,7 @@
 //     volume binding for WaitForFirstConsumer classes (selected-node
 //     annotation, pre-bound local volumes, ReadWriteOncePod); a pod that
 //     cannot go to the node gets PodScheduled=False with reason
-//     Unschedulable and the scheduler's message (binder.go, fit.go,
-//     volumebinding.go, binder_volumes.go);
+//     Unschedulable and the scheduler's message (package binder);
 //   - prepares pod volumes and refreshes configMap, secret, downwardAPI and
 //     projected ones every Options.SyncFrequency with the kubelet's atomic
 //     layout (package volume);

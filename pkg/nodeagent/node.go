@@ -18,6 +18,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/klog/v2"
 
+	"jobkeeper.dev/jobkeeper/pkg/nodeagent/binder"
 	"jobkeeper.dev/jobkeeper/pkg/nodeagent/podconfig"
 )
 
@@ -56,15 +57,6 @@ func hostMemory() int64 {
 		}
 	}
 	return 0
-}
-
-// nodeLabels are the well-known labels of the node.
-func nodeLabels(name string) map[string]string {
-	return map[string]string{
-		corev1.LabelHostname:   name,
-		corev1.LabelOSStable:   goruntime.GOOS,
-		corev1.LabelArchStable: goruntime.GOARCH,
-	}
 }
 
 // nodeStatus is the status the agent reports.
@@ -121,7 +113,7 @@ func (a *Agent) writeNode(ctx context.Context, port int) error {
 	nodes := a.client.CoreV1().Nodes()
 	node, err := nodes.Get(ctx, a.opts.NodeName, metav1.GetOptions{})
 	if apierrors.IsNotFound(err) {
-		node, err = nodes.Create(ctx, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: a.opts.NodeName, Labels: nodeLabels(a.opts.NodeName)}}, metav1.CreateOptions{FieldManager: FieldManager})
+		node, err = nodes.Create(ctx, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: a.opts.NodeName, Labels: binder.NodeLabels(a.opts.NodeName)}}, metav1.CreateOptions{FieldManager: FieldManager})
 	}
 	if err != nil {
 		return fmt.Errorf("getting or creating node: %w", err)

@@ -1,6 +1,7 @@
 package nodeagent
 
 import (
+	"jobkeeper.dev/jobkeeper/pkg/nodeagent/binder"
 	"jobkeeper.dev/jobkeeper/pkg/nodeagent/podconfig"
 	"jobkeeper.dev/jobkeeper/pkg/nodeagent/volume"
 )
@@ -25,4 +26,6 @@ const (
 	ReasonUnsupportedVolume = volume.ReasonUnsupportedVolume
 	// ReasonNoPrivateFilesystem: volume.ReasonNoPrivateFilesystem.
 	ReasonNoPrivateFilesystem = volume.ReasonNoPrivateFilesystem
+	// ReasonUnschedulable: binder.ReasonUnschedulable.
+	ReasonUnschedulable = binder.ReasonUnschedulable
 )

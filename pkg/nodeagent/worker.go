@@ -12,6 +12,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/klog/v2"
 
+	"jobkeeper.dev/jobkeeper/pkg/nodeagent/binder"
 	"jobkeeper.dev/jobkeeper/pkg/nodeagent/podconfig"
 	"jobkeeper.dev/jobkeeper/pkg/nodeagent/runtime"
 )
@@ -138,7 +139,7 @@ type worker struct {
 	lastStatus *corev1.PodStatus
 
 	// requests is what the pod asks of the node (fixed at creation).
-	requests requests
+	requests binder.Requests
 	// released is true once the pod no longer counts against the node's
 	// capacity (guarded by the agent's mu).
 	released bool
@@ -157,7 +158,7 @@ func newWorker(a *Agent, pod *corev1.Pod) *worker {
 		wake:         make(chan struct{}, 1),
 		done:         make(chan struct{}),
 		finished:     make(chan struct{}),
-		requests:     podRequests(pod),
+		requests:     binder.PodRequests(pod),
 	}
 	now := a.clock.Now()
 	w.startTime = now

@@ -1,4 +1,4 @@
-package nodeagent
+package binder
 
 import (
 	"context"
@@ -52,7 +52,7 @@ func (p *passVolumes) add(pod *corev1.Pod) { p.use(pod.UID, podClaims(pod)) }
 // node's pods that have not finished (as the scheduler's cache keeps them)
 // and those bound but not seen yet, listed the first time a pending pod's
 // ReadWriteOncePod claim asks (most passes have none).
-func (b *binder) volumeView(labels map[string]string) *passVolumes {
+func (b *Binder) volumeView(labels map[string]string) *passVolumes {
 	p := &passVolumes{users: map[string]map[types.UID]bool{}}
 	listed := false
 	list := func() {
@@ -70,9 +70,9 @@ func (b *binder) volumeView(labels map[string]string) *passVolumes {
 			p.use(uid, a.claims)
 		}
 		b.mu.Unlock()
-		if pods, err := b.a.podLister.List(everything); err == nil {
+		if pods, err := b.cfg.Pods.List(everything); err == nil {
 			for _, pod := range pods {
-				if pod.Spec.NodeName == b.a.opts.NodeName && pod.Status.Phase != corev1.PodSucceeded && pod.Status.Phase != corev1.PodFailed {
+				if pod.Spec.NodeName == b.cfg.NodeName && pod.Status.Phase != corev1.PodSucceeded && pod.Status.Phase != corev1.PodFailed {
 					p.add(pod)
 				}
 			}
@@ -85,7 +85,7 @@ func (b *binder) volumeView(labels map[string]string) *passVolumes {
 		class:   func(name string) (*storagev1.StorageClass, error) { return b.classes.Get(name) },
 		volume:  func(name string) (*corev1.PersistentVolume, error) { return b.volumes.Get(name) },
 		volumes: func() ([]*corev1.PersistentVolume, error) { return b.volumes.List(everything) },
-		node:    &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: b.a.opts.NodeName, Labels: labels}},
+		node:    &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: b.cfg.NodeName, Labels: labels}},
 		inUse: func(ns, name string, uid types.UID) bool {
 			list()
 			for u := range p.users[ns+"/"+name] {
@@ -106,9 +106,9 @@ func (b *binder) volumeView(labels map[string]string) *passVolumes {
 // annotation naming this node, which the PersistentVolume controller and
 // the claim's provisioner wait for. The pod is bound later, once its claims
 // are; the claims' changes start the next pass.
-func (b *binder) bindVolumes(ctx context.Context, pod *corev1.Pod, d volumeDecision) error {
+func (b *Binder) bindVolumes(ctx context.Context, pod *corev1.Pod, d volumeDecision) error {
 	for _, pv := range d.preBind {
-		if _, err := b.a.client.CoreV1().PersistentVolumes().Update(ctx, pv, metav1.UpdateOptions{FieldManager: FieldManager}); err != nil {
+		if _, err := b.cfg.Client.CoreV1().PersistentVolumes().Update(ctx, pv, metav1.UpdateOptions{FieldManager: b.cfg.FieldManager}); err != nil {
 			return fmt.Errorf("binding volume %s for pod %s: %w", pv.Name, klog.KObj(pod), err)
 		}
 	}
@@ -116,18 +116,18 @@ func (b *binder) bindVolumes(ctx context.Context, pod *corev1.Pod, d volumeDecis
 		body, err := json.Marshal(map[string]any{"metadata": map[string]any{
 			"uid":             claim.UID,
 			"resourceVersion": claim.ResourceVersion,
-			"annotations":     map[string]string{storagehelpers.AnnSelectedNode: b.a.opts.NodeName},
+			"annotations":     map[string]string{storagehelpers.AnnSelectedNode: b.cfg.NodeName},
 		}})
 		if err != nil {
 			return err
 		}
-		_, err = b.a.client.CoreV1().PersistentVolumeClaims(claim.Namespace).Patch(ctx, claim.Name, types.MergePatchType, body, metav1.PatchOptions{FieldManager: FieldManager})
+		_, err = b.cfg.Client.CoreV1().PersistentVolumeClaims(claim.Namespace).Patch(ctx, claim.Name, types.MergePatchType, body, metav1.PatchOptions{FieldManager: b.cfg.FieldManager})
 		if apierrors.IsConflict(err) || apierrors.IsNotFound(err) {
 			// Changed meanwhile: its event starts another pass.
 			continue
 		}
 		if err != nil {
-			return fmt.Errorf("selecting node %s for claim %s of pod %s: %w", b.a.opts.NodeName, klog.KObj(claim), klog.KObj(pod), err)
+			return fmt.Errorf("selecting node %s for claim %s of pod %s: %w", b.cfg.NodeName, klog.KObj(claim), klog.KObj(pod), err)
 		}
 	}
 	return nil

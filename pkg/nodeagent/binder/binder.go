@@ -1,9 +1,10 @@
-package nodeagent
+package binder
 
 import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"sort"
 	"sync"
 	"time"
@@ -12,13 +13,16 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/informers"
+	"k8s.io/client-go/kubernetes"
 	corelisters "k8s.io/client-go/listers/core/v1"
 	storagelisters "k8s.io/client-go/listers/storage/v1"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/util/workqueue"
 	"k8s.io/klog/v2"
+	"k8s.io/utils/clock"
 )
 
 // BindParallelism is how many bindings are sent at once.
@@ -28,18 +32,18 @@ var BindParallelism = 16
 // one more pass over the pending pods.
 const bindKey = "bind"
 
-// binder plays the scheduler for the one local node: it binds pods that
+// Binder plays the scheduler for the one local node: it binds pods that
 // have no node and the default scheduler name, oldest first, while the
 // node has room and once their claims are bound (volumebinding.go).
-type binder struct {
-	// a is the agent.
-	a *Agent
+type Binder struct {
+	// cfg is what the binder needs from the agent.
+	cfg Config
 	// factory watches unscheduled pods.
 	factory informers.SharedInformerFactory
 	// lister lists unscheduled pods.
 	lister corelisters.PodLister
-	// synced reports the informer synced.
-	synced cache.InformerSynced
+	// Synced reports the informer synced.
+	Synced cache.InformerSynced
 	// queue serialises binding passes.
 	queue workqueue.TypedRateLimitingInterface[string]
 	// volumeFactory watches claims, volumes and classes.
@@ -59,11 +63,40 @@ type binder struct {
 	unschedulable map[types.UID]string
 }
 
-// newBinder builds the binder and its informer.
-func newBinder(a *Agent) (*binder, error) {
-	b := &binder{
-		a: a,
-		factory: informers.NewSharedInformerFactoryWithOptions(a.client, 0, informers.WithTweakListOptions(func(lo *metav1.ListOptions) {
+// everything selects all objects.
+var everything = labels.Everything()
+
+// Config is what the binder needs from the agent.
+type Config struct {
+	// Client binds pods and writes their PodScheduled condition.
+	Client kubernetes.Interface
+	// NodeName is the node pods are bound to.
+	NodeName string
+	// MaxPods is the node's pod capacity.
+	MaxPods int
+	// Capacity is the node's allocatable CPU and memory.
+	Capacity corev1.ResourceList
+	// Clock times assumed pods and conditions.
+	Clock clock.PassiveClock
+	// Pods lists the pods bound to the node (the agent's informer).
+	Pods corelisters.PodLister
+	// FieldManager is the field manager of every write.
+	FieldManager string
+	// Transform is applied to the objects the binder's informers cache.
+	Transform cache.TransformFunc
+	// Event records a scheduler event on a pod.
+	Event func(pod *corev1.Pod, eventType, reason, message string)
+	// Workers calls f, under the lock of the agent's pod workers, with
+	// what the pods that have a worker and have not finished request, how
+	// many they are, and whether a pod has a worker.
+	Workers func(f func(active Requests, pods int, hasWorker func(types.UID) bool))
+}
+
+// New builds the binder and its informer.
+func New(cfg Config) (*Binder, error) {
+	b := &Binder{
+		cfg: cfg,
+		factory: informers.NewSharedInformerFactoryWithOptions(cfg.Client, 0, informers.WithTweakListOptions(func(lo *metav1.ListOptions) {
 			lo.FieldSelector = fields.AndSelectors(
 				fields.OneTermEqualSelector("spec.nodeName", ""),
 				fields.OneTermNotEqualSelector("status.phase", string(corev1.PodSucceeded)),
@@ -74,10 +107,10 @@ func newBinder(a *Agent) (*binder, error) {
 			workqueue.TypedRateLimitingQueueConfig[string]{Name: "nodeagent_binder"}),
 		assumed:       map[types.UID]assumedPod{},
 		unschedulable: map[types.UID]string{},
-		volumeFactory: informers.NewSharedInformerFactoryWithOptions(a.client, 0, informers.WithTransform(stripManagedFields)),
+		volumeFactory: informers.NewSharedInformerFactoryWithOptions(cfg.Client, 0, informers.WithTransform(cfg.Transform)),
 	}
 	inf := b.factory.Core().V1().Pods()
-	if err := inf.Informer().SetTransform(stripManagedFields); err != nil {
+	if err := inf.Informer().SetTransform(cfg.Transform); err != nil {
 		return nil, err
 	}
 	b.lister = inf.Lister()
@@ -89,15 +122,15 @@ func newBinder(a *Agent) (*binder, error) {
 	// A pod waiting for its claims is looked at again when they change.
 	for _, i := range []cache.SharedIndexInformer{claims.Informer(), volumes.Informer(), classes.Informer()} {
 		if _, err := i.AddEventHandler(cache.ResourceEventHandlerFuncs{
-			AddFunc:    func(any) { b.enqueue() },
-			UpdateFunc: func(any, any) { b.enqueue() },
-			DeleteFunc: func(any) { b.enqueue() },
+			AddFunc:    func(any) { b.Enqueue() },
+			UpdateFunc: func(any, any) { b.Enqueue() },
+			DeleteFunc: func(any) { b.Enqueue() },
 		}); err != nil {
 			return nil, err
 		}
 		synced = append(synced, i.HasSynced)
 	}
-	b.synced = func() bool {
+	b.Synced = func() bool {
 		for _, s := range synced {
 			if !s() {
 				return false
@@ -106,8 +139,8 @@ func newBinder(a *Agent) (*binder, error) {
 		return true
 	}
 	if _, err := inf.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
-		AddFunc:    func(any) { b.enqueue() },
-		UpdateFunc: func(any, any) { b.enqueue() },
+		AddFunc:    func(any) { b.Enqueue() },
+		UpdateFunc: func(any, any) { b.Enqueue() },
 		DeleteFunc: func(obj any) {
 			if pod, ok := obj.(*corev1.Pod); ok {
 				b.mu.Lock()
@@ -121,22 +154,22 @@ func newBinder(a *Agent) (*binder, error) {
 	return b, nil
 }
 
-// start starts the informers.
-func (b *binder) start(ctx context.Context) {
+// Start starts the informers.
+func (b *Binder) Start(ctx context.Context) {
 	b.factory.Start(ctx.Done())
 	b.volumeFactory.Start(ctx.Done())
 }
 
-// enqueue asks for a binding pass.
-func (b *binder) enqueue() { b.queue.Add(bindKey) }
+// Enqueue asks for a binding pass.
+func (b *Binder) Enqueue() { b.queue.Add(bindKey) }
 
-// run binds until ctx is done.
-func (b *binder) run(ctx context.Context) {
+// Run binds until ctx is done.
+func (b *Binder) Run(ctx context.Context) {
 	go func() {
 		<-ctx.Done()
 		b.queue.ShutDown()
 	}()
-	b.enqueue()
+	b.Enqueue()
 	for {
 		key, quit := b.queue.Get()
 		if quit {
@@ -162,7 +195,7 @@ func schedulable(pod *corev1.Pod) bool {
 }
 
 // sync is one binding pass.
-func (b *binder) sync(ctx context.Context) error {
+func (b *Binder) sync(ctx context.Context) error {
 	pending, err := b.lister.List(everything)
 	if err != nil {
 		return err
@@ -185,12 +218,12 @@ func (b *binder) sync(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	nodeLabels := nodeLabels(b.a.opts.NodeName)
+	nodeLabels := NodeLabels(b.cfg.NodeName)
 	view := b.volumeView(nodeLabels)
 	var toBind []*corev1.Pod
 	var volumesFailed error
 	for _, pod := range pending {
-		if usedPods >= b.a.opts.MaxPods {
+		if usedPods >= b.cfg.MaxPods {
 			break
 		}
 		if b.alreadyBound(pod.UID) {
@@ -198,12 +231,12 @@ func (b *binder) sync(ctx context.Context) error {
 			// it leave yet: binding it again would only be refused.
 			continue
 		}
-		if msg := neverFits(pod, nodeLabels, b.a.capacity); msg != "" {
+		if msg := neverFits(pod, nodeLabels, b.cfg.Capacity); msg != "" {
 			b.markUnschedulable(ctx, pod, msg)
 			continue
 		}
-		r := podRequests(pod)
-		if !fitsNow(r, used, usedPods, b.a.opts.MaxPods, b.a.capacity) {
+		r := PodRequests(pod)
+		if !fitsNow(r, used, usedPods, b.cfg.MaxPods, b.cfg.Capacity) {
 			continue
 		}
 		d, err := decideVolumes(pod, view.view)
@@ -221,7 +254,7 @@ func (b *binder) sync(ctx context.Context) error {
 			}
 			continue
 		}
-		used, usedPods = used.add(r), usedPods+1
+		used, usedPods = used.Add(r), usedPods+1
 		view.add(pod)
 		toBind = append(toBind, pod)
 	}
@@ -249,7 +282,7 @@ var AssumeTimeout = 30 * time.Second
 // assumedPod is a pod bound by the binder and not yet seen by the agent.
 type assumedPod struct {
 	// requests is what the pod asks.
-	requests requests
+	requests Requests
 	// boundAt is when it was bound.
 	boundAt time.Time
 	// claims are the namespace/name of its persistentVolumeClaim volumes.
@@ -259,21 +292,20 @@ type assumedPod struct {
 // alreadyBound reports whether the pod was bound by this binder (assumed) or
 // is run by the agent, which sees a pod bound before the binder's informer
 // sees it leave the unscheduled pods.
-func (b *binder) alreadyBound(uid types.UID) bool {
+func (b *Binder) alreadyBound(uid types.UID) bool {
 	b.mu.Lock()
 	_, assumed := b.assumed[uid]
 	b.mu.Unlock()
 	if assumed {
 		return true
 	}
-	b.a.mu.Lock()
-	defer b.a.mu.Unlock()
-	_, running := b.a.workers[uid]
+	running := false
+	b.cfg.Workers(func(_ Requests, _ int, has func(types.UID) bool) { running = has(uid) })
 	return running
 }
 
-// seen stops counting an assumed pod: its worker now does.
-func (b *binder) seen(uid types.UID) {
+// Seen stops counting an assumed pod: its worker now does.
+func (b *Binder) Seen(uid types.UID) {
 	b.mu.Lock()
 	delete(b.assumed, uid)
 	b.mu.Unlock()
@@ -285,53 +317,55 @@ func (b *binder) seen(uid types.UID) {
 // stops the binder assuming it (seen), so read one after the other a pod
 // whose worker starts in between would be counted in neither. An assumed
 // pod that has its worker already is counted once, as the worker's.
-func (b *binder) usage() (requests, int, error) {
-	now := b.a.clock.Now()
+func (b *Binder) usage() (Requests, int, error) {
+	now := b.cfg.Clock.Now()
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	b.a.mu.Lock()
-	defer b.a.mu.Unlock()
-	used, count := b.a.activeRequests, b.a.activePods
-	for uid, p := range b.assumed {
-		if now.Sub(p.boundAt) > AssumeTimeout {
-			delete(b.assumed, uid)
-			continue
+	var used Requests
+	var count int
+	b.cfg.Workers(func(active Requests, pods int, has func(types.UID) bool) {
+		used, count = active, pods
+		for uid, p := range b.assumed {
+			if now.Sub(p.boundAt) > AssumeTimeout {
+				delete(b.assumed, uid)
+				continue
+			}
+			if has(uid) {
+				continue
+			}
+			used, count = used.Add(p.requests), count+1
 		}
-		if _, running := b.a.workers[uid]; running {
-			continue
-		}
-		used, count = used.add(p.requests), count+1
-	}
+	})
 	return used, count, nil
 }
 
 // bind binds one pod through the binding subresource.
-func (b *binder) bind(ctx context.Context, pod *corev1.Pod) error {
+func (b *Binder) bind(ctx context.Context, pod *corev1.Pod) error {
 	binding := &corev1.Binding{
 		ObjectMeta: metav1.ObjectMeta{Namespace: pod.Namespace, Name: pod.Name, UID: pod.UID},
-		Target:     corev1.ObjectReference{Kind: "Node", Name: b.a.opts.NodeName},
+		Target:     corev1.ObjectReference{Kind: "Node", Name: b.cfg.NodeName},
 	}
 	// Count the pod before binding: its worker may start (and stop counting
 	// it here) before Bind returns.
 	b.mu.Lock()
-	b.assumed[pod.UID] = assumedPod{requests: podRequests(pod), boundAt: b.a.clock.Now(), claims: podClaims(pod)}
+	b.assumed[pod.UID] = assumedPod{requests: PodRequests(pod), boundAt: b.cfg.Clock.Now(), claims: podClaims(pod)}
 	b.mu.Unlock()
-	err := b.a.client.CoreV1().Pods(pod.Namespace).Bind(ctx, binding, metav1.CreateOptions{FieldManager: FieldManager})
+	err := b.cfg.Client.CoreV1().Pods(pod.Namespace).Bind(ctx, binding, metav1.CreateOptions{FieldManager: b.cfg.FieldManager})
 	if err != nil {
-		b.seen(pod.UID)
+		b.Seen(pod.UID)
 		if apierrors.IsNotFound(err) || apierrors.IsConflict(err) {
 			return nil
 		}
 		return fmt.Errorf("binding pod %s: %w", klog.KObj(pod), err)
 	}
-	b.a.schedulerEvent(pod, corev1.EventTypeNormal, "Scheduled", fmt.Sprintf("Successfully assigned %s/%s to %s", pod.Namespace, pod.Name, b.a.opts.NodeName))
+	b.cfg.Event(pod, corev1.EventTypeNormal, "Scheduled", fmt.Sprintf("Successfully assigned %s/%s to %s", pod.Namespace, pod.Name, b.cfg.NodeName))
 	return nil
 }
 
 // markUnschedulable writes PodScheduled=False for a pod that cannot go to
 // the node, once per message: a pod that can never fit is marked once, and
 // one waiting for a claim again when the reason changes.
-func (b *binder) markUnschedulable(ctx context.Context, pod *corev1.Pod, msg string) {
+func (b *Binder) markUnschedulable(ctx context.Context, pod *corev1.Pod, msg string) {
 	b.mu.Lock()
 	done := b.unschedulable[pod.UID] == msg
 	b.unschedulable[pod.UID] = msg
@@ -344,23 +378,23 @@ func (b *binder) markUnschedulable(ctx context.Context, pod *corev1.Pod, msg str
 		Status:             corev1.ConditionFalse,
 		Reason:             ReasonUnschedulable,
 		Message:            msg,
-		LastTransitionTime: metav1.NewTime(b.a.clock.Now()),
+		LastTransitionTime: metav1.NewTime(b.cfg.Clock.Now()),
 	}
 	status := pod.Status.DeepCopy()
-	if i := conditionIndex(status, corev1.PodScheduled); i >= 0 {
+	if i := slices.IndexFunc(status.Conditions, func(c corev1.PodCondition) bool { return c.Type == corev1.PodScheduled }); i >= 0 {
 		status.Conditions[i] = cond
 	} else {
 		status.Conditions = append(status.Conditions, cond)
 	}
 	body, _ := json.Marshal(map[string]any{"metadata": map[string]any{"uid": pod.UID}, "status": map[string]any{"conditions": status.Conditions}})
-	if _, err := b.a.client.CoreV1().Pods(pod.Namespace).Patch(ctx, pod.Name, types.MergePatchType, body, metav1.PatchOptions{FieldManager: FieldManager}, "status"); err != nil {
+	if _, err := b.cfg.Client.CoreV1().Pods(pod.Namespace).Patch(ctx, pod.Name, types.MergePatchType, body, metav1.PatchOptions{FieldManager: b.cfg.FieldManager}, "status"); err != nil {
 		klog.FromContext(ctx).V(2).Info("Marking pod unschedulable failed", "pod", klog.KObj(pod), "err", err)
 		b.mu.Lock()
 		delete(b.unschedulable, pod.UID)
 		b.mu.Unlock()
 		return
 	}
-	b.a.schedulerEvent(pod, corev1.EventTypeWarning, "FailedScheduling", msg)
+	b.cfg.Event(pod, corev1.EventTypeWarning, "FailedScheduling", msg)
 }
 
 // filterPods keeps the pods for which keep is true.

@@ -1,4 +1,4 @@
-package nodeagent
+package binder
 
 import (
 	"testing"
@@ -23,16 +23,16 @@ func TestPodRequests(t *testing.T) {
 	withOverhead.Spec.Overhead = corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("50m")}
 	cases := map[string]struct {
 		pod  *corev1.Pod
-		want requests
+		want Requests
 	}{
-		"sum of containers": {pod: podWithCPU("100m", "200m"), want: requests{cpuMilli: 300}},
-		"largest init wins": {pod: withInit, want: requests{cpuMilli: 1000}},
-		"overhead is added": {pod: withOverhead, want: requests{cpuMilli: 150}},
-		"no requests":       {pod: &corev1.Pod{Spec: corev1.PodSpec{Containers: []corev1.Container{{}}}}, want: requests{}},
+		"sum of containers": {pod: podWithCPU("100m", "200m"), want: Requests{CPUMilli: 300}},
+		"largest init wins": {pod: withInit, want: Requests{CPUMilli: 1000}},
+		"overhead is added": {pod: withOverhead, want: Requests{CPUMilli: 150}},
+		"no requests":       {pod: &corev1.Pod{Spec: corev1.PodSpec{Containers: []corev1.Container{{}}}}, want: Requests{}},
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
-			if diff := cmp.Diff(tc.want, podRequests(tc.pod), cmp.AllowUnexported(requests{})); diff != "" {
+			if diff := cmp.Diff(tc.want, PodRequests(tc.pod), cmp.AllowUnexported(Requests{})); diff != "" {
 				t.Errorf("requests (-want +got):\n%s", diff)
 			}
 		})
@@ -41,12 +41,12 @@ func TestPodRequests(t *testing.T) {
 
 func TestFit(t *testing.T) {
 	alloc := corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("2"), corev1.ResourceMemory: resource.MustParse("1Gi")}
-	labels := nodeLabels("n1")
+	labels := NodeLabels("n1")
 	selected := podWithCPU("1")
 	selected.Spec.NodeSelector = map[string]string{"disk": "ssd"}
 	cases := map[string]struct {
 		pod       *corev1.Pod
-		used      requests
+		used      Requests
 		usedPods  int
 		maxPods   int
 		wantNever string
@@ -54,8 +54,8 @@ func TestFit(t *testing.T) {
 	}{
 		"fits":                 {pod: podWithCPU("1"), maxPods: 10, wantNow: true},
 		"node full of pods":    {pod: podWithCPU("1"), usedPods: 10, maxPods: 10, wantNow: false},
-		"cpu taken for now":    {pod: podWithCPU("1500m"), used: requests{cpuMilli: 1000}, maxPods: 10, wantNow: false},
-		"best effort always":   {pod: &corev1.Pod{Spec: corev1.PodSpec{Containers: []corev1.Container{{}}}}, used: requests{cpuMilli: 2000}, maxPods: 10, wantNow: true},
+		"cpu taken for now":    {pod: podWithCPU("1500m"), used: Requests{CPUMilli: 1000}, maxPods: 10, wantNow: false},
+		"best effort always":   {pod: &corev1.Pod{Spec: corev1.PodSpec{Containers: []corev1.Container{{}}}}, used: Requests{CPUMilli: 2000}, maxPods: 10, wantNow: true},
 		"too much cpu ever":    {pod: podWithCPU("3"), maxPods: 10, wantNever: "0/1 nodes are available: 1 Insufficient cpu."},
 		"node selector misses": {pod: selected, maxPods: 10, wantNever: "0/1 nodes are available: 1 node(s) didn't match Pod's node affinity/selector."},
 	}
@@ -67,7 +67,7 @@ func TestFit(t *testing.T) {
 			if tc.wantNever != "" {
 				return
 			}
-			if got := fitsNow(podRequests(tc.pod), tc.used, tc.usedPods, tc.maxPods, alloc); got != tc.wantNow {
+			if got := fitsNow(PodRequests(tc.pod), tc.used, tc.usedPods, tc.maxPods, alloc); got != tc.wantNow {
 				t.Errorf("fitsNow() = %v, want %v", got, tc.wantNow)
 			}
 		})

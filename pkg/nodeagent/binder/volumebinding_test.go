@@ -1,4 +1,4 @@
-package nodeagent
+package binder
 
 import (
 	"testing"
@@ -6,11 +6,12 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	storagev1 "k8s.io/api/storage/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	storagehelpers "k8s.io/component-helpers/storage/volume"
+
+	"jobkeeper.dev/jobkeeper/pkg/nodeagent/internal/storagetest"
 )
 
 // fakeVolumes is a volumeView over fixed objects.
@@ -53,7 +54,7 @@ func (f fakeVolumes) view() volumeView {
 			}
 			return out, nil
 		},
-		node: &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "node-1", Labels: nodeLabels("node-1")}},
+		node: &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "node-1", Labels: NodeLabels("node-1")}},
 		inUse: func(_, name string, uid types.UID) bool {
 			for _, u := range f.users[name] {
 				if u != uid {
@@ -65,74 +66,27 @@ func (f fakeVolumes) view() volumeView {
 	}
 }
 
-// testClass is a StorageClass of provisioner with binding mode.
-func testClass(name, provisioner string, mode storagev1.VolumeBindingMode) *storagev1.StorageClass {
-	return &storagev1.StorageClass{ObjectMeta: metav1.ObjectMeta{Name: name}, Provisioner: provisioner, VolumeBindingMode: &mode}
-}
-
-// testClaim is a 1Gi claim of class with access mode.
-func testClaim(name, class string, mode corev1.PersistentVolumeAccessMode) *corev1.PersistentVolumeClaim {
-	return &corev1.PersistentVolumeClaim{
-		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "ns", UID: types.UID("uid-" + name)},
-		Spec: corev1.PersistentVolumeClaimSpec{
-			StorageClassName: &class,
-			AccessModes:      []corev1.PersistentVolumeAccessMode{mode},
-			Resources:        corev1.VolumeResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceStorage: resource.MustParse("1Gi")}},
-		},
-		Status: corev1.PersistentVolumeClaimStatus{Phase: corev1.ClaimPending},
-	}
-}
-
-// testVolume is an Available 2Gi local volume of class on node.
-func testVolume(name, class, node string) *corev1.PersistentVolume {
-	return &corev1.PersistentVolume{
-		ObjectMeta: metav1.ObjectMeta{Name: name},
-		Spec: corev1.PersistentVolumeSpec{
-			StorageClassName: class,
-			AccessModes:      []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce},
-			Capacity:         corev1.ResourceList{corev1.ResourceStorage: resource.MustParse("2Gi")},
-			PersistentVolumeSource: corev1.PersistentVolumeSource{
-				Local: &corev1.LocalVolumeSource{Path: "/mnt/" + name},
-			},
-			NodeAffinity: &corev1.VolumeNodeAffinity{Required: &corev1.NodeSelector{NodeSelectorTerms: []corev1.NodeSelectorTerm{{
-				MatchExpressions: []corev1.NodeSelectorRequirement{{Key: corev1.LabelHostname, Operator: corev1.NodeSelectorOpIn, Values: []string{node}}},
-			}}}},
-		},
-		Status: corev1.PersistentVolumeStatus{Phase: corev1.VolumeAvailable},
-	}
-}
-
-// bound returns claim bound to pv, and pv bound to claim.
-func bound(claim *corev1.PersistentVolumeClaim, pv *corev1.PersistentVolume) (*corev1.PersistentVolumeClaim, *corev1.PersistentVolume) {
-	claim, pv = claim.DeepCopy(), pv.DeepCopy()
-	claim.Spec.VolumeName = pv.Name
-	claim.Status.Phase = corev1.ClaimBound
-	pv.Spec.ClaimRef = &corev1.ObjectReference{Kind: "PersistentVolumeClaim", Namespace: claim.Namespace, Name: claim.Name, UID: claim.UID}
-	pv.Status.Phase = corev1.VolumeBound
-	return claim, pv
-}
-
 // TestDecideVolumes checks the binder's volume step against the
 // scheduler's: which pods wait, which claims get the selected node, which
 // volumes are chosen, and the FailedScheduling messages.
 func TestDecideVolumes(t *testing.T) {
-	wffc := testClass("standard", "jobkeeper.dev/local-path", storagev1.VolumeBindingWaitForFirstConsumer)
-	immediate := testClass("fast", "jobkeeper.dev/local-path", storagev1.VolumeBindingImmediate)
-	static := testClass("local", noProvisioner, storagev1.VolumeBindingWaitForFirstConsumer)
+	wffc := storagetest.Class("standard", "jobkeeper.dev/local-path", storagev1.VolumeBindingWaitForFirstConsumer)
+	immediate := storagetest.Class("fast", "jobkeeper.dev/local-path", storagev1.VolumeBindingImmediate)
+	static := storagetest.Class("local", noProvisioner, storagev1.VolumeBindingWaitForFirstConsumer)
 	classes := map[string]*storagev1.StorageClass{"standard": wffc, "fast": immediate, "local": static}
 
-	selected := testClaim("data", "standard", corev1.ReadWriteOnce)
+	selected := storagetest.Claim("data", "standard", corev1.ReadWriteOnce)
 	selected.Annotations = map[string]string{storagehelpers.AnnSelectedNode: "node-1"}
-	boundClaim, boundPV := bound(testClaim("data", "standard", corev1.ReadWriteOnce), testVolume("pv-1", "standard", "node-1"))
-	elsewhereClaim, elsewherePV := bound(testClaim("data", "standard", corev1.ReadWriteOnce), testVolume("pv-1", "standard", "node-2"))
+	boundClaim, boundPV := storagetest.Bound(storagetest.Claim("data", "standard", corev1.ReadWriteOnce), storagetest.Volume("pv-1", "standard", "node-1"))
+	elsewhereClaim, elsewherePV := storagetest.Bound(storagetest.Claim("data", "standard", corev1.ReadWriteOnce), storagetest.Volume("pv-1", "standard", "node-2"))
 	preBound := boundClaim.DeepCopy()
 	preBound.Status.Phase = corev1.ClaimPending
-	rwop := testClaim("data", "standard", corev1.ReadWriteOncePod)
-	rwopBound, rwopPV := bound(rwop, testVolume("pv-1", "standard", "node-1"))
+	rwop := storagetest.Claim("data", "standard", corev1.ReadWriteOncePod)
+	rwopBound, rwopPV := storagetest.Bound(rwop, storagetest.Volume("pv-1", "standard", "node-1"))
 	rwopPV.Spec.AccessModes = []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOncePod}
-	deleting := testClaim("data", "standard", corev1.ReadWriteOnce)
+	deleting := storagetest.Claim("data", "standard", corev1.ReadWriteOnce)
 	deleting.DeletionTimestamp = &metav1.Time{}
-	lost := testClaim("data", "standard", corev1.ReadWriteOnce)
+	lost := storagetest.Claim("data", "standard", corev1.ReadWriteOnce)
 	lost.Spec.VolumeName, lost.Status.Phase = "pv-gone", corev1.ClaimLost
 	gone := boundClaim.DeepCopy()
 	gone.Spec.VolumeName = "pv-gone"
@@ -153,7 +107,7 @@ func TestDecideVolumes(t *testing.T) {
 			want: want{unschedulable: `0/1 nodes are available: persistentvolumeclaim "data" not found.`},
 		},
 		"first consumer selects the node": {
-			claims: []*corev1.PersistentVolumeClaim{testClaim("data", "standard", corev1.ReadWriteOnce)},
+			claims: []*corev1.PersistentVolumeClaim{storagetest.Claim("data", "standard", corev1.ReadWriteOnce)},
 			want:   want{selectNode: []string{"data"}},
 		},
 		"selected, provisioning": {
@@ -179,17 +133,17 @@ func TestDecideVolumes(t *testing.T) {
 			want:   want{unschedulable: "0/1 nodes are available: 1 node(s) unavailable due to one or more pvc(s) bound to non-existent pv(s)."},
 		},
 		"immediate, not bound yet": {
-			claims: []*corev1.PersistentVolumeClaim{testClaim("data", "fast", corev1.ReadWriteOnce)},
+			claims: []*corev1.PersistentVolumeClaim{storagetest.Claim("data", "fast", corev1.ReadWriteOnce)},
 			want:   want{unschedulable: "0/1 nodes are available: pod has unbound immediate PersistentVolumeClaims."},
 		},
 		"static volume chosen": {
-			claims:  []*corev1.PersistentVolumeClaim{testClaim("data", "local", corev1.ReadWriteOnce)},
-			volumes: []*corev1.PersistentVolume{testVolume("pv-a", "local", "node-2"), testVolume("pv-b", "local", "node-1")},
+			claims:  []*corev1.PersistentVolumeClaim{storagetest.Claim("data", "local", corev1.ReadWriteOnce)},
+			volumes: []*corev1.PersistentVolume{storagetest.Volume("pv-a", "local", "node-2"), storagetest.Volume("pv-b", "local", "node-1")},
 			want:    want{preBind: map[string]string{"pv-b": "data"}},
 		},
 		"no static volume on this node": {
-			claims:  []*corev1.PersistentVolumeClaim{testClaim("data", "local", corev1.ReadWriteOnce)},
-			volumes: []*corev1.PersistentVolume{testVolume("pv-a", "local", "node-2")},
+			claims:  []*corev1.PersistentVolumeClaim{storagetest.Claim("data", "local", corev1.ReadWriteOnce)},
+			volumes: []*corev1.PersistentVolume{storagetest.Volume("pv-a", "local", "node-2")},
 			want:    want{unschedulable: "0/1 nodes are available: 1 node(s) didn't find available persistent volumes to bind."},
 		},
 		"being deleted": {

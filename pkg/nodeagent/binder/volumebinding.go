@@ -1,4 +1,4 @@
-package nodeagent
+package binder
 
 import (
 	"fmt"
