@@ -32,6 +32,7 @@ import (
 	"jobkeeper.dev/jobkeeper/pkg/nodeagent/runtime"
 	"jobkeeper.dev/jobkeeper/pkg/nodeagent/runtime/process"
 	"jobkeeper.dev/jobkeeper/pkg/nodeagent/runtime/simulated"
+	"jobkeeper.dev/jobkeeper/pkg/nodeagent/server"
 	"jobkeeper.dev/jobkeeper/pkg/nodeagent/volume"
 )
 
@@ -202,6 +203,36 @@ func (a *Agent) withWorkers(f func(active binder.Requests, pods int, hasWorker f
 	})
 }
 
+// serverConfig is what the log and streaming server needs from the agent.
+func (a *Agent) serverConfig() server.Config {
+	return server.Config{
+		NodeName:                 a.opts.NodeName,
+		Port:                     a.opts.KubeletPort,
+		ServingCertFile:          a.opts.ServingCertFile,
+		ServingKeyFile:           a.opts.ServingKeyFile,
+		ClientCAFile:             a.opts.ClientCAFile,
+		AllowedClientCommonNames: a.opts.AllowedClientCommonNames,
+		Clock:                    a.clock,
+		Pods:                     a.podLister,
+		LogPath:                  a.logPath,
+		RuntimeName:              func() string { return a.runtime.Name() },
+		Container:                a.containerState,
+	}
+}
+
+// containerState is the state of a container of a pod the agent runs, for
+// the log and streaming server.
+func (a *Agent) containerState(uid types.UID, name string) (server.ContainerState, bool) {
+	a.mu.Lock()
+	w := a.workers[uid]
+	a.mu.Unlock()
+	if w == nil {
+		return server.ContainerState{}, false
+	}
+	s, ok := w.logStateOf(name)
+	return server.ContainerState{Attempt: s.attempt, Running: s.running, Handle: s.handle}, ok
+}
+
 // volumeConfig is what the volume manager needs from the agent.
 func (a *Agent) volumeConfig() volume.Config {
 	return volume.Config{
@@ -261,7 +292,7 @@ func (a *Agent) Run(ctx context.Context) error {
 	}
 	port := 0
 	if a.opts.ServingCertFile != "" {
-		srv, ln, err := a.newLogServer()
+		srv, ln, err := server.New(a.serverConfig())
 		if err != nil {
 			return err
 		}

@@ -22,7 +22,8 @@
 //   - writes pod status through the status subresource, coalescing writes
 //     per pod, and confirms graceful deletions with a zero-grace delete once
 //     the pod is terminal (statusmanager.go, status.go);
-//   - serves /containerLogs over TLS to the apiserver only (logserver.go);
+//   - serves /containerLogs, exec, attach and portForward over TLS to the
+//     apiserver only (package server);
 //   - decides, field by field, what it does with a pod's security context
 //     and resources: honoured, the pod refused at admission, or run with
 //     one NotEnforced Warning event (podconfig.DecideFeatures, the

@@ -1,4 +1,4 @@
-package nodeagent
+package server
 
 import (
 	"context"
@@ -39,24 +39,24 @@ const (
 // endpoints, which the apiserver proxies pods/exec, pods/attach and
 // pods/portforward to. The protocols (SPDY and WebSocket) are the
 // kubelet's own streaming library's.
-func (a *Agent) addStreamingRoutes(mux *http.ServeMux) {
+func (srv *server) addStreamingRoutes(mux *http.ServeMux) {
 	for _, method := range []string{"GET", "POST"} {
-		mux.HandleFunc(method+" /exec/{namespace}/{pod}/{container}", a.serveExec)
-		mux.HandleFunc(method+" /exec/{namespace}/{pod}/{uid}/{container}", a.serveExec)
-		mux.HandleFunc(method+" /attach/{namespace}/{pod}/{container}", a.serveAttach)
-		mux.HandleFunc(method+" /attach/{namespace}/{pod}/{uid}/{container}", a.serveAttach)
-		mux.HandleFunc(method+" /portForward/{namespace}/{pod}", a.servePortForward)
-		mux.HandleFunc(method+" /portForward/{namespace}/{pod}/{uid}", a.servePortForward)
+		mux.HandleFunc(method+" /exec/{namespace}/{pod}/{container}", srv.serveExec)
+		mux.HandleFunc(method+" /exec/{namespace}/{pod}/{uid}/{container}", srv.serveExec)
+		mux.HandleFunc(method+" /attach/{namespace}/{pod}/{container}", srv.serveAttach)
+		mux.HandleFunc(method+" /attach/{namespace}/{pod}/{uid}/{container}", srv.serveAttach)
+		mux.HandleFunc(method+" /portForward/{namespace}/{pod}", srv.servePortForward)
+		mux.HandleFunc(method+" /portForward/{namespace}/{pod}/{uid}", srv.servePortForward)
 	}
 }
 
 // streamTarget finds the pod of a streaming request; it answers the request
 // itself when it cannot.
-func (a *Agent) streamTarget(w http.ResponseWriter, r *http.Request) (*corev1.Pod, bool) {
+func (srv *server) streamTarget(w http.ResponseWriter, r *http.Request) (*corev1.Pod, bool) {
 	ns, name := r.PathValue("namespace"), r.PathValue("pod")
-	pod, err := a.podLister.Pods(ns).Get(name)
+	pod, err := srv.cfg.Pods.Pods(ns).Get(name)
 	if apierrors.IsNotFound(err) {
-		http.Error(w, fmt.Sprintf("pod %s/%s not found on node %s", ns, name, a.opts.NodeName), http.StatusNotFound)
+		http.Error(w, fmt.Sprintf("pod %s/%s not found on node %s", ns, name, srv.cfg.NodeName), http.StatusNotFound)
 		return nil, false
 	}
 	if err != nil {
@@ -75,16 +75,16 @@ func (a *Agent) streamTarget(w http.ResponseWriter, r *http.Request) (*corev1.Po
 }
 
 // serveExec answers the apiserver's pods/exec proxy.
-func (a *Agent) serveExec(w http.ResponseWriter, r *http.Request) {
-	a.serveRemoteCommand(w, r, func(st *streamer, pod *corev1.Pod, opts *remotecommand.Options) {
+func (srv *server) serveExec(w http.ResponseWriter, r *http.Request) {
+	srv.serveRemoteCommand(w, r, func(st *streamer, pod *corev1.Pod, opts *remotecommand.Options) {
 		remotecommand.ServeExec(w, r, st, pod.Name, string(pod.UID), r.PathValue("container"), r.URL.Query()["command"], opts,
 			streamIdleTimeout, streamCreationTimeout, remotecommand.SupportedStreamingProtocols)
 	})
 }
 
 // serveAttach answers the apiserver's pods/attach proxy.
-func (a *Agent) serveAttach(w http.ResponseWriter, r *http.Request) {
-	a.serveRemoteCommand(w, r, func(st *streamer, pod *corev1.Pod, opts *remotecommand.Options) {
+func (srv *server) serveAttach(w http.ResponseWriter, r *http.Request) {
+	srv.serveRemoteCommand(w, r, func(st *streamer, pod *corev1.Pod, opts *remotecommand.Options) {
 		remotecommand.ServeAttach(w, r, st, pod.Name, string(pod.UID), r.PathValue("container"), opts,
 			streamIdleTimeout, streamCreationTimeout, remotecommand.SupportedStreamingProtocols)
 	})
@@ -92,8 +92,8 @@ func (a *Agent) serveAttach(w http.ResponseWriter, r *http.Request) {
 
 // serveRemoteCommand finds the pod and parses the stream options of an exec
 // or attach request, answering it itself when it cannot, then serves it.
-func (a *Agent) serveRemoteCommand(w http.ResponseWriter, r *http.Request, serve func(*streamer, *corev1.Pod, *remotecommand.Options)) {
-	pod, ok := a.streamTarget(w, r)
+func (srv *server) serveRemoteCommand(w http.ResponseWriter, r *http.Request, serve func(*streamer, *corev1.Pod, *remotecommand.Options)) {
+	pod, ok := srv.streamTarget(w, r)
 	if !ok {
 		return
 	}
@@ -102,12 +102,12 @@ func (a *Agent) serveRemoteCommand(w http.ResponseWriter, r *http.Request, serve
 		http.Error(w, err.Error(), http.StatusBadRequest)
 		return
 	}
-	serve(&streamer{a: a, pod: pod}, pod, opts)
+	serve(&streamer{srv: srv, pod: pod}, pod, opts)
 }
 
 // servePortForward answers the apiserver's pods/portforward proxy.
-func (a *Agent) servePortForward(w http.ResponseWriter, r *http.Request) {
-	pod, ok := a.streamTarget(w, r)
+func (srv *server) servePortForward(w http.ResponseWriter, r *http.Request) {
+	pod, ok := srv.streamTarget(w, r)
 	if !ok {
 		return
 	}
@@ -116,15 +116,15 @@ func (a *Agent) servePortForward(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, err.Error(), http.StatusBadRequest)
 		return
 	}
-	portforward.ServePortForward(w, r, &streamer{a: a, pod: pod}, pod.Name, string(pod.UID), opts,
+	portforward.ServePortForward(w, r, &streamer{srv: srv, pod: pod}, pod.Name, string(pod.UID), opts,
 		streamIdleTimeout, streamCreationTimeout, portforward.SupportedProtocols)
 }
 
 // streamer runs one streaming request against a pod; it implements the
 // streaming library's Executor, Attacher and PortForwarder.
 type streamer struct {
-	// a is the agent.
-	a *Agent
+	// srv is the server.
+	srv *server
 	// pod is the request's pod.
 	pod *corev1.Pod
 }
@@ -137,13 +137,8 @@ var (
 
 // running returns the running attempt of a container.
 func (s *streamer) running(container string) (runtime.Handle, error) {
-	s.a.mu.Lock()
-	w := s.a.workers[s.pod.UID]
-	s.a.mu.Unlock()
-	if w != nil {
-		if st, ok := w.logStateOf(container); ok && st.running && st.handle != nil {
-			return st.handle, nil
-		}
+	if st, ok := s.srv.cfg.Container(s.pod.UID, container); ok && st.Running && st.Handle != nil {
+		return st.Handle, nil
 	}
 	return nil, fmt.Errorf("container %s in pod %s/%s is not running", container, s.pod.Namespace, s.pod.Name)
 }
@@ -158,7 +153,7 @@ func (s *streamer) ExecInContainer(ctx context.Context, _ string, _ string, cont
 	}
 	ex, ok := h.(runtime.Execer)
 	if !ok {
-		return fmt.Errorf("the %s runtime cannot run commands in containers", s.a.runtime.Name())
+		return fmt.Errorf("the %s runtime cannot run commands in containers", s.srv.cfg.RuntimeName())
 	}
 	if len(cmd) == 0 {
 		return errors.New("no command to run")
@@ -325,7 +320,7 @@ func (s *streamer) AttachContainer(ctx context.Context, _ string, _ string, cont
 // followLog streams a container's log from now on until the attempt ends or
 // the client leaves.
 func (s *streamer) followLog(ctx context.Context, container string, out, errOut io.WriteCloser) error {
-	attempt, _ := s.a.logAttempt(s.pod, container)
+	attempt, _ := s.srv.logAttempt(s.pod, container)
 	dst := io.Writer(out)
 	if out == nil {
 		dst = errOut
@@ -336,15 +331,15 @@ func (s *streamer) followLog(ctx context.Context, container string, out, errOut 
 	}
 	opts := logfile.ReadOptions{
 		TailLines:    -1,
-		SinceTime:    s.a.clock.Now(),
+		SinceTime:    s.srv.cfg.Clock.Now(),
 		Follow:       true,
 		PollInterval: 100 * time.Millisecond,
 		Running: func() bool {
-			att, running := s.a.logAttempt(s.pod, container)
+			att, running := s.srv.logAttempt(s.pod, container)
 			return running && att == attempt
 		},
 	}
-	return logfile.Read(ctx, s.a.logPath(s.pod.UID, container, attempt), opts, dst)
+	return logfile.Read(ctx, s.srv.cfg.LogPath(s.pod.UID, container, attempt), opts, dst)
 }
 
 // PortForward implements portforward.PortForwarder: pods share the host's
