@@ -33,6 +33,7 @@ import (
 	"jobkeeper.dev/jobkeeper/pkg/nodeagent/runtime/process"
 	"jobkeeper.dev/jobkeeper/pkg/nodeagent/runtime/simulated"
 	"jobkeeper.dev/jobkeeper/pkg/nodeagent/server"
+	"jobkeeper.dev/jobkeeper/pkg/nodeagent/status"
 	"jobkeeper.dev/jobkeeper/pkg/nodeagent/volume"
 )
 
@@ -48,7 +49,7 @@ type Agent struct {
 	// runtime runs containers.
 	runtime runtime.Runtime
 	// status writes pod status.
-	status *statusManager
+	status *status.Manager
 	// binder binds pending pods to the node.
 	binder *binder.Binder
 	// podFactory watches the pods bound to this node.
@@ -122,7 +123,7 @@ func New(client kubernetes.Interface, opts Options) (*Agent, error) {
 		opts:         opts,
 		client:       client,
 		clock:        opts.Clock,
-		status:       newStatusManager(client),
+		status:       status.NewManager(client),
 		workers:      map[types.UID]*worker{},
 		capacity:     hostCapacity(opts.MaxPods),
 		euid:         os.Geteuid(),
@@ -184,7 +185,7 @@ func (a *Agent) binderConfig() binder.Config {
 		Capacity:     a.capacity,
 		Clock:        a.clock,
 		Pods:         a.podLister,
-		FieldManager: FieldManager,
+		FieldManager: status.FieldManager,
 		Transform:    stripManagedFields,
 		Event:        a.schedulerEvent,
 		Workers:      a.withWorkers,
@@ -324,7 +325,7 @@ func (a *Agent) Run(ctx context.Context) error {
 	a.removeOrphanDirs(ctx)
 
 	var wg, statusWG sync.WaitGroup
-	statusWG.Go(func() { a.status.run(workCtx, a.opts.StatusWorkers) })
+	statusWG.Go(func() { a.status.Run(workCtx, a.opts.StatusWorkers) })
 	wg.Go(func() { a.renewLease(ctx) })
 	wg.Go(func() { a.heartbeat(ctx, port) })
 	wg.Go(func() { a.binder.Run(ctx) })
@@ -382,7 +383,7 @@ func (a *Agent) onPod(pod *corev1.Pod) {
 	if pod.DeletionTimestamp != nil && (pod.DeletionGracePeriodSeconds == nil || *pod.DeletionGracePeriodSeconds > 0) {
 		// A zero grace period means the deletion is already final (only
 		// finalizers may hold the pod): there is nothing to confirm.
-		a.status.requestDelete(pod)
+		a.status.RequestDelete(pod)
 	}
 	if !terminalInAPI && a.refuse(pod) {
 		return
@@ -404,7 +405,7 @@ func (a *Agent) onPod(pod *corev1.Pod) {
 		// The API has the final status: the worker has nothing left to do,
 		// and the log endpoint reads the last attempt from the status.
 		delete(a.workers, pod.UID)
-		a.status.forgetIfIdle(pod.UID)
+		a.status.ForgetIfIdle(pod.UID)
 		ok = false
 	}
 	a.mu.Unlock()
@@ -477,7 +478,7 @@ func (a *Agent) onPodDeleted(obj any) {
 		a.releaseLocked(w)
 	}
 	a.mu.Unlock()
-	a.status.forget(pod.UID)
+	a.status.Forget(pod.UID)
 	a.binder.Enqueue()
 	a.deletions.Go(func() {
 		if w != nil {
@@ -717,7 +718,7 @@ func (a *Agent) refuse(pod *corev1.Pod) bool {
 	status.Phase = corev1.PodFailed
 	status.Reason = reason
 	status.Message = rejectedPrefix + msg
-	a.status.set(pod, status)
+	a.status.Set(pod, status)
 	return true
 }
 

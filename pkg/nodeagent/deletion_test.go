@@ -8,6 +8,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"jobkeeper.dev/jobkeeper/pkg/nodeagent/binder"
+	"jobkeeper.dev/jobkeeper/pkg/nodeagent/status"
 )
 
 // TestDeletedPodsVolumesForgottenAfterItsWorker: a worker that prepares its
@@ -15,7 +16,7 @@ import (
 // leaves no mark: the pod's volumes are forgotten once the worker ended.
 func TestDeletedPodsVolumesForgottenAfterItsWorker(t *testing.T) {
 	a, _ := volumeAgent(t, true)
-	a.status = newStatusManager(a.client)
+	a.status = status.NewManager(a.client)
 	b, err := binder.New(a.binderConfig())
 	if err != nil {
 		t.Fatal(err)

@@ -21,7 +21,7 @@
 //     (worker.go) and a runtime (runtime/process or runtime/simulated);
 //   - writes pod status through the status subresource, coalescing writes
 //     per pod, and confirms graceful deletions with a zero-grace delete once
-//     the pod is terminal (statusmanager.go, status.go);
+//     the pod is terminal (package status; status.go computes it);
 //   - serves /containerLogs, exec, attach and portForward over TLS to the
 //     apiserver only (package server);
 //   - decides, field by field, what it does with a pod's security context

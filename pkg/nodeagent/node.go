@@ -20,6 +20,7 @@ import (
 
 	"jobkeeper.dev/jobkeeper/pkg/nodeagent/binder"
 	"jobkeeper.dev/jobkeeper/pkg/nodeagent/podconfig"
+	"jobkeeper.dev/jobkeeper/pkg/nodeagent/status"
 )
 
 // everything selects all objects.
@@ -113,14 +114,14 @@ func (a *Agent) writeNode(ctx context.Context, port int) error {
 	nodes := a.client.CoreV1().Nodes()
 	node, err := nodes.Get(ctx, a.opts.NodeName, metav1.GetOptions{})
 	if apierrors.IsNotFound(err) {
-		node, err = nodes.Create(ctx, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: a.opts.NodeName, Labels: binder.NodeLabels(a.opts.NodeName)}}, metav1.CreateOptions{FieldManager: FieldManager})
+		node, err = nodes.Create(ctx, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: a.opts.NodeName, Labels: binder.NodeLabels(a.opts.NodeName)}}, metav1.CreateOptions{FieldManager: status.FieldManager})
 	}
 	if err != nil {
 		return fmt.Errorf("getting or creating node: %w", err)
 	}
 	node = node.DeepCopy()
 	node.Status = nodeStatus(a.opts.NodeName, a.capacity, port, a.clock.Now(), node.Status.Conditions)
-	node, err = nodes.UpdateStatus(ctx, node, metav1.UpdateOptions{FieldManager: FieldManager})
+	node, err = nodes.UpdateStatus(ctx, node, metav1.UpdateOptions{FieldManager: status.FieldManager})
 	if err != nil {
 		return fmt.Errorf("writing node status: %w", err)
 	}
@@ -134,7 +135,7 @@ func (a *Agent) writeNode(ctx context.Context, port int) error {
 	if taints, changed := withoutReadinessTaints(node.Spec.Taints); changed {
 		node = node.DeepCopy()
 		node.Spec.Taints = taints
-		if _, err := nodes.Update(ctx, node, metav1.UpdateOptions{FieldManager: FieldManager}); err != nil {
+		if _, err := nodes.Update(ctx, node, metav1.UpdateOptions{FieldManager: status.FieldManager}); err != nil {
 			return fmt.Errorf("removing the not-ready taints: %w", err)
 		}
 	}

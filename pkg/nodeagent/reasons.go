@@ -3,6 +3,7 @@ package nodeagent
 import (
 	"jobkeeper.dev/jobkeeper/pkg/nodeagent/binder"
 	"jobkeeper.dev/jobkeeper/pkg/nodeagent/podconfig"
+	"jobkeeper.dev/jobkeeper/pkg/nodeagent/status"
 	"jobkeeper.dev/jobkeeper/pkg/nodeagent/volume"
 )
 
@@ -29,3 +30,7 @@ const (
 	// ReasonUnschedulable: binder.ReasonUnschedulable.
 	ReasonUnschedulable = binder.ReasonUnschedulable
 )
+
+// FieldManager is the field manager of every write the agent makes
+// (status.FieldManager).
+const FieldManager = status.FieldManager

@@ -86,7 +86,7 @@ func (a *Agent) shutdownPods(ctx context.Context) {
 			return
 		}
 	}
-	if !a.status.waitWritten(3 * time.Second) {
+	if !a.status.WaitWritten(3 * time.Second) {
 		logger.Info("Some pod status was not written before the node agent stopped")
 	}
 }

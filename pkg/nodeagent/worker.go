@@ -302,7 +302,7 @@ func (w *worker) run(ctx context.Context) {
 		terminal := isTerminalPhase(status.Phase)
 		if w.lastStatus == nil || !equality.Semantic.DeepEqual(w.lastStatus, status) {
 			w.lastStatus = status
-			w.agent.status.set(pod, status)
+			w.agent.status.Set(pod, status)
 		}
 		if terminal {
 			logger.V(2).Info("Pod finished", "pod", klog.KObj(pod), "phase", status.Phase)

@@ -1,4 +1,4 @@
-package nodeagent
+package status
 
 import (
 	"context"
@@ -33,10 +33,10 @@ type statusEntry struct {
 	terminal bool
 }
 
-// statusManager writes pod status through the status subresource and
+// Manager writes pod status through the status subresource and
 // finishes graceful deletions. Writes are coalesced per pod: only the
 // latest status is sent.
-type statusManager struct {
+type Manager struct {
 	// client writes to the API.
 	client kubernetes.Interface
 	// queue holds pods with work to do.
@@ -50,9 +50,9 @@ type statusManager struct {
 	syncing int
 }
 
-// newStatusManager returns a status manager.
-func newStatusManager(client kubernetes.Interface) *statusManager {
-	return &statusManager{
+// NewManager returns a status manager.
+func NewManager(client kubernetes.Interface) *Manager {
+	return &Manager{
 		client: client,
 		queue: workqueue.NewTypedRateLimitingQueueWithConfig(workqueue.DefaultTypedControllerRateLimiter[types.UID](),
 			workqueue.TypedRateLimitingQueueConfig[types.UID]{Name: "nodeagent_pod_status"}),
@@ -61,7 +61,7 @@ func newStatusManager(client kubernetes.Interface) *statusManager {
 }
 
 // entry returns the entry of pod, creating it; mu is held.
-func (m *statusManager) entry(pod *corev1.Pod) *statusEntry {
+func (m *Manager) entry(pod *corev1.Pod) *statusEntry {
 	e, ok := m.entries[pod.UID]
 	if !ok {
 		e = &statusEntry{namespace: pod.Namespace, name: pod.Name}
@@ -70,17 +70,17 @@ func (m *statusManager) entry(pod *corev1.Pod) *statusEntry {
 	return e
 }
 
-// set queues status as the pod's desired status.
-func (m *statusManager) set(pod *corev1.Pod, status *corev1.PodStatus) {
+// Set queues status as the pod's desired status.
+func (m *Manager) Set(pod *corev1.Pod, status *corev1.PodStatus) {
 	m.mu.Lock()
 	m.entry(pod).status = status
 	m.mu.Unlock()
 	m.queue.Add(pod.UID)
 }
 
-// requestDelete asks for the final delete of a pod being deleted, done once
+// RequestDelete asks for the final delete of a pod being deleted, done once
 // its terminal status is in the API.
-func (m *statusManager) requestDelete(pod *corev1.Pod) {
+func (m *Manager) RequestDelete(pod *corev1.Pod) {
 	m.mu.Lock()
 	e := m.entry(pod)
 	e.deleteWhenDone = true
@@ -91,8 +91,8 @@ func (m *statusManager) requestDelete(pod *corev1.Pod) {
 	m.queue.Add(pod.UID)
 }
 
-// forgetIfIdle drops the entry of a pod with nothing left to write or delete.
-func (m *statusManager) forgetIfIdle(uid types.UID) {
+// ForgetIfIdle drops the entry of a pod with nothing left to write or delete.
+func (m *Manager) ForgetIfIdle(uid types.UID) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if e, ok := m.entries[uid]; ok && e.status == nil && !e.deleteWhenDone {
@@ -100,15 +100,15 @@ func (m *statusManager) forgetIfIdle(uid types.UID) {
 	}
 }
 
-// forget drops a pod that left the API.
-func (m *statusManager) forget(uid types.UID) {
+// Forget drops a pod that left the API.
+func (m *Manager) Forget(uid types.UID) {
 	m.mu.Lock()
 	delete(m.entries, uid)
 	m.mu.Unlock()
 }
 
-// run processes the queue with n workers until ctx is done.
-func (m *statusManager) run(ctx context.Context, n int) {
+// Run processes the queue with n workers until ctx is done.
+func (m *Manager) Run(ctx context.Context, n int) {
 	var wg sync.WaitGroup
 	for range n {
 		wg.Add(1)
@@ -124,7 +124,7 @@ func (m *statusManager) run(ctx context.Context, n int) {
 }
 
 // processNext handles one pod.
-func (m *statusManager) processNext(ctx context.Context) bool {
+func (m *Manager) processNext(ctx context.Context) bool {
 	uid, quit := m.queue.Get()
 	if quit {
 		return false
@@ -147,7 +147,7 @@ func (m *statusManager) processNext(ctx context.Context) bool {
 }
 
 // sync writes the pending status of a pod, then the final delete if asked.
-func (m *statusManager) sync(ctx context.Context, uid types.UID) error {
+func (m *Manager) sync(ctx context.Context, uid types.UID) error {
 	m.mu.Lock()
 	e, ok := m.entries[uid]
 	if !ok {
@@ -205,7 +205,7 @@ func (m *statusManager) sync(ctx context.Context, uid types.UID) error {
 
 // patchStatus writes status with a merge patch on the status subresource;
 // metadata.uid in the patch makes it fail if the pod was replaced.
-func (m *statusManager) patchStatus(ctx context.Context, ns, name string, uid types.UID, status *corev1.PodStatus) error {
+func (m *Manager) patchStatus(ctx context.Context, ns, name string, uid types.UID, status *corev1.PodStatus) error {
 	body, err := json.Marshal(map[string]any{
 		"metadata": map[string]any{"uid": uid},
 		"status":   status,
@@ -220,9 +220,9 @@ func (m *statusManager) patchStatus(ctx context.Context, ns, name string, uid ty
 	return nil
 }
 
-// waitWritten waits until no status is left to write, at most timeout; it
+// WaitWritten waits until no status is left to write, at most timeout; it
 // reports whether none is.
-func (m *statusManager) waitWritten(timeout time.Duration) bool {
+func (m *Manager) WaitWritten(timeout time.Duration) bool {
 	deadline := time.Now().Add(timeout)
 	for {
 		m.mu.Lock()
