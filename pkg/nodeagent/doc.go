@@ -84,7 +84,7 @@
 // the pod's) is Never. Back-off is 0, then 10s doubling to 5m. The pod is
 // Succeeded or Failed only once no container will run again.
 //
-// Probes (probe.go: the loop; probecheck.go: exec, httpGet, tcpSocket,
+// Probes (probe.go: the loop; package prober: exec, httpGet, tcpSocket,
 // grpc): a running container is "started" once its startup probe passed
 // (at once without one); only then do its liveness and readiness probes
 // run. It is "ready" while started and its readiness probe last crossed its

@@ -14,6 +14,7 @@ import (
 	"k8s.io/klog/v2"
 	"k8s.io/utils/clock"
 
+	"jobkeeper.dev/jobkeeper/pkg/nodeagent/prober"
 	"jobkeeper.dev/jobkeeper/pkg/nodeagent/runtime"
 )
 
@@ -153,7 +154,7 @@ func (r hookRun) run(ctx context.Context) (string, error) {
 			err := errors.New(unsupportedHook(h, r.handle))
 			return fmt.Sprintf("Cannot run handler: %v", err), err
 		}
-		out, code, err := execCapture(ctx, ex, h.Exec.Command, 0)
+		out, code, err := prober.ExecCapture(ctx, ex, h.Exec.Command, 0)
 		if err == nil && code != 0 {
 			err = fmt.Errorf("command '%s' exited with %d: %s", strings.Join(h.Exec.Command, " "), code, out)
 		}
@@ -187,11 +188,11 @@ func (r hookRun) run(ctx context.Context) (string, error) {
 // followed, the answer's status is not looked at, and an HTTPS request that
 // got a plain HTTP answer is sent again with HTTP.
 func (r hookRun) httpGet(ctx context.Context) error {
-	req, err := httpRequest(ctx, r.handler.HTTPGet, r.container, hookUserAgent)
+	req, err := prober.HTTPRequest(ctx, r.handler.HTTPGet, r.container, hookUserAgent)
 	if err != nil {
 		return err
 	}
-	client := httpClient(0)
+	client := prober.HTTPClient(0)
 	res, err := client.Do(req)
 	discardBody(res)
 	var uerr *url.Error
@@ -210,12 +211,12 @@ func (r hookRun) httpGet(ctx context.Context) error {
 	return nil
 }
 
-// discardBody reads up to maxProbeOutput of an answer and closes it.
+// discardBody reads up to prober.MaxOutput of an answer and closes it.
 func discardBody(res *http.Response) {
 	if res == nil {
 		return
 	}
-	_, _ = io.Copy(io.Discard, io.LimitReader(res.Body, maxProbeOutput))
+	_, _ = io.Copy(io.Discard, io.LimitReader(res.Body, prober.MaxOutput))
 	_ = res.Body.Close()
 }
 

@@ -17,6 +17,7 @@ import (
 	testingclock "k8s.io/utils/clock/testing"
 	"k8s.io/utils/ptr"
 
+	"jobkeeper.dev/jobkeeper/pkg/nodeagent/internal/runtimetest"
 	"jobkeeper.dev/jobkeeper/pkg/nodeagent/runtime"
 	"jobkeeper.dev/jobkeeper/test/builder"
 )
@@ -26,7 +27,7 @@ import (
 type hookRuntime struct {
 	*fakeRuntime
 	// exec runs exec requests.
-	exec *fakeExecer
+	exec *runtimetest.FakeExecer
 
 	// mu guards graces.
 	mu sync.Mutex
@@ -75,7 +76,7 @@ func startAgentWithHooks(t *testing.T, run func(ctx context.Context, cmd []strin
 	t.Helper()
 	var rt *hookRuntime
 	ta := startAgentOn(t, Options{MaxPods: 10, Runtime: "simulated"}, func(clk *testingclock.FakeClock) runtime.Runtime {
-		rt = &hookRuntime{fakeRuntime: newFakeRuntime(clk), exec: &fakeExecer{run: run}}
+		rt = &hookRuntime{fakeRuntime: newFakeRuntime(clk), exec: &runtimetest.FakeExecer{Run: run}}
 		return rt
 	}, objs...)
 	return ta, rt
@@ -163,7 +164,7 @@ func TestPostStartHookFailureMessage(t *testing.T) {
 	}
 	r := hookRun{
 		handler:   &corev1.LifecycleHandler{Exec: &corev1.ExecAction{Command: []string{"sh", "-c", "exit 3"}}},
-		container: &corev1.Container{Name: "c"}, podRef: "p_ns(u)", handle: execHandle{&fakeExecer{run: run}},
+		container: &corev1.Container{Name: "c"}, podRef: "p_ns(u)", handle: runtimetest.ExecHandle{Execer: &runtimetest.FakeExecer{Run: run}},
 	}
 	msg, err := r.run(context.Background())
 	want := `Exec lifecycle hook ([sh -c exit 3]) for Container "c" in Pod "p_ns(u)" failed - error: command 'sh -c exit 3' exited with 3: no luck

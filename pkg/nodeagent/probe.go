@@ -8,6 +8,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/utils/clock"
 
+	"jobkeeper.dev/jobkeeper/pkg/nodeagent/prober"
 	"jobkeeper.dev/jobkeeper/pkg/nodeagent/runtime"
 )
 
@@ -81,25 +82,6 @@ func (p attemptProbes) has(k probeKind) bool {
 	return [...]bool{p.startup, p.liveness, p.readiness}[k]
 }
 
-// probeOutcome is the result of running a probe once.
-type probeOutcome int
-
-const (
-	// probeSuccess: the check passed.
-	probeSuccess probeOutcome = iota
-	// probeWarning: the check passed with something to say (a ProbeWarning
-	// event).
-	probeWarning
-	// probeFailure: the check failed.
-	probeFailure
-	// probeError: the check could not be run; the result is thrown away.
-	probeError
-)
-
-// probeCheck runs a probe's handler once and returns its outcome with the
-// output the kubelet puts in events (the error's text for probeError).
-type probeCheck func(ctx context.Context, timeout time.Duration) (probeOutcome, string)
-
 // probeResult is what a probe reports to the worker for one attempt.
 type probeResult struct {
 	// attempt is the attempt the probe ran against.
@@ -160,7 +142,7 @@ type probeRun struct {
 	// from there).
 	startedAt time.Time
 	// check runs the handler once.
-	check probeCheck
+	check prober.Check
 	// record records an event on the pod.
 	record func(eventType, reason, message string)
 	// report hands a threshold crossing to the worker.
@@ -198,7 +180,7 @@ func (r probeRun) run(ctx context.Context, clk clock.WithTicker) {
 		return
 	}
 	var (
-		last     probeOutcome
+		last     prober.Outcome
 		run      int32
 		reported = -1 // nothing reported yet; else 0 (failed) or 1 (succeeded)
 	)
@@ -207,18 +189,18 @@ func (r probeRun) run(ctx context.Context, clk clock.WithTicker) {
 		if ctx.Err() != nil {
 			return
 		}
-		if outcome == probeWarning {
-			outcome = probeSuccess
+		if outcome == prober.Warning {
+			outcome = prober.Success
 		}
-		if outcome != probeError {
+		if outcome != prober.Error {
 			if outcome == last && run > 0 {
 				run++
 			} else {
 				last, run = outcome, 1
 			}
-			crossed := (outcome == probeSuccess && run >= r.timing.successes) || (outcome == probeFailure && run >= r.timing.failures)
+			crossed := (outcome == prober.Success && run >= r.timing.successes) || (outcome == prober.Failure && run >= r.timing.failures)
 			if crossed {
-				ok := outcome == probeSuccess
+				ok := outcome == prober.Success
 				switch {
 				case r.kind == probeStartup:
 					r.report(ok)
@@ -240,13 +222,13 @@ func (r probeRun) run(ctx context.Context, clk clock.WithTicker) {
 
 // once runs the check, again at once up to maxProbeRetries times while it
 // errors, and records the kubelet's events for what it found.
-func (r probeRun) once(ctx context.Context) (probeOutcome, string) {
+func (r probeRun) once(ctx context.Context) (prober.Outcome, string) {
 	var (
-		outcome probeOutcome
+		outcome prober.Outcome
 		output  string
 	)
 	for i := 0; i < maxProbeRetries; i++ {
-		if outcome, output = r.check(ctx, r.timing.timeout); outcome != probeError {
+		if outcome, output = r.check(ctx, r.timing.timeout); outcome != prober.Error {
 			break
 		}
 	}
@@ -254,11 +236,11 @@ func (r probeRun) once(ctx context.Context) (probeOutcome, string) {
 		return outcome, output
 	}
 	switch outcome {
-	case probeWarning:
+	case prober.Warning:
 		r.record(corev1.EventTypeWarning, ReasonProbeWarning, fmt.Sprintf("%s probe warning: %s", r.kind, output))
-	case probeFailure:
+	case prober.Failure:
 		r.record(corev1.EventTypeWarning, ReasonUnhealthy, fmt.Sprintf("%s probe failed: %s", r.kind, output))
-	case probeError:
+	case prober.Error:
 		r.record(corev1.EventTypeWarning, ReasonUnhealthy, fmt.Sprintf("%s probe errored and resulted in unknown state: %s", r.kind, output))
 	}
 	return outcome, output
@@ -281,7 +263,7 @@ func (w *worker) probesOf(pod *corev1.Pod, c *container, h runtime.Handle) attem
 		if p == nil {
 			continue
 		}
-		if why := unsupportedProbe(p, h); why != "" {
+		if why := prober.UnsupportedProbe(p, h); why != "" {
 			w.agent.containerEvent(pod, c.info, corev1.EventTypeWarning, ReasonProbeNotSupported, fmt.Sprintf("%s probe of container %s not run: %s", k, c.spec.Name, why))
 			continue
 		}
@@ -319,7 +301,7 @@ func (w *worker) startProbes(ctx context.Context, c *container) {
 			kind:      k,
 			timing:    timingOf(p),
 			startedAt: c.state.startedAt,
-			check:     checkFor(p, c.spec, c.handle),
+			check:     prober.CheckFor(p, c.spec, c.handle),
 			record: func(eventType, reason, message string) {
 				w.agent.containerEvent(w.currentPod(), info, eventType, reason, message)
 			},

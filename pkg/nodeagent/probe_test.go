@@ -18,13 +18,14 @@ import (
 	testingclock "k8s.io/utils/clock/testing"
 	"k8s.io/utils/ptr"
 
+	"jobkeeper.dev/jobkeeper/pkg/nodeagent/prober"
 	"jobkeeper.dev/jobkeeper/test/builder"
 )
 
 // scriptedCheck returns outcomes in order, then cancels the probe.
 type scriptedCheck struct {
 	// outcomes are returned in order.
-	outcomes []probeOutcome
+	outcomes []prober.Outcome
 	// cancel ends the probe once the script is over.
 	cancel context.CancelFunc
 
@@ -38,14 +39,14 @@ type scriptedCheck struct {
 	clock *testingclock.FakeClock
 }
 
-// check implements probeCheck.
-func (s *scriptedCheck) check(context.Context, time.Duration) (probeOutcome, string) {
+// check implements prober.Check.
+func (s *scriptedCheck) check(context.Context, time.Duration) (prober.Outcome, string) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.times = append(s.times, s.clock.Now())
 	if s.calls >= len(s.outcomes) {
 		s.cancel()
-		return probeFailure, "script over"
+		return prober.Failure, "script over"
 	}
 	o := s.outcomes[s.calls]
 	s.calls++
@@ -54,43 +55,43 @@ func (s *scriptedCheck) check(context.Context, time.Duration) (probeOutcome, str
 
 func TestProbeRun(t *testing.T) {
 	const (
-		ok   = probeSuccess
-		bad  = probeFailure
-		warn = probeWarning
-		oops = probeError
+		ok   = prober.Success
+		bad  = prober.Failure
+		warn = prober.Warning
+		oops = prober.Error
 	)
 	cases := map[string]struct {
 		// setup
 		kind     probeKind
 		probe    corev1.Probe
-		outcomes []probeOutcome
+		outcomes []prober.Outcome
 		// want
 		wantReports []bool
 		wantEvents  []string
 		wantChecks  int
 	}{
 		"startup reports its first success": {
-			kind: probeStartup, probe: corev1.Probe{FailureThreshold: 3}, outcomes: []probeOutcome{bad, bad, ok},
+			kind: probeStartup, probe: corev1.Probe{FailureThreshold: 3}, outcomes: []prober.Outcome{bad, bad, ok},
 			wantReports: []bool{true}, wantChecks: 3,
 			wantEvents: []string{"Warning Unhealthy Startup probe failed: out1", "Warning Unhealthy Startup probe failed: out2"},
 		},
 		"startup reports failure at the threshold and stops": {
-			kind: probeStartup, probe: corev1.Probe{FailureThreshold: 2}, outcomes: []probeOutcome{bad, bad, ok},
+			kind: probeStartup, probe: corev1.Probe{FailureThreshold: 2}, outcomes: []prober.Outcome{bad, bad, ok},
 			wantReports: []bool{false}, wantChecks: 2,
 			wantEvents: []string{"Warning Unhealthy Startup probe failed: out1", "Warning Unhealthy Startup probe failed: out2"},
 		},
 		"liveness failures must be in a row": {
-			kind: probeLiveness, probe: corev1.Probe{FailureThreshold: 2}, outcomes: []probeOutcome{bad, ok, bad, ok, bad, bad},
+			kind: probeLiveness, probe: corev1.Probe{FailureThreshold: 2}, outcomes: []prober.Outcome{bad, ok, bad, ok, bad, bad},
 			wantReports: []bool{false}, wantChecks: 6,
 			wantEvents: []string{"Warning Unhealthy Liveness probe failed: out1", "Warning Unhealthy Liveness probe failed: out3", "Warning Unhealthy Liveness probe failed: out5", "Warning Unhealthy Liveness probe failed: out6"},
 		},
 		"liveness errors are thrown away": {
-			kind: probeLiveness, probe: corev1.Probe{FailureThreshold: 1}, outcomes: []probeOutcome{oops, oops, oops, ok},
+			kind: probeLiveness, probe: corev1.Probe{FailureThreshold: 1}, outcomes: []prober.Outcome{oops, oops, oops, ok},
 			wantChecks: 4 + 1,
 			wantEvents: []string{"Warning Unhealthy Liveness probe errored and resulted in unknown state: out3"},
 		},
 		"readiness reports every change, after successThreshold": {
-			kind: probeReadiness, probe: corev1.Probe{SuccessThreshold: 2, FailureThreshold: 1}, outcomes: []probeOutcome{ok, ok, ok, bad, bad, ok, warn},
+			kind: probeReadiness, probe: corev1.Probe{SuccessThreshold: 2, FailureThreshold: 1}, outcomes: []prober.Outcome{ok, ok, ok, bad, bad, ok, warn},
 			wantReports: []bool{true, false, true}, wantChecks: 7 + 1,
 			wantEvents: []string{"Warning Unhealthy Readiness probe failed: out4", "Warning Unhealthy Readiness probe failed: out5", "Warning ProbeWarning Readiness probe warning: out7"},
 		},

@@ -1,4 +1,4 @@
-package nodeagent
+package prober
 
 import (
 	"context"
@@ -6,6 +6,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -18,6 +19,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/utils/ptr"
 
+	"jobkeeper.dev/jobkeeper/pkg/nodeagent/internal/runtimetest"
 	"jobkeeper.dev/jobkeeper/pkg/nodeagent/runtime"
 )
 
@@ -53,18 +55,18 @@ func TestHTTPCheck(t *testing.T) {
 		// setup
 		get corev1.HTTPGetAction
 		// want
-		want       probeOutcome
+		want       Outcome
 		wantOutput string
 	}{
-		"success":             {get: corev1.HTTPGetAction{Path: "/ok", Port: intstr.FromInt32(port)}, want: probeSuccess, wantOutput: "fine"},
-		"port by name":        {get: corev1.HTTPGetAction{Path: "/ok", Port: intstr.FromString("http")}, want: probeSuccess, wantOutput: "fine"},
-		"port name a number":  {get: corev1.HTTPGetAction{Path: "/ok", Port: intstr.FromString(fmt.Sprint(port))}, want: probeSuccess, wantOutput: "fine"},
-		"unknown port name":   {get: corev1.HTTPGetAction{Port: intstr.FromString("nope")}, want: probeError, wantOutput: `strconv.Atoi: parsing "nope": invalid syntax`},
-		"failure status":      {get: corev1.HTTPGetAction{Path: "/bad", Port: intstr.FromInt32(port)}, want: probeFailure, wantOutput: "HTTP probe failed with statuscode: 503"},
-		"same-host redirect":  {get: corev1.HTTPGetAction{Path: "/moved", Port: intstr.FromInt32(port)}, want: probeSuccess, wantOutput: "fine"},
-		"other-host redirect": {get: corev1.HTTPGetAction{Path: "/elsewhere", Port: intstr.FromInt32(port)}, want: probeWarning, wantOutput: "Probe terminated redirects, Response body: <a href=\"" + strings.Replace(other.URL, "127.0.0.1", "localhost", 1) + "/x\">Found</a>.\n\n"},
+		"success":             {get: corev1.HTTPGetAction{Path: "/ok", Port: intstr.FromInt32(port)}, want: Success, wantOutput: "fine"},
+		"port by name":        {get: corev1.HTTPGetAction{Path: "/ok", Port: intstr.FromString("http")}, want: Success, wantOutput: "fine"},
+		"port name a number":  {get: corev1.HTTPGetAction{Path: "/ok", Port: intstr.FromString(fmt.Sprint(port))}, want: Success, wantOutput: "fine"},
+		"unknown port name":   {get: corev1.HTTPGetAction{Port: intstr.FromString("nope")}, want: Error, wantOutput: `strconv.Atoi: parsing "nope": invalid syntax`},
+		"failure status":      {get: corev1.HTTPGetAction{Path: "/bad", Port: intstr.FromInt32(port)}, want: Failure, wantOutput: "HTTP probe failed with statuscode: 503"},
+		"same-host redirect":  {get: corev1.HTTPGetAction{Path: "/moved", Port: intstr.FromInt32(port)}, want: Success, wantOutput: "fine"},
+		"other-host redirect": {get: corev1.HTTPGetAction{Path: "/elsewhere", Port: intstr.FromInt32(port)}, want: Warning, wantOutput: "Probe terminated redirects, Response body: <a href=\"" + strings.Replace(other.URL, "127.0.0.1", "localhost", 1) + "/x\">Found</a>.\n\n"},
 		"scheme is lower-cased and https is not verified": {
-			get: corev1.HTTPGetAction{Path: "/ok", Port: intstr.FromInt32(port), Scheme: corev1.URISchemeHTTPS}, want: probeFailure,
+			get: corev1.HTTPGetAction{Path: "/ok", Port: intstr.FromInt32(port), Scheme: corev1.URISchemeHTTPS}, want: Failure,
 			wantOutput: `Get "https://127.0.0.1:` + fmt.Sprint(port) + `/ok": http: server gave HTTP response to HTTPS client`,
 		},
 	}
@@ -79,7 +81,7 @@ func TestHTTPCheck(t *testing.T) {
 
 	t.Run("timeout", func(t *testing.T) {
 		got, out := httpCheck(&corev1.HTTPGetAction{Path: "/slow", Port: intstr.FromInt32(port)}, ctr)(context.Background(), 100*time.Millisecond)
-		if got != probeFailure || !strings.Contains(out, "Client.Timeout exceeded") {
+		if got != Failure || !strings.Contains(out, "Client.Timeout exceeded") {
 			t.Errorf("check = %v %q, want a failure on the client's timeout", got, out)
 		}
 	})
@@ -88,7 +90,7 @@ func TestHTTPCheck(t *testing.T) {
 		get := &corev1.HTTPGetAction{Path: "/ok?x=1", Port: intstr.FromInt32(port), HTTPHeaders: []corev1.HTTPHeader{
 			{Name: "Host", Value: "example.test"}, {Name: "X-Custom", Value: "a"}, {Name: "X-Custom", Value: "b"},
 		}}
-		if got, _ := httpCheck(get, ctr)(context.Background(), time.Second); got != probeSuccess {
+		if got, _ := httpCheck(get, ctr)(context.Background(), time.Second); got != Success {
 			t.Fatalf("check = %v", got)
 		}
 		mu.Lock()
@@ -107,15 +109,15 @@ func TestTCPCheck(t *testing.T) {
 	}
 	port := l.Addr().(*net.TCPAddr).Port
 	ctr := &corev1.Container{Name: "c"}
-	if got, out := tcpCheck(&corev1.TCPSocketAction{Port: intstr.FromInt(port)}, ctr)(context.Background(), time.Second); got != probeSuccess {
+	if got, out := tcpCheck(&corev1.TCPSocketAction{Port: intstr.FromInt(port)}, ctr)(context.Background(), time.Second); got != Success {
 		t.Errorf("open port: %v %q", got, out)
 	}
 	_ = l.Close()
 	got, out := tcpCheck(&corev1.TCPSocketAction{Port: intstr.FromInt(port)}, ctr)(context.Background(), time.Second)
-	if want := fmt.Sprintf("dial tcp 127.0.0.1:%d: connect: connection refused", port); got != probeFailure || out != want {
+	if want := fmt.Sprintf("dial tcp 127.0.0.1:%d: connect: connection refused", port); got != Failure || out != want {
 		t.Errorf("closed port: %v %q, want failure %q", got, out, want)
 	}
-	if got, out := tcpCheck(&corev1.TCPSocketAction{Port: intstr.FromInt(0)}, ctr)(context.Background(), time.Second); got != probeError || out != "invalid port number: 0" {
+	if got, out := tcpCheck(&corev1.TCPSocketAction{Port: intstr.FromInt(0)}, ctr)(context.Background(), time.Second); got != Error || out != "invalid port number: 0" {
 		t.Errorf("port 0: %v %q", got, out)
 	}
 }
@@ -153,15 +155,15 @@ func TestGRPCCheck(t *testing.T) {
 		// setup
 		action corev1.GRPCAction
 		// want
-		want       probeOutcome
+		want       Outcome
 		wantOutput string
 	}{
-		"serving":         {action: corev1.GRPCAction{Port: port}, want: probeSuccess, wantOutput: "service healthy"},
-		"not serving":     {action: corev1.GRPCAction{Port: port, Service: ptr.To("down")}, want: probeFailure, wantOutput: `service unhealthy (responded with "NOT_SERVING")`},
-		"unknown service": {action: corev1.GRPCAction{Port: port, Service: ptr.To("nope")}, want: probeFailure, wantOutput: "error: health rpc probe failed: rpc error: code = NotFound desc = unknown service"},
-		"no health service": {action: corev1.GRPCAction{Port: barePort}, want: probeFailure,
+		"serving":         {action: corev1.GRPCAction{Port: port}, want: Success, wantOutput: "service healthy"},
+		"not serving":     {action: corev1.GRPCAction{Port: port, Service: ptr.To("down")}, want: Failure, wantOutput: `service unhealthy (responded with "NOT_SERVING")`},
+		"unknown service": {action: corev1.GRPCAction{Port: port, Service: ptr.To("nope")}, want: Failure, wantOutput: "error: health rpc probe failed: rpc error: code = NotFound desc = unknown service"},
+		"no health service": {action: corev1.GRPCAction{Port: barePort}, want: Failure,
 			wantOutput: "error: this server does not implement the grpc health protocol (grpc.health.v1.Health): unknown service grpc.health.v1.Health"},
-		"nothing listens": {action: corev1.GRPCAction{Port: closedPort}, want: probeFailure,
+		"nothing listens": {action: corev1.GRPCAction{Port: closedPort}, want: Failure,
 			wantOutput: fmt.Sprintf(`timeout: failed to connect service "127.0.0.1:%d" within 200ms: context deadline exceeded`, closedPort)},
 	}
 	for name, tc := range cases {
@@ -174,29 +176,8 @@ func TestGRPCCheck(t *testing.T) {
 	}
 }
 
-// fakeExecer runs exec requests with a function.
-type fakeExecer struct {
-	// run gets the command and where its output goes.
-	run func(ctx context.Context, cmd []string, out *strings.Builder) (int32, error)
-	// mu guards commands.
-	mu sync.Mutex
-	// commands are the commands run so far.
-	commands [][]string
-}
-
-// Exec implements runtime.Execer.
-func (f *fakeExecer) Exec(ctx context.Context, req runtime.ExecRequest) (int32, error) {
-	f.mu.Lock()
-	f.commands = append(f.commands, req.Command)
-	f.mu.Unlock()
-	var out strings.Builder
-	code, err := f.run(ctx, req.Command, &out)
-	_, _ = req.Stdout.WriteString(out.String())
-	return code, err
-}
-
 func TestExecCheck(t *testing.T) {
-	ex := &fakeExecer{run: func(ctx context.Context, cmd []string, out *strings.Builder) (int32, error) {
+	ex := &runtimetest.FakeExecer{Run: func(ctx context.Context, cmd []string, out *strings.Builder) (int32, error) {
 		switch cmd[0] {
 		case "ok":
 			out.WriteString("all good\n")
@@ -215,47 +196,44 @@ func TestExecCheck(t *testing.T) {
 		// setup
 		command []string
 		// want
-		want       probeOutcome
+		want       Outcome
 		wantOutput string
 	}{
-		"exit 0":         {command: []string{"ok"}, want: probeSuccess, wantOutput: "all good\n"},
-		"exit 3":         {command: []string{"fail"}, want: probeFailure, wantOutput: "not good\n"},
-		"timeout":        {command: []string{"hang", "1"}, want: probeFailure, wantOutput: `command timed out: "hang 1" timed out after 50ms`},
-		"cannot be run":  {command: []string{"nope"}, want: probeError, wantOutput: "StartError: no such command"},
-		"static env var": {command: []string{"ok", "$(A)", "$(B)"}, want: probeSuccess, wantOutput: "all good\n"},
+		"exit 0":         {command: []string{"ok"}, want: Success, wantOutput: "all good\n"},
+		"exit 3":         {command: []string{"fail"}, want: Failure, wantOutput: "not good\n"},
+		"timeout":        {command: []string{"hang", "1"}, want: Failure, wantOutput: `command timed out: "hang 1" timed out after 50ms`},
+		"cannot be run":  {command: []string{"nope"}, want: Error, wantOutput: "StartError: no such command"},
+		"static env var": {command: []string{"ok", "$(A)", "$(B)"}, want: Success, wantOutput: "all good\n"},
 	}
 	ctr := &corev1.Container{Env: []corev1.EnvVar{{Name: "A", Value: "a"}, {Name: "B", ValueFrom: &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{FieldPath: "metadata.name"}}}}}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
 			p := &corev1.Probe{ProbeHandler: corev1.ProbeHandler{Exec: &corev1.ExecAction{Command: tc.command}}}
-			got, out := checkFor(p, ctr, execHandle{ex})(context.Background(), 50*time.Millisecond)
+			got, out := CheckFor(p, ctr, runtimetest.ExecHandle{Execer: ex})(context.Background(), 50*time.Millisecond)
 			if got != tc.want || out != tc.wantOutput {
 				t.Errorf("check = %v %q, want %v %q", got, out, tc.want, tc.wantOutput)
 			}
 		})
 	}
-	ex.mu.Lock()
-	defer ex.mu.Unlock()
 	found := false
-	for _, c := range ex.commands {
+	for _, c := range ex.Commands() {
 		found = found || fmt.Sprint(c) == "[ok a $(B)]"
 	}
 	if !found {
-		t.Errorf("commands run %v, none is [ok a $(B)]: only static env values are expanded", ex.commands)
+		t.Errorf("commands run %v, none is [ok a $(B)]: only static env values are expanded", ex.Commands())
 	}
 }
 
-// execHandle is a runtime handle that can exec.
-type execHandle struct{ runtime.Execer }
-
-// PID implements runtime.Handle.
-func (execHandle) PID() int { return 0 }
-
-// Done implements runtime.Handle.
-func (execHandle) Done() <-chan struct{} { return nil }
-
-// Result implements runtime.Handle.
-func (execHandle) Result() runtime.Result { return runtime.Result{} }
-
-// Stop implements runtime.Handle.
-func (execHandle) Stop(time.Duration) {}
+// serverPort is the port of a test server.
+func serverPort(t *testing.T, srv *httptest.Server) int32 {
+	t.Helper()
+	_, p, err := net.SplitHostPort(srv.Listener.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	port, err := strconv.Atoi(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return int32(port)
+}

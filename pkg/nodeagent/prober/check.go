@@ -1,4 +1,4 @@
-package nodeagent
+package prober
 
 import (
 	"bytes"
@@ -34,15 +34,15 @@ import (
 // of the Kubernetes version whose behaviour the agent follows.
 const probeUserAgent = "kube-probe/1.36"
 
-// maxProbeOutput is how much of a probe's output (an HTTP body, an exec'd
+// MaxOutput is how much of a probe's output (an HTTP body, an exec'd
 // command's output) is kept, as the kubelet's 10 KiB.
-const maxProbeOutput = 10 << 10
+const MaxOutput = 10 << 10
 
-// unsupportedProbe returns why the agent cannot run p against an attempt
+// UnsupportedProbe returns why the agent cannot run p against an attempt
 // whose handle is h, "" when it can: httpGet, tcpSocket and grpc probes
 // reach 127.0.0.1 (pods share the host's network); exec probes need a
 // runtime that can run commands in its containers.
-func unsupportedProbe(p *corev1.Probe, h runtime.Handle) string {
+func UnsupportedProbe(p *corev1.Probe, h runtime.Handle) string {
 	switch {
 	case p.HTTPGet != nil, p.TCPSocket != nil, p.GRPC != nil:
 		return ""
@@ -56,9 +56,9 @@ func unsupportedProbe(p *corev1.Probe, h runtime.Handle) string {
 	}
 }
 
-// checkFor returns the check of probe p of container c, run against the
+// CheckFor returns the check of probe p of container c, run against the
 // attempt h.
-func checkFor(p *corev1.Probe, c *corev1.Container, h runtime.Handle) probeCheck {
+func CheckFor(p *corev1.Probe, c *corev1.Container, h runtime.Handle) Check {
 	switch {
 	case p.HTTPGet != nil:
 		return httpCheck(p.HTTPGet, c)
@@ -71,8 +71,8 @@ func checkFor(p *corev1.Probe, c *corev1.Container, h runtime.Handle) probeCheck
 			return execCheck(expandStatic(p.Exec.Command, c.Env), ex)
 		}
 	}
-	return func(context.Context, time.Duration) (probeOutcome, string) {
-		return probeError, unsupportedProbe(p, h)
+	return func(context.Context, time.Duration) (Outcome, string) {
+		return Error, UnsupportedProbe(p, h)
 	}
 }
 
@@ -123,12 +123,12 @@ func probeDialer(timeout time.Duration) *net.Dialer {
 	}}
 }
 
-// httpRequest builds the request of an httpGet probe or hook as the kubelet
+// HTTPRequest builds the request of an httpGet probe or hook as the kubelet
 // does: the scheme lower-cased (http by default), the path parsed as a URL
 // (a query stays), httpHeaders added in order, the Host header as the
 // request's host, User-Agent and Accept (*/*) unless set; an Accept set to
 // "" is removed.
-func httpRequest(ctx context.Context, g *corev1.HTTPGetAction, c *corev1.Container, userAgent string) (*http.Request, error) {
+func HTTPRequest(ctx context.Context, g *corev1.HTTPGetAction, c *corev1.Container, userAgent string) (*http.Request, error) {
 	port, err := probePort(g.Port, c)
 	if err != nil {
 		return nil, err
@@ -162,11 +162,11 @@ func httpRequest(ctx context.Context, g *corev1.HTTPGetAction, c *corev1.Contain
 	return req, nil
 }
 
-// httpClient is the kubelet's probe client: certificates are not verified,
+// HTTPClient is the kubelet's probe client: certificates are not verified,
 // no proxy, no keep-alive, no compression; redirects are followed while
 // they stay on the same host (10 at most), and one to another host is not
 // followed (its 3xx answer then counts, as a warning).
-func httpClient(timeout time.Duration) *http.Client {
+func HTTPClient(timeout time.Duration) *http.Client {
 	return &http.Client{
 		Timeout: timeout,
 		Transport: &http.Transport{
@@ -190,53 +190,53 @@ func httpClient(timeout time.Duration) *http.Client {
 
 // httpCheck is an HTTP GET: a status in [200, 300) succeeds, a redirect
 // that was not followed succeeds with a warning, anything else fails.
-func httpCheck(g *corev1.HTTPGetAction, c *corev1.Container) probeCheck {
-	return func(ctx context.Context, timeout time.Duration) (probeOutcome, string) {
-		req, err := httpRequest(ctx, g, c, probeUserAgent)
+func httpCheck(g *corev1.HTTPGetAction, c *corev1.Container) Check {
+	return func(ctx context.Context, timeout time.Duration) (Outcome, string) {
+		req, err := HTTPRequest(ctx, g, c, probeUserAgent)
 		if err != nil {
-			return probeError, err.Error()
+			return Error, err.Error()
 		}
-		res, err := httpClient(timeout).Do(req)
+		res, err := HTTPClient(timeout).Do(req)
 		if err != nil {
-			return probeFailure, err.Error()
+			return Failure, err.Error()
 		}
 		defer func() { _ = res.Body.Close() }()
-		body, err := io.ReadAll(io.LimitReader(res.Body, maxProbeOutput))
+		body, err := io.ReadAll(io.LimitReader(res.Body, MaxOutput))
 		if err != nil {
-			return probeFailure, err.Error()
+			return Failure, err.Error()
 		}
 		switch {
 		case res.StatusCode >= http.StatusMultipleChoices && res.StatusCode < http.StatusBadRequest:
-			return probeWarning, fmt.Sprintf("Probe terminated redirects, Response body: %v", string(body))
+			return Warning, fmt.Sprintf("Probe terminated redirects, Response body: %v", string(body))
 		case res.StatusCode >= http.StatusOK && res.StatusCode < http.StatusBadRequest:
-			return probeSuccess, string(body)
+			return Success, string(body)
 		default:
-			return probeFailure, fmt.Sprintf("HTTP probe failed with statuscode: %d", res.StatusCode)
+			return Failure, fmt.Sprintf("HTTP probe failed with statuscode: %d", res.StatusCode)
 		}
 	}
 }
 
 // tcpCheck succeeds when a TCP connection opens.
-func tcpCheck(s *corev1.TCPSocketAction, c *corev1.Container) probeCheck {
-	return func(ctx context.Context, timeout time.Duration) (probeOutcome, string) {
+func tcpCheck(s *corev1.TCPSocketAction, c *corev1.Container) Check {
+	return func(ctx context.Context, timeout time.Duration) (Outcome, string) {
 		port, err := probePort(s.Port, c)
 		if err != nil {
-			return probeError, err.Error()
+			return Error, err.Error()
 		}
 		conn, err := probeDialer(timeout).DialContext(ctx, "tcp", net.JoinHostPort(probeHost(s.Host), strconv.Itoa(port)))
 		if err != nil {
-			return probeFailure, err.Error()
+			return Failure, err.Error()
 		}
 		_ = conn.Close()
-		return probeSuccess, ""
+		return Success, ""
 	}
 }
 
 // grpcCheck calls grpc.health.v1.Health/Check for the probe's service on
 // the pod's IP, without TLS, as the kubelet's: the connection must be up
 // within the timeout, and the answer SERVING.
-func grpcCheck(g *corev1.GRPCAction) probeCheck {
-	return func(ctx context.Context, timeout time.Duration) (probeOutcome, string) {
+func grpcCheck(g *corev1.GRPCAction) Check {
+	return func(ctx context.Context, timeout time.Duration) (Outcome, string) {
 		service := ""
 		if g.Service != nil {
 			service = *g.Service
@@ -251,14 +251,14 @@ func grpcCheck(g *corev1.GRPCAction) probeCheck {
 				return probeDialer(0).DialContext(ctx, "tcp", addr)
 			}))
 		if err != nil {
-			return probeFailure, fmt.Sprintf("error: failed to connect service at %q: %+v", addr, err)
+			return Failure, fmt.Sprintf("error: failed to connect service at %q: %+v", addr, err)
 		}
 		defer func() { _ = conn.Close() }()
 		// Wait for the connection, as the kubelet's blocking dial does.
 		conn.Connect()
 		for st := conn.GetState(); st != connectivity.Ready; st = conn.GetState() {
 			if !conn.WaitForStateChange(ctx, st) {
-				return probeFailure, fmt.Sprintf("timeout: failed to connect service %q within %v: %+v", addr, timeout, ctx.Err())
+				return Failure, fmt.Sprintf("timeout: failed to connect service %q within %v: %+v", addr, timeout, ctx.Err())
 			}
 		}
 		resp, err := healthpb.NewHealthClient(conn).Check(ctx, &healthpb.HealthCheckRequest{Service: service})
@@ -266,17 +266,17 @@ func grpcCheck(g *corev1.GRPCAction) probeCheck {
 			if st, ok := status.FromError(err); ok {
 				switch st.Code() {
 				case codes.Unimplemented:
-					return probeFailure, fmt.Sprintf("error: this server does not implement the grpc health protocol (grpc.health.v1.Health): %s", st.Message())
+					return Failure, fmt.Sprintf("error: this server does not implement the grpc health protocol (grpc.health.v1.Health): %s", st.Message())
 				case codes.DeadlineExceeded:
-					return probeFailure, fmt.Sprintf("timeout: health rpc did not complete within %v", timeout)
+					return Failure, fmt.Sprintf("timeout: health rpc did not complete within %v", timeout)
 				}
 			}
-			return probeFailure, fmt.Sprintf("error: health rpc probe failed: %+v", err)
+			return Failure, fmt.Sprintf("error: health rpc probe failed: %+v", err)
 		}
 		if resp.GetStatus() != healthpb.HealthCheckResponse_SERVING {
-			return probeFailure, fmt.Sprintf("service unhealthy (responded with %q)", resp.GetStatus().String())
+			return Failure, fmt.Sprintf("service unhealthy (responded with %q)", resp.GetStatus().String())
 		}
-		return probeSuccess, "service healthy"
+		return Success, "service healthy"
 	}
 }
 
@@ -285,27 +285,27 @@ func grpcCheck(g *corev1.GRPCAction) probeCheck {
 // fails; the combined output (10 KiB at most) is the probe's output. A
 // command still running at the timeout fails the probe ("command timed
 // out"), as the kubelet's; it is not killed.
-func execCheck(command []string, ex runtime.Execer) probeCheck {
-	return func(ctx context.Context, timeout time.Duration) (probeOutcome, string) {
-		out, code, err := execCapture(ctx, ex, command, timeout)
+func execCheck(command []string, ex runtime.Execer) Check {
+	return func(ctx context.Context, timeout time.Duration) (Outcome, string) {
+		out, code, err := ExecCapture(ctx, ex, command, timeout)
 		switch {
 		case errors.Is(err, context.DeadlineExceeded):
-			return probeFailure, fmt.Sprintf("command timed out: %q timed out after %s", strings.Join(command, " "), timeout)
+			return Failure, fmt.Sprintf("command timed out: %q timed out after %s", strings.Join(command, " "), timeout)
 		case err != nil:
-			return probeError, err.Error()
+			return Error, err.Error()
 		case code != 0:
-			return probeFailure, out
+			return Failure, out
 		default:
-			return probeSuccess, out
+			return Success, out
 		}
 	}
 }
 
-// execCapture runs command in the container through ex with no input and
-// returns its combined output (maxProbeOutput at most) and exit code; a
+// ExecCapture runs command in the container through ex with no input and
+// returns its combined output (MaxOutput at most) and exit code; a
 // timeout of zero sets none (hooks). Output of processes it leaves running
 // in the background is not waited for beyond a second.
-func execCapture(ctx context.Context, ex runtime.Execer, command []string, timeout time.Duration) (string, int32, error) {
+func ExecCapture(ctx context.Context, ex runtime.Execer, command []string, timeout time.Duration) (string, int32, error) {
 	devNull, err := os.OpenFile(os.DevNull, os.O_RDWR, 0)
 	if err != nil {
 		return "", 0, err
@@ -326,7 +326,7 @@ func execCapture(ctx context.Context, ex runtime.Execer, command []string, timeo
 		for {
 			n, err := r.Read(chunk)
 			mu.Lock()
-			if room := maxProbeOutput - buf.Len(); room > 0 {
+			if room := MaxOutput - buf.Len(); room > 0 {
 				buf.Write(chunk[:min(n, room)])
 			}
 			mu.Unlock()
@@ -374,3 +374,22 @@ func expandStatic(command []string, env []corev1.EnvVar) []string {
 	}
 	return out
 }
+
+// Outcome is the result of running a probe once.
+type Outcome int
+
+const (
+	// Success: the check passed.
+	Success Outcome = iota
+	// Warning: the check passed with something to say (a ProbeWarning
+	// event).
+	Warning
+	// Failure: the check failed.
+	Failure
+	// Error: the check could not be run; the result is thrown away.
+	Error
+)
+
+// Check runs a probe's handler once and returns its outcome with the
+// output the kubelet puts in events (the error's text for Error).
+type Check func(ctx context.Context, timeout time.Duration) (Outcome, string)
