@@ -28,6 +28,7 @@ import (
 	"k8s.io/utils/clock"
 
 	"jobkeeper.dev/jobkeeper/pkg/nodeagent/binder"
+	"jobkeeper.dev/jobkeeper/pkg/nodeagent/lifecycle"
 	"jobkeeper.dev/jobkeeper/pkg/nodeagent/podconfig"
 	"jobkeeper.dev/jobkeeper/pkg/nodeagent/runtime"
 	"jobkeeper.dev/jobkeeper/pkg/nodeagent/runtime/process"
@@ -612,7 +613,7 @@ func (a *Agent) event(pod *corev1.Pod, eventType, reason, message string) {
 // containerEvent records a node event on one container of pod, as the
 // kubelet records its container events: on the pod, with the container's
 // field path (spec.containers{name}, spec.initContainers{name}).
-func (a *Agent) containerEvent(pod *corev1.Pod, c containerInfo, eventType, reason, message string) {
+func (a *Agent) containerEvent(pod *corev1.Pod, c lifecycle.ContainerInfo, eventType, reason, message string) {
 	if a.recorder == nil || a.quiet() {
 		return
 	}
@@ -622,13 +623,13 @@ func (a *Agent) containerEvent(pod *corev1.Pod, c containerInfo, eventType, reas
 		return
 	}
 	field := "spec.containers"
-	switch c.kind {
-	case kindInit, kindSidecar:
+	switch c.Kind {
+	case lifecycle.KindInit, lifecycle.KindSidecar:
 		field = "spec.initContainers"
-	case kindEphemeral:
+	case lifecycle.KindEphemeral:
 		field = "spec.ephemeralContainers"
 	}
-	ref.FieldPath = fmt.Sprintf("%s{%s}", field, c.name)
+	ref.FieldPath = fmt.Sprintf("%s{%s}", field, c.Name)
 	a.recorder.Event(ref, eventType, reason, message)
 }
 

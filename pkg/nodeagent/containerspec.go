@@ -10,6 +10,7 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 
 	"jobkeeper.dev/jobkeeper/pkg/images"
+	"jobkeeper.dev/jobkeeper/pkg/nodeagent/lifecycle"
 	"jobkeeper.dev/jobkeeper/pkg/nodeagent/podconfig"
 	"jobkeeper.dev/jobkeeper/pkg/nodeagent/runtime"
 )
@@ -248,7 +249,7 @@ func (a *Agent) podFeatures() podconfig.NodeFeatures {
 // joins a pod already admitted: a reason and message when it cannot run
 // here, empty when it can.
 func (a *Agent) ephemeralRefusal(pod *corev1.Pod, c *container) (string, string) {
-	if c.info.kind != kindEphemeral {
+	if c.info.Kind != lifecycle.KindEphemeral {
 		return "", ""
 	}
 	if _, ok := a.runtime.(runtime.Isolator); !ok {

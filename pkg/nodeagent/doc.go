@@ -32,8 +32,8 @@
 //     resolv.conf, hosts, hostname, user), gives volumes the pod's fsGroup (package volume) and
 //     reads each attempt's termination message (termination.go).
 //
-// Container lifecycle (lifecycle.go: containerState, changed only by the
-// pure transition function; podplan.go: planPod decides whose turn it is):
+// Container lifecycle (package lifecycle: ContainerState, changed only by
+// the pure Transition function; PlanPod decides whose turn it is):
 //
 //	            config error (retried at notBefore)
 //	              ┌────┐                                 pod finishing, or a
@@ -74,7 +74,7 @@
 // grace period is abandoned; one no longer wanted (the container exited,
 // the pod finished during postStart) is ended.
 //
-// The restart policy (restart.go, the kubelet's ContainerShouldRestart with
+// The restart policy (lifecycle.ShouldRestart, the kubelet's ContainerShouldRestart with
 // ContainerRestartRules): a sidecar (init container with restartPolicy
 // Always) always restarts; a regular init container never after success;
 // otherwise the container's restartPolicyRules in order (the first whose
@@ -91,7 +91,7 @@
 // success threshold (at once without one). A sidecar that started once is
 // initialized.
 //
-// Per pod (planPod): init containers one at a time in order (a sidecar must
+// Per pod (lifecycle.PlanPod): init containers one at a time in order (a sidecar must
 // have started, a regular one must have succeeded), then all main
 // containers. Ephemeral containers (kubectl debug) are taken on as they
 // appear in the spec (worker.addEphemerals) and started at once, even during

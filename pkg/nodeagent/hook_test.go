@@ -18,6 +18,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"jobkeeper.dev/jobkeeper/pkg/nodeagent/internal/runtimetest"
+	"jobkeeper.dev/jobkeeper/pkg/nodeagent/lifecycle"
 	"jobkeeper.dev/jobkeeper/pkg/nodeagent/runtime"
 	"jobkeeper.dev/jobkeeper/test/builder"
 )
@@ -120,7 +121,7 @@ func TestPostStartHookHoldsTheContainerUntilItReturns(t *testing.T) {
 	}
 	ta.waitEvent(t, "Started")
 	got := ta.waitPod(t, "p", func(p *corev1.Pod) bool { return len(p.Status.ContainerStatuses) == 1 })
-	if cs := got.Status.ContainerStatuses[0]; got.Status.Phase != corev1.PodPending || cs.State.Waiting == nil || cs.State.Waiting.Reason != ReasonContainerCreating || cs.ContainerID != "" {
+	if cs := got.Status.ContainerStatuses[0]; got.Status.Phase != corev1.PodPending || cs.State.Waiting == nil || cs.State.Waiting.Reason != lifecycle.ReasonContainerCreating || cs.ContainerID != "" {
 		t.Errorf("during the hook: phase %s, state %+v, containerID %q; want Pending, waiting ContainerCreating, no ID", got.Status.Phase, cs.State, cs.ContainerID)
 	}
 	close(release)
@@ -146,10 +147,10 @@ func TestFailedPostStartHookKillsTheContainer(t *testing.T) {
 	if term := got.Status.ContainerStatuses[0].State.Terminated; term == nil || term.ExitCode != 143 || term.Reason != "Error" {
 		t.Errorf("state = %+v, want terminated 143 Error", got.Status.ContainerStatuses[0].State)
 	}
-	if ev := ta.waitEvent(t, ReasonFailedPostStartHook); ev.Type != corev1.EventTypeWarning || ev.Message != "PostStartHook failed" {
+	if ev := ta.waitEvent(t, lifecycle.ReasonFailedPostStartHook); ev.Type != corev1.EventTypeWarning || ev.Message != "PostStartHook failed" {
 		t.Errorf("event = %s %q", ev.Type, ev.Message)
 	}
-	if ev := ta.waitEvent(t, "Killing"); ev.Message != ReasonFailedPostStartHook {
+	if ev := ta.waitEvent(t, "Killing"); ev.Message != lifecycle.ReasonFailedPostStartHook {
 		t.Errorf("Killing message = %q", ev.Message)
 	}
 	if g := rt.stopGraces(); fmt.Sprint(g) != "[30s]" {
@@ -266,7 +267,7 @@ func TestFailedPreStopHookStillStops(t *testing.T) {
 	rt.attempt(t, "main", 0)
 	ta.waitPod(t, "p", phaseIs(corev1.PodRunning))
 	ta.deletePod(t, "p", 30)
-	if ev := ta.waitEvent(t, ReasonFailedPreStopHook); ev.Type != corev1.EventTypeWarning || ev.Message != "PreStopHook failed" {
+	if ev := ta.waitEvent(t, lifecycle.ReasonFailedPreStopHook); ev.Type != corev1.EventTypeWarning || ev.Message != "PreStopHook failed" {
 		t.Errorf("event = %s %q", ev.Type, ev.Message)
 	}
 	ta.waitGone(t, "p")
@@ -278,7 +279,7 @@ func TestFailedPreStopHookStillStops(t *testing.T) {
 func TestExecHookNeedsARuntimeThatExecs(t *testing.T) {
 	pod := withLifecycle(builder.MakePod("p", "ns").UID("u1").Obj(), &corev1.LifecycleHandler{Exec: &corev1.ExecAction{Command: []string{"true"}}}, nil)
 	ta, _ := startAgentWithFake(t, pod)
-	ev := ta.waitEvent(t, ReasonHookNotSupported)
+	ev := ta.waitEvent(t, lifecycle.ReasonHookNotSupported)
 	if ev.Type != corev1.EventTypeWarning || ev.Message != "PostStart hook of container main not run: this runtime cannot run commands in containers" {
 		t.Errorf("event = %s %q", ev.Type, ev.Message)
 	}

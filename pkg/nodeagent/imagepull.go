@@ -16,6 +16,7 @@ import (
 	"k8s.io/klog/v2"
 
 	"jobkeeper.dev/jobkeeper/pkg/images"
+	"jobkeeper.dev/jobkeeper/pkg/nodeagent/lifecycle"
 	"jobkeeper.dev/jobkeeper/pkg/nodeagent/podconfig"
 )
 
@@ -244,7 +245,7 @@ func (w *worker) imageFor(ctx context.Context, pod *corev1.Pod, c *container, no
 		select {
 		case <-st.done:
 		default:
-			return nil, &imageWait{reason: ReasonContainerCreating, retry: now.Add(pullWaitCheck)}
+			return nil, &imageWait{reason: lifecycle.ReasonContainerCreating, retry: now.Add(pullWaitCheck)}
 		}
 		c.pull = nil
 		if st.err == nil {
@@ -255,7 +256,7 @@ func (w *worker) imageFor(ctx context.Context, pod *corev1.Pod, c *container, no
 			return w.hold(c, st.img, st.ref, now)
 		}
 		if ctx.Err() != nil {
-			return nil, &imageWait{reason: ReasonContainerCreating, retry: now.Add(pullWaitCheck)}
+			return nil, &imageWait{reason: lifecycle.ReasonContainerCreating, retry: now.Add(pullWaitCheck)}
 		}
 		msg := st.err.Error()
 		w.agent.containerEvent(pod, c.info, corev1.EventTypeWarning, eventFailed, fmt.Sprintf("Failed to pull image %q: %s", image, pullAdvice(msg)))
@@ -268,14 +269,14 @@ func (w *worker) imageFor(ctx context.Context, pod *corev1.Pod, c *container, no
 		msg := fmt.Sprintf("Failed to apply default image tag %q: %v", requested, err)
 		w.agent.containerEvent(pod, c.info, corev1.EventTypeWarning, eventInspectFailed, msg)
 		w.agent.containerEvent(pod, c.info, corev1.EventTypeWarning, eventFailed, "Error: "+ReasonInvalidImageName)
-		return nil, &imageWait{reason: ReasonInvalidImageName, message: msg, retry: now.Add(retryConfigError)}
+		return nil, &imageWait{reason: ReasonInvalidImageName, message: msg, retry: now.Add(lifecycle.RetryConfigError)}
 	}
 	local, err := p.store.Lookup(ref)
 	if err != nil && !errors.Is(err, images.ErrNotFound) {
 		msg := fmt.Sprintf("Failed to inspect image %q: %v", requested, err)
 		w.agent.containerEvent(pod, c.info, corev1.EventTypeWarning, eventInspectFailed, msg)
 		w.agent.containerEvent(pod, c.info, corev1.EventTypeWarning, eventFailed, "Error: ImageInspectError")
-		return nil, &imageWait{reason: "ImageInspectError", message: msg, retry: now.Add(retryConfigError)}
+		return nil, &imageWait{reason: "ImageInspectError", message: msg, retry: now.Add(lifecycle.RetryConfigError)}
 	}
 	policy := c.spec.ImagePullPolicy
 	if policy == "" {
@@ -292,7 +293,7 @@ func (w *worker) imageFor(ctx context.Context, pod *corev1.Pod, c *container, no
 		msg := fmt.Sprintf("Container image %q is not present with pull policy of Never", requested)
 		w.agent.containerEvent(pod, c.info, corev1.EventTypeWarning, ReasonErrImageNeverPull, msg+" (load it with `jobkeeper image load`)")
 		w.agent.containerEvent(pod, c.info, corev1.EventTypeWarning, eventFailed, "Error: "+ReasonErrImageNeverPull)
-		return nil, &imageWait{reason: ReasonErrImageNeverPull, message: msg, retry: now.Add(retryConfigError)}
+		return nil, &imageWait{reason: ReasonErrImageNeverPull, message: msg, retry: now.Add(lifecycle.RetryConfigError)}
 	}
 	if b := p.inBackoff(pod.UID, image, now); b != nil {
 		w.agent.containerEvent(pod, c.info, corev1.EventTypeNormal, eventBackOff, fmt.Sprintf("Back-off pulling image %q", image))
@@ -301,7 +302,7 @@ func (w *worker) imageFor(ctx context.Context, pod *corev1.Pod, c *container, no
 	}
 	w.agent.containerEvent(pod, c.info, corev1.EventTypeNormal, eventPulling, fmt.Sprintf("Pulling image %q", image))
 	c.pull = p.start(ctx, pod, image, ref, w.poke)
-	return nil, &imageWait{reason: ReasonContainerCreating, retry: now.Add(pullWaitCheck)}
+	return nil, &imageWait{reason: lifecycle.ReasonContainerCreating, retry: now.Add(pullWaitCheck)}
 }
 
 // collectPulls makes the containers whose pull ended due at once (they
@@ -310,12 +311,12 @@ func (w *worker) collectPulls() bool {
 	progress := false
 	now := w.agent.clock.Now()
 	for _, c := range w.all() {
-		if c.pull == nil || !c.state.notBefore.After(now) {
+		if c.pull == nil || !c.state.NotBefore.After(now) {
 			continue
 		}
 		select {
 		case <-c.pull.done:
-			c.state.notBefore = now
+			c.state.NotBefore = now
 			progress = true
 		default:
 		}
@@ -364,7 +365,7 @@ func (w *worker) hold(c *container, img *images.Image, ref string, now time.Time
 		release := store.Use(img.ID)
 		if got, err := store.Lookup(ref); err != nil || got.ID != img.ID {
 			release()
-			return nil, &imageWait{reason: ReasonContainerCreating, retry: now}
+			return nil, &imageWait{reason: lifecycle.ReasonContainerCreating, retry: now}
 		}
 		c.image.release()
 		c.image = runImage{name: ref, id: imageIDOf(img, ref), storeID: img.ID, done: release}

@@ -10,6 +10,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 
+	"jobkeeper.dev/jobkeeper/pkg/nodeagent/lifecycle"
 	"jobkeeper.dev/jobkeeper/pkg/nodeagent/podconfig"
 )
 
@@ -134,12 +135,12 @@ func TestNotEnforcedMessage(t *testing.T) {
 func TestEphemeralRefusal(t *testing.T) {
 	// As another user: as root a privileged container runs (warned).
 	a := &Agent{runtime: isolatingRuntime{ok: true}, euid: 1000}
-	priv := &container{spec: &corev1.Container{Name: "debug", SecurityContext: &corev1.SecurityContext{Privileged: ptr.To(true)}}, info: containerInfo{kind: kindEphemeral}}
+	priv := &container{spec: &corev1.Container{Name: "debug", SecurityContext: &corev1.SecurityContext{Privileged: ptr.To(true)}}, info: lifecycle.ContainerInfo{Kind: lifecycle.KindEphemeral}}
 	pod := &corev1.Pod{Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "c"}}}}
 	if reason, msg := a.ephemeralRefusal(pod, priv); reason != podconfig.ReasonPodFeatureUnsupported || !strings.Contains(msg, `ephemeral container "debug": securityContext.privileged`) {
 		t.Errorf("privileged ephemeral container: %q, %q", reason, msg)
 	}
-	plain := &container{spec: &corev1.Container{Name: "debug"}, info: containerInfo{kind: kindEphemeral}}
+	plain := &container{spec: &corev1.Container{Name: "debug"}, info: lifecycle.ContainerInfo{Kind: lifecycle.KindEphemeral}}
 	if reason, _ := a.ephemeralRefusal(pod, plain); reason != "" {
 		t.Errorf("plain ephemeral container refused: %q", reason)
 	}

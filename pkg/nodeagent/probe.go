@@ -8,6 +8,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/utils/clock"
 
+	"jobkeeper.dev/jobkeeper/pkg/nodeagent/lifecycle"
 	"jobkeeper.dev/jobkeeper/pkg/nodeagent/prober"
 	"jobkeeper.dev/jobkeeper/pkg/nodeagent/runtime"
 )
@@ -43,45 +44,6 @@ const (
 	maxProbeRetries = 3
 )
 
-// probeKind is one of a container's three probes.
-type probeKind int
-
-const (
-	// probeStartup gates the other two: until it succeeds the container
-	// is not started; reaching its failure threshold kills the container.
-	probeStartup probeKind = iota
-	// probeLiveness kills the container when it reaches its failure
-	// threshold.
-	probeLiveness
-	// probeReadiness decides whether the container is ready.
-	probeReadiness
-)
-
-// String is the kubelet's name of the probe in events ("Liveness probe
-// failed: ...").
-func (k probeKind) String() string {
-	return [...]string{"Startup", "Liveness", "Readiness"}[k]
-}
-
-// of returns the container's probe of this kind, nil when it has none.
-func (k probeKind) of(c *corev1.Container) *corev1.Probe {
-	return [...]*corev1.Probe{c.StartupProbe, c.LivenessProbe, c.ReadinessProbe}[k]
-}
-
-// attemptProbes says which probes run against an attempt.
-type attemptProbes struct {
-	// startup, liveness and readiness are true for each probe that runs.
-	startup, liveness, readiness bool
-}
-
-// afterStart reports whether probes run once the attempt started.
-func (p attemptProbes) afterStart() bool { return p.liveness || p.readiness }
-
-// has reports whether the probe of kind runs.
-func (p attemptProbes) has(k probeKind) bool {
-	return [...]bool{p.startup, p.liveness, p.readiness}[k]
-}
-
 // probeResult is what a probe reports to the worker for one attempt.
 type probeResult struct {
 	// attempt is the attempt the probe ran against.
@@ -96,7 +58,7 @@ type probeKey struct {
 	// name is the container's name.
 	name string
 	// kind is which probe.
-	kind probeKind
+	kind lifecycle.ProbeKind
 }
 
 // probeTiming are a probe's timing parameters with the API's defaults.
@@ -135,7 +97,7 @@ func timingOf(p *corev1.Probe) probeTiming {
 // probeRun is one probe loop: what it probes and where it reports.
 type probeRun struct {
 	// kind is the probe's kind.
-	kind probeKind
+	kind lifecycle.ProbeKind
 	// timing are its parameters.
 	timing probeTiming
 	// startedAt is when the attempt started (initialDelaySeconds counts
@@ -202,13 +164,13 @@ func (r probeRun) run(ctx context.Context, clk clock.WithTicker) {
 			if crossed {
 				ok := outcome == prober.Success
 				switch {
-				case r.kind == probeStartup:
+				case r.kind == lifecycle.ProbeStartup:
 					r.report(ok)
 					return
-				case r.kind == probeLiveness && !ok:
+				case r.kind == lifecycle.ProbeLiveness && !ok:
 					r.report(false)
 					return
-				case r.kind == probeReadiness && reported != btoi(ok):
+				case r.kind == lifecycle.ProbeReadiness && reported != btoi(ok):
 					reported = btoi(ok)
 					r.report(ok)
 				}
@@ -256,10 +218,10 @@ func btoi(b bool) int {
 
 // probesOf returns the probes that run against the attempt h of c. A probe
 // that cannot run here is treated as absent, with a ProbeNotSupported event.
-func (w *worker) probesOf(pod *corev1.Pod, c *container, h runtime.Handle) attemptProbes {
-	var out attemptProbes
-	for _, k := range []probeKind{probeStartup, probeLiveness, probeReadiness} {
-		p := k.of(c.spec)
+func (w *worker) probesOf(pod *corev1.Pod, c *container, h runtime.Handle) lifecycle.AttemptProbes {
+	var out lifecycle.AttemptProbes
+	for _, k := range []lifecycle.ProbeKind{lifecycle.ProbeStartup, lifecycle.ProbeLiveness, lifecycle.ProbeReadiness} {
+		p := k.Of(c.spec)
 		if p == nil {
 			continue
 		}
@@ -268,12 +230,12 @@ func (w *worker) probesOf(pod *corev1.Pod, c *container, h runtime.Handle) attem
 			continue
 		}
 		switch k {
-		case probeStartup:
-			out.startup = true
-		case probeLiveness:
-			out.liveness = true
-		case probeReadiness:
-			out.readiness = true
+		case lifecycle.ProbeStartup:
+			out.Startup = true
+		case lifecycle.ProbeLiveness:
+			out.Liveness = true
+		case lifecycle.ProbeReadiness:
+			out.Readiness = true
 		}
 	}
 	return out
@@ -284,23 +246,23 @@ func (w *worker) probesOf(pod *corev1.Pod, c *container, h runtime.Handle) attem
 // Results reach the worker through probeResults and a poke.
 func (w *worker) startProbes(ctx context.Context, c *container) {
 	w.endProbe(c)
-	kinds := []probeKind{probeStartup}
-	if c.state.started {
-		kinds = []probeKind{probeLiveness, probeReadiness}
+	kinds := []lifecycle.ProbeKind{lifecycle.ProbeStartup}
+	if c.state.Started {
+		kinds = []lifecycle.ProbeKind{lifecycle.ProbeLiveness, lifecycle.ProbeReadiness}
 	}
 	ctx, cancel := context.WithCancel(ctx)
 	c.stopProbe = cancel
-	name, attempt := c.spec.Name, c.state.attempt
+	name, attempt := c.spec.Name, c.state.Attempt
 	for _, k := range kinds {
-		if !c.state.probes.has(k) {
+		if !c.state.Probes.Has(k) {
 			continue
 		}
-		p := k.of(c.spec)
+		p := k.Of(c.spec)
 		info := c.info
 		r := probeRun{
 			kind:      k,
 			timing:    timingOf(p),
-			startedAt: c.state.startedAt,
+			startedAt: c.state.StartedAt,
 			check:     prober.CheckFor(p, c.spec, c.handle),
 			record: func(eventType, reason, message string) {
 				w.agent.containerEvent(w.currentPod(), info, eventType, reason, message)
@@ -344,17 +306,17 @@ func (w *worker) collectProbes(ctx context.Context) bool {
 	pod := w.currentPod()
 	now := w.agent.clock.Now()
 	for _, c := range w.all() {
-		for _, k := range []probeKind{probeStartup, probeLiveness, probeReadiness} {
+		for _, k := range []lifecycle.ProbeKind{lifecycle.ProbeStartup, lifecycle.ProbeLiveness, lifecycle.ProbeReadiness} {
 			r, ok := results[probeKey{name: c.spec.Name, kind: k}]
-			if !ok || r.attempt != c.state.attempt || c.state.phase != phaseRunning {
+			if !ok || r.attempt != c.state.Attempt || c.state.Phase != lifecycle.PhaseRunning {
 				continue
 			}
-			ev := event{kind: evReadiness, at: now, ok: r.ok}
+			ev := lifecycle.Event{Kind: lifecycle.EvReadiness, At: now, OK: r.ok}
 			switch {
-			case k == probeStartup && r.ok:
-				ev.kind = evProbeSucceeded
-			case k != probeReadiness:
-				ev.kind, ev.probe, ev.grace = evProbeFailed, k, probeGrace(pod, k.of(c.spec))
+			case k == lifecycle.ProbeStartup && r.ok:
+				ev.Kind = lifecycle.EvProbeSucceeded
+			case k != lifecycle.ProbeReadiness:
+				ev.Kind, ev.Probe, ev.Grace = lifecycle.EvProbeFailed, k, probeGrace(pod, k.Of(c.spec))
 			}
 			w.apply(ctx, pod, c, ev)
 		}

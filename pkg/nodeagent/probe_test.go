@@ -18,6 +18,7 @@ import (
 	testingclock "k8s.io/utils/clock/testing"
 	"k8s.io/utils/ptr"
 
+	"jobkeeper.dev/jobkeeper/pkg/nodeagent/lifecycle"
 	"jobkeeper.dev/jobkeeper/pkg/nodeagent/prober"
 	"jobkeeper.dev/jobkeeper/test/builder"
 )
@@ -62,7 +63,7 @@ func TestProbeRun(t *testing.T) {
 	)
 	cases := map[string]struct {
 		// setup
-		kind     probeKind
+		kind     lifecycle.ProbeKind
 		probe    corev1.Probe
 		outcomes []prober.Outcome
 		// want
@@ -71,27 +72,27 @@ func TestProbeRun(t *testing.T) {
 		wantChecks  int
 	}{
 		"startup reports its first success": {
-			kind: probeStartup, probe: corev1.Probe{FailureThreshold: 3}, outcomes: []prober.Outcome{bad, bad, ok},
+			kind: lifecycle.ProbeStartup, probe: corev1.Probe{FailureThreshold: 3}, outcomes: []prober.Outcome{bad, bad, ok},
 			wantReports: []bool{true}, wantChecks: 3,
 			wantEvents: []string{"Warning Unhealthy Startup probe failed: out1", "Warning Unhealthy Startup probe failed: out2"},
 		},
 		"startup reports failure at the threshold and stops": {
-			kind: probeStartup, probe: corev1.Probe{FailureThreshold: 2}, outcomes: []prober.Outcome{bad, bad, ok},
+			kind: lifecycle.ProbeStartup, probe: corev1.Probe{FailureThreshold: 2}, outcomes: []prober.Outcome{bad, bad, ok},
 			wantReports: []bool{false}, wantChecks: 2,
 			wantEvents: []string{"Warning Unhealthy Startup probe failed: out1", "Warning Unhealthy Startup probe failed: out2"},
 		},
 		"liveness failures must be in a row": {
-			kind: probeLiveness, probe: corev1.Probe{FailureThreshold: 2}, outcomes: []prober.Outcome{bad, ok, bad, ok, bad, bad},
+			kind: lifecycle.ProbeLiveness, probe: corev1.Probe{FailureThreshold: 2}, outcomes: []prober.Outcome{bad, ok, bad, ok, bad, bad},
 			wantReports: []bool{false}, wantChecks: 6,
 			wantEvents: []string{"Warning Unhealthy Liveness probe failed: out1", "Warning Unhealthy Liveness probe failed: out3", "Warning Unhealthy Liveness probe failed: out5", "Warning Unhealthy Liveness probe failed: out6"},
 		},
 		"liveness errors are thrown away": {
-			kind: probeLiveness, probe: corev1.Probe{FailureThreshold: 1}, outcomes: []prober.Outcome{oops, oops, oops, ok},
+			kind: lifecycle.ProbeLiveness, probe: corev1.Probe{FailureThreshold: 1}, outcomes: []prober.Outcome{oops, oops, oops, ok},
 			wantChecks: 4 + 1,
 			wantEvents: []string{"Warning Unhealthy Liveness probe errored and resulted in unknown state: out3"},
 		},
 		"readiness reports every change, after successThreshold": {
-			kind: probeReadiness, probe: corev1.Probe{SuccessThreshold: 2, FailureThreshold: 1}, outcomes: []prober.Outcome{ok, ok, ok, bad, bad, ok, warn},
+			kind: lifecycle.ProbeReadiness, probe: corev1.Probe{SuccessThreshold: 2, FailureThreshold: 1}, outcomes: []prober.Outcome{ok, ok, ok, bad, bad, ok, warn},
 			wantReports: []bool{true, false, true}, wantChecks: 7 + 1,
 			wantEvents: []string{"Warning Unhealthy Readiness probe failed: out4", "Warning Unhealthy Readiness probe failed: out5", "Warning ProbeWarning Readiness probe warning: out7"},
 		},

@@ -2,12 +2,13 @@ package nodeagent
 
 import (
 	"jobkeeper.dev/jobkeeper/pkg/nodeagent/binder"
+	"jobkeeper.dev/jobkeeper/pkg/nodeagent/lifecycle"
 	"jobkeeper.dev/jobkeeper/pkg/nodeagent/podconfig"
 	"jobkeeper.dev/jobkeeper/pkg/nodeagent/status"
 	"jobkeeper.dev/jobkeeper/pkg/nodeagent/volume"
 )
 
-// The reasons of the events and statuses the agent writes, which callers
+// The reasons (and messages) of the events and statuses the agent writes, which callers
 // match on. Each is owned by the package that decides it; they are named
 // here too so that callers need only this package.
 const (
@@ -29,6 +30,30 @@ const (
 	ReasonNoPrivateFilesystem = volume.ReasonNoPrivateFilesystem
 	// ReasonUnschedulable: binder.ReasonUnschedulable.
 	ReasonUnschedulable = binder.ReasonUnschedulable
+	// ReasonFailedPostStartHook: lifecycle.ReasonFailedPostStartHook.
+	ReasonFailedPostStartHook = lifecycle.ReasonFailedPostStartHook
+	// ReasonFailedPreStopHook: lifecycle.ReasonFailedPreStopHook.
+	ReasonFailedPreStopHook = lifecycle.ReasonFailedPreStopHook
+	// ReasonPostStartHookError: lifecycle.ReasonPostStartHookError.
+	ReasonPostStartHookError = lifecycle.ReasonPostStartHookError
+	// ReasonLifecycleHTTPFallback: lifecycle.ReasonLifecycleHTTPFallback.
+	ReasonLifecycleHTTPFallback = lifecycle.ReasonLifecycleHTTPFallback
+	// ReasonHookNotSupported: lifecycle.ReasonHookNotSupported.
+	ReasonHookNotSupported = lifecycle.ReasonHookNotSupported
+	// ReasonDeadlineExceeded: lifecycle.ReasonDeadlineExceeded.
+	ReasonDeadlineExceeded = lifecycle.ReasonDeadlineExceeded
+	// MessageDeadlineExceeded: lifecycle.MessageDeadlineExceeded.
+	MessageDeadlineExceeded = lifecycle.MessageDeadlineExceeded
+	// ReasonCrashLoopBackOff: lifecycle.ReasonCrashLoopBackOff.
+	ReasonCrashLoopBackOff = lifecycle.ReasonCrashLoopBackOff
+	// ReasonContainerCreating: lifecycle.ReasonContainerCreating.
+	ReasonContainerCreating = lifecycle.ReasonContainerCreating
+	// ReasonPodInitializing: lifecycle.ReasonPodInitializing.
+	ReasonPodInitializing = lifecycle.ReasonPodInitializing
+	// ReasonCreateContainerConfigError: lifecycle.ReasonCreateContainerConfigError.
+	ReasonCreateContainerConfigError = lifecycle.ReasonCreateContainerConfigError
+	// ReasonContainerStatusUnknown: lifecycle.ReasonContainerStatusUnknown.
+	ReasonContainerStatusUnknown = lifecycle.ReasonContainerStatusUnknown
 )
 
 // FieldManager is the field manager of every write the agent makes

@@ -10,6 +10,7 @@ import (
 	testingclock "k8s.io/utils/clock/testing"
 	"k8s.io/utils/ptr"
 
+	"jobkeeper.dev/jobkeeper/pkg/nodeagent/lifecycle"
 	"jobkeeper.dev/jobkeeper/pkg/nodeagent/runtime"
 	"jobkeeper.dev/jobkeeper/test/builder"
 )
@@ -27,7 +28,7 @@ func TestShutdownGrace(t *testing.T) {
 
 func TestDisruptedPhase(t *testing.T) {
 	exited := func(code int32, final bool) containerView {
-		return containerView{kind: kindMain, last: &attemptResult{}, final: final, everRan: true}.withCode(code)
+		return containerView{kind: lifecycle.KindMain, last: &lifecycle.AttemptResult{}, final: final, everRan: true}.withCode(code)
 	}
 	cases := map[string]struct {
 		v    podView
@@ -36,7 +37,7 @@ func TestDisruptedPhase(t *testing.T) {
 		"killed by the shutdown":               {podView{containers: []containerView{exited(143, false)}, terminal: true}, corev1.PodFailed},
 		"exited 0 on SIGTERM":                  {podView{containers: []containerView{exited(0, false)}, terminal: true}, corev1.PodFailed},
 		"had succeeded before the shutdown":    {podView{containers: []containerView{exited(0, true)}, terminal: true}, corev1.PodSucceeded},
-		"never started":                        {podView{containers: []containerView{{kind: kindMain, final: true}}, terminal: true}, corev1.PodFailed},
+		"never started":                        {podView{containers: []containerView{{kind: lifecycle.KindMain, final: true}}, terminal: true}, corev1.PodFailed},
 		"one of two succeeded, one was killed": {podView{containers: []containerView{exited(0, true), exited(137, false)}, terminal: true}, corev1.PodFailed},
 	}
 	for name, tc := range cases {

@@ -9,26 +9,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 
+	"jobkeeper.dev/jobkeeper/pkg/nodeagent/lifecycle"
 	"jobkeeper.dev/jobkeeper/pkg/nodeagent/podconfig"
-)
-
-// Reasons and messages the agent writes into pod status.
-const (
-	// ReasonDeadlineExceeded is the pod reason when activeDeadlineSeconds passed.
-	ReasonDeadlineExceeded = "DeadlineExceeded"
-	// MessageDeadlineExceeded is the pod message when activeDeadlineSeconds passed.
-	MessageDeadlineExceeded = "Pod was active on the node longer than the specified deadline"
-	// ReasonCrashLoopBackOff is the waiting reason of a container in restart back-off.
-	ReasonCrashLoopBackOff = "CrashLoopBackOff"
-	// ReasonContainerCreating is the waiting reason of a container not started yet.
-	ReasonContainerCreating = "ContainerCreating"
-	// ReasonPodInitializing is the waiting reason of a container waiting for init containers.
-	ReasonPodInitializing = "PodInitializing"
-	// ReasonCreateContainerConfigError is the waiting reason when env cannot be resolved.
-	ReasonCreateContainerConfigError = "CreateContainerConfigError"
-	// ReasonContainerStatusUnknown is the terminated reason of a container
-	// whose process was lost because the agent stopped.
-	ReasonContainerStatusUnknown = "ContainerStatusUnknown"
 )
 
 // containerView is what the status needs to know about one container.
@@ -41,7 +23,7 @@ type containerView struct {
 	// imageID is the image's digest ("" in host mode).
 	imageID string
 	// kind is the container's kind (init, sidecar, main).
-	kind containerKind
+	kind lifecycle.ContainerKind
 	// running is true while an attempt runs (stopping included).
 	running bool
 	// started is true while the running attempt has passed its startup
@@ -57,9 +39,9 @@ type containerView struct {
 	// restartCount counts restarts.
 	restartCount int32
 	// last is the last finished attempt, nil if none.
-	last *attemptResult
+	last *lifecycle.AttemptResult
 	// prev is the attempt before last, nil if none.
-	prev *attemptResult
+	prev *lifecycle.AttemptResult
 	// final is true when the container will not run again.
 	final bool
 	// everRan is true once an attempt was made.
@@ -105,7 +87,7 @@ func (c containerView) initSucceeded() bool {
 // the kubelet's Initialized condition counts it: a sidecar while it runs
 // and has started, a regular init container once it succeeded.
 func (c containerView) initialized() bool {
-	if c.kind == kindSidecar {
+	if c.kind == lifecycle.KindSidecar {
 		return c.running && c.started
 	}
 	return c.initSucceeded()
@@ -160,7 +142,7 @@ func podPhase(v podView) corev1.PodPhase {
 	running, waiting, stopped, stoppedFinal, succeeded := 0, 0, 0, 0, 0
 	for _, c := range v.inits {
 		code, ran := c.exitCode()
-		if c.kind == kindSidecar {
+		if c.kind == lifecycle.KindSidecar {
 			switch {
 			case c.running:
 				running++
@@ -248,14 +230,14 @@ func containerStatus(c containerView, terminal bool) corev1.ContainerStatus {
 	case c.last != nil:
 		reason := c.waitReason
 		if reason == "" {
-			reason = ReasonCrashLoopBackOff
+			reason = lifecycle.ReasonCrashLoopBackOff
 		}
 		s.State.Waiting = &corev1.ContainerStateWaiting{Reason: reason, Message: c.waitMessage}
 		s.LastTerminationState.Terminated = terminatedState(c.last)
 	default:
 		reason := c.waitReason
 		if reason == "" {
-			reason = ReasonContainerCreating
+			reason = lifecycle.ReasonContainerCreating
 		}
 		s.State.Waiting = &corev1.ContainerStateWaiting{Reason: reason, Message: c.waitMessage}
 	}
@@ -263,14 +245,14 @@ func containerStatus(c containerView, terminal bool) corev1.ContainerStatus {
 }
 
 // terminatedState converts a finished attempt.
-func terminatedState(r *attemptResult) *corev1.ContainerStateTerminated {
+func terminatedState(r *lifecycle.AttemptResult) *corev1.ContainerStateTerminated {
 	t := &corev1.ContainerStateTerminated{
 		ExitCode:    r.ExitCode,
 		Signal:      r.Signal,
 		Reason:      r.Reason,
 		Message:     r.Message,
 		FinishedAt:  metav1.NewTime(r.FinishedAt),
-		ContainerID: r.containerID,
+		ContainerID: r.ContainerID,
 	}
 	if !r.StartedAt.IsZero() {
 		t.StartedAt = metav1.NewTime(r.StartedAt)
@@ -331,7 +313,7 @@ func buildStatus(pod *corev1.Pod, v podView, now time.Time) *corev1.PodStatus {
 		if !c.initialized() {
 			notInit = append(notInit, c.name)
 		}
-		if c.kind == kindSidecar && !(c.running && c.ready) {
+		if c.kind == lifecycle.KindSidecar && !(c.running && c.ready) {
 			notReady = append(notReady, c.name)
 		}
 	}

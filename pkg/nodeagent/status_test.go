@@ -9,26 +9,27 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 
+	"jobkeeper.dev/jobkeeper/pkg/nodeagent/lifecycle"
 	"jobkeeper.dev/jobkeeper/pkg/nodeagent/podconfig"
 	"jobkeeper.dev/jobkeeper/pkg/nodeagent/runtime"
 )
 
 var t0 = time.Date(2026, 1, 1, 10, 0, 0, 0, time.UTC)
 
-func exited(code int32) *attemptResult {
-	return &attemptResult{Result: runtime.Result{ExitCode: code, Reason: runtime.ReasonFor(code), StartedAt: t0, FinishedAt: t0.Add(time.Second)}}
+func exited(code int32) *lifecycle.AttemptResult {
+	return &lifecycle.AttemptResult{Result: runtime.Result{ExitCode: code, Reason: runtime.ReasonFor(code), StartedAt: t0, FinishedAt: t0.Add(time.Second)}}
 }
 
 func TestPodPhase(t *testing.T) {
-	running := containerView{name: "c", kind: kindMain, running: true, started: true, ready: true, everRan: true}
-	waiting := containerView{name: "c", kind: kindMain}
-	succeeded := containerView{name: "c", kind: kindMain, last: exited(0), final: true, everRan: true}
-	failed := containerView{name: "c", kind: kindMain, last: exited(1), final: true, everRan: true}
-	restarting := containerView{name: "c", kind: kindMain, last: exited(1), everRan: true}
-	initOf := func(v containerView) containerView { v.kind = kindInit; return v }
-	sidecarOf := func(v containerView) containerView { v.kind = kindSidecar; return v }
-	unstarted := containerView{name: "s", kind: kindSidecar, running: true, everRan: true}
-	killed := containerView{name: "s", kind: kindSidecar, last: &attemptResult{Result: runtime.Result{ExitCode: 143, Signal: 15, Reason: "Error"}}, final: true, everRan: true}
+	running := containerView{name: "c", kind: lifecycle.KindMain, running: true, started: true, ready: true, everRan: true}
+	waiting := containerView{name: "c", kind: lifecycle.KindMain}
+	succeeded := containerView{name: "c", kind: lifecycle.KindMain, last: exited(0), final: true, everRan: true}
+	failed := containerView{name: "c", kind: lifecycle.KindMain, last: exited(1), final: true, everRan: true}
+	restarting := containerView{name: "c", kind: lifecycle.KindMain, last: exited(1), everRan: true}
+	initOf := func(v containerView) containerView { v.kind = lifecycle.KindInit; return v }
+	sidecarOf := func(v containerView) containerView { v.kind = lifecycle.KindSidecar; return v }
+	unstarted := containerView{name: "s", kind: lifecycle.KindSidecar, running: true, everRan: true}
+	killed := containerView{name: "s", kind: lifecycle.KindSidecar, last: &lifecycle.AttemptResult{Result: runtime.Result{ExitCode: 143, Signal: 15, Reason: "Error"}}, final: true, everRan: true}
 	cases := map[string]struct {
 		view podView
 		want corev1.PodPhase
@@ -84,7 +85,7 @@ func TestBuildStatus(t *testing.T) {
 		want corev1.PodStatus
 	}{
 		"running": {
-			view: podView{startTime: t0, containers: []containerView{{name: "main", image: "busybox", kind: kindMain, running: true, started: true, ready: true, everRan: true, startedAt: t0, containerID: "process://42"}}},
+			view: podView{startTime: t0, containers: []containerView{{name: "main", image: "busybox", kind: lifecycle.KindMain, running: true, started: true, ready: true, everRan: true, startedAt: t0, containerID: "process://42"}}},
 			want: corev1.PodStatus{
 				Phase: corev1.PodRunning, QOSClass: corev1.PodQOSBestEffort,
 				HostIP: podconfig.NodeIP, HostIPs: []corev1.HostIP{{IP: podconfig.NodeIP}}, PodIP: podconfig.NodeIP, PodIPs: []corev1.PodIP{{IP: podconfig.NodeIP}},
@@ -104,10 +105,10 @@ func TestBuildStatus(t *testing.T) {
 			},
 		},
 		"failed with deadline": {
-			view: podView{startTime: t0, terminal: true, reason: ReasonDeadlineExceeded, message: MessageDeadlineExceeded,
-				containers: []containerView{{name: "main", image: "busybox", kind: kindMain, everRan: true, containerID: "process://42", last: &attemptResult{containerID: "process://42", Result: runtime.Result{ExitCode: 143, Signal: 15, Reason: "Error", StartedAt: t0, FinishedAt: now}}, final: true}}},
+			view: podView{startTime: t0, terminal: true, reason: lifecycle.ReasonDeadlineExceeded, message: lifecycle.MessageDeadlineExceeded,
+				containers: []containerView{{name: "main", image: "busybox", kind: lifecycle.KindMain, everRan: true, containerID: "process://42", last: &lifecycle.AttemptResult{ContainerID: "process://42", Result: runtime.Result{ExitCode: 143, Signal: 15, Reason: "Error", StartedAt: t0, FinishedAt: now}}, final: true}}},
 			want: corev1.PodStatus{
-				Phase: corev1.PodFailed, QOSClass: corev1.PodQOSBestEffort, Reason: ReasonDeadlineExceeded, Message: MessageDeadlineExceeded,
+				Phase: corev1.PodFailed, QOSClass: corev1.PodQOSBestEffort, Reason: lifecycle.ReasonDeadlineExceeded, Message: lifecycle.MessageDeadlineExceeded,
 				HostIP: podconfig.NodeIP, HostIPs: []corev1.HostIP{{IP: podconfig.NodeIP}}, PodIP: podconfig.NodeIP, PodIPs: []corev1.PodIP{{IP: podconfig.NodeIP}},
 				StartTime: ptr.To(metav1.NewTime(t0)),
 				Conditions: []corev1.PodCondition{
@@ -127,8 +128,8 @@ func TestBuildStatus(t *testing.T) {
 		},
 		"crash loop back-off while init waits": {
 			view: podView{startTime: t0,
-				inits:      []containerView{{name: "init", kind: kindInit, everRan: true, restartCount: 1, last: exited(1), waitReason: ReasonCrashLoopBackOff, waitMessage: "back-off 10s"}},
-				containers: []containerView{{name: "main", kind: kindMain, waitReason: ReasonPodInitializing}}},
+				inits:      []containerView{{name: "init", kind: lifecycle.KindInit, everRan: true, restartCount: 1, last: exited(1), waitReason: lifecycle.ReasonCrashLoopBackOff, waitMessage: "back-off 10s"}},
+				containers: []containerView{{name: "main", kind: lifecycle.KindMain, waitReason: lifecycle.ReasonPodInitializing}}},
 			want: corev1.PodStatus{
 				Phase: corev1.PodPending, QOSClass: corev1.PodQOSBestEffort,
 				HostIP: podconfig.NodeIP, HostIPs: []corev1.HostIP{{IP: podconfig.NodeIP}}, PodIP: podconfig.NodeIP, PodIPs: []corev1.PodIP{{IP: podconfig.NodeIP}},
@@ -143,12 +144,12 @@ func TestBuildStatus(t *testing.T) {
 				},
 				InitContainerStatuses: []corev1.ContainerStatus{{
 					Name: "init", RestartCount: 1, Started: ptr.To(false),
-					State:                corev1.ContainerState{Waiting: &corev1.ContainerStateWaiting{Reason: ReasonCrashLoopBackOff, Message: "back-off 10s"}},
+					State:                corev1.ContainerState{Waiting: &corev1.ContainerStateWaiting{Reason: lifecycle.ReasonCrashLoopBackOff, Message: "back-off 10s"}},
 					LastTerminationState: corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{ExitCode: 1, Reason: "Error", StartedAt: metav1.NewTime(t0), FinishedAt: metav1.NewTime(t0.Add(time.Second))}},
 				}},
 				ContainerStatuses: []corev1.ContainerStatus{{
 					Name: "main", Started: ptr.To(false),
-					State: corev1.ContainerState{Waiting: &corev1.ContainerStateWaiting{Reason: ReasonPodInitializing}},
+					State: corev1.ContainerState{Waiting: &corev1.ContainerStateWaiting{Reason: lifecycle.ReasonPodInitializing}},
 				}},
 			},
 		},

@@ -113,7 +113,7 @@ func withTerminationMessage(res runtime.Result, c *corev1.Container, file string
 // files of that attempt (c.state.attempt) on a runtime that keeps them on
 // this host.
 func (a *Agent) terminationMessage(ctx context.Context, pod *corev1.Pod, c *container, res runtime.Result) runtime.Result {
-	return a.terminationMessageOf(ctx, pod, c, c.state.attempt, res)
+	return a.terminationMessageOf(ctx, pod, c, c.state.Attempt, res)
 }
 
 // terminationMessageOf is terminationMessage for attempt of c (one that

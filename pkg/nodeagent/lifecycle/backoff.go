@@ -1,4 +1,4 @@
-package nodeagent
+package lifecycle
 
 import "time"
 
@@ -10,12 +10,12 @@ var (
 	BackoffMax = 300 * time.Second
 )
 
-// restartBackoff is the crash-loop back-off of one container, as the kubelet
+// RestartBackoff is the crash-loop back-off of one container, as the kubelet
 // behaves: the first restart is immediate, then the delay starts at
 // BackoffInitial after the container finished and doubles with every restart
 // up to BackoffMax; a container that finishes more than twice BackoffMax
 // after its last restart starts over with an immediate restart.
-type restartBackoff struct {
+type RestartBackoff struct {
 	// delay is the delay the next restart will wait; 0 before any restart.
 	delay time.Duration
 	// lastRestart is when the last restart was scheduled.
@@ -24,7 +24,7 @@ type restartBackoff struct {
 
 // next returns how long after finishedAt the container may start again and
 // moves the back-off one step.
-func (b *restartBackoff) next(finishedAt time.Time) time.Duration {
+func (b *RestartBackoff) next(finishedAt time.Time) time.Duration {
 	if b.delay != 0 && finishedAt.Sub(b.lastRestart) > 2*BackoffMax {
 		b.delay = 0
 	}

@@ -1,37 +1,37 @@
-package nodeagent
+package lifecycle
 
 import corev1 "k8s.io/api/core/v1"
 
-// restartPolicy is everything that decides whether one container runs
+// RestartPolicy is everything that decides whether one container runs
 // again after it exited: the pod's restartPolicy and, with
 // ContainerRestartRules (beta, on by default since Kubernetes 1.35), the
 // container's own restartPolicy and restartPolicyRules.
-type restartPolicy struct {
-	// pod is the pod's restartPolicy.
-	pod corev1.RestartPolicy
-	// container is the container's restartPolicy; nil when unset (the
+type RestartPolicy struct {
+	// Pod is the pod's restartPolicy.
+	Pod corev1.RestartPolicy
+	// Container is the container's restartPolicy; nil when unset (the
 	// pod's then applies).
-	container *corev1.ContainerRestartPolicy
-	// rules are the container's restartPolicyRules, in order.
-	rules []corev1.ContainerRestartRule
+	Container *corev1.ContainerRestartPolicy
+	// Rules are the container's restartPolicyRules, in order.
+	Rules []corev1.ContainerRestartRule
 }
 
-// restartPolicyOf returns the restart policy of container c of pod.
-func restartPolicyOf(pod *corev1.Pod, c *corev1.Container) restartPolicy {
-	return restartPolicy{pod: pod.Spec.RestartPolicy, container: c.RestartPolicy, rules: c.RestartPolicyRules}
+// RestartPolicyOf returns the restart policy of container c of pod.
+func RestartPolicyOf(pod *corev1.Pod, c *corev1.Container) RestartPolicy {
+	return RestartPolicy{Pod: pod.Spec.RestartPolicy, Container: c.RestartPolicy, Rules: c.RestartPolicyRules}
 }
 
-// shouldRestart reports whether a container of the given kind that exited
+// ShouldRestart reports whether a container of the given kind that exited
 // with exitCode runs again, as the kubelet decides: a sidecar always
 // restarts (it is stopped only when the pod finishes); a regular init
 // container never restarts after success; otherwise restartsAfter decides.
-func shouldRestart(p restartPolicy, kind containerKind, exitCode int32) bool {
+func ShouldRestart(p RestartPolicy, kind ContainerKind, exitCode int32) bool {
 	switch {
-	case kind == kindEphemeral:
+	case kind == KindEphemeral:
 		return false
-	case kind == kindSidecar:
+	case kind == KindSidecar:
 		return true
-	case kind == kindInit && exitCode == 0:
+	case kind == KindInit && exitCode == 0:
 		return false
 	default:
 		return p.restartsAfter(exitCode)
@@ -43,14 +43,14 @@ func shouldRestart(p restartPolicy, kind containerKind, exitCode int32) bool {
 // (action Restart restarts); without a match the container's
 // restartPolicy; without one the pod's (Always when unset). Rules count
 // only when the container has a restartPolicy, as the API requires.
-func (p restartPolicy) restartsAfter(exitCode int32) bool {
-	if p.container != nil {
-		if rule, ok := matchingRestartRule(p.rules, exitCode); ok && rule.Action == corev1.ContainerRestartRuleActionRestart {
+func (p RestartPolicy) restartsAfter(exitCode int32) bool {
+	if p.Container != nil {
+		if rule, ok := matchingRestartRule(p.Rules, exitCode); ok && rule.Action == corev1.ContainerRestartRuleActionRestart {
 			return true
 		}
 		// RestartAllContainers (alpha, its gate off here) falls through to
 		// the container's policy, as in a kubelet without the gate.
-		switch *p.container {
+		switch *p.Container {
 		case corev1.ContainerRestartPolicyAlways:
 			return true
 		case corev1.ContainerRestartPolicyOnFailure:
@@ -59,7 +59,7 @@ func (p restartPolicy) restartsAfter(exitCode int32) bool {
 			return false
 		}
 	}
-	switch p.pod {
+	switch p.Pod {
 	case corev1.RestartPolicyOnFailure:
 		return exitCode != 0
 	case corev1.RestartPolicyNever:
@@ -69,21 +69,21 @@ func (p restartPolicy) restartsAfter(exitCode int32) bool {
 	}
 }
 
-// restartsAfterKill reports whether a container the agent killed on its own
+// RestartsAfterKill reports whether a container the agent killed on its own
 // (a failed liveness or startup probe, a failed postStart hook) is started
 // again whatever its exit code: the kubelet then looks only at the
 // container's restartPolicy, else the pod's ("will be restarted" unless it
 // is Never). Rules are not evaluated, the container had not exited.
-func (p restartPolicy) restartsAfterKill(kind containerKind) bool {
+func (p RestartPolicy) RestartsAfterKill(kind ContainerKind) bool {
 	switch {
-	case kind == kindEphemeral:
+	case kind == KindEphemeral:
 		return false
-	case kind == kindSidecar:
+	case kind == KindSidecar:
 		return true
-	case p.container != nil:
-		return *p.container != corev1.ContainerRestartPolicyNever
+	case p.Container != nil:
+		return *p.Container != corev1.ContainerRestartPolicyNever
 	default:
-		return p.pod != corev1.RestartPolicyNever
+		return p.Pod != corev1.RestartPolicyNever
 	}
 }
 

@@ -1,4 +1,4 @@
-package nodeagent
+package lifecycle
 
 import (
 	"testing"
@@ -26,7 +26,7 @@ func TestRestartBackoff(t *testing.T) {
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
-			var b restartBackoff
+			var b RestartBackoff
 			now := t0
 			var got []time.Duration
 			for _, d := range tc.runFor {
