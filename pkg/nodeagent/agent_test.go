@@ -439,3 +439,5 @@ func TestNodeReadinessTaintsLifted(t *testing.T) {
 		t.Errorf("taints (-want +got):\n%s", diff)
 	}
 }
+
+var t0 = time.Date(2026, 1, 1, 10, 0, 0, 0, time.UTC)

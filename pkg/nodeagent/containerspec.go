@@ -5,9 +5,11 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strconv"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/types"
 
 	"jobkeeper.dev/jobkeeper/pkg/images"
 	"jobkeeper.dev/jobkeeper/pkg/nodeagent/lifecycle"
@@ -272,4 +274,48 @@ func (s envSources) ConfigMap(ctx context.Context, ns, name string) (map[string]
 // Secret implements podconfig.SourceLookup.
 func (s envSources) Secret(ctx context.Context, ns, name string) (map[string][]byte, error) {
 	return s.a.secret(ctx, ns, name)
+}
+
+// terminationFile is the host file of one attempt's termination message,
+// bound at the container's terminationMessagePath (the kubelet makes one
+// per container instance in the pod's directory).
+func (a *Agent) terminationFile(uid types.UID, container string, attempt int32) string {
+	return filepath.Join(a.podDir(uid), "termination", container, strconv.Itoa(int(attempt)))
+}
+
+// terminationMount creates the empty, world-writable termination message
+// file of an attempt and returns its mount, or nothing when the container
+// has no terminationMessagePath, a volume is mounted there, or containers
+// get no private view to mount it in (the message then comes from the log
+// only, with FallbackToLogsOnError). The file of the attempt before the
+// previous one is removed, as its log is.
+func (a *Agent) terminationMount(spec *runtime.Spec, c *corev1.Container) (*runtime.Mount, error) {
+	if c.TerminationMessagePath == "" || !a.isolated() {
+		return nil, nil
+	}
+	if _, host := a.runtime.(runtime.HostDirs); !host {
+		return nil, nil
+	}
+	target := filepath.Clean(c.TerminationMessagePath)
+	for _, m := range spec.Mounts {
+		if filepath.Clean(m.Target) == target {
+			return nil, nil
+		}
+	}
+	uid := types.UID(spec.PodUID)
+	p := a.terminationFile(uid, c.Name, spec.Attempt)
+	if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+		return nil, fmt.Errorf("creating the termination message file: %w", err)
+	}
+	if err := os.WriteFile(p, nil, 0o666); err != nil {
+		return nil, fmt.Errorf("creating the termination message file: %w", err)
+	}
+	// Whatever the umask, as the kubelet.
+	if err := os.Chmod(p, 0o666); err != nil {
+		return nil, fmt.Errorf("creating the termination message file: %w", err)
+	}
+	if spec.Attempt >= 2 {
+		_ = os.Remove(a.terminationFile(uid, c.Name, spec.Attempt-2))
+	}
+	return &runtime.Mount{Source: p, Target: target}, nil
 }

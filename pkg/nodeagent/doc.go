@@ -21,7 +21,7 @@
 //     (worker.go) and a runtime (runtime/process or runtime/simulated);
 //   - writes pod status through the status subresource, coalescing writes
 //     per pod, and confirms graceful deletions with a zero-grace delete once
-//     the pod is terminal (package status; status.go computes it);
+//     the pod is terminal (package status);
 //   - serves /containerLogs, exec, attach and portForward over TLS to the
 //     apiserver only (package server);
 //   - decides, field by field, what it does with a pod's security context
@@ -30,7 +30,7 @@
 //     table of docs/node-agent.md); composes each container's runtime
 //     spec (containerspec.go over the pure functions of podconfig: env,
 //     resolv.conf, hosts, hostname, user), gives volumes the pod's fsGroup (package volume) and
-//     reads each attempt's termination message (termination.go).
+//     reads each attempt's termination message (package status).
 //
 // Container lifecycle (package lifecycle: ContainerState, changed only by
 // the pure Transition function; PlanPod decides whose turn it is):

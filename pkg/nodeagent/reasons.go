@@ -54,6 +54,10 @@ const (
 	ReasonCreateContainerConfigError = lifecycle.ReasonCreateContainerConfigError
 	// ReasonContainerStatusUnknown: lifecycle.ReasonContainerStatusUnknown.
 	ReasonContainerStatusUnknown = lifecycle.ReasonContainerStatusUnknown
+	// ReasonNodeShutdown: status.ReasonNodeShutdown.
+	ReasonNodeShutdown = status.ReasonNodeShutdown
+	// MessageNodeShutdown: status.MessageNodeShutdown.
+	MessageNodeShutdown = status.MessageNodeShutdown
 )
 
 // FieldManager is the field manager of every write the agent makes

@@ -11,6 +11,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"jobkeeper.dev/jobkeeper/pkg/nodeagent/lifecycle"
+	"jobkeeper.dev/jobkeeper/pkg/nodeagent/status"
 	"jobkeeper.dev/jobkeeper/test/builder"
 )
 
@@ -199,7 +200,7 @@ func TestContainerRestartRules(t *testing.T) {
 			ta, rt := startAgentWithFake(t, w.Obj())
 			rt.attempt(t, "main", 0).exit(tc.exitCode)
 			if !tc.wantRestart {
-				got := ta.waitPod(t, "p", func(p *corev1.Pod) bool { return isTerminalPhase(p.Status.Phase) })
+				got := ta.waitPod(t, "p", func(p *corev1.Pod) bool { return status.IsTerminalPhase(p.Status.Phase) })
 				want := corev1.PodFailed
 				if tc.exitCode == 0 {
 					want = corev1.PodSucceeded

@@ -16,6 +16,7 @@ import (
 	"jobkeeper.dev/jobkeeper/pkg/nodeagent/lifecycle"
 	"jobkeeper.dev/jobkeeper/pkg/nodeagent/podconfig"
 	"jobkeeper.dev/jobkeeper/pkg/nodeagent/runtime"
+	"jobkeeper.dev/jobkeeper/pkg/nodeagent/status"
 )
 
 // container is the worker's record of one container. It is owned by the
@@ -46,7 +47,7 @@ type container struct {
 // view returns the status view of the container. While its postStart hook
 // runs the container shows as it did before the attempt started: the
 // kubelet writes no status while its sync waits for the hook.
-func (c *container) view() containerView {
+func (c *container) view() status.ContainerView {
 	s := c.state
 	if s.Phase == lifecycle.PhaseStarting {
 		s.Phase, s.Started, s.Ready, s.ContainerID, s.Ran = lifecycle.PhaseWaiting, false, false, "", s.Last != nil
@@ -54,23 +55,23 @@ func (c *container) view() containerView {
 			s.Attempt, s.ContainerID = s.Attempt-1, s.Last.ContainerID
 		}
 	}
-	return containerView{
-		name:         c.spec.Name,
-		image:        c.image.statusName(c.spec.Image),
-		imageID:      c.image.id,
-		kind:         c.info.Kind,
-		running:      s.Active(),
-		started:      s.Started,
-		ready:        s.Ready,
-		startedAt:    s.StartedAt,
-		containerID:  s.ContainerID,
-		restartCount: s.Attempt,
-		last:         s.Last,
-		prev:         s.Prev,
-		final:        s.Phase == lifecycle.PhaseExited,
-		everRan:      s.Ran,
-		waitReason:   s.WaitReason,
-		waitMessage:  s.WaitMessage,
+	return status.ContainerView{
+		Name:         c.spec.Name,
+		Image:        c.image.statusName(c.spec.Image),
+		ImageID:      c.image.id,
+		Kind:         c.info.Kind,
+		Running:      s.Active(),
+		Started:      s.Started,
+		Ready:        s.Ready,
+		StartedAt:    s.StartedAt,
+		ContainerID:  s.ContainerID,
+		RestartCount: s.Attempt,
+		Last:         s.Last,
+		Prev:         s.Prev,
+		Final:        s.Phase == lifecycle.PhaseExited,
+		EverRan:      s.Ran,
+		WaitReason:   s.WaitReason,
+		WaitMessage:  s.WaitMessage,
 	}
 }
 
@@ -299,14 +300,14 @@ func (w *worker) run(ctx context.Context) {
 		next := w.advance(ctx)
 		pod := w.currentPod()
 		view := w.view()
-		status := buildStatus(pod, view, w.agent.clock.Now())
-		terminal := isTerminalPhase(status.Phase)
-		if w.lastStatus == nil || !equality.Semantic.DeepEqual(w.lastStatus, status) {
-			w.lastStatus = status
-			w.agent.status.Set(pod, status)
+		st := status.BuildStatus(pod, view, w.agent.clock.Now())
+		terminal := status.IsTerminalPhase(st.Phase)
+		if w.lastStatus == nil || !equality.Semantic.DeepEqual(w.lastStatus, st) {
+			w.lastStatus = st
+			w.agent.status.Set(pod, st)
 		}
 		if terminal {
-			logger.V(2).Info("Pod finished", "pod", klog.KObj(pod), "phase", status.Phase)
+			logger.V(2).Info("Pod finished", "pod", klog.KObj(pod), "phase", st.Phase)
 			close(w.finished)
 			// Only the log state is needed from now on.
 			w.lastStatus = nil
@@ -332,29 +333,29 @@ func (w *worker) run(ctx context.Context) {
 
 // view snapshots the containers for the status. A container held up by an
 // init container that is not through yet waits with PodInitializing.
-func (w *worker) view() podView {
-	v := podView{startTime: w.startTime, terminal: w.stopping && w.noneRunning(), reason: w.reason, message: w.message, disrupted: w.disrupted}
+func (w *worker) view() status.PodView {
+	v := status.PodView{StartTime: w.startTime, Terminal: w.stopping && w.noneRunning(), Reason: w.reason, Message: w.message, Disrupted: w.disrupted}
 	through := true
-	hold := func(cv containerView) containerView {
-		if !through && !cv.running && cv.last == nil && cv.waitReason == "" {
-			cv.waitReason = lifecycle.ReasonPodInitializing
+	hold := func(cv status.ContainerView) status.ContainerView {
+		if !through && !cv.Running && cv.Last == nil && cv.WaitReason == "" {
+			cv.WaitReason = lifecycle.ReasonPodInitializing
 		}
 		return cv
 	}
 	for _, c := range w.inits {
-		v.inits = append(v.inits, hold(c.view()))
+		v.Inits = append(v.Inits, hold(c.view()))
 		switch c.info.Kind {
 		case lifecycle.KindSidecar:
 			through = through && c.state.Initialized
 		default:
-			through = through && c.view().initSucceeded()
+			through = through && c.view().InitSucceeded()
 		}
 	}
 	for _, c := range w.containers {
-		v.containers = append(v.containers, hold(c.view()))
+		v.Containers = append(v.Containers, hold(c.view()))
 	}
 	for _, c := range w.ephemerals {
-		v.ephemerals = append(v.ephemerals, c.view())
+		v.Ephemerals = append(v.Ephemerals, c.view())
 	}
 	return v
 }
@@ -407,7 +408,7 @@ func (w *worker) advance(ctx context.Context) time.Time {
 			// The node shuts down: the pod stops for good, as a
 			// disruption (shutdown.go).
 			w.disrupted, w.graceCap, w.stopping = true, p.grace, true
-			w.reason, w.message = ReasonNodeShutdown, MessageNodeShutdown
+			w.reason, w.message = status.ReasonNodeShutdown, status.MessageNodeShutdown
 			if end := now.Add(w.grace(pod)); w.stopDeadline.IsZero() || end.Before(w.stopDeadline) {
 				w.stopDeadline = end
 			}
@@ -603,4 +604,26 @@ func removePodDir(dir string) error {
 		return fmt.Errorf("removing pod directory: %w", err)
 	}
 	return nil
+}
+
+// terminationMessage completes the result of c's attempt that just ended
+// with its termination message (withTerminationMessage), read from the
+// files of that attempt (c.state.attempt) on a runtime that keeps them on
+// this host.
+func (a *Agent) terminationMessage(ctx context.Context, pod *corev1.Pod, c *container, res runtime.Result) runtime.Result {
+	return a.terminationMessageOf(ctx, pod, c, c.state.Attempt, res)
+}
+
+// terminationMessageOf is terminationMessage for attempt of c (one that
+// ended while the agent was away included).
+func (a *Agent) terminationMessageOf(ctx context.Context, pod *corev1.Pod, c *container, attempt int32, res runtime.Result) runtime.Result {
+	if _, host := a.runtime.(runtime.HostDirs); !host {
+		return res
+	}
+	file := ""
+	if c.spec.TerminationMessagePath != "" && a.isolated() {
+		file = a.terminationFile(pod.UID, c.spec.Name, attempt)
+	}
+	logPath := a.logPath(pod.UID, c.spec.Name, attempt)
+	return status.WithTerminationMessage(res, c.spec, file, func() (string, error) { return status.LogTail(ctx, logPath) })
 }

@@ -1,4 +1,4 @@
-package nodeagent
+package status
 
 import (
 	"context"
@@ -6,11 +6,8 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"path/filepath"
-	"strconv"
 
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/types"
 
 	"jobkeeper.dev/jobkeeper/pkg/nodeagent/logfile"
 	"jobkeeper.dev/jobkeeper/pkg/nodeagent/runtime"
@@ -31,56 +28,12 @@ const (
 	maxPodTerminationMessages = 12 * 1024
 )
 
-// terminationFile is the host file of one attempt's termination message,
-// bound at the container's terminationMessagePath (the kubelet makes one
-// per container instance in the pod's directory).
-func (a *Agent) terminationFile(uid types.UID, container string, attempt int32) string {
-	return filepath.Join(a.podDir(uid), "termination", container, strconv.Itoa(int(attempt)))
-}
-
-// terminationMount creates the empty, world-writable termination message
-// file of an attempt and returns its mount, or nothing when the container
-// has no terminationMessagePath, a volume is mounted there, or containers
-// get no private view to mount it in (the message then comes from the log
-// only, with FallbackToLogsOnError). The file of the attempt before the
-// previous one is removed, as its log is.
-func (a *Agent) terminationMount(spec *runtime.Spec, c *corev1.Container) (*runtime.Mount, error) {
-	if c.TerminationMessagePath == "" || !a.isolated() {
-		return nil, nil
-	}
-	if _, host := a.runtime.(runtime.HostDirs); !host {
-		return nil, nil
-	}
-	target := filepath.Clean(c.TerminationMessagePath)
-	for _, m := range spec.Mounts {
-		if filepath.Clean(m.Target) == target {
-			return nil, nil
-		}
-	}
-	uid := types.UID(spec.PodUID)
-	p := a.terminationFile(uid, c.Name, spec.Attempt)
-	if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
-		return nil, fmt.Errorf("creating the termination message file: %w", err)
-	}
-	if err := os.WriteFile(p, nil, 0o666); err != nil {
-		return nil, fmt.Errorf("creating the termination message file: %w", err)
-	}
-	// Whatever the umask, as the kubelet.
-	if err := os.Chmod(p, 0o666); err != nil {
-		return nil, fmt.Errorf("creating the termination message file: %w", err)
-	}
-	if spec.Attempt >= 2 {
-		_ = os.Remove(a.terminationFile(uid, c.Name, spec.Attempt-2))
-	}
-	return &runtime.Mount{Source: p, Target: target}, nil
-}
-
-// withTerminationMessage adds an attempt's termination message to its
+// WithTerminationMessage adds an attempt's termination message to its
 // result, as the kubelet does when it sees a container exit: the end of
 // the message file (file; "" when none was mounted), or, with
 // FallbackToLogsOnError, when that is empty and the container failed, the
 // end of its log (readLog). A message of the runtime's own comes first.
-func withTerminationMessage(res runtime.Result, c *corev1.Container, file string, readLog func() (string, error)) runtime.Result {
+func WithTerminationMessage(res runtime.Result, c *corev1.Container, file string, readLog func() (string, error)) runtime.Result {
 	fallback := c.TerminationMessagePolicy == corev1.TerminationMessageFallbackToLogsOnError && res.ExitCode != 0 && res.Reason != "ContainerCannotRun"
 	msg, checkLogs := "", fallback
 	if file != "" {
@@ -108,28 +61,6 @@ func withTerminationMessage(res runtime.Result, c *corev1.Container, file string
 	return res
 }
 
-// terminationMessage completes the result of c's attempt that just ended
-// with its termination message (withTerminationMessage), read from the
-// files of that attempt (c.state.attempt) on a runtime that keeps them on
-// this host.
-func (a *Agent) terminationMessage(ctx context.Context, pod *corev1.Pod, c *container, res runtime.Result) runtime.Result {
-	return a.terminationMessageOf(ctx, pod, c, c.state.Attempt, res)
-}
-
-// terminationMessageOf is terminationMessage for attempt of c (one that
-// ended while the agent was away included).
-func (a *Agent) terminationMessageOf(ctx context.Context, pod *corev1.Pod, c *container, attempt int32, res runtime.Result) runtime.Result {
-	if _, host := a.runtime.(runtime.HostDirs); !host {
-		return res
-	}
-	file := ""
-	if c.spec.TerminationMessagePath != "" && a.isolated() {
-		file = a.terminationFile(pod.UID, c.spec.Name, attempt)
-	}
-	logPath := a.logPath(pod.UID, c.spec.Name, attempt)
-	return withTerminationMessage(res, c.spec, file, func() (string, error) { return logTail(ctx, logPath) })
-}
-
 // readTail returns at most the last max bytes of the file at p.
 func readTail(p string, max int64) ([]byte, error) {
 	f, err := os.Open(p)
@@ -149,9 +80,9 @@ func readTail(p string, max int64) ([]byte, error) {
 	return io.ReadAll(io.LimitReader(f, max))
 }
 
-// logTail returns the end of a container's log as the kubelet's fallback
+// LogTail returns the end of a container's log as the kubelet's fallback
 // takes it: the last 80 lines, of which the last 2048 bytes.
-func logTail(ctx context.Context, path string) (string, error) {
+func LogTail(ctx context.Context, path string) (string, error) {
 	var w tailWriter
 	w.max = maxTerminationMessageLogBytes
 	if err := logfile.Read(ctx, path, logfile.ReadOptions{TailLines: maxTerminationMessageLogLines}, &w); err != nil {

@@ -1,4 +1,4 @@
-package nodeagent
+package status
 
 import (
 	"context"
@@ -59,7 +59,7 @@ func TestWithTerminationMessage(t *testing.T) {
 			if log == nil {
 				log = func() (string, error) { t.Fatal("the log was read"); return "", nil }
 			}
-			got := withTerminationMessage(tc.res, &tc.c, tc.file, log).Message
+			got := WithTerminationMessage(tc.res, &tc.c, tc.file, log).Message
 			if !strings.HasPrefix(got, tc.want) || (got != tc.want && !strings.HasPrefix(tc.want, "Error")) {
 				t.Errorf("message = %q, want %q", got, tc.want)
 			}
@@ -80,7 +80,7 @@ func TestLogTail(t *testing.T) {
 	if err := w.Close(); err != nil {
 		t.Fatal(err)
 	}
-	got, err := logTail(context.Background(), p)
+	got, err := LogTail(context.Background(), p)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -103,7 +103,7 @@ func TestLogTail(t *testing.T) {
 		fmt.Fprintf(out, "%d%s\n", i, strings.Repeat("x", 999))
 	}
 	_ = w.Close()
-	got, err = logTail(context.Background(), p)
+	got, err = LogTail(context.Background(), p)
 	if err != nil {
 		t.Fatal(err)
 	}

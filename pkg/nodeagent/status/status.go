@@ -1,4 +1,4 @@
-package nodeagent
+package status
 
 import (
 	"fmt"
@@ -13,100 +13,100 @@ import (
 	"jobkeeper.dev/jobkeeper/pkg/nodeagent/podconfig"
 )
 
-// containerView is what the status needs to know about one container.
-type containerView struct {
-	// name is the container's name.
-	name string
-	// image is the container's image: the reference it resolved to in
+// ContainerView is what the status needs to know about one container.
+type ContainerView struct {
+	// Name is the container's name.
+	Name string
+	// Image is the container's image: the reference it resolved to in
 	// image mode, the spec's otherwise.
-	image string
-	// imageID is the image's digest ("" in host mode).
-	imageID string
-	// kind is the container's kind (init, sidecar, main).
-	kind lifecycle.ContainerKind
-	// running is true while an attempt runs (stopping included).
-	running bool
-	// started is true while the running attempt has passed its startup
+	Image string
+	// ImageID is the image's digest ("" in host mode).
+	ImageID string
+	// Kind is the container's kind (init, sidecar, main).
+	Kind lifecycle.ContainerKind
+	// Running is true while an attempt runs (stopping included).
+	Running bool
+	// Started is true while the running attempt has passed its startup
 	// probe (at once without one).
-	started bool
-	// ready is true while the running attempt is started and has passed
+	Started bool
+	// Ready is true while the running attempt is started and has passed
 	// its readiness probe (at once without one).
-	ready bool
-	// startedAt is when the running attempt started.
-	startedAt time.Time
-	// containerID identifies the running or last attempt.
-	containerID string
-	// restartCount counts restarts.
-	restartCount int32
-	// last is the last finished attempt, nil if none.
-	last *lifecycle.AttemptResult
-	// prev is the attempt before last, nil if none.
-	prev *lifecycle.AttemptResult
-	// final is true when the container will not run again.
-	final bool
-	// everRan is true once an attempt was made.
-	everRan bool
-	// waitReason and waitMessage describe why a container is not running.
-	waitReason, waitMessage string
+	Ready bool
+	// StartedAt is when the running attempt started.
+	StartedAt time.Time
+	// ContainerID identifies the running or last attempt.
+	ContainerID string
+	// RestartCount counts restarts.
+	RestartCount int32
+	// Last is the last finished attempt, nil if none.
+	Last *lifecycle.AttemptResult
+	// Prev is the attempt before last, nil if none.
+	Prev *lifecycle.AttemptResult
+	// Final is true when the container will not run again.
+	Final bool
+	// EverRan is true once an attempt was made.
+	EverRan bool
+	// WaitReason and waitMessage describe why a container is not running.
+	WaitReason, WaitMessage string
 }
 
-// podView is what the status needs to know about the pod.
-type podView struct {
-	// inits are the init containers (regular and sidecars), in spec order.
-	inits []containerView
-	// containers are the main containers, in spec order.
-	containers []containerView
-	// ephemerals are the ephemeral containers, in spec order; they count
+// PodView is what the status needs to know about the pod.
+type PodView struct {
+	// Inits are the init containers (regular and sidecars), in spec order.
+	Inits []ContainerView
+	// Containers are the main containers, in spec order.
+	Containers []ContainerView
+	// Ephemerals are the ephemeral containers, in spec order; they count
 	// for neither the phase nor the conditions.
-	ephemerals []containerView
-	// startTime is when the agent accepted the pod.
-	startTime time.Time
-	// terminal is true once the pod was stopped for good (deletion, deadline).
-	terminal bool
-	// reason and message explain a terminal pod.
-	reason, message string
-	// disrupted is set when the pod is stopped by a node shutdown.
-	disrupted bool
+	Ephemerals []ContainerView
+	// StartTime is when the agent accepted the pod.
+	StartTime time.Time
+	// Terminal is true once the pod was stopped for good (deletion, deadline).
+	Terminal bool
+	// Reason and message explain a terminal pod.
+	Reason, Message string
+	// Disrupted is set when the pod is stopped by a node shutdown.
+	Disrupted bool
 }
 
 // exitCode returns the last exit code of a container and whether it ran.
-func (c containerView) exitCode() (int32, bool) {
-	if c.last == nil {
+func (c ContainerView) exitCode() (int32, bool) {
+	if c.Last == nil {
 		return 0, false
 	}
-	return c.last.ExitCode, true
+	return c.Last.ExitCode, true
 }
 
-// initSucceeded reports whether a regular init container is done successfully.
-func (c containerView) initSucceeded() bool {
+// InitSucceeded reports whether a regular init container is done successfully.
+func (c ContainerView) InitSucceeded() bool {
 	code, ran := c.exitCode()
-	return !c.running && ran && code == 0 && c.final
+	return !c.Running && ran && code == 0 && c.Final
 }
 
 // initialized reports whether an init container counts as initialized, as
 // the kubelet's Initialized condition counts it: a sidecar while it runs
 // and has started, a regular init container once it succeeded.
-func (c containerView) initialized() bool {
-	if c.kind == lifecycle.KindSidecar {
-		return c.running && c.started
+func (c ContainerView) initialized() bool {
+	if c.Kind == lifecycle.KindSidecar {
+		return c.Running && c.Started
 	}
-	return c.initSucceeded()
+	return c.InitSucceeded()
 }
 
 // anyRunning reports whether an attempt of the pod still runs.
-func (v podView) anyRunning() bool {
-	for _, c := range v.inits {
-		if c.running {
+func (v PodView) anyRunning() bool {
+	for _, c := range v.Inits {
+		if c.Running {
 			return true
 		}
 	}
-	for _, c := range v.containers {
-		if c.running {
+	for _, c := range v.Containers {
+		if c.Running {
 			return true
 		}
 	}
-	for _, c := range v.ephemerals {
-		if c.running {
+	for _, c := range v.Ephemerals {
+		if c.Running {
 			return true
 		}
 	}
@@ -115,9 +115,9 @@ func (v podView) anyRunning() bool {
 
 // mainStarted reports whether a main container ever ran: the pod was
 // initialized (the kubelet's HasAnyActiveRegularContainerStarted).
-func (v podView) mainStarted() bool {
-	for _, c := range v.containers {
-		if c.running || c.everRan {
+func (v PodView) mainStarted() bool {
+	for _, c := range v.Containers {
+		if c.Running || c.EverRan {
 			return true
 		}
 	}
@@ -137,16 +137,16 @@ func (v podView) mainStarted() bool {
 //
 // A pod stopped for good (deletion, deadline) with nothing running is
 // Succeeded only if every main container exited 0, else Failed.
-func podPhase(v podView) corev1.PodPhase {
+func podPhase(v PodView) corev1.PodPhase {
 	pendingInit, pendingSidecar, sidecarsWaiting, failedInit := 0, 0, 0, 0
 	running, waiting, stopped, stoppedFinal, succeeded := 0, 0, 0, 0, 0
-	for _, c := range v.inits {
+	for _, c := range v.Inits {
 		code, ran := c.exitCode()
-		if c.kind == lifecycle.KindSidecar {
+		if c.Kind == lifecycle.KindSidecar {
 			switch {
-			case c.running:
+			case c.Running:
 				running++
-				if !c.started {
+				if !c.Started {
 					pendingSidecar++
 				}
 			case !ran:
@@ -156,30 +156,30 @@ func podPhase(v podView) corev1.PodPhase {
 			continue
 		}
 		switch {
-		case c.running || !ran:
+		case c.Running || !ran:
 			pendingInit++
-		case code != 0 && c.final:
+		case code != 0 && c.Final:
 			failedInit++
 		}
 	}
-	for _, c := range v.containers {
+	for _, c := range v.Containers {
 		code, ran := c.exitCode()
 		switch {
-		case c.running:
+		case c.Running:
 			running++
 		case ran:
 			stopped++
-			if c.final {
+			if c.Final {
 				stoppedFinal++
 			}
-			if code == 0 && (c.final || v.terminal) {
+			if code == 0 && (c.Final || v.Terminal) {
 				succeeded++
 			}
 		default:
 			waiting++
 		}
 	}
-	if v.terminal && running == 0 {
+	if v.Terminal && running == 0 {
 		if pendingInit == 0 && failedInit == 0 && waiting == 0 && stopped == succeeded {
 			return corev1.PodSucceeded
 		}
@@ -206,40 +206,40 @@ func podPhase(v podView) corev1.PodPhase {
 
 // containerStatus builds the API status of one container. Each terminated
 // state carries the container ID of the attempt it describes.
-func containerStatus(c containerView, terminal bool) corev1.ContainerStatus {
+func containerStatus(c ContainerView, terminal bool) corev1.ContainerStatus {
 	s := corev1.ContainerStatus{
-		Name:         c.name,
-		Image:        c.image,
-		ImageID:      c.imageID,
-		ContainerID:  c.containerID,
-		RestartCount: c.restartCount,
-		Ready:        c.running && c.ready && !terminal,
-		Started:      ptr.To(c.running && c.started),
+		Name:         c.Name,
+		Image:        c.Image,
+		ImageID:      c.ImageID,
+		ContainerID:  c.ContainerID,
+		RestartCount: c.RestartCount,
+		Ready:        c.Running && c.Ready && !terminal,
+		Started:      ptr.To(c.Running && c.Started),
 	}
 	switch {
-	case c.running:
-		s.State.Running = &corev1.ContainerStateRunning{StartedAt: metav1.NewTime(c.startedAt)}
-		if c.last != nil {
-			s.LastTerminationState.Terminated = terminatedState(c.last)
+	case c.Running:
+		s.State.Running = &corev1.ContainerStateRunning{StartedAt: metav1.NewTime(c.StartedAt)}
+		if c.Last != nil {
+			s.LastTerminationState.Terminated = terminatedState(c.Last)
 		}
-	case c.last != nil && (c.final || terminal):
-		s.State.Terminated = terminatedState(c.last)
-		if c.prev != nil {
-			s.LastTerminationState.Terminated = terminatedState(c.prev)
+	case c.Last != nil && (c.Final || terminal):
+		s.State.Terminated = terminatedState(c.Last)
+		if c.Prev != nil {
+			s.LastTerminationState.Terminated = terminatedState(c.Prev)
 		}
-	case c.last != nil:
-		reason := c.waitReason
+	case c.Last != nil:
+		reason := c.WaitReason
 		if reason == "" {
 			reason = lifecycle.ReasonCrashLoopBackOff
 		}
-		s.State.Waiting = &corev1.ContainerStateWaiting{Reason: reason, Message: c.waitMessage}
-		s.LastTerminationState.Terminated = terminatedState(c.last)
+		s.State.Waiting = &corev1.ContainerStateWaiting{Reason: reason, Message: c.WaitMessage}
+		s.LastTerminationState.Terminated = terminatedState(c.Last)
 	default:
-		reason := c.waitReason
+		reason := c.WaitReason
 		if reason == "" {
 			reason = lifecycle.ReasonContainerCreating
 		}
-		s.State.Waiting = &corev1.ContainerStateWaiting{Reason: reason, Message: c.waitMessage}
+		s.State.Waiting = &corev1.ContainerStateWaiting{Reason: reason, Message: c.WaitMessage}
 	}
 	return s
 }
@@ -260,46 +260,46 @@ func terminatedState(r *lifecycle.AttemptResult) *corev1.ContainerStateTerminate
 	return t
 }
 
-// buildStatus computes the pod status the agent wants in the API, starting
+// BuildStatus computes the pod status the agent wants in the API, starting
 // from the pod's current status so fields and conditions owned by others
 // are kept.
-func buildStatus(pod *corev1.Pod, v podView, now time.Time) *corev1.PodStatus {
+func BuildStatus(pod *corev1.Pod, v PodView, now time.Time) *corev1.PodStatus {
 	st := pod.Status.DeepCopy()
 	phase := podPhase(v)
-	if v.disrupted && v.terminal {
-		phase = disruptedPhase(v)
+	if v.Disrupted && v.Terminal {
+		phase = DisruptedPhase(v)
 	}
-	if isTerminalPhase(phase) && v.anyRunning() {
+	if IsTerminalPhase(phase) && v.anyRunning() {
 		// As the kubelet's status manager: never report a terminal phase
 		// while a container may still run (a sidecar being stopped after
 		// an init container failed).
 		phase = st.Phase
-		if phase == "" || isTerminalPhase(phase) {
+		if phase == "" || IsTerminalPhase(phase) {
 			phase = corev1.PodPending
 		}
 	}
-	terminal := isTerminalPhase(phase)
+	terminal := IsTerminalPhase(phase)
 	st.Phase = phase
 	st.HostIP = podconfig.NodeIP
 	st.HostIPs = []corev1.HostIP{{IP: podconfig.NodeIP}}
 	st.PodIP = podconfig.NodeIP
 	st.PodIPs = []corev1.PodIP{{IP: podconfig.NodeIP}}
-	if !v.startTime.IsZero() && st.StartTime == nil {
-		st.StartTime = ptr.To(metav1.NewTime(v.startTime))
+	if !v.StartTime.IsZero() && st.StartTime == nil {
+		st.StartTime = ptr.To(metav1.NewTime(v.StartTime))
 	}
-	if v.reason != "" {
-		st.Reason, st.Message = v.reason, v.message
+	if v.Reason != "" {
+		st.Reason, st.Message = v.Reason, v.Message
 	}
 	st.InitContainerStatuses = nil
-	for _, c := range v.inits {
+	for _, c := range v.Inits {
 		st.InitContainerStatuses = append(st.InitContainerStatuses, containerStatus(c, terminal))
 	}
 	st.ContainerStatuses = nil
-	for _, c := range v.containers {
+	for _, c := range v.Containers {
 		st.ContainerStatuses = append(st.ContainerStatuses, containerStatus(c, terminal))
 	}
 	st.EphemeralContainerStatuses = nil
-	for _, c := range v.ephemerals {
+	for _, c := range v.Ephemerals {
 		st.EphemeralContainerStatuses = append(st.EphemeralContainerStatuses, containerStatus(c, terminal))
 	}
 
@@ -309,17 +309,17 @@ func buildStatus(pod *corev1.Pod, v podView, now time.Time) *corev1.PodStatus {
 	// sidecars count for readiness; a pod whose main containers started
 	// stays initialized while its sidecars restart.
 	var notInit, notReady []string
-	for _, c := range v.inits {
+	for _, c := range v.Inits {
 		if !c.initialized() {
-			notInit = append(notInit, c.name)
+			notInit = append(notInit, c.Name)
 		}
-		if c.kind == lifecycle.KindSidecar && !(c.running && c.ready) {
-			notReady = append(notReady, c.name)
+		if c.Kind == lifecycle.KindSidecar && !(c.Running && c.Ready) {
+			notReady = append(notReady, c.Name)
 		}
 	}
-	for _, c := range v.containers {
-		if !(c.running && c.ready) {
-			notReady = append(notReady, c.name)
+	for _, c := range v.Containers {
+		if !(c.Running && c.Ready) {
+			notReady = append(notReady, c.Name)
 		}
 	}
 	setCondition(st, corev1.PodReadyToStartContainers, !terminal, "", "", now)
@@ -343,7 +343,7 @@ func buildStatus(pod *corev1.Pod, v podView, now time.Time) *corev1.PodStatus {
 		setCondition(st, corev1.ContainersReady, false, "ContainersNotReady", msg, now)
 		setCondition(st, corev1.PodReady, false, "ContainersNotReady", msg, now)
 	}
-	if v.disrupted {
+	if v.Disrupted {
 		setCondition(st, corev1.DisruptionTarget, true, corev1.PodReasonTerminationByKubelet, MessageNodeShutdown, now)
 	}
 	if i := conditionIndex(st, corev1.PodScheduled); i < 0 {
@@ -352,8 +352,8 @@ func buildStatus(pod *corev1.Pod, v podView, now time.Time) *corev1.PodStatus {
 	return st
 }
 
-// isTerminalPhase reports whether phase is Succeeded or Failed.
-func isTerminalPhase(phase corev1.PodPhase) bool {
+// IsTerminalPhase reports whether phase is Succeeded or Failed.
+func IsTerminalPhase(phase corev1.PodPhase) bool {
 	return phase == corev1.PodSucceeded || phase == corev1.PodFailed
 }
 
@@ -384,4 +384,26 @@ func setCondition(st *corev1.PodStatus, t corev1.PodConditionType, ok bool, reas
 		return
 	}
 	st.Conditions = append(st.Conditions, c)
+}
+
+// Reason and message of a pod stopped because its node shuts down, as the
+// kubelet's node shutdown manager writes them (pkg/kubelet/nodeshutdown):
+// the pod's status reason and message, and the DisruptionTarget
+// condition's message (its reason is corev1.PodReasonTerminationByKubelet).
+const (
+	// ReasonNodeShutdown is the pod's status reason.
+	ReasonNodeShutdown = "Terminated"
+	// MessageNodeShutdown is the pod's status message and the condition's.
+	MessageNodeShutdown = "Pod was terminated in response to imminent node shutdown."
+)
+
+// DisruptedPhase is the phase of a pod stopped by a node shutdown once
+// nothing runs, as the kubelet's status function sets it: Failed, unless
+// the pod had already succeeded on its own.
+func DisruptedPhase(v PodView) corev1.PodPhase {
+	v.Terminal = false
+	if podPhase(v) == corev1.PodSucceeded {
+		return corev1.PodSucceeded
+	}
+	return corev1.PodFailed
 }
