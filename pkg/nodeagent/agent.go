@@ -27,7 +27,9 @@ import (
 	"k8s.io/klog/v2"
 	"k8s.io/utils/clock"
 
+	"jobkeeper.dev/jobkeeper/pkg/images"
 	"jobkeeper.dev/jobkeeper/pkg/nodeagent/binder"
+	"jobkeeper.dev/jobkeeper/pkg/nodeagent/imagemanager"
 	"jobkeeper.dev/jobkeeper/pkg/nodeagent/lifecycle"
 	"jobkeeper.dev/jobkeeper/pkg/nodeagent/podconfig"
 	"jobkeeper.dev/jobkeeper/pkg/nodeagent/runtime"
@@ -107,7 +109,7 @@ type Agent struct {
 	// runtimeReady is closed once Run has set up the runtime.
 	runtimeReady chan struct{}
 	// puller pulls and holds images (image mode); nil in host mode.
-	puller *imagePuller
+	puller *imagemanager.Puller
 	// euid is the agent's effective user ID (os.Geteuid in New): as root
 	// it can give volumes any group (fsGroup).
 	euid int
@@ -169,7 +171,7 @@ func New(client kubernetes.Interface, opts Options) (*Agent, error) {
 	a.binder = b
 	a.volumes = volume.New(a.volumeConfig())
 	if opts.imageStore != nil {
-		a.puller = newImagePuller(a, opts.imageStore)
+		a.puller = imagemanager.NewPuller(a.pullerConfig(), opts.imageStore)
 	}
 	a.broadcaster = record.NewBroadcaster()
 	a.recorder = a.broadcaster.NewRecorder(scheme.Scheme, corev1.EventSource{Component: "kubelet", Host: opts.NodeName})
@@ -233,6 +235,11 @@ func (a *Agent) containerState(uid types.UID, name string) (server.ContainerStat
 	}
 	s, ok := w.logStateOf(name)
 	return server.ContainerState{Attempt: s.attempt, Running: s.running, Handle: s.handle}, ok
+}
+
+// pullerConfig is what the image manager needs from the agent.
+func (a *Agent) pullerConfig() imagemanager.Config {
+	return imagemanager.Config{Client: a.client, Clock: a.clock, Event: a.event}
 }
 
 // volumeConfig is what the volume manager needs from the agent.
@@ -332,7 +339,7 @@ func (a *Agent) Run(ctx context.Context) error {
 	wg.Go(func() { a.binder.Run(ctx) })
 	wg.Go(func() { a.volumes.RefreshLoop(ctx, a.opts.SyncFrequency) })
 	if a.puller != nil {
-		wg.Go(func() { a.collectImages(ctx) })
+		wg.Go(func() { a.puller.CollectGarbage(ctx) })
 	}
 	logger.Info("Node agent running", "runtime", a.runtime.Name(), "maxPods", a.opts.MaxPods)
 	<-ctx.Done()
@@ -742,4 +749,31 @@ func (a *Agent) Isolation(ctx context.Context) (bool, string, error) {
 	}
 	yes, why := iso.Isolation()
 	return yes, why, nil
+}
+
+// openImages opens the image store in image mode.
+func (a *Agent) openImages(ctx context.Context) error {
+	if a.opts.Images != ImagesOCI {
+		klog.FromContext(ctx).Info("Containers run their command on this host's files: images are not pulled", "images", a.opts.Images)
+		return nil
+	}
+	if rt, ok := a.runtime.(runtime.Isolator); ok {
+		if yes, why := rt.Isolation(); !yes {
+			return fmt.Errorf("containers cannot get a private filesystem view here (%s), so their images cannot be run: use the host's files (Images %q) instead", why, ImagesHost)
+		}
+	}
+	store, err := images.Open(a.opts.ImageDir)
+	if err != nil {
+		return fmt.Errorf("opening the image store: %w", err)
+	}
+	a.puller = imagemanager.NewPuller(a.pullerConfig(), store)
+	klog.FromContext(ctx).Info("Containers run their images", "imageStore", a.opts.ImageDir)
+	return nil
+}
+
+// closeImages closes the store Run opened, once the workers are gone.
+func (a *Agent) closeImages() {
+	if a.puller != nil && a.opts.imageStore == nil {
+		_ = a.puller.Store.Close()
+	}
 }

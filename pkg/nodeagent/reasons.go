@@ -2,6 +2,7 @@ package nodeagent
 
 import (
 	"jobkeeper.dev/jobkeeper/pkg/nodeagent/binder"
+	"jobkeeper.dev/jobkeeper/pkg/nodeagent/imagemanager"
 	"jobkeeper.dev/jobkeeper/pkg/nodeagent/lifecycle"
 	"jobkeeper.dev/jobkeeper/pkg/nodeagent/podconfig"
 	"jobkeeper.dev/jobkeeper/pkg/nodeagent/status"
@@ -58,6 +59,14 @@ const (
 	ReasonNodeShutdown = status.ReasonNodeShutdown
 	// MessageNodeShutdown: status.MessageNodeShutdown.
 	MessageNodeShutdown = status.MessageNodeShutdown
+	// ReasonErrImagePull: imagemanager.ReasonErrImagePull.
+	ReasonErrImagePull = imagemanager.ReasonErrImagePull
+	// ReasonImagePullBackOff: imagemanager.ReasonImagePullBackOff.
+	ReasonImagePullBackOff = imagemanager.ReasonImagePullBackOff
+	// ReasonErrImageNeverPull: imagemanager.ReasonErrImageNeverPull.
+	ReasonErrImageNeverPull = imagemanager.ReasonErrImageNeverPull
+	// ReasonInvalidImageName: imagemanager.ReasonInvalidImageName.
+	ReasonInvalidImageName = imagemanager.ReasonInvalidImageName
 )
 
 // FieldManager is the field manager of every write the agent makes

@@ -250,12 +250,12 @@ func (w *worker) holdAdoptedImage(pod *corev1.Pod, c *container) {
 		if st.Name != c.spec.Name || st.Image == "" {
 			continue
 		}
-		img, err := p.store.Lookup(st.Image)
+		img, err := p.Store.Lookup(st.Image)
 		if err != nil {
 			return
 		}
 		c.image.release()
-		c.image = runImage{name: st.Image, id: st.ImageID, storeID: img.ID, done: p.store.Use(img.ID)}
+		c.image = runImage{name: st.Image, id: st.ImageID, storeID: img.ID, done: p.Store.Use(img.ID)}
 		return
 	}
 }

@@ -13,6 +13,7 @@ import (
 	"k8s.io/klog/v2"
 
 	"jobkeeper.dev/jobkeeper/pkg/nodeagent/binder"
+	"jobkeeper.dev/jobkeeper/pkg/nodeagent/imagemanager"
 	"jobkeeper.dev/jobkeeper/pkg/nodeagent/lifecycle"
 	"jobkeeper.dev/jobkeeper/pkg/nodeagent/podconfig"
 	"jobkeeper.dev/jobkeeper/pkg/nodeagent/runtime"
@@ -36,7 +37,7 @@ type container struct {
 	// runs.
 	stopHook context.CancelFunc
 	// pull is the image pull the container waits for; nil when none.
-	pull *pullState
+	pull *imagemanager.PullState
 	// image is the image of the running or last attempt (image mode).
 	image runImage
 	// api is the running attempt the API showed when the worker was
