@@ -24,13 +24,25 @@
 //     the pod is terminal (package status);
 //   - serves /containerLogs, exec, attach and portForward over TLS to the
 //     apiserver only (package server);
+//   - pulls images and collects unused ones (package imagemanager);
 //   - decides, field by field, what it does with a pod's security context
 //     and resources: honoured, the pod refused at admission, or run with
-//     one NotEnforced Warning event (podconfig.DecideFeatures, the
-//     table of docs/node-agent.md); composes each container's runtime
-//     spec (containerspec.go over the pure functions of podconfig: env,
-//     resolv.conf, hosts, hostname, user), gives volumes the pod's fsGroup (package volume) and
-//     reads each attempt's termination message (package status).
+//     one NotEnforced Warning event (podconfig.DecideFeatures, the table of
+//     docs/node-agent.md); composes each container's runtime spec
+//     (containerspec.go over the pure functions of podconfig: env,
+//     resolv.conf, hosts, hostname, user), gives volumes the pod's fsGroup
+//     (package volume) and reads each attempt's termination message
+//     (package status).
+//
+// Layout, as the kubelet is split: this package is the agent's loop (the
+// Agent, its pod workers and their sync, admission, node status and Lease,
+// graceful shutdown and restart) and the only one that knows the others.
+// Below it, each owning one concern and importing downwards only, none of
+// them this package: podconfig (container configuration as pure
+// functions), lifecycle (the containers' state machine), status, volume,
+// prober, imagemanager, binder, server, and runtime with its
+// implementations. The lower packages get what they need from the agent
+// as a Config of values and functions, never the Agent itself.
 //
 // Container lifecycle (package lifecycle: ContainerState, changed only by
 // the pure Transition function; PlanPod decides whose turn it is):
@@ -54,7 +66,7 @@
 //	               pod finishing            └────────┘
 //
 // A container with a postStart hook passes through starting on its way
-// from started to running (hook.go):
+// from started to running (hook.go, over lifecycle's states):
 //
 //	waiting, back-off ──started──▶ starting ──postStart returned──▶ running
 //	                                  │

@@ -1,15 +1,11 @@
-package nodeagent
+package podconfig
 
 import (
-	"slices"
 	"strings"
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-
-	"jobkeeper.dev/jobkeeper/pkg/nodeagent/podconfig"
-	"jobkeeper.dev/jobkeeper/test/builder"
 )
 
 func TestPodHostname(t *testing.T) {
@@ -29,22 +25,9 @@ func TestPodHostname(t *testing.T) {
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
 			pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: tc.name}, Spec: corev1.PodSpec{Hostname: tc.hostname}}
-			if got := podconfig.PodHostname(pod); got != tc.want {
+			if got := PodHostname(pod); got != tc.want {
 				t.Errorf("podHostname() = %q, want %q", got, tc.want)
 			}
 		})
-	}
-}
-
-func TestContainersGetThePodsHostname(t *testing.T) {
-	pod := builder.MakePod("p", "ns").UID("u1").Command("sleep", "1").Obj()
-	pod.Spec.Hostname = "web-0"
-	_, rt := startAgentWithFake(t, pod)
-	h := rt.attempt(t, "main", 0)
-	if h.spec.Hostname != "web-0" {
-		t.Errorf("Spec.Hostname = %q, want the pod's spec.hostname web-0", h.spec.Hostname)
-	}
-	if !slices.Contains(h.spec.Env, "HOSTNAME=web-0") {
-		t.Errorf("env %q lacks HOSTNAME=web-0", h.spec.Env)
 	}
 }
