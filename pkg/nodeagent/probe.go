@@ -6,7 +6,6 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/utils/clock"
 
 	"jobkeeper.dev/jobkeeper/pkg/nodeagent/lifecycle"
 	"jobkeeper.dev/jobkeeper/pkg/nodeagent/prober"
@@ -18,31 +17,6 @@ import (
 // run commands in containers, a probe without a handler): the probe is then
 // treated as absent.
 const ReasonProbeNotSupported = "ProbeNotSupported"
-
-// Event reasons of probes, as the kubelet's (pkg/kubelet/events).
-const (
-	// ReasonUnhealthy is the reason of a failed or errored probe.
-	ReasonUnhealthy = "Unhealthy"
-	// ReasonProbeWarning is the reason of a probe that succeeded with a
-	// warning (an HTTP redirect to another host, not followed).
-	ReasonProbeWarning = "ProbeWarning"
-)
-
-// Probe defaults, as the API defaults them.
-const (
-	// defaultProbePeriod is periodSeconds when unset.
-	defaultProbePeriod = 10 * time.Second
-	// defaultProbeTimeout is timeoutSeconds when unset.
-	defaultProbeTimeout = time.Second
-	// defaultFailureThreshold is failureThreshold when unset.
-	defaultFailureThreshold = 3
-	// defaultSuccessThreshold is successThreshold when unset.
-	defaultSuccessThreshold = 1
-	// maxProbeRetries is how often a probe that errored (it could not be
-	// run, e.g. a named port that does not exist) is tried again at once,
-	// as the kubelet's.
-	maxProbeRetries = 3
-)
 
 // probeResult is what a probe reports to the worker for one attempt.
 type probeResult struct {
@@ -59,161 +33,6 @@ type probeKey struct {
 	name string
 	// kind is which probe.
 	kind lifecycle.ProbeKind
-}
-
-// probeTiming are a probe's timing parameters with the API's defaults.
-type probeTiming struct {
-	// delay is initialDelaySeconds, counted from the attempt's start.
-	delay time.Duration
-	// period is periodSeconds.
-	period time.Duration
-	// timeout is timeoutSeconds.
-	timeout time.Duration
-	// successes and failures are the thresholds.
-	successes, failures int32
-}
-
-// timingOf reads p's timing parameters.
-func timingOf(p *corev1.Probe) probeTiming {
-	t := probeTiming{
-		delay: time.Duration(p.InitialDelaySeconds) * time.Second, period: defaultProbePeriod, timeout: defaultProbeTimeout,
-		successes: defaultSuccessThreshold, failures: defaultFailureThreshold,
-	}
-	if p.PeriodSeconds > 0 {
-		t.period = time.Duration(p.PeriodSeconds) * time.Second
-	}
-	if p.TimeoutSeconds > 0 {
-		t.timeout = time.Duration(p.TimeoutSeconds) * time.Second
-	}
-	if p.SuccessThreshold > 0 {
-		t.successes = p.SuccessThreshold
-	}
-	if p.FailureThreshold > 0 {
-		t.failures = p.FailureThreshold
-	}
-	return t
-}
-
-// probeRun is one probe loop: what it probes and where it reports.
-type probeRun struct {
-	// kind is the probe's kind.
-	kind lifecycle.ProbeKind
-	// timing are its parameters.
-	timing probeTiming
-	// startedAt is when the attempt started (initialDelaySeconds counts
-	// from there).
-	startedAt time.Time
-	// check runs the handler once.
-	check prober.Check
-	// record records an event on the pod.
-	record func(eventType, reason, message string)
-	// report hands a threshold crossing to the worker.
-	report func(ok bool)
-}
-
-// run probes as the kubelet's probe worker does, until ctx ends or the
-// probe has nothing more to say. The first probe runs once
-// initialDelaySeconds have passed since the attempt started, the next ones
-// every periodSeconds. Every failure is an Unhealthy event ("Liveness probe
-// failed: ..."); an error ("... probe errored and resulted in unknown
-// state: ...") is one too, but does not count; a warning counts as a
-// success. Crossing a threshold (successThreshold successes or
-// failureThreshold failures in a row) is reported:
-//   - startup: the first crossing, either way, then the loop ends;
-//   - liveness: the first failure crossing, then the loop ends (the
-//     container is killed; a new attempt gets a new loop);
-//   - readiness: every change between ready and not ready; it never ends
-//     on its own.
-func (r probeRun) run(ctx context.Context, clk clock.WithTicker) {
-	sleep := func(d time.Duration) bool {
-		if d <= 0 {
-			return ctx.Err() == nil
-		}
-		t := clk.NewTimer(d)
-		defer t.Stop()
-		select {
-		case <-ctx.Done():
-			return false
-		case <-t.C():
-			return true
-		}
-	}
-	if !sleep(r.startedAt.Add(r.timing.delay).Sub(clk.Now())) {
-		return
-	}
-	var (
-		last     prober.Outcome
-		run      int32
-		reported = -1 // nothing reported yet; else 0 (failed) or 1 (succeeded)
-	)
-	for {
-		outcome, _ := r.once(ctx)
-		if ctx.Err() != nil {
-			return
-		}
-		if outcome == prober.Warning {
-			outcome = prober.Success
-		}
-		if outcome != prober.Error {
-			if outcome == last && run > 0 {
-				run++
-			} else {
-				last, run = outcome, 1
-			}
-			crossed := (outcome == prober.Success && run >= r.timing.successes) || (outcome == prober.Failure && run >= r.timing.failures)
-			if crossed {
-				ok := outcome == prober.Success
-				switch {
-				case r.kind == lifecycle.ProbeStartup:
-					r.report(ok)
-					return
-				case r.kind == lifecycle.ProbeLiveness && !ok:
-					r.report(false)
-					return
-				case r.kind == lifecycle.ProbeReadiness && reported != btoi(ok):
-					reported = btoi(ok)
-					r.report(ok)
-				}
-			}
-		}
-		if !sleep(r.timing.period) {
-			return
-		}
-	}
-}
-
-// once runs the check, again at once up to maxProbeRetries times while it
-// errors, and records the kubelet's events for what it found.
-func (r probeRun) once(ctx context.Context) (prober.Outcome, string) {
-	var (
-		outcome prober.Outcome
-		output  string
-	)
-	for i := 0; i < maxProbeRetries; i++ {
-		if outcome, output = r.check(ctx, r.timing.timeout); outcome != prober.Error {
-			break
-		}
-	}
-	if ctx.Err() != nil {
-		return outcome, output
-	}
-	switch outcome {
-	case prober.Warning:
-		r.record(corev1.EventTypeWarning, ReasonProbeWarning, fmt.Sprintf("%s probe warning: %s", r.kind, output))
-	case prober.Failure:
-		r.record(corev1.EventTypeWarning, ReasonUnhealthy, fmt.Sprintf("%s probe failed: %s", r.kind, output))
-	case prober.Error:
-		r.record(corev1.EventTypeWarning, ReasonUnhealthy, fmt.Sprintf("%s probe errored and resulted in unknown state: %s", r.kind, output))
-	}
-	return outcome, output
-}
-
-// btoi is 1 for true, 0 for false.
-func btoi(b bool) int {
-	if b {
-		return 1
-	}
-	return 0
 }
 
 // probesOf returns the probes that run against the attempt h of c. A probe
@@ -259,22 +78,22 @@ func (w *worker) startProbes(ctx context.Context, c *container) {
 		}
 		p := k.Of(c.spec)
 		info := c.info
-		r := probeRun{
-			kind:      k,
-			timing:    timingOf(p),
-			startedAt: c.state.StartedAt,
-			check:     prober.CheckFor(p, c.spec, c.handle),
-			record: func(eventType, reason, message string) {
+		r := prober.ProbeRun{
+			Kind:      k,
+			Timing:    prober.TimingOf(p),
+			StartedAt: c.state.StartedAt,
+			Check:     prober.CheckFor(p, c.spec, c.handle),
+			Record: func(eventType, reason, message string) {
 				w.agent.containerEvent(w.currentPod(), info, eventType, reason, message)
 			},
-			report: func(ok bool) {
+			Report: func(ok bool) {
 				w.mu.Lock()
 				w.probeResults[probeKey{name: name, kind: k}] = probeResult{attempt: attempt, ok: ok}
 				w.mu.Unlock()
 				w.poke()
 			},
 		}
-		go r.run(ctx, w.agent.clock)
+		go r.Run(ctx, w.agent.clock)
 	}
 }
 

@@ -5,6 +5,7 @@ import (
 	"jobkeeper.dev/jobkeeper/pkg/nodeagent/imagemanager"
 	"jobkeeper.dev/jobkeeper/pkg/nodeagent/lifecycle"
 	"jobkeeper.dev/jobkeeper/pkg/nodeagent/podconfig"
+	"jobkeeper.dev/jobkeeper/pkg/nodeagent/prober"
 	"jobkeeper.dev/jobkeeper/pkg/nodeagent/status"
 	"jobkeeper.dev/jobkeeper/pkg/nodeagent/volume"
 )
@@ -67,6 +68,10 @@ const (
 	ReasonErrImageNeverPull = imagemanager.ReasonErrImageNeverPull
 	// ReasonInvalidImageName: imagemanager.ReasonInvalidImageName.
 	ReasonInvalidImageName = imagemanager.ReasonInvalidImageName
+	// ReasonUnhealthy: prober.ReasonUnhealthy.
+	ReasonUnhealthy = prober.ReasonUnhealthy
+	// ReasonProbeWarning: prober.ReasonProbeWarning.
+	ReasonProbeWarning = prober.ReasonProbeWarning
 )
 
 // FieldManager is the field manager of every write the agent makes
