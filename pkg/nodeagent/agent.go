@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -27,9 +28,16 @@ import (
 	"k8s.io/utils/clock"
 
 	"jobkeeper.dev/jobkeeper/pkg/images"
+	"jobkeeper.dev/jobkeeper/pkg/nodeagent/binder"
+	"jobkeeper.dev/jobkeeper/pkg/nodeagent/imagemanager"
+	"jobkeeper.dev/jobkeeper/pkg/nodeagent/lifecycle"
+	"jobkeeper.dev/jobkeeper/pkg/nodeagent/podconfig"
 	"jobkeeper.dev/jobkeeper/pkg/nodeagent/runtime"
 	"jobkeeper.dev/jobkeeper/pkg/nodeagent/runtime/process"
 	"jobkeeper.dev/jobkeeper/pkg/nodeagent/runtime/simulated"
+	"jobkeeper.dev/jobkeeper/pkg/nodeagent/server"
+	"jobkeeper.dev/jobkeeper/pkg/nodeagent/status"
+	"jobkeeper.dev/jobkeeper/pkg/nodeagent/volume"
 )
 
 // Agent is the local node agent: it registers the Node, keeps its Lease,
@@ -44,9 +52,9 @@ type Agent struct {
 	// runtime runs containers.
 	runtime runtime.Runtime
 	// status writes pod status.
-	status *statusManager
+	status *status.Manager
 	// binder binds pending pods to the node.
-	binder *binder
+	binder *binder.Binder
 	// podFactory watches the pods bound to this node.
 	podFactory informers.SharedInformerFactory
 	// podLister lists the pods bound to this node.
@@ -62,7 +70,7 @@ type Agent struct {
 	servicesSynced cache.InformerSynced
 	// apiserver is where pods reach the apiserver (Options.APIServer);
 	// nil: at the kubernetes Service's ClusterIP.
-	apiserver *apiserverEndpoint
+	apiserver *podconfig.APIServerEndpoint
 	// broadcaster sends the recorders' events to the API.
 	broadcaster record.EventBroadcaster
 	// recorder emits the node's events (source "kubelet"); nil when events
@@ -83,7 +91,7 @@ type Agent struct {
 	// activePods counts the workers that have not finished.
 	activePods int
 	// activeRequests sums the requests of those workers' pods.
-	activeRequests requests
+	activeRequests binder.Requests
 	// runCtx is Run's context; workers derive theirs from it.
 	runCtx context.Context
 	// refused holds the pods refused at admission (their failed status is
@@ -97,11 +105,11 @@ type Agent struct {
 	deletions sync.WaitGroup
 
 	// volumes prepares pod volumes on the host.
-	volumes *volumeManager
+	volumes *volume.Manager
 	// runtimeReady is closed once Run has set up the runtime.
 	runtimeReady chan struct{}
 	// puller pulls and holds images (image mode); nil in host mode.
-	puller *imagePuller
+	puller *imagemanager.Puller
 	// euid is the agent's effective user ID (os.Geteuid in New): as root
 	// it can give volumes any group (fsGroup).
 	euid int
@@ -118,7 +126,7 @@ func New(client kubernetes.Interface, opts Options) (*Agent, error) {
 		opts:         opts,
 		client:       client,
 		clock:        opts.Clock,
-		status:       newStatusManager(client),
+		status:       status.NewManager(client),
 		workers:      map[types.UID]*worker{},
 		capacity:     hostCapacity(opts.MaxPods),
 		euid:         os.Geteuid(),
@@ -147,7 +155,7 @@ func New(client kubernetes.Interface, opts Options) (*Agent, error) {
 	}); err != nil {
 		return nil, err
 	}
-	apiserver, err := parseAPIServer(opts.APIServer)
+	apiserver, err := podconfig.ParseAPIServer(opts.APIServer)
 	if err != nil {
 		return nil, fmt.Errorf("node agent options: %w", err)
 	}
@@ -156,19 +164,96 @@ func New(client kubernetes.Interface, opts Options) (*Agent, error) {
 	serviceInformer := a.serviceFactory.Core().V1().Services()
 	a.serviceLister = serviceInformer.Lister()
 	a.servicesSynced = serviceInformer.Informer().HasSynced
-	b, err := newBinder(a)
+	b, err := binder.New(a.binderConfig())
 	if err != nil {
 		return nil, err
 	}
 	a.binder = b
-	a.volumes = newVolumeManager(a)
+	a.volumes = volume.New(a.volumeConfig())
 	if opts.imageStore != nil {
-		a.puller = newImagePuller(a, opts.imageStore)
+		a.puller = imagemanager.NewPuller(a.pullerConfig(), opts.imageStore)
 	}
 	a.broadcaster = record.NewBroadcaster()
 	a.recorder = a.broadcaster.NewRecorder(scheme.Scheme, corev1.EventSource{Component: "kubelet", Host: opts.NodeName})
 	a.schedulerRecorder = a.broadcaster.NewRecorder(scheme.Scheme, corev1.EventSource{Component: "default-scheduler"})
 	return a, nil
+}
+
+// binderConfig is what the binder needs from the agent.
+func (a *Agent) binderConfig() binder.Config {
+	return binder.Config{
+		Client:       a.client,
+		NodeName:     a.opts.NodeName,
+		MaxPods:      a.opts.MaxPods,
+		Capacity:     a.capacity,
+		Clock:        a.clock,
+		Pods:         a.podLister,
+		FieldManager: status.FieldManager,
+		Transform:    stripManagedFields,
+		Event:        a.schedulerEvent,
+		Workers:      a.withWorkers,
+	}
+}
+
+// withWorkers calls f with the agent's workers locked: what the workers
+// of pods not finished request, how many they are, and whether a pod has a
+// worker.
+func (a *Agent) withWorkers(f func(active binder.Requests, pods int, hasWorker func(types.UID) bool)) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	f(a.activeRequests, a.activePods, func(uid types.UID) bool {
+		_, ok := a.workers[uid]
+		return ok
+	})
+}
+
+// serverConfig is what the log and streaming server needs from the agent.
+func (a *Agent) serverConfig() server.Config {
+	return server.Config{
+		NodeName:                 a.opts.NodeName,
+		Port:                     a.opts.KubeletPort,
+		ServingCertFile:          a.opts.ServingCertFile,
+		ServingKeyFile:           a.opts.ServingKeyFile,
+		ClientCAFile:             a.opts.ClientCAFile,
+		AllowedClientCommonNames: a.opts.AllowedClientCommonNames,
+		Clock:                    a.clock,
+		Pods:                     a.podLister,
+		LogPath:                  a.logPath,
+		RuntimeName:              func() string { return a.runtime.Name() },
+		Container:                a.containerState,
+	}
+}
+
+// containerState is the state of a container of a pod the agent runs, for
+// the log and streaming server.
+func (a *Agent) containerState(uid types.UID, name string) (server.ContainerState, bool) {
+	a.mu.Lock()
+	w := a.workers[uid]
+	a.mu.Unlock()
+	if w == nil {
+		return server.ContainerState{}, false
+	}
+	s, ok := w.logStateOf(name)
+	return server.ContainerState{Attempt: s.attempt, Running: s.running, Handle: s.handle}, ok
+}
+
+// pullerConfig is what the image manager needs from the agent.
+func (a *Agent) pullerConfig() imagemanager.Config {
+	return imagemanager.Config{Client: a.client, Clock: a.clock, Event: a.event}
+}
+
+// volumeConfig is what the volume manager needs from the agent.
+func (a *Agent) volumeConfig() volume.Config {
+	return volume.Config{
+		Client:   a.client,
+		Clock:    a.clock,
+		Pods:     a.podLister,
+		Capacity: a.capacity,
+		EUID:     a.euid,
+		PodDir:   a.podDir,
+		Event:    a.event,
+		Runtime:  func() runtime.Runtime { return a.runtime },
+	}
 }
 
 // stripManagedFields drops managedFields from cached objects: the agent
@@ -219,7 +304,7 @@ func (a *Agent) Run(ctx context.Context) error {
 	}
 	port := 0
 	if a.opts.ServingCertFile != "" {
-		srv, ln, err := a.newLogServer()
+		srv, ln, err := server.New(a.serverConfig())
 		if err != nil {
 			return err
 		}
@@ -244,20 +329,20 @@ func (a *Agent) Run(ctx context.Context) error {
 	// As the kubelet, containers start once the Services were read at
 	// least once: KUBERNETES_SERVICE_HOST is what in-cluster clients need.
 	a.serviceFactory.Start(ctx.Done())
-	a.binder.start(ctx)
-	if !cache.WaitForCacheSync(ctx.Done(), a.podsSynced, a.servicesSynced, a.binder.synced) {
+	a.binder.Start(ctx)
+	if !cache.WaitForCacheSync(ctx.Done(), a.podsSynced, a.servicesSynced, a.binder.Synced) {
 		return ctx.Err()
 	}
 	a.removeOrphanDirs(ctx)
 
 	var wg, statusWG sync.WaitGroup
-	statusWG.Go(func() { a.status.run(workCtx, a.opts.StatusWorkers) })
+	statusWG.Go(func() { a.status.Run(workCtx, a.opts.StatusWorkers) })
 	wg.Go(func() { a.renewLease(ctx) })
 	wg.Go(func() { a.heartbeat(ctx, port) })
-	wg.Go(func() { a.binder.run(ctx) })
-	wg.Go(func() { a.volumes.refreshLoop(ctx, a.opts.SyncFrequency) })
+	wg.Go(func() { a.binder.Run(ctx) })
+	wg.Go(func() { a.volumes.RefreshLoop(ctx, a.opts.SyncFrequency) })
 	if a.puller != nil {
-		wg.Go(func() { a.collectImages(ctx) })
+		wg.Go(func() { a.puller.CollectGarbage(ctx) })
 	}
 	logger.Info("Node agent running", "runtime", a.runtime.Name(), "maxPods", a.opts.MaxPods)
 	<-ctx.Done()
@@ -309,7 +394,7 @@ func (a *Agent) onPod(pod *corev1.Pod) {
 	if pod.DeletionTimestamp != nil && (pod.DeletionGracePeriodSeconds == nil || *pod.DeletionGracePeriodSeconds > 0) {
 		// A zero grace period means the deletion is already final (only
 		// finalizers may hold the pod): there is nothing to confirm.
-		a.status.requestDelete(pod)
+		a.status.RequestDelete(pod)
 	}
 	if !terminalInAPI && a.refuse(pod) {
 		return
@@ -323,7 +408,7 @@ func (a *Agent) onPod(pod *corev1.Pod) {
 		w.cancel = cancel
 		a.workers[pod.UID] = w
 		a.activePods++
-		a.activeRequests = a.activeRequests.add(w.requests)
+		a.activeRequests = a.activeRequests.Add(w.requests)
 		created = true
 		go w.run(ctx)
 	}
@@ -331,7 +416,7 @@ func (a *Agent) onPod(pod *corev1.Pod) {
 		// The API has the final status: the worker has nothing left to do,
 		// and the log endpoint reads the last attempt from the status.
 		delete(a.workers, pod.UID)
-		a.status.forgetIfIdle(pod.UID)
+		a.status.ForgetIfIdle(pod.UID)
 		ok = false
 	}
 	a.mu.Unlock()
@@ -339,19 +424,19 @@ func (a *Agent) onPod(pod *corev1.Pod) {
 		// A pod new to the node (not one a previous run of the agent
 		// started) hears once what runs without being enforced.
 		if _, ok := a.runtime.(runtime.Isolator); ok {
-			if d := decideFeatures(pod, a.podFeatures()); len(d.unenforced) > 0 {
-				a.event(pod, corev1.EventTypeWarning, ReasonNotEnforced, notEnforcedMessage(d.unenforced))
+			if d := podconfig.DecideFeatures(pod, a.podFeatures()); len(d.Unenforced) > 0 {
+				a.event(pod, corev1.EventTypeWarning, podconfig.ReasonNotEnforced, podconfig.NotEnforcedMessage(d.Unenforced))
 			}
 		}
 	}
 	if created {
-		a.binder.seen(pod.UID)
+		a.binder.Seen(pod.UID)
 	}
 	if ok {
 		w.update(pod)
 	}
 	if terminalInAPI {
-		a.binder.enqueue()
+		a.binder.Enqueue()
 	}
 }
 
@@ -370,7 +455,7 @@ func (a *Agent) workerFinished(w *worker) {
 	a.mu.Lock()
 	a.releaseLocked(w)
 	a.mu.Unlock()
-	a.binder.enqueue()
+	a.binder.Enqueue()
 }
 
 // releaseLocked takes a worker out of the active usage once; mu is held.
@@ -380,7 +465,7 @@ func (a *Agent) releaseLocked(w *worker) {
 	}
 	w.released = true
 	a.activePods--
-	a.activeRequests = a.activeRequests.add(requests{cpuMilli: -w.requests.cpuMilli, memory: -w.requests.memory})
+	a.activeRequests = a.activeRequests.Add(binder.Requests{CPUMilli: -w.requests.CPUMilli, Memory: -w.requests.Memory})
 }
 
 // onPodDeleted forgets a pod that left the API: a force-deleted pod's
@@ -404,8 +489,8 @@ func (a *Agent) onPodDeleted(obj any) {
 		a.releaseLocked(w)
 	}
 	a.mu.Unlock()
-	a.status.forget(pod.UID)
-	a.binder.enqueue()
+	a.status.Forget(pod.UID)
+	a.binder.Enqueue()
 	a.deletions.Go(func() {
 		if w != nil {
 			w.cancel()
@@ -421,7 +506,7 @@ func (a *Agent) onPodDeleted(obj any) {
 		// would mark the volumes ready again. Forgetting waits for a
 		// refresh under way, which is no business of the informer's
 		// handler.
-		a.volumes.forget(pod.UID)
+		a.volumes.Forget(pod.UID)
 		_ = removePodDir(a.podDir(pod.UID))
 	})
 }
@@ -462,103 +547,6 @@ func (a *Agent) containerDir(uid types.UID, container string) string {
 	return filepath.Join(a.podDir(uid), "containers", container)
 }
 
-// containerSpec resolves what the runtime needs for an attempt of c.
-func (a *Agent) containerSpec(ctx context.Context, pod *corev1.Pod, c *container, img *images.Image) (runtime.Spec, error) {
-	spec := runtime.Spec{
-		PodNamespace:  pod.Namespace,
-		PodName:       pod.Name,
-		PodUID:        string(pod.UID),
-		ContainerName: c.spec.Name,
-		Annotations:   pod.Annotations,
-		Stdin:         c.spec.Stdin,
-		StdinOnce:     c.spec.StdinOnce,
-		TTY:           c.spec.TTY,
-	}
-	services, err := a.servicesEnv(pod)
-	if err != nil {
-		return spec, err
-	}
-	env, err := resolveEnv(ctx, pod, c.spec, a.capacity, services, a)
-	if err != nil {
-		return spec, err
-	}
-	if sc := c.spec.SecurityContext; sc != nil {
-		// As the kubelet: no_new_privs when privilege escalation is
-		// disallowed; a read-only root only where there is a private view
-		// (decideFeatures refuses it elsewhere); privileged, capabilities
-		// and procMount for the runtime to apply.
-		spec.NoNewPrivileges = sc.AllowPrivilegeEscalation != nil && !*sc.AllowPrivilegeEscalation
-		spec.Privileged = sc.Privileged != nil && *sc.Privileged
-		if caps := sc.Capabilities; caps != nil {
-			spec.CapabilitiesAdd, spec.CapabilitiesDrop = capabilityNames(caps.Add), capabilityNames(caps.Drop)
-		}
-		spec.UnmaskedProc = sc.ProcMount != nil && *sc.ProcMount == corev1.UnmaskedProcMount
-		spec.ReadOnlyRoot = sc.ReadOnlyRootFilesystem != nil && *sc.ReadOnlyRootFilesystem && a.isolated()
-	}
-	if spec.Seccomp, err = a.seccompProfile(pod, c.spec); err != nil {
-		return spec, err
-	}
-	hostname, err := podUTSName(pod)
-	if err != nil {
-		return spec, err
-	}
-	spec.Hostname = hostname
-	if img != nil {
-		return a.imageContainerSpec(ctx, pod, c, img, spec, env, hostname)
-	}
-	if _, host := a.runtime.(runtime.HostDirs); host {
-		uid, gid := a.hostModeIDs()
-		if err := checkHostModeUser(pod, c.spec, uid, gid); err != nil {
-			return spec, err
-		}
-		spec.User = hostModeUser(pod, uid, gid, a.euid == 0)
-	}
-	dir := a.containerDir(pod.UID, c.spec.Name)
-	defaults := &envList{}
-	defaults.set("HOSTNAME", hostname)
-	defaults.set("HOME", dir)
-	defaults.set("PATH", os.Getenv("PATH"))
-	for _, v := range env.vars {
-		defaults.set(v.name, v.value)
-	}
-	spec.Env = defaults.pairs()
-	// Without a command the image's entrypoint would run with args; the
-	// image is unknown here, so args run as the command.
-	for _, s := range append(append([]string(nil), c.spec.Command...), c.spec.Args...) {
-		spec.Command = append(spec.Command, expand(s, defaults.get))
-	}
-	spec.WorkingDir = dir
-	if c.spec.WorkingDir != "" && a.isolated() {
-		// Created inside the container's view when missing, as container
-		// runtimes do.
-		spec.WorkingDir = c.spec.WorkingDir
-	} else if _, host := a.runtime.(runtime.HostDirs); c.spec.WorkingDir != "" && host {
-		st, err := os.Stat(c.spec.WorkingDir)
-		if err != nil || !st.IsDir() {
-			return spec, fmt.Errorf("workingDir %q is not a directory on this host", c.spec.WorkingDir)
-		}
-		spec.WorkingDir = c.spec.WorkingDir
-	}
-	mounts, err := a.volumes.mounts(ctx, pod, c.spec, defaults.get)
-	if err != nil {
-		return spec, err
-	}
-	resolv, err := a.hostModeResolvConf(pod, mounts)
-	if err != nil {
-		return spec, err
-	}
-	if resolv != nil {
-		mounts = append(mounts, *resolv)
-	}
-	if a.isolated() {
-		// The view hides the data directory: the container's own
-		// directory (its HOME and default working directory) is bound.
-		mounts = append(mounts, runtime.Mount{Source: dir, Target: dir})
-	}
-	spec.Mounts = mounts
-	return spec, nil
-}
-
 // prepareAttempt creates the directories of an attempt and removes the log
 // of the attempt before the previous one (a kubelet keeps the current and
 // the previous container's logs).
@@ -591,7 +579,7 @@ func (a *Agent) prepareAttempt(spec *runtime.Spec, attempt int32) error {
 	return nil
 }
 
-// configMap implements sourceLookup.
+// configMap reads a ConfigMap's data for envSources.
 func (a *Agent) configMap(ctx context.Context, ns, name string) (map[string]string, error) {
 	cm, err := a.client.CoreV1().ConfigMaps(ns).Get(ctx, name, metav1.GetOptions{})
 	if apierrors.IsNotFound(err) {
@@ -610,7 +598,7 @@ func (a *Agent) configMap(ctx context.Context, ns, name string) (map[string]stri
 	return data, nil
 }
 
-// secret implements sourceLookup.
+// secret reads a Secret's data for envSources.
 func (a *Agent) secret(ctx context.Context, ns, name string) (map[string][]byte, error) {
 	s, err := a.client.CoreV1().Secrets(ns).Get(ctx, name, metav1.GetOptions{})
 	if apierrors.IsNotFound(err) {
@@ -635,7 +623,7 @@ func (a *Agent) event(pod *corev1.Pod, eventType, reason, message string) {
 // containerEvent records a node event on one container of pod, as the
 // kubelet records its container events: on the pod, with the container's
 // field path (spec.containers{name}, spec.initContainers{name}).
-func (a *Agent) containerEvent(pod *corev1.Pod, c containerInfo, eventType, reason, message string) {
+func (a *Agent) containerEvent(pod *corev1.Pod, c lifecycle.ContainerInfo, eventType, reason, message string) {
 	if a.recorder == nil || a.quiet() {
 		return
 	}
@@ -645,13 +633,13 @@ func (a *Agent) containerEvent(pod *corev1.Pod, c containerInfo, eventType, reas
 		return
 	}
 	field := "spec.containers"
-	switch c.kind {
-	case kindInit, kindSidecar:
+	switch c.Kind {
+	case lifecycle.KindInit, lifecycle.KindSidecar:
 		field = "spec.initContainers"
-	case kindEphemeral:
+	case lifecycle.KindEphemeral:
 		field = "spec.ephemeralContainers"
 	}
-	ref.FieldPath = fmt.Sprintf("%s{%s}", field, c.name)
+	ref.FieldPath = fmt.Sprintf("%s{%s}", field, c.Name)
 	a.recorder.Event(ref, eventType, reason, message)
 }
 
@@ -674,32 +662,121 @@ func (a *Agent) imageEvent(pod *corev1.Pod, c *container) {
 	a.containerEvent(pod, c.info, corev1.EventTypeNormal, "Pulled", fmt.Sprintf("Image %q not pulled: the process runtime runs container %s's command on the host", c.spec.Image, c.spec.Name))
 }
 
-// capabilityNames are a securityContext's capability names as strings.
-func capabilityNames(caps []corev1.Capability) []string {
-	out := make([]string, len(caps))
-	for i, c := range caps {
-		out[i] = string(c)
+// refusal returns why pod cannot run on this node, as a reason and a
+// message (the event's; the pod's status message is "Pod was rejected: "
+// and this, as the kubelet's rejectPod writes them); empty when it can.
+func (a *Agent) refusal(pod *corev1.Pod) (string, string) {
+	iso, ok := a.runtime.(runtime.Isolator)
+	if !ok {
+		// A runtime that runs nothing on this host enforces nothing.
+		return "", ""
 	}
-	return out
+	if d := podconfig.DecideFeatures(pod, a.podFeatures()); d.Reason != "" {
+		return d.Reason, d.Message
+	}
+	if len(pod.Spec.Volumes) == 0 {
+		return "", ""
+	}
+	for i := range pod.Spec.Volumes {
+		if msg := volume.UnsupportedVolume(&pod.Spec.Volumes[i]); msg != "" {
+			return volume.ReasonUnsupportedVolume, msg
+		}
+	}
+	if isolated, why := iso.Isolation(); !isolated {
+		var names []string
+		for i, v := range pod.Spec.Volumes {
+			if !volume.ServiceAccountVolume(&pod.Spec.Volumes[i]) {
+				names = append(names, v.Name)
+			}
+		}
+		if len(names) == 0 {
+			// Only the token volume the ServiceAccount admission plugin
+			// adds to every pod: the pod runs without it.
+			return "", ""
+		}
+		return volume.ReasonNoPrivateFilesystem, fmt.Sprintf("it has volumes (%s) and this node cannot give containers a private filesystem view to mount them in (%s); "+
+			"it is refused rather than run against the host's filesystem. See docs/node-agent.md for what a user needs.", strings.Join(names, ", "), why)
+	}
+	return "", ""
 }
 
-// hiddenPaths are the paths host-mode views hide: each of paths as given
-// and, where links lead elsewhere (a /home that links to /var/home), as
-// its links resolve, since the view shows the host's tree as it is.
-func hiddenPaths(paths []string) []string {
-	var out []string
-	for _, p := range paths {
-		if p == "" {
-			continue
-		}
-		abs, err := filepath.Abs(p)
-		if err != nil {
-			continue
-		}
-		out = append(out, abs)
-		if real, err := filepath.EvalSymlinks(abs); err == nil && real != abs {
-			out = append(out, real)
+// rejectedPrefix starts the status message of a pod the node rejects.
+const rejectedPrefix = "Pod was rejected: "
+
+// refuse fails a pod this node cannot run, once, and reports whether it
+// did. A pod that already has a worker is not refused: its containers were
+// started by an earlier run of the agent under the same rules.
+func (a *Agent) refuse(pod *corev1.Pod) bool {
+	a.mu.Lock()
+	_, running := a.workers[pod.UID]
+	done := a.refused[pod.UID]
+	a.mu.Unlock()
+	if running {
+		return false
+	}
+	if done {
+		return true
+	}
+	reason, msg := a.refusal(pod)
+	if reason == "" {
+		return false
+	}
+	a.mu.Lock()
+	a.refused[pod.UID] = true
+	a.mu.Unlock()
+	a.event(pod, corev1.EventTypeWarning, reason, msg)
+	status := pod.Status.DeepCopy()
+	status.Phase = corev1.PodFailed
+	status.Reason = reason
+	status.Message = rejectedPrefix + msg
+	a.status.Set(pod, status)
+	return true
+}
+
+// isolated reports whether containers get a private filesystem view.
+func (a *Agent) isolated() bool {
+	return volume.Isolated(a.runtime)
+}
+
+// Isolation waits until Run has set up the runtime, then reports whether
+// containers get a private filesystem view and, when not, why.
+func (a *Agent) Isolation(ctx context.Context) (bool, string, error) {
+	select {
+	case <-a.runtimeReady:
+	case <-ctx.Done():
+		return false, "", ctx.Err()
+	}
+	iso, ok := a.runtime.(runtime.Isolator)
+	if !ok {
+		return false, "the " + a.runtime.Name() + " runtime runs nothing on this host", nil
+	}
+	yes, why := iso.Isolation()
+	return yes, why, nil
+}
+
+// openImages opens the image store in image mode.
+func (a *Agent) openImages(ctx context.Context) error {
+	if a.opts.Images != ImagesOCI {
+		klog.FromContext(ctx).Info("Containers run their command on this host's files: images are not pulled", "images", a.opts.Images)
+		return nil
+	}
+	if rt, ok := a.runtime.(runtime.Isolator); ok {
+		if yes, why := rt.Isolation(); !yes {
+			return fmt.Errorf("containers cannot get a private filesystem view here (%s), so their images cannot be run: use the host's files (Images %q) instead", why, ImagesHost)
 		}
 	}
-	return out
+	store, err := images.Open(a.opts.ImageDir)
+	if err != nil {
+		return fmt.Errorf("opening the image store: %w", err)
+	}
+	a.puller = imagemanager.NewPuller(a.pullerConfig(), store)
+	klog.FromContext(ctx).Info("Containers run their images", "imageStore", a.opts.ImageDir)
+	return nil
+}
+
+// closeImages closes the store Run opened, once the workers are gone.
+func (a *Agent) closeImages() {
+	if a.puller != nil && a.opts.imageStore == nil {
+		_ = a.puller.Store.Close()
+	}
 }

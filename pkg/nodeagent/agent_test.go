@@ -19,6 +19,7 @@ import (
 	testingclock "k8s.io/utils/clock/testing"
 	"k8s.io/utils/ptr"
 
+	"jobkeeper.dev/jobkeeper/pkg/nodeagent/lifecycle"
 	"jobkeeper.dev/jobkeeper/pkg/nodeagent/runtime"
 	"jobkeeper.dev/jobkeeper/pkg/nodeagent/runtime/simulated"
 	"jobkeeper.dev/jobkeeper/test/builder"
@@ -216,7 +217,7 @@ func TestRestartPolicies(t *testing.T) {
 					return p.Status.Phase == tc.wantPhase
 				}
 				cs := p.Status.ContainerStatuses
-				return len(cs) == 1 && cs[0].State.Waiting != nil && cs[0].State.Waiting.Reason == ReasonCrashLoopBackOff
+				return len(cs) == 1 && cs[0].State.Waiting != nil && cs[0].State.Waiting.Reason == lifecycle.ReasonCrashLoopBackOff
 			})
 			if got.Status.Phase != tc.wantPhase {
 				t.Errorf("phase = %s, want %s", got.Status.Phase, tc.wantPhase)
@@ -254,8 +255,8 @@ func TestInitContainersRunInOrder(t *testing.T) {
 	if got.Status.InitContainerStatuses[0].State.Running == nil || got.Status.InitContainerStatuses[1].State.Waiting == nil {
 		t.Errorf("init states = %+v, want init1 running, init2 waiting", got.Status.InitContainerStatuses)
 	}
-	if w := got.Status.ContainerStatuses[0].State.Waiting; w == nil || w.Reason != ReasonPodInitializing {
-		t.Errorf("main state = %+v, want waiting %s", got.Status.ContainerStatuses[0].State, ReasonPodInitializing)
+	if w := got.Status.ContainerStatuses[0].State.Waiting; w == nil || w.Reason != lifecycle.ReasonPodInitializing {
+		t.Errorf("main state = %+v, want waiting %s", got.Status.ContainerStatuses[0].State, lifecycle.ReasonPodInitializing)
 	}
 	if got.Status.Phase != corev1.PodPending {
 		t.Errorf("phase = %s, want Pending", got.Status.Phase)
@@ -290,7 +291,7 @@ func TestActiveDeadline(t *testing.T) {
 	ta.waitPod(t, "p", phaseIs(corev1.PodRunning))
 	ta.step(t, 30*time.Second)
 	got := ta.waitPod(t, "p", phaseIs(corev1.PodFailed))
-	if got.Status.Reason != ReasonDeadlineExceeded || got.Status.Message != MessageDeadlineExceeded {
+	if got.Status.Reason != lifecycle.ReasonDeadlineExceeded || got.Status.Message != lifecycle.MessageDeadlineExceeded {
 		t.Errorf("reason, message = %q, %q", got.Status.Reason, got.Status.Message)
 	}
 	if term := got.Status.ContainerStatuses[0].State.Terminated; term == nil || term.ExitCode != 143 {
@@ -372,11 +373,11 @@ func TestAgentRestartActsLikeANodeReboot(t *testing.T) {
 
 	got := ta.waitPod(t, "never", phaseIs(corev1.PodFailed))
 	term := got.Status.ContainerStatuses[0].State.Terminated
-	if term == nil || term.Reason != ReasonContainerStatusUnknown || term.ExitCode != 137 {
+	if term == nil || term.Reason != lifecycle.ReasonContainerStatusUnknown || term.ExitCode != 137 {
 		t.Errorf("never: container state = %+v, want terminated ContainerStatusUnknown 137", got.Status.ContainerStatuses[0].State)
 	}
 	got = ta.waitPod(t, "onfailure", phaseIs(corev1.PodSucceeded))
-	if cs := got.Status.ContainerStatuses[0]; cs.RestartCount != 1 || cs.LastTerminationState.Terminated == nil || cs.LastTerminationState.Terminated.Reason != ReasonContainerStatusUnknown {
+	if cs := got.Status.ContainerStatuses[0]; cs.RestartCount != 1 || cs.LastTerminationState.Terminated == nil || cs.LastTerminationState.Terminated.Reason != lifecycle.ReasonContainerStatusUnknown {
 		t.Errorf("onfailure: container status = %+v, want restartCount 1 after a lost container", cs)
 	}
 }
@@ -438,3 +439,5 @@ func TestNodeReadinessTaintsLifted(t *testing.T) {
 		t.Errorf("taints (-want +got):\n%s", diff)
 	}
 }
+
+var t0 = time.Date(2026, 1, 1, 10, 0, 0, 0, time.UTC)

@@ -8,13 +8,10 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	storagev1 "k8s.io/api/storage/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/labels"
-	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
-	corelisters "k8s.io/client-go/listers/core/v1"
-	"k8s.io/client-go/tools/cache"
 	storagehelpers "k8s.io/component-helpers/storage/volume"
 
+	"jobkeeper.dev/jobkeeper/pkg/nodeagent/internal/storagetest"
 	"jobkeeper.dev/jobkeeper/pkg/nodeagent/runtime/simulated"
 	"jobkeeper.dev/jobkeeper/test/builder"
 )
@@ -34,8 +31,8 @@ func claimPod(name, uid, claim string) *corev1.Pod {
 // node; once the claim is bound (the PersistentVolume controller's and the
 // provisioner's part), the pod is bound.
 func TestBinderWaitsForFirstConsumer(t *testing.T) {
-	class := testClass("standard", "jobkeeper.dev/local-path", storagev1.VolumeBindingWaitForFirstConsumer)
-	claim := testClaim("data", "standard", corev1.ReadWriteOnce)
+	class := storagetest.Class("standard", "jobkeeper.dev/local-path", storagev1.VolumeBindingWaitForFirstConsumer)
+	claim := storagetest.Claim("data", "standard", corev1.ReadWriteOnce)
 	ta := startAgent(t, 10, class, claim, claimPod("p", "up", "data"))
 	ctx := context.Background()
 
@@ -54,7 +51,7 @@ func TestBinderWaitsForFirstConsumer(t *testing.T) {
 		t.Fatal("the pod was bound before its claim")
 	}
 
-	boundClaim, pv := bound(got, testVolume("pv-1", "standard", testNode))
+	boundClaim, pv := storagetest.Bound(got, storagetest.Volume("pv-1", "standard", testNode))
 	if _, err := ta.client.CoreV1().PersistentVolumes().Create(ctx, pv, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
@@ -68,9 +65,9 @@ func TestBinderWaitsForFirstConsumer(t *testing.T) {
 // claim in use is not bound, with the scheduler's reason, and is bound once
 // the first pod is gone; a ReadWriteOnce claim is shared by pods of the node.
 func TestBinderReadWriteOncePod(t *testing.T) {
-	class := testClass("standard", "jobkeeper.dev/local-path", storagev1.VolumeBindingWaitForFirstConsumer)
-	rwop, rwopPV := bound(testClaim("only", "standard", corev1.ReadWriteOncePod), testVolume("pv-only", "standard", testNode))
-	rwo, rwoPV := bound(testClaim("shared", "standard", corev1.ReadWriteOnce), testVolume("pv-shared", "standard", testNode))
+	class := storagetest.Class("standard", "jobkeeper.dev/local-path", storagev1.VolumeBindingWaitForFirstConsumer)
+	rwop, rwopPV := storagetest.Bound(storagetest.Claim("only", "standard", corev1.ReadWriteOncePod), storagetest.Volume("pv-only", "standard", testNode))
+	rwo, rwoPV := storagetest.Bound(storagetest.Claim("shared", "standard", corev1.ReadWriteOnce), storagetest.Volume("pv-shared", "standard", testNode))
 	first := claimPod("first", "u1", "only")
 	first.CreationTimestamp = metav1.NewTime(t0)
 	second := claimPod("second", "u2", "only")
@@ -92,43 +89,4 @@ func TestBinderReadWriteOncePod(t *testing.T) {
 		t.Fatal(err)
 	}
 	ta.waitPod(t, "second", func(p *corev1.Pod) bool { return p.Spec.NodeName == testNode })
-}
-
-// takeOverLister is the agent's pod lister at the moment its informer
-// adds a bound pod: the List answers without the pod, and right after the
-// pod is in the cache and the agent's handler has taken it over.
-type takeOverLister struct {
-	corelisters.PodLister
-	takeOver func()
-}
-
-func (l *takeOverLister) List(selector labels.Selector) ([]*corev1.Pod, error) {
-	pods, err := l.PodLister.List(selector)
-	if l.takeOver != nil {
-		l.takeOver()
-		l.takeOver = nil
-	}
-	return pods, err
-}
-
-// TestBinderClaimInUseWhileTheAgentTakesThePodOver: a pod the binder bound
-// is assumed until the agent's informer has it; a binding pass that looks
-// at the claim's users while that happens still finds the pod (it was
-// found in neither place, and a second pod of a ReadWriteOncePod claim was
-// bound beside it).
-func TestBinderClaimInUseWhileTheAgentTakesThePodOver(t *testing.T) {
-	first := claimPod("first", "u1", "only")
-	first.Spec.NodeName = testNode
-	indexer := cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc})
-	b := &binder{assumed: map[types.UID]assumedPod{first.UID: {claims: podClaims(first)}}, unschedulable: map[types.UID]string{}}
-	lister := &takeOverLister{PodLister: corelisters.NewPodLister(indexer), takeOver: func() {
-		if err := indexer.Add(first); err != nil {
-			t.Fatal(err)
-		}
-		b.seen(first.UID)
-	}}
-	b.a = &Agent{opts: Options{NodeName: testNode}, podLister: lister}
-	if !b.volumeView(nodeLabels(testNode)).view.inUse("ns", "only", "u2") {
-		t.Error("the claim of a pod the agent took over during the pass looks free")
-	}
 }

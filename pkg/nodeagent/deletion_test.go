@@ -6,7 +6,9 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/util/workqueue"
+
+	"jobkeeper.dev/jobkeeper/pkg/nodeagent/binder"
+	"jobkeeper.dev/jobkeeper/pkg/nodeagent/status"
 )
 
 // TestDeletedPodsVolumesForgottenAfterItsWorker: a worker that prepares its
@@ -14,9 +16,12 @@ import (
 // leaves no mark: the pod's volumes are forgotten once the worker ended.
 func TestDeletedPodsVolumesForgottenAfterItsWorker(t *testing.T) {
 	a, _ := volumeAgent(t, true)
-	a.status = newStatusManager(a.client)
-	a.binder = &binder{queue: workqueue.NewTypedRateLimitingQueue(workqueue.DefaultTypedControllerRateLimiter[string]())}
-	defer a.binder.queue.ShutDown()
+	a.status = status.NewManager(a.client)
+	b, err := binder.New(a.binderConfig())
+	if err != nil {
+		t.Fatal(err)
+	}
+	a.binder = b
 	pod := &corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{Name: "p", Namespace: "ns", UID: "uid-1"},
 		Spec: corev1.PodSpec{Volumes: []corev1.Volume{{
@@ -28,15 +33,13 @@ func TestDeletedPodsVolumesForgottenAfterItsWorker(t *testing.T) {
 
 	a.onPodDeleted(pod)
 	// The worker's attempt got past its last check of the context.
-	if err := a.volumes.prepare(context.Background(), pod); err != nil {
+	if err := a.volumes.Prepare(context.Background(), pod); err != nil {
 		t.Fatal(err)
 	}
 	close(w.done)
 	a.deletions.Wait()
 
-	a.volumes.mu.Lock()
-	defer a.volumes.mu.Unlock()
-	if len(a.volumes.ready) != 0 || len(a.volumes.takenOver) != 0 {
-		t.Errorf("ready %v, taken over %v after the pod and its worker are gone, want none", a.volumes.ready, a.volumes.takenOver)
+	if a.volumes.Known(pod.UID) {
+		t.Error("the pod's volumes are still known (ready or taken over) after the pod and its worker are gone, want forgotten")
 	}
 }

@@ -13,26 +13,39 @@
 //     volume binding for WaitForFirstConsumer classes (selected-node
 //     annotation, pre-bound local volumes, ReadWriteOncePod); a pod that
 //     cannot go to the node gets PodScheduled=False with reason
-//     Unschedulable and the scheduler's message (binder.go, fit.go,
-//     volumebinding.go, binder_volumes.go);
+//     Unschedulable and the scheduler's message (package binder);
 //   - prepares pod volumes and refreshes configMap, secret, downwardAPI and
 //     projected ones every Options.SyncFrequency with the kubelet's atomic
-//     layout (volumes.go, pvc.go, refresh.go, atomicwriter.go);
+//     layout (package volume);
 //   - runs every pod bound to the node with one worker goroutine per pod
 //     (worker.go) and a runtime (runtime/process or runtime/simulated);
 //   - writes pod status through the status subresource, coalescing writes
 //     per pod, and confirms graceful deletions with a zero-grace delete once
-//     the pod is terminal (statusmanager.go, status.go);
-//   - serves /containerLogs over TLS to the apiserver only (logserver.go);
+//     the pod is terminal (package status);
+//   - serves /containerLogs, exec, attach and portForward over TLS to the
+//     apiserver only (package server);
+//   - pulls images and collects unused ones (package imagemanager);
 //   - decides, field by field, what it does with a pod's security context
 //     and resources: honoured, the pod refused at admission, or run with
-//     one NotEnforced Warning event (podfeatures.go: decideFeatures, the
-//     table of docs/node-agent.md); composes each pod's resolv.conf and
-//     hostname (dns.go), gives volumes the pod's fsGroup (fsgroup.go) and
-//     reads each attempt's termination message (termination.go).
+//     one NotEnforced Warning event (podconfig.DecideFeatures, the table of
+//     docs/node-agent.md); composes each container's runtime spec
+//     (containerspec.go over the pure functions of podconfig: env,
+//     resolv.conf, hosts, hostname, user), gives volumes the pod's fsGroup
+//     (package volume) and reads each attempt's termination message
+//     (package status).
 //
-// Container lifecycle (lifecycle.go: containerState, changed only by the
-// pure transition function; podplan.go: planPod decides whose turn it is):
+// Layout, as the kubelet is split: this package is the agent's loop (the
+// Agent, its pod workers and their sync, admission, node status and Lease,
+// graceful shutdown and restart) and the only one that knows the others.
+// Below it, each owning one concern and importing downwards only, none of
+// them this package: podconfig (container configuration as pure
+// functions), lifecycle (the containers' state machine), status, volume,
+// prober, imagemanager, binder, server, and runtime with its
+// implementations. The lower packages get what they need from the agent
+// as a Config of values and functions, never the Agent itself.
+//
+// Container lifecycle (package lifecycle: ContainerState, changed only by
+// the pure Transition function; PlanPod decides whose turn it is):
 //
 //	            config error (retried at notBefore)
 //	              ┌────┐                                 pod finishing, or a
@@ -53,7 +66,7 @@
 //	               pod finishing            └────────┘
 //
 // A container with a postStart hook passes through starting on its way
-// from started to running (hook.go):
+// from started to running (hook.go, over lifecycle's states):
 //
 //	waiting, back-off ──started──▶ starting ──postStart returned──▶ running
 //	                                  │
@@ -73,7 +86,7 @@
 // grace period is abandoned; one no longer wanted (the container exited,
 // the pod finished during postStart) is ended.
 //
-// The restart policy (restart.go, the kubelet's ContainerShouldRestart with
+// The restart policy (lifecycle.ShouldRestart, the kubelet's ContainerShouldRestart with
 // ContainerRestartRules): a sidecar (init container with restartPolicy
 // Always) always restarts; a regular init container never after success;
 // otherwise the container's restartPolicyRules in order (the first whose
@@ -83,14 +96,14 @@
 // the pod's) is Never. Back-off is 0, then 10s doubling to 5m. The pod is
 // Succeeded or Failed only once no container will run again.
 //
-// Probes (probe.go: the loop; probecheck.go: exec, httpGet, tcpSocket,
+// Probes (probe.go: the loop; package prober: exec, httpGet, tcpSocket,
 // grpc): a running container is "started" once its startup probe passed
 // (at once without one); only then do its liveness and readiness probes
 // run. It is "ready" while started and its readiness probe last crossed its
 // success threshold (at once without one). A sidecar that started once is
 // initialized.
 //
-// Per pod (planPod): init containers one at a time in order (a sidecar must
+// Per pod (lifecycle.PlanPod): init containers one at a time in order (a sidecar must
 // have started, a regular one must have succeeded), then all main
 // containers. Ephemeral containers (kubectl debug) are taken on as they
 // appear in the spec (worker.addEphemerals) and started at once, even during

@@ -2,221 +2,38 @@ package nodeagent
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"io"
-	"net/http"
-	"net/url"
-	"strings"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/klog/v2"
-	"k8s.io/utils/clock"
 
+	"jobkeeper.dev/jobkeeper/pkg/nodeagent/lifecycle"
+	"jobkeeper.dev/jobkeeper/pkg/nodeagent/prober"
 	"jobkeeper.dev/jobkeeper/pkg/nodeagent/runtime"
 )
-
-// Event reasons and waiting reasons of lifecycle hooks, as the kubelet's
-// (pkg/kubelet/events, pkg/kubelet/kuberuntime).
-const (
-	// ReasonFailedPostStartHook is the reason of the Warning event of a
-	// failed postStart hook, and the message of the Killing event that
-	// follows.
-	ReasonFailedPostStartHook = "FailedPostStartHook"
-	// ReasonFailedPreStopHook is the reason of the Warning event of a
-	// failed preStop hook.
-	ReasonFailedPreStopHook = "FailedPreStopHook"
-	// ReasonPostStartHookError is the waiting reason of a container whose
-	// postStart hook failed, until it starts again.
-	ReasonPostStartHookError = "PostStartHookError"
-	// ReasonLifecycleHTTPFallback is the reason of the Warning event of an
-	// HTTPS hook answered in plain HTTP and retried with HTTP.
-	ReasonLifecycleHTTPFallback = "LifecycleHTTPFallback"
-	// ReasonHookNotSupported is the reason of the Warning event recorded
-	// when a container's hook cannot run here (an exec hook on a runtime
-	// that cannot run commands in containers): the hook is then treated as
-	// absent.
-	ReasonHookNotSupported = "LifecycleHookNotSupported"
-)
-
-// hookUserAgent is the User-Agent of httpGet hooks, the kubelet's.
-const hookUserAgent = "kube-lifecycle/1.36"
-
-// hookKind is one of a container's two lifecycle hooks.
-type hookKind int
-
-const (
-	// hookNone: no hook runs.
-	hookNone hookKind = iota
-	// hookPostStart runs right after the process started; the container
-	// is running only once it returned, and killed when it failed.
-	hookPostStart
-	// hookPreStop runs before the stop signal, within the grace period.
-	hookPreStop
-)
-
-// String is the hook's name in events and logs.
-func (k hookKind) String() string {
-	return [...]string{"None", "PostStart", "PreStop"}[k]
-}
-
-// of returns the container's hook of this kind, nil when it has none.
-func (k hookKind) of(c *corev1.Container) *corev1.LifecycleHandler {
-	if c.Lifecycle == nil {
-		return nil
-	}
-	switch k {
-	case hookPostStart:
-		return c.Lifecycle.PostStart
-	case hookPreStop:
-		return c.Lifecycle.PreStop
-	}
-	return nil
-}
-
-// attemptHooks says which lifecycle hooks run for an attempt.
-type attemptHooks struct {
-	// postStart and preStop are true for each hook that runs.
-	postStart, preStop bool
-}
-
-// unsupportedHook returns why the agent cannot run hook h against an
-// attempt whose handle is hd, "" when it can. Only exec hooks need
-// anything: a runtime that can run commands in its containers. A handler
-// the kubelet cannot run either (tcpSocket, none) is not refused here: it
-// fails when run, as the kubelet's.
-func unsupportedHook(h *corev1.LifecycleHandler, hd runtime.Handle) string {
-	if h.Exec == nil {
-		return ""
-	}
-	if _, ok := hd.(runtime.Execer); !ok {
-		return "this runtime cannot run commands in containers"
-	}
-	return ""
-}
 
 // hooksOf returns the hooks that run for the attempt hd of c. A hook that
 // cannot run here is treated as absent, with a LifecycleHookNotSupported
 // event.
-func (w *worker) hooksOf(pod *corev1.Pod, c *container, hd runtime.Handle) attemptHooks {
-	var out attemptHooks
-	for _, k := range []hookKind{hookPostStart, hookPreStop} {
-		h := k.of(c.spec)
+func (w *worker) hooksOf(pod *corev1.Pod, c *container, hd runtime.Handle) lifecycle.AttemptHooks {
+	var out lifecycle.AttemptHooks
+	for _, k := range []lifecycle.HookKind{lifecycle.HookPostStart, lifecycle.HookPreStop} {
+		h := k.Of(c.spec)
 		if h == nil {
 			continue
 		}
-		if why := unsupportedHook(h, hd); why != "" {
-			w.agent.containerEvent(pod, c.info, corev1.EventTypeWarning, ReasonHookNotSupported, fmt.Sprintf("%s hook of container %s not run: %s", k, c.spec.Name, why))
+		if why := prober.UnsupportedHook(h, hd); why != "" {
+			w.agent.containerEvent(pod, c.info, corev1.EventTypeWarning, lifecycle.ReasonHookNotSupported, fmt.Sprintf("%s hook of container %s not run: %s", k, c.spec.Name, why))
 			continue
 		}
-		if k == hookPostStart {
-			out.postStart = true
+		if k == lifecycle.HookPostStart {
+			out.PostStart = true
 		} else {
-			out.preStop = true
+			out.PreStop = true
 		}
 	}
 	return out
-}
-
-// hookRun is one run of a hook's handler against one attempt.
-type hookRun struct {
-	// handler is the hook.
-	handler *corev1.LifecycleHandler
-	// container is the container's spec.
-	container *corev1.Container
-	// podRef names the pod in messages: "name_namespace(uid)".
-	podRef string
-	// handle is the attempt.
-	handle runtime.Handle
-	// clock times sleep hooks.
-	clock clock.Clock
-	// record records an event on the pod.
-	record func(eventType, reason, message string)
-}
-
-// run runs the handler as the kubelet's handlerRunner does and returns
-// the kubelet's failure message with the error; nil when it succeeded.
-//   - exec runs the command inside the container (not expanded, no
-//     timeout): a non-zero exit code fails;
-//   - httpGet sends the request (no timeout): only an error fails, the
-//     status code does not count; an HTTPS request answered in plain HTTP
-//     is retried with HTTP (LifecycleHTTPFallback event);
-//   - sleep waits sleep.seconds; ending early (ctx) fails;
-//   - anything else (tcpSocket, deprecated and never supported) fails.
-func (r hookRun) run(ctx context.Context) (string, error) {
-	h, c := r.handler, r.container
-	switch {
-	case h.Exec != nil:
-		ex, ok := r.handle.(runtime.Execer)
-		if !ok {
-			err := errors.New(unsupportedHook(h, r.handle))
-			return fmt.Sprintf("Cannot run handler: %v", err), err
-		}
-		out, code, err := execCapture(ctx, ex, h.Exec.Command, 0)
-		if err == nil && code != 0 {
-			err = fmt.Errorf("command '%s' exited with %d: %s", strings.Join(h.Exec.Command, " "), code, out)
-		}
-		if err != nil {
-			return fmt.Sprintf("Exec lifecycle hook (%v) for Container %q in Pod %q failed - error: %v, message: %q", h.Exec.Command, c.Name, r.podRef, err, out), err
-		}
-		return "", nil
-	case h.HTTPGet != nil:
-		if err := r.httpGet(ctx); err != nil {
-			return fmt.Sprintf("HTTP lifecycle hook (%s) for Container %q in Pod %q failed - error: %v", h.HTTPGet.Path, c.Name, r.podRef, err), err
-		}
-		return "", nil
-	case h.Sleep != nil:
-		t := r.clock.NewTimer(time.Duration(h.Sleep.Seconds) * time.Second)
-		defer t.Stop()
-		select {
-		case <-ctx.Done():
-			err := errors.New("container terminated before sleep hook finished")
-			return fmt.Sprintf("Sleep lifecycle hook (%d) for Container %q in Pod %q failed - error: %v", h.Sleep.Seconds, c.Name, r.podRef, err), err
-		case <-t.C():
-			return "", nil
-		}
-	default:
-		err := fmt.Errorf("invalid handler: %v", h)
-		return fmt.Sprintf("Cannot run handler: %v", err), err
-	}
-}
-
-// httpGet sends an httpGet hook's request as the kubelet's lifecycle
-// client: certificates are not verified, redirects to another host are not
-// followed, the answer's status is not looked at, and an HTTPS request that
-// got a plain HTTP answer is sent again with HTTP.
-func (r hookRun) httpGet(ctx context.Context) error {
-	req, err := httpRequest(ctx, r.handler.HTTPGet, r.container, hookUserAgent)
-	if err != nil {
-		return err
-	}
-	client := httpClient(0)
-	res, err := client.Do(req)
-	discardBody(res)
-	var uerr *url.Error
-	if err == nil || !errors.As(err, &uerr) || !strings.Contains(uerr.Err.Error(), "server gave HTTP response to HTTPS client") {
-		return err
-	}
-	retry := req.Clone(ctx)
-	retry.URL.Scheme = "http"
-	retry.Header.Del("Authorization")
-	res, herr := client.Do(retry)
-	discardBody(res)
-	if herr != nil {
-		return err
-	}
-	r.record(corev1.EventTypeWarning, ReasonLifecycleHTTPFallback, fmt.Sprintf("request to HTTPS lifecycle hook %s got HTTP response, retry with HTTP succeeded", retry.URL.Host))
-	return nil
-}
-
-// discardBody reads up to maxProbeOutput of an answer and closes it.
-func discardBody(res *http.Response) {
-	if res == nil {
-		return
-	}
-	_, _ = io.Copy(io.Discard, io.LimitReader(res.Body, maxProbeOutput))
-	_ = res.Body.Close()
 }
 
 // hookResult is what a hook reports to the worker.
@@ -224,7 +41,7 @@ type hookResult struct {
 	// attempt is the attempt the hook ran for.
 	attempt int32
 	// kind is which hook.
-	kind hookKind
+	kind lifecycle.HookKind
 	// ok is true when it succeeded.
 	ok bool
 	// abandoned is true when the grace period ended first.
@@ -240,18 +57,18 @@ type hookResult struct {
 // grace period) a hook still running once limit passed is abandoned: its
 // context ends and it reports abandoned. endHook (the container exited,
 // the hook is no longer wanted) ends it without a report.
-func (w *worker) startHook(ctx context.Context, pod *corev1.Pod, c *container, kind hookKind, limit time.Duration) {
+func (w *worker) startHook(ctx context.Context, pod *corev1.Pod, c *container, kind lifecycle.HookKind, limit time.Duration) {
 	w.endHook(c)
 	ctx, cancel := context.WithCancel(ctx)
 	c.stopHook = cancel
 	info := c.info
-	r := hookRun{
-		handler: kind.of(c.spec), container: c.spec, podRef: c.info.podRef, handle: c.handle, clock: w.agent.clock,
-		record: func(eventType, reason, message string) {
+	r := prober.HookRun{
+		Handler: kind.Of(c.spec), Container: c.spec, PodRef: c.info.PodRef, Handle: c.handle, Clock: w.agent.clock,
+		Record: func(eventType, reason, message string) {
 			w.agent.containerEvent(w.currentPod(), info, eventType, reason, message)
 		},
 	}
-	name, attempt, clk := c.spec.Name, c.state.attempt, w.agent.clock
+	name, attempt, clk := c.spec.Name, c.state.Attempt, w.agent.clock
 	logger := klog.FromContext(ctx).WithValues("pod", klog.KObj(pod), "container", name, "hook", kind)
 	var timeout <-chan time.Time
 	var stopTimer func() bool
@@ -269,7 +86,7 @@ func (w *worker) startHook(ctx context.Context, pod *corev1.Pod, c *container, k
 		}
 		done := make(chan outcome, 1)
 		go func() {
-			msg, err := r.run(ctx)
+			msg, err := r.Run(ctx)
 			done <- outcome{msg, err}
 		}()
 		res := hookResult{attempt: attempt, kind: kind}
@@ -325,15 +142,15 @@ func (w *worker) collectHooks(ctx context.Context) bool {
 	pod := w.currentPod()
 	for _, c := range w.all() {
 		r, ok := results[c.spec.Name]
-		if !ok || r.attempt != c.state.attempt || r.kind != c.state.hook {
+		if !ok || r.attempt != c.state.Attempt || r.kind != c.state.Hook {
 			continue
 		}
 		w.endHook(c)
-		ev := event{kind: evHookDone, at: r.at, hook: r.kind, ok: r.ok, abandoned: r.abandoned, message: r.message}
-		if r.kind == hookPostStart {
+		ev := lifecycle.Event{Kind: lifecycle.EvHookDone, At: r.at, Hook: r.kind, OK: r.ok, Abandoned: r.abandoned, Message: r.message}
+		if r.kind == lifecycle.HookPostStart {
 			// A failed postStart hook kills the container with the pod's
 			// grace period, as the kubelet's.
-			ev.grace = podGrace(pod)
+			ev.Grace = podGrace(pod)
 		}
 		w.apply(ctx, pod, c, ev)
 	}

@@ -17,6 +17,8 @@ import (
 	testingclock "k8s.io/utils/clock/testing"
 	"k8s.io/utils/ptr"
 
+	"jobkeeper.dev/jobkeeper/pkg/nodeagent/internal/runtimetest"
+	"jobkeeper.dev/jobkeeper/pkg/nodeagent/lifecycle"
 	"jobkeeper.dev/jobkeeper/pkg/nodeagent/runtime"
 	"jobkeeper.dev/jobkeeper/test/builder"
 )
@@ -26,7 +28,7 @@ import (
 type hookRuntime struct {
 	*fakeRuntime
 	// exec runs exec requests.
-	exec *fakeExecer
+	exec *runtimetest.FakeExecer
 
 	// mu guards graces.
 	mu sync.Mutex
@@ -75,7 +77,7 @@ func startAgentWithHooks(t *testing.T, run func(ctx context.Context, cmd []strin
 	t.Helper()
 	var rt *hookRuntime
 	ta := startAgentOn(t, Options{MaxPods: 10, Runtime: "simulated"}, func(clk *testingclock.FakeClock) runtime.Runtime {
-		rt = &hookRuntime{fakeRuntime: newFakeRuntime(clk), exec: &fakeExecer{run: run}}
+		rt = &hookRuntime{fakeRuntime: newFakeRuntime(clk), exec: &runtimetest.FakeExecer{Run: run}}
 		return rt
 	}, objs...)
 	return ta, rt
@@ -119,7 +121,7 @@ func TestPostStartHookHoldsTheContainerUntilItReturns(t *testing.T) {
 	}
 	ta.waitEvent(t, "Started")
 	got := ta.waitPod(t, "p", func(p *corev1.Pod) bool { return len(p.Status.ContainerStatuses) == 1 })
-	if cs := got.Status.ContainerStatuses[0]; got.Status.Phase != corev1.PodPending || cs.State.Waiting == nil || cs.State.Waiting.Reason != ReasonContainerCreating || cs.ContainerID != "" {
+	if cs := got.Status.ContainerStatuses[0]; got.Status.Phase != corev1.PodPending || cs.State.Waiting == nil || cs.State.Waiting.Reason != lifecycle.ReasonContainerCreating || cs.ContainerID != "" {
 		t.Errorf("during the hook: phase %s, state %+v, containerID %q; want Pending, waiting ContainerCreating, no ID", got.Status.Phase, cs.State, cs.ContainerID)
 	}
 	close(release)
@@ -145,45 +147,14 @@ func TestFailedPostStartHookKillsTheContainer(t *testing.T) {
 	if term := got.Status.ContainerStatuses[0].State.Terminated; term == nil || term.ExitCode != 143 || term.Reason != "Error" {
 		t.Errorf("state = %+v, want terminated 143 Error", got.Status.ContainerStatuses[0].State)
 	}
-	if ev := ta.waitEvent(t, ReasonFailedPostStartHook); ev.Type != corev1.EventTypeWarning || ev.Message != "PostStartHook failed" {
+	if ev := ta.waitEvent(t, lifecycle.ReasonFailedPostStartHook); ev.Type != corev1.EventTypeWarning || ev.Message != "PostStartHook failed" {
 		t.Errorf("event = %s %q", ev.Type, ev.Message)
 	}
-	if ev := ta.waitEvent(t, "Killing"); ev.Message != ReasonFailedPostStartHook {
+	if ev := ta.waitEvent(t, "Killing"); ev.Message != lifecycle.ReasonFailedPostStartHook {
 		t.Errorf("Killing message = %q", ev.Message)
 	}
 	if g := rt.stopGraces(); fmt.Sprint(g) != "[30s]" {
 		t.Errorf("stop grace periods = %v, want [30s] (the pod's)", g)
-	}
-}
-
-func TestPostStartHookFailureMessage(t *testing.T) {
-	run := func(_ context.Context, cmd []string, out *strings.Builder) (int32, error) {
-		out.WriteString("no luck\n")
-		return 3, nil
-	}
-	r := hookRun{
-		handler:   &corev1.LifecycleHandler{Exec: &corev1.ExecAction{Command: []string{"sh", "-c", "exit 3"}}},
-		container: &corev1.Container{Name: "c"}, podRef: "p_ns(u)", handle: execHandle{&fakeExecer{run: run}},
-	}
-	msg, err := r.run(context.Background())
-	want := `Exec lifecycle hook ([sh -c exit 3]) for Container "c" in Pod "p_ns(u)" failed - error: command 'sh -c exit 3' exited with 3: no luck
-, message: "no luck\n"`
-	if err == nil || msg != want {
-		t.Errorf("run = %q, %v; want %q", msg, err, want)
-	}
-	r.handler = &corev1.LifecycleHandler{TCPSocket: &corev1.TCPSocketAction{Port: intstr.FromInt32(80)}}
-	if msg, err := r.run(context.Background()); err == nil || !strings.HasPrefix(msg, "Cannot run handler: invalid handler: ") {
-		t.Errorf("tcpSocket hook = %q, %v; want it to fail as the kubelet's", msg, err)
-	}
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(http.StatusInternalServerError) }))
-	defer srv.Close()
-	r.handler = &corev1.LifecycleHandler{HTTPGet: &corev1.HTTPGetAction{Path: "/x", Port: intstr.FromInt32(serverPort(t, srv))}}
-	if msg, err := r.run(context.Background()); err != nil {
-		t.Errorf("httpGet answered 500 = %q, %v; the kubelet does not look at the status", msg, err)
-	}
-	srv.Close()
-	if msg, err := r.run(context.Background()); err == nil || !strings.HasPrefix(msg, `HTTP lifecycle hook (/x) for Container "c" in Pod "p_ns(u)" failed - error: Get "http://127.0.0.1:`) {
-		t.Errorf("httpGet to a closed port = %q, %v", msg, err)
 	}
 }
 
@@ -265,7 +236,7 @@ func TestFailedPreStopHookStillStops(t *testing.T) {
 	rt.attempt(t, "main", 0)
 	ta.waitPod(t, "p", phaseIs(corev1.PodRunning))
 	ta.deletePod(t, "p", 30)
-	if ev := ta.waitEvent(t, ReasonFailedPreStopHook); ev.Type != corev1.EventTypeWarning || ev.Message != "PreStopHook failed" {
+	if ev := ta.waitEvent(t, lifecycle.ReasonFailedPreStopHook); ev.Type != corev1.EventTypeWarning || ev.Message != "PreStopHook failed" {
 		t.Errorf("event = %s %q", ev.Type, ev.Message)
 	}
 	ta.waitGone(t, "p")
@@ -277,7 +248,7 @@ func TestFailedPreStopHookStillStops(t *testing.T) {
 func TestExecHookNeedsARuntimeThatExecs(t *testing.T) {
 	pod := withLifecycle(builder.MakePod("p", "ns").UID("u1").Obj(), &corev1.LifecycleHandler{Exec: &corev1.ExecAction{Command: []string{"true"}}}, nil)
 	ta, _ := startAgentWithFake(t, pod)
-	ev := ta.waitEvent(t, ReasonHookNotSupported)
+	ev := ta.waitEvent(t, lifecycle.ReasonHookNotSupported)
 	if ev.Type != corev1.EventTypeWarning || ev.Message != "PostStart hook of container main not run: this runtime cannot run commands in containers" {
 		t.Errorf("event = %s %q", ev.Type, ev.Message)
 	}

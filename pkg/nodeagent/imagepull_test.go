@@ -18,6 +18,8 @@ import (
 
 	"jobkeeper.dev/jobkeeper/internal/testimages"
 	"jobkeeper.dev/jobkeeper/pkg/images"
+	"jobkeeper.dev/jobkeeper/pkg/nodeagent/imagemanager"
+	"jobkeeper.dev/jobkeeper/pkg/nodeagent/podconfig"
 	"jobkeeper.dev/jobkeeper/pkg/nodeagent/runtime"
 	"jobkeeper.dev/jobkeeper/test/builder"
 )
@@ -140,7 +142,7 @@ func TestImagePullFailuresBackOff(t *testing.T) {
 	ref := host + "/test/missing:v1"
 	ta, rt, _ := startAgentWithImages(t, imagePod("p", ref, corev1.PullIfNotPresent))
 
-	p := ta.waitPod(t, "p", func(p *corev1.Pod) bool { return waitingReason(p) == ReasonErrImagePull })
+	p := ta.waitPod(t, "p", func(p *corev1.Pod) bool { return waitingReason(p) == imagemanager.ReasonErrImagePull })
 	if msg := p.Status.ContainerStatuses[0].State.Waiting.Message; msg == "" {
 		t.Error("ErrImagePull without a message")
 	}
@@ -152,9 +154,9 @@ func TestImagePullFailuresBackOff(t *testing.T) {
 	}
 	ta.stepUntil(t, time.Second, func() bool {
 		p, _ := ta.client.CoreV1().Pods("ns").Get(t.Context(), "p", metav1.GetOptions{})
-		return waitingReason(p) == ReasonImagePullBackOff
+		return waitingReason(p) == imagemanager.ReasonImagePullBackOff
 	})
-	p = ta.waitPod(t, "p", func(p *corev1.Pod) bool { return waitingReason(p) == ReasonImagePullBackOff })
+	p = ta.waitPod(t, "p", func(p *corev1.Pod) bool { return waitingReason(p) == imagemanager.ReasonImagePullBackOff })
 	if msg := p.Status.ContainerStatuses[0].State.Waiting.Message; !strings.HasPrefix(msg, `Back-off pulling image "`+ref+`": ErrImagePull: `) {
 		t.Errorf("back-off message %q", msg)
 	}
@@ -170,11 +172,11 @@ func TestImageNeverPulledAndInvalidName(t *testing.T) {
 	ta, rt, _ := startAgentWithImages(t,
 		imagePod("never", "example.invalid/app:v1", corev1.PullNever),
 		imagePod("bad", "UPPER/Case:v1", corev1.PullIfNotPresent))
-	p := ta.waitPod(t, "never", func(p *corev1.Pod) bool { return waitingReason(p) == ReasonErrImageNeverPull })
+	p := ta.waitPod(t, "never", func(p *corev1.Pod) bool { return waitingReason(p) == imagemanager.ReasonErrImageNeverPull })
 	if want := `Container image "example.invalid/app:v1" is not present with pull policy of Never`; p.Status.ContainerStatuses[0].State.Waiting.Message != want {
 		t.Errorf("message %q, want %q", p.Status.ContainerStatuses[0].State.Waiting.Message, want)
 	}
-	ta.waitPod(t, "bad", func(p *corev1.Pod) bool { return waitingReason(p) == ReasonInvalidImageName })
+	ta.waitPod(t, "bad", func(p *corev1.Pod) bool { return waitingReason(p) == imagemanager.ReasonInvalidImageName })
 	if !ta.eventWith(t, "InspectFailed", `Failed to apply default image tag "UPPER/Case:v1"`) {
 		t.Error("no InspectFailed event")
 	}
@@ -210,11 +212,11 @@ func TestImagePullSecrets(t *testing.T) {
 		withSecret("refused", "wrong"),
 		withSecret("missing", "absent"))
 
-	p := ta.waitPod(t, "refused", func(p *corev1.Pod) bool { return waitingReason(p) == ReasonErrImagePull })
+	p := ta.waitPod(t, "refused", func(p *corev1.Pod) bool { return waitingReason(p) == imagemanager.ReasonErrImagePull })
 	if msg := p.Status.ContainerStatuses[0].State.Waiting.Message; !strings.Contains(msg, "unauthorized") {
 		t.Errorf("refused credentials: waiting message %q does not say unauthorized", msg)
 	}
-	ta.waitPod(t, "missing", func(p *corev1.Pod) bool { return waitingReason(p) == ReasonErrImagePull })
+	ta.waitPod(t, "missing", func(p *corev1.Pod) bool { return waitingReason(p) == imagemanager.ReasonErrImagePull })
 	if !ta.eventWith(t, "FailedToRetrieveImagePullSecret", `Unable to retrieve some image pull secrets ("absent")`) {
 		t.Error("no event for the missing pull secret")
 	}
@@ -238,7 +240,7 @@ func TestImageWithoutCommandIsACreateError(t *testing.T) {
 	}
 	host := testimages.Serve(t, map[string]v1.Image{"test/nocmd:v1": img})
 	ta, rt, _ := startAgentWithImages(t, imagePod("p", host+"/test/nocmd:v1", corev1.PullIfNotPresent))
-	p := ta.waitPod(t, "p", func(p *corev1.Pod) bool { return waitingReason(p) == ReasonCreateContainerError })
+	p := ta.waitPod(t, "p", func(p *corev1.Pod) bool { return waitingReason(p) == podconfig.ReasonCreateContainerError })
 	if msg := p.Status.ContainerStatuses[0].State.Waiting.Message; !strings.HasPrefix(msg, "no command specified") {
 		t.Errorf("message %q", msg)
 	}

@@ -11,6 +11,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/klog/v2"
 	"k8s.io/utils/ptr"
+
+	"jobkeeper.dev/jobkeeper/pkg/nodeagent/status"
 )
 
 // Lease tunables, as the kubelet's defaults.
@@ -58,7 +60,7 @@ func (a *Agent) syncLease(ctx context.Context) error {
 		if node, err := a.client.CoreV1().Nodes().Get(ctx, a.opts.NodeName, metav1.GetOptions{}); err == nil {
 			lease.OwnerReferences = []metav1.OwnerReference{{APIVersion: "v1", Kind: "Node", Name: node.Name, UID: node.UID}}
 		}
-		if _, err := leases.Create(ctx, lease, metav1.CreateOptions{FieldManager: FieldManager}); err != nil {
+		if _, err := leases.Create(ctx, lease, metav1.CreateOptions{FieldManager: status.FieldManager}); err != nil {
 			return fmt.Errorf("creating node lease: %w", err)
 		}
 		return nil
@@ -70,7 +72,7 @@ func (a *Agent) syncLease(ctx context.Context) error {
 	lease.Spec.HolderIdentity = ptr.To(a.opts.NodeName)
 	lease.Spec.LeaseDurationSeconds = ptr.To(LeaseDurationSeconds)
 	lease.Spec.RenewTime = &now
-	if _, err := leases.Update(ctx, lease, metav1.UpdateOptions{FieldManager: FieldManager}); err != nil {
+	if _, err := leases.Update(ctx, lease, metav1.UpdateOptions{FieldManager: status.FieldManager}); err != nil {
 		return fmt.Errorf("renewing node lease: %w", err)
 	}
 	return nil

@@ -17,6 +17,10 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/klog/v2"
+
+	"jobkeeper.dev/jobkeeper/pkg/nodeagent/binder"
+	"jobkeeper.dev/jobkeeper/pkg/nodeagent/podconfig"
+	"jobkeeper.dev/jobkeeper/pkg/nodeagent/status"
 )
 
 // everything selects all objects.
@@ -56,15 +60,6 @@ func hostMemory() int64 {
 	return 0
 }
 
-// nodeLabels are the well-known labels of the node.
-func nodeLabels(name string) map[string]string {
-	return map[string]string{
-		corev1.LabelHostname:   name,
-		corev1.LabelOSStable:   goruntime.GOOS,
-		corev1.LabelArchStable: goruntime.GOARCH,
-	}
-}
-
 // nodeStatus is the status the agent reports.
 func nodeStatus(name string, capacity corev1.ResourceList, port int, now time.Time, old []corev1.NodeCondition) corev1.NodeStatus {
 	cond := func(t corev1.NodeConditionType, s corev1.ConditionStatus, reason, msg string) corev1.NodeCondition {
@@ -87,7 +82,7 @@ func nodeStatus(name string, capacity corev1.ResourceList, port int, now time.Ti
 			cond(corev1.NodeReady, corev1.ConditionTrue, "KubeletReady", "kubelet is posting ready status"),
 		},
 		Addresses: []corev1.NodeAddress{
-			{Type: corev1.NodeInternalIP, Address: nodeIP},
+			{Type: corev1.NodeInternalIP, Address: podconfig.NodeIP},
 			{Type: corev1.NodeHostName, Address: name},
 		},
 		DaemonEndpoints: corev1.NodeDaemonEndpoints{KubeletEndpoint: corev1.DaemonEndpoint{Port: int32(port)}},
@@ -119,14 +114,14 @@ func (a *Agent) writeNode(ctx context.Context, port int) error {
 	nodes := a.client.CoreV1().Nodes()
 	node, err := nodes.Get(ctx, a.opts.NodeName, metav1.GetOptions{})
 	if apierrors.IsNotFound(err) {
-		node, err = nodes.Create(ctx, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: a.opts.NodeName, Labels: nodeLabels(a.opts.NodeName)}}, metav1.CreateOptions{FieldManager: FieldManager})
+		node, err = nodes.Create(ctx, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: a.opts.NodeName, Labels: binder.NodeLabels(a.opts.NodeName)}}, metav1.CreateOptions{FieldManager: status.FieldManager})
 	}
 	if err != nil {
 		return fmt.Errorf("getting or creating node: %w", err)
 	}
 	node = node.DeepCopy()
 	node.Status = nodeStatus(a.opts.NodeName, a.capacity, port, a.clock.Now(), node.Status.Conditions)
-	node, err = nodes.UpdateStatus(ctx, node, metav1.UpdateOptions{FieldManager: FieldManager})
+	node, err = nodes.UpdateStatus(ctx, node, metav1.UpdateOptions{FieldManager: status.FieldManager})
 	if err != nil {
 		return fmt.Errorf("writing node status: %w", err)
 	}
@@ -140,7 +135,7 @@ func (a *Agent) writeNode(ctx context.Context, port int) error {
 	if taints, changed := withoutReadinessTaints(node.Spec.Taints); changed {
 		node = node.DeepCopy()
 		node.Spec.Taints = taints
-		if _, err := nodes.Update(ctx, node, metav1.UpdateOptions{FieldManager: FieldManager}); err != nil {
+		if _, err := nodes.Update(ctx, node, metav1.UpdateOptions{FieldManager: status.FieldManager}); err != nil {
 			return fmt.Errorf("removing the not-ready taints: %w", err)
 		}
 	}

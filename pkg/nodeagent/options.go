@@ -12,6 +12,7 @@ import (
 	"jobkeeper.dev/jobkeeper/pkg/images"
 	"jobkeeper.dev/jobkeeper/pkg/nodeagent/runtime/process"
 	"jobkeeper.dev/jobkeeper/pkg/nodeagent/runtime/simulated"
+	"jobkeeper.dev/jobkeeper/pkg/nodeagent/volume"
 )
 
 // Defaults of Options.
@@ -28,6 +29,9 @@ const (
 	ImagesHost = "host"
 	// DefaultShutdownGracePeriod is the default ShutdownGracePeriod.
 	DefaultShutdownGracePeriod = 5 * time.Second
+	// DefaultSyncFrequency is the default SyncFrequency (the volume
+	// manager's, volume.DefaultSyncFrequency).
+	DefaultSyncFrequency = volume.DefaultSyncFrequency
 )
 
 // Options configure the node agent. Flags are wired in cmd/.

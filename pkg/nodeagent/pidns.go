@@ -6,6 +6,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 
+	"jobkeeper.dev/jobkeeper/pkg/nodeagent/lifecycle"
 	"jobkeeper.dev/jobkeeper/pkg/nodeagent/runtime"
 )
 
@@ -22,7 +23,7 @@ func pidNamespaceOf(pod *corev1.Pod, c *container, target func(name string) runt
 	if pod.Spec.ShareProcessNamespace != nil && *pod.Spec.ShareProcessNamespace {
 		return runtime.PIDNamespacePod, nil, nil
 	}
-	if c.info.kind != kindEphemeral {
+	if c.info.Kind != lifecycle.KindEphemeral {
 		return runtime.PIDNamespaceContainer, nil, nil
 	}
 	name := ""

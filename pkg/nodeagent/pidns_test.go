@@ -7,6 +7,7 @@ import (
 	testingclock "k8s.io/utils/clock/testing"
 	"k8s.io/utils/ptr"
 
+	"jobkeeper.dev/jobkeeper/pkg/nodeagent/lifecycle"
 	"jobkeeper.dev/jobkeeper/pkg/nodeagent/runtime"
 	"jobkeeper.dev/jobkeeper/test/builder"
 )
@@ -30,8 +31,8 @@ func TestPIDNamespaceOf(t *testing.T) {
 		}
 		return p
 	}
-	main := &container{spec: &corev1.Container{Name: "main"}, info: containerInfo{kind: kindMain}}
-	dbg := &container{spec: &corev1.Container{Name: "dbg"}, info: containerInfo{kind: kindEphemeral}}
+	main := &container{spec: &corev1.Container{Name: "main"}, info: lifecycle.ContainerInfo{Kind: lifecycle.KindMain}}
+	dbg := &container{spec: &corev1.Container{Name: "dbg"}, info: lifecycle.ContainerInfo{Kind: lifecycle.KindEphemeral}}
 	cases := map[string]struct {
 		pod        *corev1.Pod
 		c          *container

@@ -6,8 +6,9 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/utils/clock"
 
+	"jobkeeper.dev/jobkeeper/pkg/nodeagent/lifecycle"
+	"jobkeeper.dev/jobkeeper/pkg/nodeagent/prober"
 	"jobkeeper.dev/jobkeeper/pkg/nodeagent/runtime"
 )
 
@@ -16,89 +17,6 @@ import (
 // run commands in containers, a probe without a handler): the probe is then
 // treated as absent.
 const ReasonProbeNotSupported = "ProbeNotSupported"
-
-// Event reasons of probes, as the kubelet's (pkg/kubelet/events).
-const (
-	// ReasonUnhealthy is the reason of a failed or errored probe.
-	ReasonUnhealthy = "Unhealthy"
-	// ReasonProbeWarning is the reason of a probe that succeeded with a
-	// warning (an HTTP redirect to another host, not followed).
-	ReasonProbeWarning = "ProbeWarning"
-)
-
-// Probe defaults, as the API defaults them.
-const (
-	// defaultProbePeriod is periodSeconds when unset.
-	defaultProbePeriod = 10 * time.Second
-	// defaultProbeTimeout is timeoutSeconds when unset.
-	defaultProbeTimeout = time.Second
-	// defaultFailureThreshold is failureThreshold when unset.
-	defaultFailureThreshold = 3
-	// defaultSuccessThreshold is successThreshold when unset.
-	defaultSuccessThreshold = 1
-	// maxProbeRetries is how often a probe that errored (it could not be
-	// run, e.g. a named port that does not exist) is tried again at once,
-	// as the kubelet's.
-	maxProbeRetries = 3
-)
-
-// probeKind is one of a container's three probes.
-type probeKind int
-
-const (
-	// probeStartup gates the other two: until it succeeds the container
-	// is not started; reaching its failure threshold kills the container.
-	probeStartup probeKind = iota
-	// probeLiveness kills the container when it reaches its failure
-	// threshold.
-	probeLiveness
-	// probeReadiness decides whether the container is ready.
-	probeReadiness
-)
-
-// String is the kubelet's name of the probe in events ("Liveness probe
-// failed: ...").
-func (k probeKind) String() string {
-	return [...]string{"Startup", "Liveness", "Readiness"}[k]
-}
-
-// of returns the container's probe of this kind, nil when it has none.
-func (k probeKind) of(c *corev1.Container) *corev1.Probe {
-	return [...]*corev1.Probe{c.StartupProbe, c.LivenessProbe, c.ReadinessProbe}[k]
-}
-
-// attemptProbes says which probes run against an attempt.
-type attemptProbes struct {
-	// startup, liveness and readiness are true for each probe that runs.
-	startup, liveness, readiness bool
-}
-
-// afterStart reports whether probes run once the attempt started.
-func (p attemptProbes) afterStart() bool { return p.liveness || p.readiness }
-
-// has reports whether the probe of kind runs.
-func (p attemptProbes) has(k probeKind) bool {
-	return [...]bool{p.startup, p.liveness, p.readiness}[k]
-}
-
-// probeOutcome is the result of running a probe once.
-type probeOutcome int
-
-const (
-	// probeSuccess: the check passed.
-	probeSuccess probeOutcome = iota
-	// probeWarning: the check passed with something to say (a ProbeWarning
-	// event).
-	probeWarning
-	// probeFailure: the check failed.
-	probeFailure
-	// probeError: the check could not be run; the result is thrown away.
-	probeError
-)
-
-// probeCheck runs a probe's handler once and returns its outcome with the
-// output the kubelet puts in events (the error's text for probeError).
-type probeCheck func(ctx context.Context, timeout time.Duration) (probeOutcome, string)
 
 // probeResult is what a probe reports to the worker for one attempt.
 type probeResult struct {
@@ -114,184 +32,29 @@ type probeKey struct {
 	// name is the container's name.
 	name string
 	// kind is which probe.
-	kind probeKind
-}
-
-// probeTiming are a probe's timing parameters with the API's defaults.
-type probeTiming struct {
-	// delay is initialDelaySeconds, counted from the attempt's start.
-	delay time.Duration
-	// period is periodSeconds.
-	period time.Duration
-	// timeout is timeoutSeconds.
-	timeout time.Duration
-	// successes and failures are the thresholds.
-	successes, failures int32
-}
-
-// timingOf reads p's timing parameters.
-func timingOf(p *corev1.Probe) probeTiming {
-	t := probeTiming{
-		delay: time.Duration(p.InitialDelaySeconds) * time.Second, period: defaultProbePeriod, timeout: defaultProbeTimeout,
-		successes: defaultSuccessThreshold, failures: defaultFailureThreshold,
-	}
-	if p.PeriodSeconds > 0 {
-		t.period = time.Duration(p.PeriodSeconds) * time.Second
-	}
-	if p.TimeoutSeconds > 0 {
-		t.timeout = time.Duration(p.TimeoutSeconds) * time.Second
-	}
-	if p.SuccessThreshold > 0 {
-		t.successes = p.SuccessThreshold
-	}
-	if p.FailureThreshold > 0 {
-		t.failures = p.FailureThreshold
-	}
-	return t
-}
-
-// probeRun is one probe loop: what it probes and where it reports.
-type probeRun struct {
-	// kind is the probe's kind.
-	kind probeKind
-	// timing are its parameters.
-	timing probeTiming
-	// startedAt is when the attempt started (initialDelaySeconds counts
-	// from there).
-	startedAt time.Time
-	// check runs the handler once.
-	check probeCheck
-	// record records an event on the pod.
-	record func(eventType, reason, message string)
-	// report hands a threshold crossing to the worker.
-	report func(ok bool)
-}
-
-// run probes as the kubelet's probe worker does, until ctx ends or the
-// probe has nothing more to say. The first probe runs once
-// initialDelaySeconds have passed since the attempt started, the next ones
-// every periodSeconds. Every failure is an Unhealthy event ("Liveness probe
-// failed: ..."); an error ("... probe errored and resulted in unknown
-// state: ...") is one too, but does not count; a warning counts as a
-// success. Crossing a threshold (successThreshold successes or
-// failureThreshold failures in a row) is reported:
-//   - startup: the first crossing, either way, then the loop ends;
-//   - liveness: the first failure crossing, then the loop ends (the
-//     container is killed; a new attempt gets a new loop);
-//   - readiness: every change between ready and not ready; it never ends
-//     on its own.
-func (r probeRun) run(ctx context.Context, clk clock.WithTicker) {
-	sleep := func(d time.Duration) bool {
-		if d <= 0 {
-			return ctx.Err() == nil
-		}
-		t := clk.NewTimer(d)
-		defer t.Stop()
-		select {
-		case <-ctx.Done():
-			return false
-		case <-t.C():
-			return true
-		}
-	}
-	if !sleep(r.startedAt.Add(r.timing.delay).Sub(clk.Now())) {
-		return
-	}
-	var (
-		last     probeOutcome
-		run      int32
-		reported = -1 // nothing reported yet; else 0 (failed) or 1 (succeeded)
-	)
-	for {
-		outcome, _ := r.once(ctx)
-		if ctx.Err() != nil {
-			return
-		}
-		if outcome == probeWarning {
-			outcome = probeSuccess
-		}
-		if outcome != probeError {
-			if outcome == last && run > 0 {
-				run++
-			} else {
-				last, run = outcome, 1
-			}
-			crossed := (outcome == probeSuccess && run >= r.timing.successes) || (outcome == probeFailure && run >= r.timing.failures)
-			if crossed {
-				ok := outcome == probeSuccess
-				switch {
-				case r.kind == probeStartup:
-					r.report(ok)
-					return
-				case r.kind == probeLiveness && !ok:
-					r.report(false)
-					return
-				case r.kind == probeReadiness && reported != btoi(ok):
-					reported = btoi(ok)
-					r.report(ok)
-				}
-			}
-		}
-		if !sleep(r.timing.period) {
-			return
-		}
-	}
-}
-
-// once runs the check, again at once up to maxProbeRetries times while it
-// errors, and records the kubelet's events for what it found.
-func (r probeRun) once(ctx context.Context) (probeOutcome, string) {
-	var (
-		outcome probeOutcome
-		output  string
-	)
-	for i := 0; i < maxProbeRetries; i++ {
-		if outcome, output = r.check(ctx, r.timing.timeout); outcome != probeError {
-			break
-		}
-	}
-	if ctx.Err() != nil {
-		return outcome, output
-	}
-	switch outcome {
-	case probeWarning:
-		r.record(corev1.EventTypeWarning, ReasonProbeWarning, fmt.Sprintf("%s probe warning: %s", r.kind, output))
-	case probeFailure:
-		r.record(corev1.EventTypeWarning, ReasonUnhealthy, fmt.Sprintf("%s probe failed: %s", r.kind, output))
-	case probeError:
-		r.record(corev1.EventTypeWarning, ReasonUnhealthy, fmt.Sprintf("%s probe errored and resulted in unknown state: %s", r.kind, output))
-	}
-	return outcome, output
-}
-
-// btoi is 1 for true, 0 for false.
-func btoi(b bool) int {
-	if b {
-		return 1
-	}
-	return 0
+	kind lifecycle.ProbeKind
 }
 
 // probesOf returns the probes that run against the attempt h of c. A probe
 // that cannot run here is treated as absent, with a ProbeNotSupported event.
-func (w *worker) probesOf(pod *corev1.Pod, c *container, h runtime.Handle) attemptProbes {
-	var out attemptProbes
-	for _, k := range []probeKind{probeStartup, probeLiveness, probeReadiness} {
-		p := k.of(c.spec)
+func (w *worker) probesOf(pod *corev1.Pod, c *container, h runtime.Handle) lifecycle.AttemptProbes {
+	var out lifecycle.AttemptProbes
+	for _, k := range []lifecycle.ProbeKind{lifecycle.ProbeStartup, lifecycle.ProbeLiveness, lifecycle.ProbeReadiness} {
+		p := k.Of(c.spec)
 		if p == nil {
 			continue
 		}
-		if why := unsupportedProbe(p, h); why != "" {
+		if why := prober.UnsupportedProbe(p, h); why != "" {
 			w.agent.containerEvent(pod, c.info, corev1.EventTypeWarning, ReasonProbeNotSupported, fmt.Sprintf("%s probe of container %s not run: %s", k, c.spec.Name, why))
 			continue
 		}
 		switch k {
-		case probeStartup:
-			out.startup = true
-		case probeLiveness:
-			out.liveness = true
-		case probeReadiness:
-			out.readiness = true
+		case lifecycle.ProbeStartup:
+			out.Startup = true
+		case lifecycle.ProbeLiveness:
+			out.Liveness = true
+		case lifecycle.ProbeReadiness:
+			out.Readiness = true
 		}
 	}
 	return out
@@ -302,35 +65,35 @@ func (w *worker) probesOf(pod *corev1.Pod, c *container, h runtime.Handle) attem
 // Results reach the worker through probeResults and a poke.
 func (w *worker) startProbes(ctx context.Context, c *container) {
 	w.endProbe(c)
-	kinds := []probeKind{probeStartup}
-	if c.state.started {
-		kinds = []probeKind{probeLiveness, probeReadiness}
+	kinds := []lifecycle.ProbeKind{lifecycle.ProbeStartup}
+	if c.state.Started {
+		kinds = []lifecycle.ProbeKind{lifecycle.ProbeLiveness, lifecycle.ProbeReadiness}
 	}
 	ctx, cancel := context.WithCancel(ctx)
 	c.stopProbe = cancel
-	name, attempt := c.spec.Name, c.state.attempt
+	name, attempt := c.spec.Name, c.state.Attempt
 	for _, k := range kinds {
-		if !c.state.probes.has(k) {
+		if !c.state.Probes.Has(k) {
 			continue
 		}
-		p := k.of(c.spec)
+		p := k.Of(c.spec)
 		info := c.info
-		r := probeRun{
-			kind:      k,
-			timing:    timingOf(p),
-			startedAt: c.state.startedAt,
-			check:     checkFor(p, c.spec, c.handle),
-			record: func(eventType, reason, message string) {
+		r := prober.ProbeRun{
+			Kind:      k,
+			Timing:    prober.TimingOf(p),
+			StartedAt: c.state.StartedAt,
+			Check:     prober.CheckFor(p, c.spec, c.handle),
+			Record: func(eventType, reason, message string) {
 				w.agent.containerEvent(w.currentPod(), info, eventType, reason, message)
 			},
-			report: func(ok bool) {
+			Report: func(ok bool) {
 				w.mu.Lock()
 				w.probeResults[probeKey{name: name, kind: k}] = probeResult{attempt: attempt, ok: ok}
 				w.mu.Unlock()
 				w.poke()
 			},
 		}
-		go r.run(ctx, w.agent.clock)
+		go r.Run(ctx, w.agent.clock)
 	}
 }
 
@@ -362,17 +125,17 @@ func (w *worker) collectProbes(ctx context.Context) bool {
 	pod := w.currentPod()
 	now := w.agent.clock.Now()
 	for _, c := range w.all() {
-		for _, k := range []probeKind{probeStartup, probeLiveness, probeReadiness} {
+		for _, k := range []lifecycle.ProbeKind{lifecycle.ProbeStartup, lifecycle.ProbeLiveness, lifecycle.ProbeReadiness} {
 			r, ok := results[probeKey{name: c.spec.Name, kind: k}]
-			if !ok || r.attempt != c.state.attempt || c.state.phase != phaseRunning {
+			if !ok || r.attempt != c.state.Attempt || c.state.Phase != lifecycle.PhaseRunning {
 				continue
 			}
-			ev := event{kind: evReadiness, at: now, ok: r.ok}
+			ev := lifecycle.Event{Kind: lifecycle.EvReadiness, At: now, OK: r.ok}
 			switch {
-			case k == probeStartup && r.ok:
-				ev.kind = evProbeSucceeded
-			case k != probeReadiness:
-				ev.kind, ev.probe, ev.grace = evProbeFailed, k, probeGrace(pod, k.of(c.spec))
+			case k == lifecycle.ProbeStartup && r.ok:
+				ev.Kind = lifecycle.EvProbeSucceeded
+			case k != lifecycle.ProbeReadiness:
+				ev.Kind, ev.Probe, ev.Grace = lifecycle.EvProbeFailed, k, probeGrace(pod, k.Of(c.spec))
 			}
 			w.apply(ctx, pod, c, ev)
 		}

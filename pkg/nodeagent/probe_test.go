@@ -5,167 +5,18 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
-	"github.com/google/go-cmp/cmp"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
-	"k8s.io/apimachinery/pkg/util/wait"
-	testingclock "k8s.io/utils/clock/testing"
 	"k8s.io/utils/ptr"
 
+	"jobkeeper.dev/jobkeeper/pkg/nodeagent/prober"
 	"jobkeeper.dev/jobkeeper/test/builder"
 )
-
-// scriptedCheck returns outcomes in order, then cancels the probe.
-type scriptedCheck struct {
-	// outcomes are returned in order.
-	outcomes []probeOutcome
-	// cancel ends the probe once the script is over.
-	cancel context.CancelFunc
-
-	// mu guards calls and times.
-	mu sync.Mutex
-	// calls counts the checks.
-	calls int
-	// times are when each check ran.
-	times []time.Time
-	// clock stamps times.
-	clock *testingclock.FakeClock
-}
-
-// check implements probeCheck.
-func (s *scriptedCheck) check(context.Context, time.Duration) (probeOutcome, string) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.times = append(s.times, s.clock.Now())
-	if s.calls >= len(s.outcomes) {
-		s.cancel()
-		return probeFailure, "script over"
-	}
-	o := s.outcomes[s.calls]
-	s.calls++
-	return o, fmt.Sprintf("out%d", s.calls)
-}
-
-func TestProbeRun(t *testing.T) {
-	const (
-		ok   = probeSuccess
-		bad  = probeFailure
-		warn = probeWarning
-		oops = probeError
-	)
-	cases := map[string]struct {
-		// setup
-		kind     probeKind
-		probe    corev1.Probe
-		outcomes []probeOutcome
-		// want
-		wantReports []bool
-		wantEvents  []string
-		wantChecks  int
-	}{
-		"startup reports its first success": {
-			kind: probeStartup, probe: corev1.Probe{FailureThreshold: 3}, outcomes: []probeOutcome{bad, bad, ok},
-			wantReports: []bool{true}, wantChecks: 3,
-			wantEvents: []string{"Warning Unhealthy Startup probe failed: out1", "Warning Unhealthy Startup probe failed: out2"},
-		},
-		"startup reports failure at the threshold and stops": {
-			kind: probeStartup, probe: corev1.Probe{FailureThreshold: 2}, outcomes: []probeOutcome{bad, bad, ok},
-			wantReports: []bool{false}, wantChecks: 2,
-			wantEvents: []string{"Warning Unhealthy Startup probe failed: out1", "Warning Unhealthy Startup probe failed: out2"},
-		},
-		"liveness failures must be in a row": {
-			kind: probeLiveness, probe: corev1.Probe{FailureThreshold: 2}, outcomes: []probeOutcome{bad, ok, bad, ok, bad, bad},
-			wantReports: []bool{false}, wantChecks: 6,
-			wantEvents: []string{"Warning Unhealthy Liveness probe failed: out1", "Warning Unhealthy Liveness probe failed: out3", "Warning Unhealthy Liveness probe failed: out5", "Warning Unhealthy Liveness probe failed: out6"},
-		},
-		"liveness errors are thrown away": {
-			kind: probeLiveness, probe: corev1.Probe{FailureThreshold: 1}, outcomes: []probeOutcome{oops, oops, oops, ok},
-			wantChecks: 4 + 1,
-			wantEvents: []string{"Warning Unhealthy Liveness probe errored and resulted in unknown state: out3"},
-		},
-		"readiness reports every change, after successThreshold": {
-			kind: probeReadiness, probe: corev1.Probe{SuccessThreshold: 2, FailureThreshold: 1}, outcomes: []probeOutcome{ok, ok, ok, bad, bad, ok, warn},
-			wantReports: []bool{true, false, true}, wantChecks: 7 + 1,
-			wantEvents: []string{"Warning Unhealthy Readiness probe failed: out4", "Warning Unhealthy Readiness probe failed: out5", "Warning ProbeWarning Readiness probe warning: out7"},
-		},
-	}
-	for name, tc := range cases {
-		t.Run(name, func(t *testing.T) {
-			clk := testingclock.NewFakeClock(t0)
-			ctx, cancel := context.WithCancel(context.Background())
-			defer cancel()
-			sc := &scriptedCheck{outcomes: tc.outcomes, cancel: cancel, clock: clk}
-			var (
-				mu      sync.Mutex
-				reports []bool
-				events  []string
-			)
-			tc.probe.PeriodSeconds, tc.probe.InitialDelaySeconds = 5, 7
-			r := probeRun{
-				kind: tc.kind, timing: timingOf(&tc.probe), startedAt: t0, check: sc.check,
-				record: func(eventType, reason, message string) {
-					mu.Lock()
-					defer mu.Unlock()
-					events = append(events, eventType+" "+reason+" "+message)
-				},
-				report: func(ok bool) { mu.Lock(); defer mu.Unlock(); reports = append(reports, ok) },
-			}
-			done := make(chan struct{})
-			go func() { defer close(done); r.run(ctx, clk) }()
-			stepClockUntilDone(t, clk, time.Second, done)
-			if diff := cmp.Diff(tc.wantReports, reports); diff != "" {
-				t.Errorf("reports (-want +got):\n%s", diff)
-			}
-			if diff := cmp.Diff(tc.wantEvents, events); diff != "" {
-				t.Errorf("events (-want +got):\n%s", diff)
-			}
-			// Errors are retried at once: count the distinct probe times.
-			if n := len(sc.times); n < tc.wantChecks {
-				t.Errorf("%d checks, want %d", n, tc.wantChecks)
-			}
-			if first := sc.times[0]; !first.Equal(t0.Add(7 * time.Second)) {
-				t.Errorf("first probe at %v, want initialDelaySeconds after the start", first.Sub(t0))
-			}
-			if len(sc.times) > 1 {
-				var second time.Time
-				for _, at := range sc.times {
-					if at.After(sc.times[0]) {
-						second = at
-						break
-					}
-				}
-				if got := second.Sub(sc.times[0]); got != 5*time.Second {
-					t.Errorf("period %v, want 5s", got)
-				}
-			}
-		})
-	}
-}
-
-// stepClockUntilDone steps clk by d whenever something waits on it, until
-// done is closed.
-func stepClockUntilDone(t *testing.T, clk *testingclock.FakeClock, d time.Duration, done <-chan struct{}) {
-	t.Helper()
-	if err := wait.PollUntilContextTimeout(context.Background(), time.Millisecond, 10*time.Second, true, func(context.Context) (bool, error) {
-		select {
-		case <-done:
-			return true, nil
-		default:
-		}
-		if clk.HasWaiters() {
-			clk.Step(d)
-		}
-		return false, nil
-	}); err != nil {
-		t.Fatal("the probe never ended")
-	}
-}
 
 // statusServer answers with the status code in code (200 when 0) and counts
 // requests.
@@ -223,7 +74,7 @@ func TestLivenessFailureRestartsTheContainer(t *testing.T) {
 	if ev := ta.waitEvent(t, "Killing"); ev.Message != "Container main failed liveness probe, will be restarted" {
 		t.Errorf("Killing event %q", ev.Message)
 	}
-	if ev := ta.waitEvent(t, ReasonUnhealthy); ev.Message != "Liveness probe failed: HTTP probe failed with statuscode: 500" || ev.Type != corev1.EventTypeWarning {
+	if ev := ta.waitEvent(t, prober.ReasonUnhealthy); ev.Message != "Liveness probe failed: HTTP probe failed with statuscode: 500" || ev.Type != corev1.EventTypeWarning {
 		t.Errorf("Unhealthy event %s %q", ev.Type, ev.Message)
 	}
 	got := ta.waitPod(t, "p", func(p *corev1.Pod) bool { return mainStatus(p).RestartCount == 1 && mainStatus(p).State.Running != nil })
@@ -264,7 +115,7 @@ func TestReadinessProbeGatesReady(t *testing.T) {
 	if c := getCondition(got, corev1.PodReady); len(c) != 1 || c[0].Status != corev1.ConditionFalse || c[0].Reason != "ContainersNotReady" {
 		t.Errorf("Ready condition %+v", c)
 	}
-	if ev := ta.waitEvent(t, ReasonUnhealthy); ev.Message != "Readiness probe failed: HTTP probe failed with statuscode: 503" {
+	if ev := ta.waitEvent(t, prober.ReasonUnhealthy); ev.Message != "Readiness probe failed: HTTP probe failed with statuscode: 503" {
 		t.Errorf("Unhealthy event %q", ev.Message)
 	}
 	srv.code.Store(http.StatusOK)

@@ -13,6 +13,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/klog/v2"
 
+	"jobkeeper.dev/jobkeeper/pkg/nodeagent/lifecycle"
 	"jobkeeper.dev/jobkeeper/pkg/nodeagent/runtime"
 )
 
@@ -125,7 +126,7 @@ func decideRecovery(api *apiRun, found []foundAttempt, now time.Time) recovery {
 func lostResult(startedAt, now time.Time) runtime.Result {
 	return runtime.Result{
 		ExitCode:   137,
-		Reason:     ReasonContainerStatusUnknown,
+		Reason:     lifecycle.ReasonContainerStatusUnknown,
 		Message:    "The container's process was lost when the node agent stopped",
 		StartedAt:  startedAt,
 		FinishedAt: now,
@@ -163,7 +164,7 @@ func (w *worker) recover(ctx context.Context) {
 	ad, _ := w.agent.runtime.(runtime.Adopter)
 	logger := klog.FromContext(ctx)
 	for _, c := range w.all() {
-		next := c.state.nextAttempt()
+		next := c.state.NextAttempt()
 		if c.api != nil {
 			next = c.api.attempt
 		}
@@ -178,20 +179,20 @@ func (w *worker) recover(ctx context.Context) {
 		for _, f := range r.ended {
 			id := w.idOf(c, f)
 			res := f.adopted.Result
-			if res.Reason != ReasonContainerStatusUnknown {
+			if res.Reason != lifecycle.ReasonContainerStatusUnknown {
 				res = w.agent.terminationMessageOf(ctx, pod, c, f.attempt, res)
 			}
-			w.apply(ctx, pod, c, event{kind: evEndedAway, at: now, attempt: f.attempt, containerID: id, result: res})
+			w.apply(ctx, pod, c, lifecycle.Event{Kind: lifecycle.EvEndedAway, At: now, Attempt: f.attempt, ContainerID: id, Result: res})
 		}
 		switch r.kind {
 		case recoverLost:
 			res := lostResult(c.api.startedAt, now)
-			w.apply(ctx, pod, c, event{kind: evEndedAway, at: now, attempt: c.api.attempt, containerID: c.api.containerID, result: res})
+			w.apply(ctx, pod, c, lifecycle.Event{Kind: lifecycle.EvEndedAway, At: now, Attempt: c.api.attempt, ContainerID: c.api.containerID, Result: res})
 			logger.V(2).Info("Container lost while the agent was away", "pod", klog.KObj(pod), "container", c.spec.Name)
 		case recoverAdopt:
 			w.adopt(ctx, pod, c, r.adopt)
 		case recoverEnded:
-			logger.V(2).Info("Container ended while the agent was away", "pod", klog.KObj(pod), "container", c.spec.Name, "exitCode", c.state.last.ExitCode)
+			logger.V(2).Info("Container ended while the agent was away", "pod", klog.KObj(pod), "container", c.spec.Name, "exitCode", c.state.Last.ExitCode)
 		}
 		c.api = nil
 		w.setLogState(c)
@@ -226,11 +227,11 @@ func (w *worker) adopt(ctx context.Context, pod *corev1.Pod, c *container, f fou
 		startedAt, started, ready = c.api.startedAt, c.api.started, c.api.ready
 	}
 	w.holdAdoptedImage(pod, c)
-	w.agent.volumes.takeOver(pod)
+	w.agent.volumes.TakeOver(pod)
 	c.handle = h
 	klog.FromContext(ctx).V(2).Info("Container adopted", "pod", klog.KObj(pod), "container", c.spec.Name, "attempt", f.attempt, "pid", h.PID())
-	w.apply(ctx, pod, c, event{kind: evAdopted, at: startedAt, attempt: f.attempt, containerID: w.idOf(c, f),
-		probes: w.probesOf(pod, c, h), hooks: w.hooksOf(pod, c, h), ok: started, ready: ready})
+	w.apply(ctx, pod, c, lifecycle.Event{Kind: lifecycle.EvAdopted, At: startedAt, Attempt: f.attempt, ContainerID: w.idOf(c, f),
+		Probes: w.probesOf(pod, c, h), Hooks: w.hooksOf(pod, c, h), OK: started, Ready: ready})
 	go func() {
 		<-h.Done()
 		w.poke()
@@ -249,12 +250,12 @@ func (w *worker) holdAdoptedImage(pod *corev1.Pod, c *container) {
 		if st.Name != c.spec.Name || st.Image == "" {
 			continue
 		}
-		img, err := p.store.Lookup(st.Image)
+		img, err := p.Store.Lookup(st.Image)
 		if err != nil {
 			return
 		}
 		c.image.release()
-		c.image = runImage{name: st.Image, id: st.ImageID, storeID: img.ID, done: p.store.Use(img.ID)}
+		c.image = runImage{name: st.Image, id: st.ImageID, storeID: img.ID, done: p.Store.Use(img.ID)}
 		return
 	}
 }

@@ -16,6 +16,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"jobkeeper.dev/jobkeeper/pkg/nodeagent/runtime"
+	"jobkeeper.dev/jobkeeper/pkg/nodeagent/volume"
 	"jobkeeper.dev/jobkeeper/test/builder"
 )
 
@@ -233,7 +234,7 @@ func TestRestartedAgentRefreshesAdoptedPodsVolumes(t *testing.T) {
 	prev := &Agent{opts: Options{DataDir: dataDir}}
 	// What the previous run of the agent wrote when it started the container.
 	vol := filepath.Join(prev.podDir("u1"), "volumes", "cfg")
-	if _, err := writeAtomic(vol, []projectedFile{{path: "a", data: []byte("1"), mode: 0o644}}, t0.Add(-time.Minute)); err != nil {
+	if _, err := volume.WriteAtomic(vol, []volume.ProjectedFile{{Path: "a", Data: []byte("1"), Mode: 0o644}}, t0.Add(-time.Minute)); err != nil {
 		t.Fatal(err)
 	}
 	dir := prev.attemptStateDir("u1", "main", 0)
@@ -252,7 +253,7 @@ func TestRestartedAgentRefreshesAdoptedPodsVolumes(t *testing.T) {
 	if _, err := ta.client.CoreV1().ConfigMaps("ns").Update(context.Background(), cm, metav1.UpdateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	ta.agent.volumes.refreshAll(context.Background())
+	ta.agent.volumes.RefreshAll(context.Background())
 	if b, err := os.ReadFile(filepath.Join(vol, "a")); err != nil || string(b) != "2" {
 		t.Errorf("the taken-over pod's cfg/a after a refresh reads %q (%v), want 2", b, err)
 	}

@@ -10,6 +10,8 @@ import (
 	clienttesting "k8s.io/client-go/testing"
 	"k8s.io/utils/ptr"
 
+	"jobkeeper.dev/jobkeeper/pkg/nodeagent/lifecycle"
+	"jobkeeper.dev/jobkeeper/pkg/nodeagent/status"
 	"jobkeeper.dev/jobkeeper/test/builder"
 )
 
@@ -34,57 +36,57 @@ func TestShouldRestart(t *testing.T) {
 		pod       corev1.RestartPolicy
 		container *corev1.ContainerRestartPolicy
 		rules     []corev1.ContainerRestartRule
-		kind      containerKind
+		kind      lifecycle.ContainerKind
 		// the exit
 		code int32
 		want bool
 	}{
 		// The pod's policy alone.
-		"pod always, success":            {pod: corev1.RestartPolicyAlways, kind: kindMain, code: 0, want: true},
-		"pod always, failure":            {pod: corev1.RestartPolicyAlways, kind: kindMain, code: 1, want: true},
-		"pod unset means always":         {kind: kindMain, code: 0, want: true},
-		"pod always, init success":       {pod: corev1.RestartPolicyAlways, kind: kindInit, code: 0, want: false},
-		"pod always, init failure":       {pod: corev1.RestartPolicyAlways, kind: kindInit, code: 2, want: true},
-		"pod on failure, success":        {pod: corev1.RestartPolicyOnFailure, kind: kindMain, code: 0, want: false},
-		"pod on failure, failure":        {pod: corev1.RestartPolicyOnFailure, kind: kindMain, code: 137, want: true},
-		"pod never, failure":             {pod: corev1.RestartPolicyNever, kind: kindMain, code: 1, want: false},
-		"pod never, init failure":        {pod: corev1.RestartPolicyNever, kind: kindInit, code: 1, want: false},
-		"pod never, sidecar success":     {pod: corev1.RestartPolicyNever, kind: kindSidecar, code: 0, want: true},
-		"pod never, sidecar failure":     {pod: corev1.RestartPolicyNever, kind: kindSidecar, code: 1, want: true},
-		"pod on failure, sidecar exit 0": {pod: corev1.RestartPolicyOnFailure, kind: kindSidecar, code: 0, want: true},
+		"pod always, success":            {pod: corev1.RestartPolicyAlways, kind: lifecycle.KindMain, code: 0, want: true},
+		"pod always, failure":            {pod: corev1.RestartPolicyAlways, kind: lifecycle.KindMain, code: 1, want: true},
+		"pod unset means always":         {kind: lifecycle.KindMain, code: 0, want: true},
+		"pod always, init success":       {pod: corev1.RestartPolicyAlways, kind: lifecycle.KindInit, code: 0, want: false},
+		"pod always, init failure":       {pod: corev1.RestartPolicyAlways, kind: lifecycle.KindInit, code: 2, want: true},
+		"pod on failure, success":        {pod: corev1.RestartPolicyOnFailure, kind: lifecycle.KindMain, code: 0, want: false},
+		"pod on failure, failure":        {pod: corev1.RestartPolicyOnFailure, kind: lifecycle.KindMain, code: 137, want: true},
+		"pod never, failure":             {pod: corev1.RestartPolicyNever, kind: lifecycle.KindMain, code: 1, want: false},
+		"pod never, init failure":        {pod: corev1.RestartPolicyNever, kind: lifecycle.KindInit, code: 1, want: false},
+		"pod never, sidecar success":     {pod: corev1.RestartPolicyNever, kind: lifecycle.KindSidecar, code: 0, want: true},
+		"pod never, sidecar failure":     {pod: corev1.RestartPolicyNever, kind: lifecycle.KindSidecar, code: 1, want: true},
+		"pod on failure, sidecar exit 0": {pod: corev1.RestartPolicyOnFailure, kind: lifecycle.KindSidecar, code: 0, want: true},
 
 		// The container's policy overrides the pod's.
-		"container on failure in never pod, failure": {pod: corev1.RestartPolicyNever, container: onFailure, kind: kindMain, code: 1, want: true},
-		"container on failure in never pod, success": {pod: corev1.RestartPolicyNever, container: onFailure, kind: kindMain, code: 0, want: false},
-		"container always in never pod, success":     {pod: corev1.RestartPolicyNever, container: always, kind: kindMain, code: 0, want: true},
-		"container never in always pod, failure":     {pod: corev1.RestartPolicyAlways, container: never, kind: kindMain, code: 1, want: false},
-		"container never in always pod, success":     {pod: corev1.RestartPolicyAlways, container: never, kind: kindMain, code: 0, want: false},
-		"init on failure in never pod, failure":      {pod: corev1.RestartPolicyNever, container: onFailure, kind: kindInit, code: 3, want: true},
-		"init never in on failure pod, failure":      {pod: corev1.RestartPolicyOnFailure, container: never, kind: kindInit, code: 3, want: false},
-		"init always-by-rule never restarts on 0":    {pod: corev1.RestartPolicyNever, container: never, rules: []corev1.ContainerRestartRule{exitCodesRule(notIn, 1)}, kind: kindInit, code: 0, want: false},
+		"container on failure in never pod, failure": {pod: corev1.RestartPolicyNever, container: onFailure, kind: lifecycle.KindMain, code: 1, want: true},
+		"container on failure in never pod, success": {pod: corev1.RestartPolicyNever, container: onFailure, kind: lifecycle.KindMain, code: 0, want: false},
+		"container always in never pod, success":     {pod: corev1.RestartPolicyNever, container: always, kind: lifecycle.KindMain, code: 0, want: true},
+		"container never in always pod, failure":     {pod: corev1.RestartPolicyAlways, container: never, kind: lifecycle.KindMain, code: 1, want: false},
+		"container never in always pod, success":     {pod: corev1.RestartPolicyAlways, container: never, kind: lifecycle.KindMain, code: 0, want: false},
+		"init on failure in never pod, failure":      {pod: corev1.RestartPolicyNever, container: onFailure, kind: lifecycle.KindInit, code: 3, want: true},
+		"init never in on failure pod, failure":      {pod: corev1.RestartPolicyOnFailure, container: never, kind: lifecycle.KindInit, code: 3, want: false},
+		"init always-by-rule never restarts on 0":    {pod: corev1.RestartPolicyNever, container: never, rules: []corev1.ContainerRestartRule{exitCodesRule(notIn, 1)}, kind: lifecycle.KindInit, code: 0, want: false},
 
 		// Rules, in order, the first match deciding.
-		"rule In matches":                  {pod: corev1.RestartPolicyNever, container: never, rules: []corev1.ContainerRestartRule{exitCodesRule(in, 42)}, kind: kindMain, code: 42, want: true},
-		"rule In misses, container policy": {pod: corev1.RestartPolicyNever, container: never, rules: []corev1.ContainerRestartRule{exitCodesRule(in, 42)}, kind: kindMain, code: 1, want: false},
-		"rule In misses, always policy":    {pod: corev1.RestartPolicyNever, container: always, rules: []corev1.ContainerRestartRule{exitCodesRule(in, 42)}, kind: kindMain, code: 1, want: true},
-		"rule NotIn matches":               {pod: corev1.RestartPolicyNever, container: never, rules: []corev1.ContainerRestartRule{exitCodesRule(notIn, 0, 2)}, kind: kindMain, code: 1, want: true},
-		"rule NotIn misses":                {pod: corev1.RestartPolicyNever, container: never, rules: []corev1.ContainerRestartRule{exitCodesRule(notIn, 0, 2)}, kind: kindMain, code: 2, want: false},
-		"rule on success code":             {pod: corev1.RestartPolicyNever, container: never, rules: []corev1.ContainerRestartRule{exitCodesRule(in, 0)}, kind: kindMain, code: 0, want: true},
-		"second rule matches":              {pod: corev1.RestartPolicyNever, container: never, rules: []corev1.ContainerRestartRule{exitCodesRule(in, 1), exitCodesRule(in, 2)}, kind: kindMain, code: 2, want: true},
+		"rule In matches":                  {pod: corev1.RestartPolicyNever, container: never, rules: []corev1.ContainerRestartRule{exitCodesRule(in, 42)}, kind: lifecycle.KindMain, code: 42, want: true},
+		"rule In misses, container policy": {pod: corev1.RestartPolicyNever, container: never, rules: []corev1.ContainerRestartRule{exitCodesRule(in, 42)}, kind: lifecycle.KindMain, code: 1, want: false},
+		"rule In misses, always policy":    {pod: corev1.RestartPolicyNever, container: always, rules: []corev1.ContainerRestartRule{exitCodesRule(in, 42)}, kind: lifecycle.KindMain, code: 1, want: true},
+		"rule NotIn matches":               {pod: corev1.RestartPolicyNever, container: never, rules: []corev1.ContainerRestartRule{exitCodesRule(notIn, 0, 2)}, kind: lifecycle.KindMain, code: 1, want: true},
+		"rule NotIn misses":                {pod: corev1.RestartPolicyNever, container: never, rules: []corev1.ContainerRestartRule{exitCodesRule(notIn, 0, 2)}, kind: lifecycle.KindMain, code: 2, want: false},
+		"rule on success code":             {pod: corev1.RestartPolicyNever, container: never, rules: []corev1.ContainerRestartRule{exitCodesRule(in, 0)}, kind: lifecycle.KindMain, code: 0, want: true},
+		"second rule matches":              {pod: corev1.RestartPolicyNever, container: never, rules: []corev1.ContainerRestartRule{exitCodesRule(in, 1), exitCodesRule(in, 2)}, kind: lifecycle.KindMain, code: 2, want: true},
 		"rule of another action falls through to the policy": {
-			pod: corev1.RestartPolicyAlways, container: never, kind: kindMain, code: 42, want: false,
+			pod: corev1.RestartPolicyAlways, container: never, kind: lifecycle.KindMain, code: 42, want: false,
 			rules: []corev1.ContainerRestartRule{{Action: corev1.ContainerRestartRuleActionRestartAllContainers, ExitCodes: &corev1.ContainerRestartRuleOnExitCodes{Operator: in, Values: []int32{42}}}},
 		},
 		"rule without exit codes never matches": {
-			pod: corev1.RestartPolicyNever, container: never, kind: kindMain, code: 1, want: false,
+			pod: corev1.RestartPolicyNever, container: never, kind: lifecycle.KindMain, code: 1, want: false,
 			rules: []corev1.ContainerRestartRule{{Action: corev1.ContainerRestartRuleActionRestart}},
 		},
-		"rules without a container policy are ignored": {pod: corev1.RestartPolicyNever, rules: []corev1.ContainerRestartRule{exitCodesRule(in, 42)}, kind: kindMain, code: 42, want: false},
+		"rules without a container policy are ignored": {pod: corev1.RestartPolicyNever, rules: []corev1.ContainerRestartRule{exitCodesRule(in, 42)}, kind: lifecycle.KindMain, code: 42, want: false},
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
-			p := restartPolicy{pod: tc.pod, container: tc.container, rules: tc.rules}
-			if got := shouldRestart(p, tc.kind, tc.code); got != tc.want {
+			p := lifecycle.RestartPolicy{Pod: tc.pod, Container: tc.container, Rules: tc.rules}
+			if got := lifecycle.ShouldRestart(p, tc.kind, tc.code); got != tc.want {
 				t.Errorf("shouldRestart() = %v, want %v", got, tc.want)
 			}
 		})
@@ -95,20 +97,20 @@ func TestRestartsAfterKill(t *testing.T) {
 	cases := map[string]struct {
 		pod       corev1.RestartPolicy
 		container *corev1.ContainerRestartPolicy
-		kind      containerKind
+		kind      lifecycle.ContainerKind
 		want      bool
 	}{
-		"pod never":                       {pod: corev1.RestartPolicyNever, kind: kindMain, want: false},
-		"pod on failure":                  {pod: corev1.RestartPolicyOnFailure, kind: kindMain, want: true},
-		"pod always":                      {pod: corev1.RestartPolicyAlways, kind: kindMain, want: true},
-		"container on failure, pod never": {pod: corev1.RestartPolicyNever, container: ptr.To(corev1.ContainerRestartPolicyOnFailure), kind: kindMain, want: true},
-		"container never, pod always":     {pod: corev1.RestartPolicyAlways, container: ptr.To(corev1.ContainerRestartPolicyNever), kind: kindMain, want: false},
-		"sidecar":                         {pod: corev1.RestartPolicyNever, container: ptr.To(corev1.ContainerRestartPolicyAlways), kind: kindSidecar, want: true},
+		"pod never":                       {pod: corev1.RestartPolicyNever, kind: lifecycle.KindMain, want: false},
+		"pod on failure":                  {pod: corev1.RestartPolicyOnFailure, kind: lifecycle.KindMain, want: true},
+		"pod always":                      {pod: corev1.RestartPolicyAlways, kind: lifecycle.KindMain, want: true},
+		"container on failure, pod never": {pod: corev1.RestartPolicyNever, container: ptr.To(corev1.ContainerRestartPolicyOnFailure), kind: lifecycle.KindMain, want: true},
+		"container never, pod always":     {pod: corev1.RestartPolicyAlways, container: ptr.To(corev1.ContainerRestartPolicyNever), kind: lifecycle.KindMain, want: false},
+		"sidecar":                         {pod: corev1.RestartPolicyNever, container: ptr.To(corev1.ContainerRestartPolicyAlways), kind: lifecycle.KindSidecar, want: true},
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
-			p := restartPolicy{pod: tc.pod, container: tc.container}
-			if got := p.restartsAfterKill(tc.kind); got != tc.want {
+			p := lifecycle.RestartPolicy{Pod: tc.pod, Container: tc.container}
+			if got := p.RestartsAfterKill(tc.kind); got != tc.want {
 				t.Errorf("restartsAfterKill() = %v, want %v", got, tc.want)
 			}
 		})
@@ -198,7 +200,7 @@ func TestContainerRestartRules(t *testing.T) {
 			ta, rt := startAgentWithFake(t, w.Obj())
 			rt.attempt(t, "main", 0).exit(tc.exitCode)
 			if !tc.wantRestart {
-				got := ta.waitPod(t, "p", func(p *corev1.Pod) bool { return isTerminalPhase(p.Status.Phase) })
+				got := ta.waitPod(t, "p", func(p *corev1.Pod) bool { return status.IsTerminalPhase(p.Status.Phase) })
 				want := corev1.PodFailed
 				if tc.exitCode == 0 {
 					want = corev1.PodSucceeded
@@ -212,7 +214,7 @@ func TestContainerRestartRules(t *testing.T) {
 			// The second restart waits out the 10s back-off, as CrashLoopBackOff.
 			got := ta.waitPod(t, "p", func(p *corev1.Pod) bool {
 				w := mainStatus(p).State.Waiting
-				return w != nil && w.Reason == ReasonCrashLoopBackOff
+				return w != nil && w.Reason == lifecycle.ReasonCrashLoopBackOff
 			})
 			if got.Status.Phase != corev1.PodRunning {
 				t.Errorf("phase = %s in back-off, want Running", got.Status.Phase)
@@ -253,7 +255,7 @@ func TestAgentRestartRestoresUnderTheContainersPolicy(t *testing.T) {
 	ta, rt := startAgentWithFake(t, pod)
 	rt.attempt(t, "main", 0)
 	got := ta.waitPod(t, "p", func(p *corev1.Pod) bool { return mainStatus(p).State.Running != nil && mainStatus(p).RestartCount == 1 })
-	if last := mainStatus(got).LastTerminationState.Terminated; last == nil || last.Reason != ReasonContainerStatusUnknown {
+	if last := mainStatus(got).LastTerminationState.Terminated; last == nil || last.Reason != lifecycle.ReasonContainerStatusUnknown {
 		t.Errorf("lastState = %+v, want the lost attempt", mainStatus(got).LastTerminationState)
 	}
 	if got.Status.Phase != corev1.PodRunning {

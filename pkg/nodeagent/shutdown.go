@@ -8,17 +8,6 @@ import (
 	"k8s.io/klog/v2"
 )
 
-// Reason and message of a pod stopped because its node shuts down, as the
-// kubelet's node shutdown manager writes them (pkg/kubelet/nodeshutdown):
-// the pod's status reason and message, and the DisruptionTarget
-// condition's message (its reason is corev1.PodReasonTerminationByKubelet).
-const (
-	// ReasonNodeShutdown is the pod's status reason.
-	ReasonNodeShutdown = "Terminated"
-	// MessageNodeShutdown is the pod's status message and the condition's.
-	MessageNodeShutdown = "Pod was terminated in response to imminent node shutdown."
-)
-
 // A clean stop of the agent is a graceful node shutdown (KEP-2000), as the
 // kubelet's node shutdown manager carries it out: every pod that has not
 // finished gets the DisruptionTarget condition (reason
@@ -39,17 +28,6 @@ type shutdownPlan struct {
 // its own, capped to the shutdown's.
 func shutdownGrace(pod *corev1.Pod, capped time.Duration) time.Duration {
 	return min(podGrace(pod), capped)
-}
-
-// disruptedPhase is the phase of a pod stopped by a node shutdown once
-// nothing runs, as the kubelet's status function sets it: Failed, unless
-// the pod had already succeeded on its own.
-func disruptedPhase(v podView) corev1.PodPhase {
-	v.terminal = false
-	if podPhase(v) == corev1.PodSucceeded {
-		return corev1.PodSucceeded
-	}
-	return corev1.PodFailed
 }
 
 // shutdownPods stops every pod that has not finished as a graceful node
@@ -86,7 +64,7 @@ func (a *Agent) shutdownPods(ctx context.Context) {
 			return
 		}
 	}
-	if !a.status.waitWritten(3 * time.Second) {
+	if !a.status.WaitWritten(3 * time.Second) {
 		logger.Info("Some pod status was not written before the node agent stopped")
 	}
 }

@@ -11,7 +11,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"jobkeeper.dev/jobkeeper/pkg/nodeagent/runtime"
-
+	"jobkeeper.dev/jobkeeper/pkg/nodeagent/status"
 	"jobkeeper.dev/jobkeeper/test/builder"
 )
 
@@ -24,35 +24,6 @@ func TestShutdownGrace(t *testing.T) {
 	if got := shutdownGrace(pod, 5*time.Second); got != 2*time.Second {
 		t.Errorf("a shorter grace period of its own is kept: %v", got)
 	}
-}
-
-func TestDisruptedPhase(t *testing.T) {
-	exited := func(code int32, final bool) containerView {
-		return containerView{kind: kindMain, last: &attemptResult{}, final: final, everRan: true}.withCode(code)
-	}
-	cases := map[string]struct {
-		v    podView
-		want corev1.PodPhase
-	}{
-		"killed by the shutdown":               {podView{containers: []containerView{exited(143, false)}, terminal: true}, corev1.PodFailed},
-		"exited 0 on SIGTERM":                  {podView{containers: []containerView{exited(0, false)}, terminal: true}, corev1.PodFailed},
-		"had succeeded before the shutdown":    {podView{containers: []containerView{exited(0, true)}, terminal: true}, corev1.PodSucceeded},
-		"never started":                        {podView{containers: []containerView{{kind: kindMain, final: true}}, terminal: true}, corev1.PodFailed},
-		"one of two succeeded, one was killed": {podView{containers: []containerView{exited(0, true), exited(137, false)}, terminal: true}, corev1.PodFailed},
-	}
-	for name, tc := range cases {
-		if got := disruptedPhase(tc.v); got != tc.want {
-			t.Errorf("%s: %s, want %s", name, got, tc.want)
-		}
-	}
-}
-
-// withCode sets the exit code of the view's last attempt.
-func (c containerView) withCode(code int32) containerView {
-	last := *c.last
-	last.ExitCode = code
-	c.last = &last
-	return c
 }
 
 // TestCleanStopIsAGracefulNodeShutdown: when the agent stops, a running
@@ -70,7 +41,7 @@ func TestCleanStopIsAGracefulNodeShutdown(t *testing.T) {
 		t.Errorf("status = %s %q %q, want Failed, Terminated and the kubelet's message", got.Status.Phase, got.Status.Reason, got.Status.Message)
 	}
 	c := getCondition(got, corev1.DisruptionTarget)
-	if len(c) != 1 || c[0].Status != corev1.ConditionTrue || c[0].Reason != corev1.PodReasonTerminationByKubelet || c[0].Message != MessageNodeShutdown {
+	if len(c) != 1 || c[0].Status != corev1.ConditionTrue || c[0].Reason != corev1.PodReasonTerminationByKubelet || c[0].Message != status.MessageNodeShutdown {
 		t.Errorf("DisruptionTarget = %+v", c)
 	}
 	if term := got.Status.ContainerStatuses[0].State.Terminated; term == nil || term.ExitCode != 143 {

@@ -12,7 +12,12 @@ import (
 	"k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/klog/v2"
 
+	"jobkeeper.dev/jobkeeper/pkg/nodeagent/binder"
+	"jobkeeper.dev/jobkeeper/pkg/nodeagent/imagemanager"
+	"jobkeeper.dev/jobkeeper/pkg/nodeagent/lifecycle"
+	"jobkeeper.dev/jobkeeper/pkg/nodeagent/podconfig"
 	"jobkeeper.dev/jobkeeper/pkg/nodeagent/runtime"
+	"jobkeeper.dev/jobkeeper/pkg/nodeagent/status"
 )
 
 // container is the worker's record of one container. It is owned by the
@@ -21,9 +26,9 @@ type container struct {
 	// spec is the container's spec.
 	spec *corev1.Container
 	// info are the fixed facts transition needs.
-	info containerInfo
+	info lifecycle.ContainerInfo
 	// state is the lifecycle state; only apply changes it.
-	state containerState
+	state lifecycle.ContainerState
 	// handle is the running attempt, nil when none runs.
 	handle runtime.Handle
 	// stopProbe ends the running attempt's probes; nil when none run.
@@ -32,7 +37,7 @@ type container struct {
 	// runs.
 	stopHook context.CancelFunc
 	// pull is the image pull the container waits for; nil when none.
-	pull *pullState
+	pull *imagemanager.PullState
 	// image is the image of the running or last attempt (image mode).
 	image runImage
 	// api is the running attempt the API showed when the worker was
@@ -43,31 +48,31 @@ type container struct {
 // view returns the status view of the container. While its postStart hook
 // runs the container shows as it did before the attempt started: the
 // kubelet writes no status while its sync waits for the hook.
-func (c *container) view() containerView {
+func (c *container) view() status.ContainerView {
 	s := c.state
-	if s.phase == phaseStarting {
-		s.phase, s.started, s.ready, s.containerID, s.ran = phaseWaiting, false, false, "", s.last != nil
-		if s.last != nil {
-			s.attempt, s.containerID = s.attempt-1, s.last.containerID
+	if s.Phase == lifecycle.PhaseStarting {
+		s.Phase, s.Started, s.Ready, s.ContainerID, s.Ran = lifecycle.PhaseWaiting, false, false, "", s.Last != nil
+		if s.Last != nil {
+			s.Attempt, s.ContainerID = s.Attempt-1, s.Last.ContainerID
 		}
 	}
-	return containerView{
-		name:         c.spec.Name,
-		image:        c.image.statusName(c.spec.Image),
-		imageID:      c.image.id,
-		kind:         c.info.kind,
-		running:      s.active(),
-		started:      s.started,
-		ready:        s.ready,
-		startedAt:    s.startedAt,
-		containerID:  s.containerID,
-		restartCount: s.attempt,
-		last:         s.last,
-		prev:         s.prev,
-		final:        s.phase == phaseExited,
-		everRan:      s.ran,
-		waitReason:   s.waitReason,
-		waitMessage:  s.waitMessage,
+	return status.ContainerView{
+		Name:         c.spec.Name,
+		Image:        c.image.statusName(c.spec.Image),
+		ImageID:      c.image.id,
+		Kind:         c.info.Kind,
+		Running:      s.Active(),
+		Started:      s.Started,
+		Ready:        s.Ready,
+		StartedAt:    s.StartedAt,
+		ContainerID:  s.ContainerID,
+		RestartCount: s.Attempt,
+		Last:         s.Last,
+		Prev:         s.Prev,
+		Final:        s.Phase == lifecycle.PhaseExited,
+		EverRan:      s.Ran,
+		WaitReason:   s.WaitReason,
+		WaitMessage:  s.WaitMessage,
 	}
 }
 
@@ -137,7 +142,7 @@ type worker struct {
 	lastStatus *corev1.PodStatus
 
 	// requests is what the pod asks of the node (fixed at creation).
-	requests requests
+	requests binder.Requests
 	// released is true once the pod no longer counts against the node's
 	// capacity (guarded by the agent's mu).
 	released bool
@@ -156,7 +161,7 @@ func newWorker(a *Agent, pod *corev1.Pod) *worker {
 		wake:         make(chan struct{}, 1),
 		done:         make(chan struct{}),
 		finished:     make(chan struct{}),
-		requests:     podRequests(pod),
+		requests:     binder.PodRequests(pod),
 	}
 	now := a.clock.Now()
 	w.startTime = now
@@ -175,7 +180,7 @@ func newWorker(a *Agent, pod *corev1.Pod) *worker {
 	}
 	w.addEphemerals(pod, now)
 	for _, c := range w.all() {
-		w.logs[c.spec.Name] = logState{attempt: c.state.attempt, ran: c.state.ran}
+		w.logs[c.spec.Name] = logState{attempt: c.state.Attempt, ran: c.state.Ran}
 	}
 	return w
 }
@@ -183,19 +188,19 @@ func newWorker(a *Agent, pod *corev1.Pod) *worker {
 // restoreContainer rebuilds a container record from its API status. A
 // sidecar of a pod whose main containers ran counts as initialized.
 func restoreContainer(pod *corev1.Pod, spec *corev1.Container, isInit bool, statuses []corev1.ContainerStatus, mainRan bool, now time.Time) *container {
-	return restoreContainerOfKind(pod, spec, kindOf(spec, isInit), statuses, mainRan, now)
+	return restoreContainerOfKind(pod, spec, lifecycle.KindOf(spec, isInit), statuses, mainRan, now)
 }
 
 // restoreContainerOfKind is restoreContainer for a container of a known
 // kind.
-func restoreContainerOfKind(pod *corev1.Pod, spec *corev1.Container, kind containerKind, statuses []corev1.ContainerStatus, mainRan bool, now time.Time) *container {
-	c := &container{spec: spec, info: containerInfo{
-		name:    spec.Name,
-		kind:    kind,
-		restart: restartPolicyOf(pod, spec),
-		podRef:  fmt.Sprintf("%s_%s(%s)", pod.Name, pod.Namespace, pod.UID),
+func restoreContainerOfKind(pod *corev1.Pod, spec *corev1.Container, kind lifecycle.ContainerKind, statuses []corev1.ContainerStatus, mainRan bool, now time.Time) *container {
+	c := &container{spec: spec, info: lifecycle.ContainerInfo{
+		Name:    spec.Name,
+		Kind:    kind,
+		Restart: lifecycle.RestartPolicyOf(pod, spec),
+		PodRef:  fmt.Sprintf("%s_%s(%s)", pod.Name, pod.Namespace, pod.UID),
 	}}
-	c.state.initialized = c.info.kind == kindSidecar && mainRan
+	c.state.Initialized = c.info.Kind == lifecycle.KindSidecar && mainRan
 	var st *corev1.ContainerStatus
 	for i := range statuses {
 		if statuses[i].Name == spec.Name {
@@ -206,25 +211,25 @@ func restoreContainerOfKind(pod *corev1.Pod, spec *corev1.Container, kind contai
 		return c
 	}
 	s := &c.state
-	s.attempt, s.containerID = st.RestartCount, st.ContainerID
+	s.Attempt, s.ContainerID = st.RestartCount, st.ContainerID
 	term := st.State.Terminated
 	if term == nil {
 		term = st.LastTerminationState.Terminated
 	}
 	if term != nil {
-		s.ran = true
-		s.last = &attemptResult{containerID: term.ContainerID, Result: runtime.Result{ExitCode: term.ExitCode, Signal: term.Signal, Reason: term.Reason, Message: term.Message, StartedAt: term.StartedAt.Time, FinishedAt: term.FinishedAt.Time}}
+		s.Ran = true
+		s.Last = &lifecycle.AttemptResult{ContainerID: term.ContainerID, Result: runtime.Result{ExitCode: term.ExitCode, Signal: term.Signal, Reason: term.Reason, Message: term.Message, StartedAt: term.StartedAt.Time, FinishedAt: term.FinishedAt.Time}}
 	}
 	if st.State.Running != nil {
 		c.api = &apiRun{attempt: st.RestartCount, containerID: st.ContainerID, startedAt: st.State.Running.StartedAt.Time, started: st.Started != nil && *st.Started, ready: st.Ready}
 		// Until recover decides, the attempt before it is the last.
-		s.attempt = st.RestartCount - 1
-		s.ran = s.attempt >= 0
+		s.Attempt = st.RestartCount - 1
+		s.Ran = s.Attempt >= 0
 	}
-	if s.last != nil {
-		s.phase = phaseBackOff
-		if !shouldRestart(c.info.restart, c.info.kind, s.last.ExitCode) {
-			s.phase = phaseExited
+	if s.Last != nil {
+		s.Phase = lifecycle.PhaseBackOff
+		if !lifecycle.ShouldRestart(c.info.Restart, c.info.Kind, s.Last.ExitCode) {
+			s.Phase = lifecycle.PhaseExited
 		}
 	}
 	return c
@@ -244,7 +249,7 @@ func (w *worker) addEphemerals(pod *corev1.Pod, now time.Time) bool {
 	added := false
 	for i := len(w.ephemerals); i < len(pod.Spec.EphemeralContainers); i++ {
 		spec := (*corev1.Container)(&pod.Spec.EphemeralContainers[i].EphemeralContainerCommon)
-		c := restoreContainerOfKind(pod, spec, kindEphemeral, pod.Status.EphemeralContainerStatuses, false, now)
+		c := restoreContainerOfKind(pod, spec, lifecycle.KindEphemeral, pod.Status.EphemeralContainerStatuses, false, now)
 		w.ephemerals = append(w.ephemerals, c)
 		w.setLogState(c)
 		added = true
@@ -296,14 +301,14 @@ func (w *worker) run(ctx context.Context) {
 		next := w.advance(ctx)
 		pod := w.currentPod()
 		view := w.view()
-		status := buildStatus(pod, view, w.agent.clock.Now())
-		terminal := isTerminalPhase(status.Phase)
-		if w.lastStatus == nil || !equality.Semantic.DeepEqual(w.lastStatus, status) {
-			w.lastStatus = status
-			w.agent.status.set(pod, status)
+		st := status.BuildStatus(pod, view, w.agent.clock.Now())
+		terminal := status.IsTerminalPhase(st.Phase)
+		if w.lastStatus == nil || !equality.Semantic.DeepEqual(w.lastStatus, st) {
+			w.lastStatus = st
+			w.agent.status.Set(pod, st)
 		}
 		if terminal {
-			logger.V(2).Info("Pod finished", "pod", klog.KObj(pod), "phase", status.Phase)
+			logger.V(2).Info("Pod finished", "pod", klog.KObj(pod), "phase", st.Phase)
 			close(w.finished)
 			// Only the log state is needed from now on.
 			w.lastStatus = nil
@@ -329,29 +334,29 @@ func (w *worker) run(ctx context.Context) {
 
 // view snapshots the containers for the status. A container held up by an
 // init container that is not through yet waits with PodInitializing.
-func (w *worker) view() podView {
-	v := podView{startTime: w.startTime, terminal: w.stopping && w.noneRunning(), reason: w.reason, message: w.message, disrupted: w.disrupted}
+func (w *worker) view() status.PodView {
+	v := status.PodView{StartTime: w.startTime, Terminal: w.stopping && w.noneRunning(), Reason: w.reason, Message: w.message, Disrupted: w.disrupted}
 	through := true
-	hold := func(cv containerView) containerView {
-		if !through && !cv.running && cv.last == nil && cv.waitReason == "" {
-			cv.waitReason = ReasonPodInitializing
+	hold := func(cv status.ContainerView) status.ContainerView {
+		if !through && !cv.Running && cv.Last == nil && cv.WaitReason == "" {
+			cv.WaitReason = lifecycle.ReasonPodInitializing
 		}
 		return cv
 	}
 	for _, c := range w.inits {
-		v.inits = append(v.inits, hold(c.view()))
-		switch c.info.kind {
-		case kindSidecar:
-			through = through && c.state.initialized
+		v.Inits = append(v.Inits, hold(c.view()))
+		switch c.info.Kind {
+		case lifecycle.KindSidecar:
+			through = through && c.state.Initialized
 		default:
-			through = through && c.view().initSucceeded()
+			through = through && c.view().InitSucceeded()
 		}
 	}
 	for _, c := range w.containers {
-		v.containers = append(v.containers, hold(c.view()))
+		v.Containers = append(v.Containers, hold(c.view()))
 	}
 	for _, c := range w.ephemerals {
-		v.ephemerals = append(v.ephemerals, c.view())
+		v.Ephemerals = append(v.Ephemerals, c.view())
 	}
 	return v
 }
@@ -388,10 +393,6 @@ func (w *worker) grace(pod *corev1.Pod) time.Duration {
 	return podGrace(pod)
 }
 
-// minStopGrace is the shortest grace period a sidecar stopped in its turn
-// gets, as the kubelet's minimum shutdown window.
-const minStopGrace = 2 * time.Second
-
 // advance moves the pod as far as it can go without waiting and returns
 // when it next needs to look again without being poked (zero: no timer
 // needed).
@@ -408,7 +409,7 @@ func (w *worker) advance(ctx context.Context) time.Time {
 			// The node shuts down: the pod stops for good, as a
 			// disruption (shutdown.go).
 			w.disrupted, w.graceCap, w.stopping = true, p.grace, true
-			w.reason, w.message = ReasonNodeShutdown, MessageNodeShutdown
+			w.reason, w.message = status.ReasonNodeShutdown, status.MessageNodeShutdown
 			if end := now.Add(w.grace(pod)); w.stopDeadline.IsZero() || end.Before(w.stopDeadline) {
 				w.stopDeadline = end
 			}
@@ -421,36 +422,36 @@ func (w *worker) advance(ctx context.Context) time.Time {
 				}
 			} else if d := pod.Spec.ActiveDeadlineSeconds; d != nil && !now.Before(w.startTime.Add(time.Duration(*d)*time.Second)) {
 				w.stopping = true
-				w.reason, w.message = ReasonDeadlineExceeded, MessageDeadlineExceeded
-				w.agent.event(pod, corev1.EventTypeNormal, ReasonDeadlineExceeded, MessageDeadlineExceeded)
+				w.reason, w.message = lifecycle.ReasonDeadlineExceeded, lifecycle.MessageDeadlineExceeded
+				w.agent.event(pod, corev1.EventTypeNormal, lifecycle.ReasonDeadlineExceeded, lifecycle.MessageDeadlineExceeded)
 			}
 		}
 		all := w.all()
-		in := planInput{kinds: make([]containerKind, len(all)), states: make([]containerState, len(all)), now: now}
+		in := lifecycle.PlanInput{Kinds: make([]lifecycle.ContainerKind, len(all)), States: make([]lifecycle.ContainerState, len(all)), Now: now}
 		for i, c := range all {
-			in.kinds[i], in.states[i] = c.info.kind, c.state
+			in.Kinds[i], in.States[i] = c.info.Kind, c.state
 		}
-		in.finishing = podFinishing(in.kinds, in.states, w.stopping)
-		if in.finishing && w.stopDeadline.IsZero() {
+		in.Finishing = lifecycle.PodFinishing(in.Kinds, in.States, w.stopping)
+		if in.Finishing && w.stopDeadline.IsZero() {
 			w.stopDeadline = now.Add(w.grace(pod))
 		}
-		in.stopDeadline = w.stopDeadline
-		plan := planPod(in)
-		for _, i := range plan.stop {
+		in.StopDeadline = w.stopDeadline
+		plan := lifecycle.PlanPod(in)
+		for _, i := range plan.Stop {
 			grace := w.grace(pod)
-			if all[i].info.kind == kindSidecar {
+			if all[i].info.Kind == lifecycle.KindSidecar {
 				grace = w.stopDeadline.Sub(now)
-				if pg := w.grace(pod); grace < minStopGrace {
-					grace = min(minStopGrace, pg)
+				if pg := w.grace(pod); grace < lifecycle.MinStopGrace {
+					grace = min(lifecycle.MinStopGrace, pg)
 				}
 			}
-			w.apply(ctx, pod, all[i], event{kind: evStop, at: now, grace: grace})
+			w.apply(ctx, pod, all[i], lifecycle.Event{Kind: lifecycle.EvStop, At: now, Grace: grace})
 		}
-		for _, i := range plan.start {
+		for _, i := range plan.Start {
 			w.start(ctx, pod, all[i], now)
 		}
-		if !progress && len(plan.stop) == 0 && len(plan.start) == 0 {
-			next := plan.next
+		if !progress && len(plan.Stop) == 0 && len(plan.Start) == 0 {
+			next := plan.Next
 			if d := pod.Spec.ActiveDeadlineSeconds; d != nil && !w.stopping {
 				deadline := w.startTime.Add(time.Duration(*d) * time.Second)
 				if next.IsZero() || deadline.Before(next) {
@@ -464,31 +465,31 @@ func (w *worker) advance(ctx context.Context) time.Time {
 
 // apply feeds one event to a container's lifecycle and carries out the
 // actions it returns.
-func (w *worker) apply(ctx context.Context, pod *corev1.Pod, c *container, ev event) {
-	next, actions := transition(c.state, c.info, ev)
+func (w *worker) apply(ctx context.Context, pod *corev1.Pod, c *container, ev lifecycle.Event) {
+	next, actions := lifecycle.Transition(c.state, c.info, ev)
 	c.state = next
 	for _, act := range actions {
-		switch act.kind {
-		case actStop:
+		switch act.Kind {
+		case lifecycle.ActStop:
 			if c.handle != nil {
-				klog.FromContext(ctx).V(2).Info("Stopping container", "pod", klog.KObj(pod), "container", c.spec.Name, "gracePeriod", act.grace)
-				c.handle.Stop(act.grace)
+				klog.FromContext(ctx).V(2).Info("Stopping container", "pod", klog.KObj(pod), "container", c.spec.Name, "gracePeriod", act.Grace)
+				c.handle.Stop(act.Grace)
 			}
-		case actRecord:
-			w.agent.containerEvent(pod, c.info, act.eventType, act.reason, act.message)
-		case actProbe:
+		case lifecycle.ActRecord:
+			w.agent.containerEvent(pod, c.info, act.EventType, act.Reason, act.Message)
+		case lifecycle.ActProbe:
 			w.startProbes(ctx, c)
-		case actPostStart:
-			w.startHook(ctx, pod, c, hookPostStart, 0)
-		case actPreStop:
-			klog.FromContext(ctx).V(2).Info("Running preStop hook", "pod", klog.KObj(pod), "container", c.spec.Name, "gracePeriod", act.grace)
-			w.startHook(ctx, pod, c, hookPreStop, act.grace)
+		case lifecycle.ActPostStart:
+			w.startHook(ctx, pod, c, lifecycle.HookPostStart, 0)
+		case lifecycle.ActPreStop:
+			klog.FromContext(ctx).V(2).Info("Running preStop hook", "pod", klog.KObj(pod), "container", c.spec.Name, "gracePeriod", act.Grace)
+			w.startHook(ctx, pod, c, lifecycle.HookPreStop, act.Grace)
 		}
 	}
-	if !c.state.active() {
+	if !c.state.Active() {
 		w.endProbe(c)
 	}
-	if c.state.hook == hookNone {
+	if c.state.Hook == lifecycle.HookNone {
 		w.endHook(c)
 	}
 	w.setLogState(c)
@@ -509,7 +510,7 @@ func (w *worker) collectExits(ctx context.Context) bool {
 		}
 		res := w.agent.terminationMessage(ctx, pod, c, c.handle.Result())
 		c.handle, progress = nil, true
-		w.apply(ctx, pod, c, event{kind: evExited, at: res.FinishedAt, result: res})
+		w.apply(ctx, pod, c, lifecycle.Event{Kind: lifecycle.EvExited, At: res.FinishedAt, Result: res})
 	}
 	return progress
 }
@@ -522,16 +523,16 @@ func (w *worker) start(ctx context.Context, pod *corev1.Pod, c *container, now t
 	logger := klog.FromContext(ctx)
 	img, wait := w.imageFor(ctx, pod, c, now)
 	if wait != nil {
-		w.apply(ctx, pod, c, event{kind: evImageWait, at: now, reason: wait.reason, message: wait.message, retry: wait.retry})
+		w.apply(ctx, pod, c, lifecycle.Event{Kind: lifecycle.EvImageWait, At: now, Reason: wait.reason, Message: wait.message, Retry: wait.retry})
 		return
 	}
 	if reason, msg := w.agent.ephemeralRefusal(pod, c); reason != "" {
 		// Added after the pod was admitted (kubectl debug --profile):
 		// it never runs, and never restarts.
-		w.apply(ctx, pod, c, event{kind: evStartFailed, at: now, result: runtime.Result{ExitCode: 128, Reason: reason, Message: msg, FinishedAt: now}})
+		w.apply(ctx, pod, c, lifecycle.Event{Kind: lifecycle.EvStartFailed, At: now, Result: runtime.Result{ExitCode: 128, Reason: reason, Message: msg, FinishedAt: now}})
 		return
 	}
-	attempt := c.state.nextAttempt()
+	attempt := c.state.NextAttempt()
 	spec, err := w.agent.containerSpec(ctx, pod, c, img)
 	if err == nil {
 		spec.PIDNamespace, spec.PIDTarget, err = w.pidNamespaceFor(pod, c)
@@ -547,10 +548,10 @@ func (w *worker) start(ctx context.Context, pod *corev1.Pod, c *container, now t
 		}
 	}
 	if err != nil {
-		ev := event{kind: evConfigFailed, at: now, message: err.Error()}
-		var ce *createError
+		ev := lifecycle.Event{Kind: lifecycle.EvConfigFailed, At: now, Message: err.Error()}
+		var ce *podconfig.CreateError
 		if errors.As(err, &ce) {
-			ev.reason = ReasonCreateContainerError
+			ev.Reason = podconfig.ReasonCreateContainerError
 		}
 		w.apply(ctx, pod, c, ev)
 		return
@@ -565,22 +566,22 @@ func (w *worker) start(ctx context.Context, pod *corev1.Pod, c *container, now t
 		if errors.As(err, &se) {
 			res.Reason, res.Message = se.Reason, se.Message
 		}
-		if res.Reason == ReasonCreateContainerConfigError {
+		if res.Reason == lifecycle.ReasonCreateContainerConfigError {
 			// A volume mount the runtime could not resolve inside its
 			// volume: the container waits, as for any configuration
 			// error, and is tried again.
-			w.apply(ctx, pod, c, event{kind: evConfigFailed, at: now, message: res.Message})
+			w.apply(ctx, pod, c, lifecycle.Event{Kind: lifecycle.EvConfigFailed, At: now, Message: res.Message})
 			return
 		}
 		logger.V(2).Info("Container failed to start", "pod", klog.KObj(pod), "container", c.spec.Name, "reason", res.Reason, "message", res.Message)
-		w.apply(ctx, pod, c, event{kind: evStartFailed, at: now, result: res})
+		w.apply(ctx, pod, c, lifecycle.Event{Kind: lifecycle.EvStartFailed, At: now, Result: res})
 		return
 	}
 	id := runtimeContainerID(w.agent.runtime.Name(), pod.UID, c.spec.Name, attempt, h.PID())
 	probes, hooks := w.probesOf(pod, c, h), w.hooksOf(pod, c, h)
 	c.handle = h
 	logger.V(2).Info("Container started", "pod", klog.KObj(pod), "container", c.spec.Name, "attempt", attempt, "pid", h.PID())
-	w.apply(ctx, pod, c, event{kind: evStarted, at: now, containerID: id, probes: probes, hooks: hooks})
+	w.apply(ctx, pod, c, lifecycle.Event{Kind: lifecycle.EvStarted, At: now, ContainerID: id, Probes: probes, Hooks: hooks})
 	go func() {
 		<-h.Done()
 		w.poke()
@@ -589,7 +590,7 @@ func (w *worker) start(ctx context.Context, pod *corev1.Pod, c *container, now t
 
 // setLogState publishes a container's state for the log endpoint.
 func (w *worker) setLogState(c *container) {
-	st := logState{attempt: c.state.attempt, ran: c.state.ran, running: c.handle != nil}
+	st := logState{attempt: c.state.Attempt, ran: c.state.Ran, running: c.handle != nil}
 	if st.running {
 		st.handle = c.handle
 	}
@@ -604,4 +605,26 @@ func removePodDir(dir string) error {
 		return fmt.Errorf("removing pod directory: %w", err)
 	}
 	return nil
+}
+
+// terminationMessage completes the result of c's attempt that just ended
+// with its termination message (withTerminationMessage), read from the
+// files of that attempt (c.state.attempt) on a runtime that keeps them on
+// this host.
+func (a *Agent) terminationMessage(ctx context.Context, pod *corev1.Pod, c *container, res runtime.Result) runtime.Result {
+	return a.terminationMessageOf(ctx, pod, c, c.state.Attempt, res)
+}
+
+// terminationMessageOf is terminationMessage for attempt of c (one that
+// ended while the agent was away included).
+func (a *Agent) terminationMessageOf(ctx context.Context, pod *corev1.Pod, c *container, attempt int32, res runtime.Result) runtime.Result {
+	if _, host := a.runtime.(runtime.HostDirs); !host {
+		return res
+	}
+	file := ""
+	if c.spec.TerminationMessagePath != "" && a.isolated() {
+		file = a.terminationFile(pod.UID, c.spec.Name, attempt)
+	}
+	logPath := a.logPath(pod.UID, c.spec.Name, attempt)
+	return status.WithTerminationMessage(res, c.spec, file, func() (string, error) { return status.LogTail(ctx, logPath) })
 }

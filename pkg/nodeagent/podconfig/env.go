@@ -1,0 +1,256 @@
+package podconfig
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"strconv"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+)
+
+// SourceLookup fetches the ConfigMaps and Secrets that env refers to.
+type SourceLookup interface {
+	// ConfigMap returns the data of a ConfigMap, nil if it does not exist.
+	ConfigMap(ctx context.Context, ns, name string) (map[string]string, error)
+	// Secret returns the data of a Secret, nil if it does not exist.
+	Secret(ctx context.Context, ns, name string) (map[string][]byte, error)
+}
+
+// EnvVar is one resolved variable.
+type EnvVar struct {
+	// Name is the variable's name.
+	Name string
+	// Value is its value.
+	Value string
+}
+
+// EnvList is an ordered environment where a later definition replaces an
+// earlier one in place.
+type EnvList struct {
+	// Vars in definition order.
+	Vars []EnvVar
+	// index maps a name to its position in vars.
+	index map[string]int
+}
+
+// Set defines or replaces name.
+func (l *EnvList) Set(name, value string) {
+	if l.index == nil {
+		l.index = map[string]int{}
+	}
+	if i, ok := l.index[name]; ok {
+		l.Vars[i].Value = value
+		return
+	}
+	l.index[name] = len(l.Vars)
+	l.Vars = append(l.Vars, EnvVar{Name: name, Value: value})
+}
+
+// Get returns the value of name.
+func (l *EnvList) Get(name string) (string, bool) {
+	i, ok := l.index[name]
+	if !ok {
+		return "", false
+	}
+	return l.Vars[i].Value, true
+}
+
+// Pairs returns NAME=value strings.
+func (l *EnvList) Pairs() []string {
+	out := make([]string, 0, len(l.Vars))
+	for _, v := range l.Vars {
+		out = append(out, v.Name+"="+v.Value)
+	}
+	return out
+}
+
+// ResolveEnv computes a container's environment the way the kubelet does:
+// envFrom sources first, then env in order, each value expanded against the
+// variables defined before it and then the service variables (services,
+// may be nil), then the service variables the container does not define
+// itself. allocatable is used for resourceFieldRef limits the container
+// does not set.
+func ResolveEnv(ctx context.Context, pod *corev1.Pod, c *corev1.Container, allocatable corev1.ResourceList, services *EnvList, src SourceLookup) (*EnvList, error) {
+	if services == nil {
+		services = &EnvList{}
+	}
+	env := &EnvList{}
+	lookup := func(name string) (string, bool) {
+		if v, ok := env.Get(name); ok {
+			return v, true
+		}
+		return services.Get(name)
+	}
+	for _, from := range c.EnvFrom {
+		switch {
+		case from.ConfigMapRef != nil:
+			data, err := src.ConfigMap(ctx, pod.Namespace, from.ConfigMapRef.Name)
+			if err != nil {
+				return nil, err
+			}
+			if data == nil {
+				if Optional(from.ConfigMapRef.Optional) {
+					continue
+				}
+				return nil, fmt.Errorf("configmap %q not found", from.ConfigMapRef.Name)
+			}
+			for _, k := range sortedKeys(data) {
+				env.Set(from.Prefix+k, data[k])
+			}
+		case from.SecretRef != nil:
+			data, err := src.Secret(ctx, pod.Namespace, from.SecretRef.Name)
+			if err != nil {
+				return nil, err
+			}
+			if data == nil {
+				if Optional(from.SecretRef.Optional) {
+					continue
+				}
+				return nil, fmt.Errorf("secret %q not found", from.SecretRef.Name)
+			}
+			for _, k := range sortedKeys(data) {
+				env.Set(from.Prefix+k, string(data[k]))
+			}
+		}
+	}
+	for _, e := range c.Env {
+		if e.ValueFrom == nil {
+			env.Set(e.Name, Expand(e.Value, lookup))
+			continue
+		}
+		v, ok, err := valueFrom(ctx, pod, c, e.ValueFrom, allocatable, src)
+		if err != nil {
+			return nil, fmt.Errorf("resolving env %s: %w", e.Name, err)
+		}
+		if ok {
+			env.Set(e.Name, v)
+		}
+	}
+	for _, v := range services.Vars {
+		if _, defined := env.Get(v.Name); !defined {
+			env.Set(v.Name, v.Value)
+		}
+	}
+	return env, nil
+}
+
+// valueFrom resolves one env source; ok is false for a missing optional key.
+func valueFrom(ctx context.Context, pod *corev1.Pod, c *corev1.Container, from *corev1.EnvVarSource, allocatable corev1.ResourceList, src SourceLookup) (string, bool, error) {
+	switch {
+	case from.FieldRef != nil:
+		v, err := PodField(pod, from.FieldRef.FieldPath)
+		return v, err == nil, err
+	case from.ResourceFieldRef != nil:
+		v, err := ContainerResource(c, from.ResourceFieldRef, allocatable)
+		return v, err == nil, err
+	case from.ConfigMapKeyRef != nil:
+		ref := from.ConfigMapKeyRef
+		data, err := src.ConfigMap(ctx, pod.Namespace, ref.Name)
+		if err != nil {
+			return "", false, err
+		}
+		v, found := data[ref.Key]
+		if !found {
+			if Optional(ref.Optional) {
+				return "", false, nil
+			}
+			return "", false, fmt.Errorf("key %q of configmap %q not found", ref.Key, ref.Name)
+		}
+		return v, true, nil
+	case from.SecretKeyRef != nil:
+		ref := from.SecretKeyRef
+		data, err := src.Secret(ctx, pod.Namespace, ref.Name)
+		if err != nil {
+			return "", false, err
+		}
+		v, found := data[ref.Key]
+		if !found {
+			if Optional(ref.Optional) {
+				return "", false, nil
+			}
+			return "", false, fmt.Errorf("key %q of secret %q not found", ref.Key, ref.Name)
+		}
+		return string(v), true, nil
+	}
+	return "", false, fmt.Errorf("unsupported env source")
+}
+
+// PodField resolves a downward-API field path.
+func PodField(pod *corev1.Pod, path string) (string, error) {
+	if k, ok := subscript(path, "metadata.labels"); ok {
+		return pod.Labels[k], nil
+	}
+	if k, ok := subscript(path, "metadata.annotations"); ok {
+		return pod.Annotations[k], nil
+	}
+	switch path {
+	case "metadata.name":
+		return pod.Name, nil
+	case "metadata.namespace":
+		return pod.Namespace, nil
+	case "metadata.uid":
+		return string(pod.UID), nil
+	case "spec.nodeName":
+		return pod.Spec.NodeName, nil
+	case "spec.serviceAccountName":
+		return pod.Spec.ServiceAccountName, nil
+	case "status.hostIP":
+		return NodeIP, nil
+	case "status.hostIPs":
+		return NodeIP, nil
+	case "status.podIP":
+		return NodeIP, nil
+	case "status.podIPs":
+		return NodeIP, nil
+	}
+	return "", fmt.Errorf("unsupported fieldRef %q", path)
+}
+
+// subscript parses prefix['key'].
+func subscript(path, prefix string) (string, bool) {
+	rest, ok := strings.CutPrefix(path, prefix+"['")
+	if !ok {
+		return "", false
+	}
+	return strings.CutSuffix(rest, "']")
+}
+
+// ContainerResource resolves a resourceFieldRef like the kubelet: a limit
+// the container does not set is the node's allocatable; values are divided
+// by the divisor and rounded up.
+func ContainerResource(c *corev1.Container, ref *corev1.ResourceFieldSelector, allocatable corev1.ResourceList) (string, error) {
+	kind, name, ok := strings.Cut(ref.Resource, ".")
+	if !ok || (kind != "limits" && kind != "requests") {
+		return "", fmt.Errorf("unsupported resourceFieldRef %q", ref.Resource)
+	}
+	rn := corev1.ResourceName(name)
+	var q resource.Quantity
+	var found bool
+	if kind == "limits" {
+		q, found = c.Resources.Limits[rn]
+	} else {
+		q, found = c.Resources.Requests[rn]
+		if !found {
+			q, found = c.Resources.Limits[rn]
+		}
+	}
+	if !found {
+		q = allocatable[rn]
+	}
+	divisor := ref.Divisor
+	if divisor.IsZero() {
+		divisor = resource.MustParse("1")
+	}
+	if rn == corev1.ResourceCPU {
+		v := int64(math.Ceil(float64(q.MilliValue()) / float64(divisor.MilliValue())))
+		return strconv.FormatInt(v, 10), nil
+	}
+	v := int64(math.Ceil(float64(q.Value()) / float64(divisor.Value())))
+	return strconv.FormatInt(v, 10), nil
+}
+
+// Optional dereferences an optional flag.
+func Optional(b *bool) bool { return b != nil && *b }

@@ -1,0 +1,40 @@
+package podconfig
+
+import "strings"
+
+// Expand replaces $(NAME) in s with the value of NAME from lookup, as the
+// kubelet does for env values, command and args: "$$" is a literal "$", an
+// unknown or malformed reference is kept as written.
+func Expand(s string, lookup func(string) (string, bool)) string {
+	if !strings.Contains(s, "$") {
+		return s
+	}
+	var b strings.Builder
+	for i := 0; i < len(s); i++ {
+		if s[i] != '$' || i+1 >= len(s) {
+			b.WriteByte(s[i])
+			continue
+		}
+		switch s[i+1] {
+		case '$':
+			b.WriteByte('$')
+			i++
+		case '(':
+			end := strings.IndexByte(s[i+2:], ')')
+			if end < 0 {
+				b.WriteString(s[i:])
+				return b.String()
+			}
+			name := s[i+2 : i+2+end]
+			if v, ok := lookup(name); ok && name != "" {
+				b.WriteString(v)
+			} else {
+				b.WriteString(s[i : i+3+end])
+			}
+			i += 2 + end
+		default:
+			b.WriteByte('$')
+		}
+	}
+	return b.String()
+}

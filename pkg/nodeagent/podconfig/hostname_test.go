@@ -1,0 +1,33 @@
+package podconfig
+
+import (
+	"strings"
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+func TestPodHostname(t *testing.T) {
+	long := strings.Repeat("a", 62) + "-b" + strings.Repeat("c", 10)
+	cases := map[string]struct {
+		name, hostname string
+		want           string
+	}{
+		"the pod's name":               {name: "job-abc12", want: "job-abc12"},
+		"spec.hostname":                {name: "job-0-abc12", hostname: "job-0", want: "job-0"},
+		"63 characters are kept":       {name: strings.Repeat("a", 63), want: strings.Repeat("a", 63)},
+		"a long name is truncated":     {name: strings.Repeat("a", 70), want: strings.Repeat("a", 63)},
+		"without a trailing dash":      {name: long, want: strings.Repeat("a", 62)},
+		"without trailing dots":        {name: strings.Repeat("a", 61) + "..xyz", want: strings.Repeat("a", 61)},
+		"a long spec.hostname as well": {name: "p", hostname: strings.Repeat("h", 64), want: strings.Repeat("h", 63)},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: tc.name}, Spec: corev1.PodSpec{Hostname: tc.hostname}}
+			if got := PodHostname(pod); got != tc.want {
+				t.Errorf("podHostname() = %q, want %q", got, tc.want)
+			}
+		})
+	}
+}

@@ -1,0 +1,409 @@
+package status
+
+import (
+	"fmt"
+	"strings"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+
+	"jobkeeper.dev/jobkeeper/pkg/nodeagent/lifecycle"
+	"jobkeeper.dev/jobkeeper/pkg/nodeagent/podconfig"
+)
+
+// ContainerView is what the status needs to know about one container.
+type ContainerView struct {
+	// Name is the container's name.
+	Name string
+	// Image is the container's image: the reference it resolved to in
+	// image mode, the spec's otherwise.
+	Image string
+	// ImageID is the image's digest ("" in host mode).
+	ImageID string
+	// Kind is the container's kind (init, sidecar, main).
+	Kind lifecycle.ContainerKind
+	// Running is true while an attempt runs (stopping included).
+	Running bool
+	// Started is true while the running attempt has passed its startup
+	// probe (at once without one).
+	Started bool
+	// Ready is true while the running attempt is started and has passed
+	// its readiness probe (at once without one).
+	Ready bool
+	// StartedAt is when the running attempt started.
+	StartedAt time.Time
+	// ContainerID identifies the running or last attempt.
+	ContainerID string
+	// RestartCount counts restarts.
+	RestartCount int32
+	// Last is the last finished attempt, nil if none.
+	Last *lifecycle.AttemptResult
+	// Prev is the attempt before last, nil if none.
+	Prev *lifecycle.AttemptResult
+	// Final is true when the container will not run again.
+	Final bool
+	// EverRan is true once an attempt was made.
+	EverRan bool
+	// WaitReason and waitMessage describe why a container is not running.
+	WaitReason, WaitMessage string
+}
+
+// PodView is what the status needs to know about the pod.
+type PodView struct {
+	// Inits are the init containers (regular and sidecars), in spec order.
+	Inits []ContainerView
+	// Containers are the main containers, in spec order.
+	Containers []ContainerView
+	// Ephemerals are the ephemeral containers, in spec order; they count
+	// for neither the phase nor the conditions.
+	Ephemerals []ContainerView
+	// StartTime is when the agent accepted the pod.
+	StartTime time.Time
+	// Terminal is true once the pod was stopped for good (deletion, deadline).
+	Terminal bool
+	// Reason and message explain a terminal pod.
+	Reason, Message string
+	// Disrupted is set when the pod is stopped by a node shutdown.
+	Disrupted bool
+}
+
+// exitCode returns the last exit code of a container and whether it ran.
+func (c ContainerView) exitCode() (int32, bool) {
+	if c.Last == nil {
+		return 0, false
+	}
+	return c.Last.ExitCode, true
+}
+
+// InitSucceeded reports whether a regular init container is done successfully.
+func (c ContainerView) InitSucceeded() bool {
+	code, ran := c.exitCode()
+	return !c.Running && ran && code == 0 && c.Final
+}
+
+// initialized reports whether an init container counts as initialized, as
+// the kubelet's Initialized condition counts it: a sidecar while it runs
+// and has started, a regular init container once it succeeded.
+func (c ContainerView) initialized() bool {
+	if c.Kind == lifecycle.KindSidecar {
+		return c.Running && c.Started
+	}
+	return c.InitSucceeded()
+}
+
+// anyRunning reports whether an attempt of the pod still runs.
+func (v PodView) anyRunning() bool {
+	for _, c := range v.Inits {
+		if c.Running {
+			return true
+		}
+	}
+	for _, c := range v.Containers {
+		if c.Running {
+			return true
+		}
+	}
+	for _, c := range v.Ephemerals {
+		if c.Running {
+			return true
+		}
+	}
+	return false
+}
+
+// mainStarted reports whether a main container ever ran: the pod was
+// initialized (the kubelet's HasAnyActiveRegularContainerStarted).
+func (v PodView) mainStarted() bool {
+	for _, c := range v.Containers {
+		if c.Running || c.EverRan {
+			return true
+		}
+	}
+	return false
+}
+
+// podPhase derives the phase from the containers as the kubelet's getPhase
+// does (pkg/kubelet/kubelet_pods.go, with ContainerRestartRules on, its
+// default since 1.35):
+//   - a regular init container that failed and will not restart fails the pod;
+//   - a regular init container not done, or a sidecar not started before the
+//     pod was initialized, or a main container never started: Pending;
+//   - any running main container or sidecar: Running;
+//   - every main container stopped: Running while one of them will restart,
+//     else Succeeded when all exited 0, else Failed. A terminated or
+//     restarting sidecar does not count.
+//
+// A pod stopped for good (deletion, deadline) with nothing running is
+// Succeeded only if every main container exited 0, else Failed.
+func podPhase(v PodView) corev1.PodPhase {
+	pendingInit, pendingSidecar, sidecarsWaiting, failedInit := 0, 0, 0, 0
+	running, waiting, stopped, stoppedFinal, succeeded := 0, 0, 0, 0, 0
+	for _, c := range v.Inits {
+		code, ran := c.exitCode()
+		if c.Kind == lifecycle.KindSidecar {
+			switch {
+			case c.Running:
+				running++
+				if !c.Started {
+					pendingSidecar++
+				}
+			case !ran:
+				pendingSidecar++
+				sidecarsWaiting++
+			}
+			continue
+		}
+		switch {
+		case c.Running || !ran:
+			pendingInit++
+		case code != 0 && c.Final:
+			failedInit++
+		}
+	}
+	for _, c := range v.Containers {
+		code, ran := c.exitCode()
+		switch {
+		case c.Running:
+			running++
+		case ran:
+			stopped++
+			if c.Final {
+				stoppedFinal++
+			}
+			if code == 0 && (c.Final || v.Terminal) {
+				succeeded++
+			}
+		default:
+			waiting++
+		}
+	}
+	if v.Terminal && running == 0 {
+		if pendingInit == 0 && failedInit == 0 && waiting == 0 && stopped == succeeded {
+			return corev1.PodSucceeded
+		}
+		return corev1.PodFailed
+	}
+	if failedInit > 0 {
+		return corev1.PodFailed
+	}
+	switch {
+	case pendingInit > 0, pendingSidecar > 0 && !v.mainStarted(), waiting > 0, sidecarsWaiting > 0:
+		return corev1.PodPending
+	case running > 0:
+		return corev1.PodRunning
+	case stopped > 0 && stopped != stoppedFinal:
+		return corev1.PodRunning
+	case stopped > 0 && stopped == succeeded:
+		return corev1.PodSucceeded
+	case stopped > 0:
+		return corev1.PodFailed
+	default:
+		return corev1.PodPending
+	}
+}
+
+// containerStatus builds the API status of one container. Each terminated
+// state carries the container ID of the attempt it describes.
+func containerStatus(c ContainerView, terminal bool) corev1.ContainerStatus {
+	s := corev1.ContainerStatus{
+		Name:         c.Name,
+		Image:        c.Image,
+		ImageID:      c.ImageID,
+		ContainerID:  c.ContainerID,
+		RestartCount: c.RestartCount,
+		Ready:        c.Running && c.Ready && !terminal,
+		Started:      ptr.To(c.Running && c.Started),
+	}
+	switch {
+	case c.Running:
+		s.State.Running = &corev1.ContainerStateRunning{StartedAt: metav1.NewTime(c.StartedAt)}
+		if c.Last != nil {
+			s.LastTerminationState.Terminated = terminatedState(c.Last)
+		}
+	case c.Last != nil && (c.Final || terminal):
+		s.State.Terminated = terminatedState(c.Last)
+		if c.Prev != nil {
+			s.LastTerminationState.Terminated = terminatedState(c.Prev)
+		}
+	case c.Last != nil:
+		reason := c.WaitReason
+		if reason == "" {
+			reason = lifecycle.ReasonCrashLoopBackOff
+		}
+		s.State.Waiting = &corev1.ContainerStateWaiting{Reason: reason, Message: c.WaitMessage}
+		s.LastTerminationState.Terminated = terminatedState(c.Last)
+	default:
+		reason := c.WaitReason
+		if reason == "" {
+			reason = lifecycle.ReasonContainerCreating
+		}
+		s.State.Waiting = &corev1.ContainerStateWaiting{Reason: reason, Message: c.WaitMessage}
+	}
+	return s
+}
+
+// terminatedState converts a finished attempt.
+func terminatedState(r *lifecycle.AttemptResult) *corev1.ContainerStateTerminated {
+	t := &corev1.ContainerStateTerminated{
+		ExitCode:    r.ExitCode,
+		Signal:      r.Signal,
+		Reason:      r.Reason,
+		Message:     r.Message,
+		FinishedAt:  metav1.NewTime(r.FinishedAt),
+		ContainerID: r.ContainerID,
+	}
+	if !r.StartedAt.IsZero() {
+		t.StartedAt = metav1.NewTime(r.StartedAt)
+	}
+	return t
+}
+
+// BuildStatus computes the pod status the agent wants in the API, starting
+// from the pod's current status so fields and conditions owned by others
+// are kept.
+func BuildStatus(pod *corev1.Pod, v PodView, now time.Time) *corev1.PodStatus {
+	st := pod.Status.DeepCopy()
+	phase := podPhase(v)
+	if v.Disrupted && v.Terminal {
+		phase = DisruptedPhase(v)
+	}
+	if IsTerminalPhase(phase) && v.anyRunning() {
+		// As the kubelet's status manager: never report a terminal phase
+		// while a container may still run (a sidecar being stopped after
+		// an init container failed).
+		phase = st.Phase
+		if phase == "" || IsTerminalPhase(phase) {
+			phase = corev1.PodPending
+		}
+	}
+	terminal := IsTerminalPhase(phase)
+	st.Phase = phase
+	st.HostIP = podconfig.NodeIP
+	st.HostIPs = []corev1.HostIP{{IP: podconfig.NodeIP}}
+	st.PodIP = podconfig.NodeIP
+	st.PodIPs = []corev1.PodIP{{IP: podconfig.NodeIP}}
+	if !v.StartTime.IsZero() && st.StartTime == nil {
+		st.StartTime = ptr.To(metav1.NewTime(v.StartTime))
+	}
+	if v.Reason != "" {
+		st.Reason, st.Message = v.Reason, v.Message
+	}
+	st.InitContainerStatuses = nil
+	for _, c := range v.Inits {
+		st.InitContainerStatuses = append(st.InitContainerStatuses, containerStatus(c, terminal))
+	}
+	st.ContainerStatuses = nil
+	for _, c := range v.Containers {
+		st.ContainerStatuses = append(st.ContainerStatuses, containerStatus(c, terminal))
+	}
+	st.EphemeralContainerStatuses = nil
+	for _, c := range v.Ephemerals {
+		st.EphemeralContainerStatuses = append(st.EphemeralContainerStatuses, containerStatus(c, terminal))
+	}
+
+	limitTerminationMessages(pod, st)
+
+	// Conditions as the kubelet generates them (pkg/kubelet/status/generate.go):
+	// sidecars count for readiness; a pod whose main containers started
+	// stays initialized while its sidecars restart.
+	var notInit, notReady []string
+	for _, c := range v.Inits {
+		if !c.initialized() {
+			notInit = append(notInit, c.Name)
+		}
+		if c.Kind == lifecycle.KindSidecar && !(c.Running && c.Ready) {
+			notReady = append(notReady, c.Name)
+		}
+	}
+	for _, c := range v.Containers {
+		if !(c.Running && c.Ready) {
+			notReady = append(notReady, c.Name)
+		}
+	}
+	setCondition(st, corev1.PodReadyToStartContainers, !terminal, "", "", now)
+	switch {
+	case phase == corev1.PodSucceeded:
+		setCondition(st, corev1.PodInitialized, true, "PodCompleted", "", now)
+	case len(notInit) == 0 || v.mainStarted():
+		setCondition(st, corev1.PodInitialized, true, "", "", now)
+	default:
+		setCondition(st, corev1.PodInitialized, false, "ContainersNotInitialized", fmt.Sprintf("containers with incomplete status: [%s]", strings.Join(notInit, " ")), now)
+	}
+	switch {
+	case terminal:
+		setCondition(st, corev1.ContainersReady, false, "PodCompleted", "", now)
+		setCondition(st, corev1.PodReady, false, "PodCompleted", "", now)
+	case len(notReady) == 0:
+		setCondition(st, corev1.ContainersReady, true, "", "", now)
+		setCondition(st, corev1.PodReady, true, "", "", now)
+	default:
+		msg := fmt.Sprintf("containers with unready status: [%s]", strings.Join(notReady, " "))
+		setCondition(st, corev1.ContainersReady, false, "ContainersNotReady", msg, now)
+		setCondition(st, corev1.PodReady, false, "ContainersNotReady", msg, now)
+	}
+	if v.Disrupted {
+		setCondition(st, corev1.DisruptionTarget, true, corev1.PodReasonTerminationByKubelet, MessageNodeShutdown, now)
+	}
+	if i := conditionIndex(st, corev1.PodScheduled); i < 0 {
+		setCondition(st, corev1.PodScheduled, true, "", "", now)
+	}
+	return st
+}
+
+// IsTerminalPhase reports whether phase is Succeeded or Failed.
+func IsTerminalPhase(phase corev1.PodPhase) bool {
+	return phase == corev1.PodSucceeded || phase == corev1.PodFailed
+}
+
+// conditionIndex finds a condition by type.
+func conditionIndex(st *corev1.PodStatus, t corev1.PodConditionType) int {
+	for i := range st.Conditions {
+		if st.Conditions[i].Type == t {
+			return i
+		}
+	}
+	return -1
+}
+
+// setCondition sets a condition, keeping its transition time when the
+// status does not change.
+func setCondition(st *corev1.PodStatus, t corev1.PodConditionType, ok bool, reason, message string, now time.Time) {
+	status := corev1.ConditionFalse
+	if ok {
+		status = corev1.ConditionTrue
+	}
+	c := corev1.PodCondition{Type: t, Status: status, Reason: reason, Message: message, LastTransitionTime: metav1.NewTime(now)}
+	if i := conditionIndex(st, t); i >= 0 {
+		if st.Conditions[i].Status == status {
+			c.LastTransitionTime = st.Conditions[i].LastTransitionTime
+			c.LastProbeTime = st.Conditions[i].LastProbeTime
+		}
+		st.Conditions[i] = c
+		return
+	}
+	st.Conditions = append(st.Conditions, c)
+}
+
+// Reason and message of a pod stopped because its node shuts down, as the
+// kubelet's node shutdown manager writes them (pkg/kubelet/nodeshutdown):
+// the pod's status reason and message, and the DisruptionTarget
+// condition's message (its reason is corev1.PodReasonTerminationByKubelet).
+const (
+	// ReasonNodeShutdown is the pod's status reason.
+	ReasonNodeShutdown = "Terminated"
+	// MessageNodeShutdown is the pod's status message and the condition's.
+	MessageNodeShutdown = "Pod was terminated in response to imminent node shutdown."
+)
+
+// DisruptedPhase is the phase of a pod stopped by a node shutdown once
+// nothing runs, as the kubelet's status function sets it: Failed, unless
+// the pod had already succeeded on its own.
+func DisruptedPhase(v PodView) corev1.PodPhase {
+	v.Terminal = false
+	if podPhase(v) == corev1.PodSucceeded {
+		return corev1.PodSucceeded
+	}
+	return corev1.PodFailed
+}

@@ -1,0 +1,195 @@
+package status
+
+import (
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+
+	"jobkeeper.dev/jobkeeper/pkg/nodeagent/lifecycle"
+	"jobkeeper.dev/jobkeeper/pkg/nodeagent/podconfig"
+	"jobkeeper.dev/jobkeeper/pkg/nodeagent/runtime"
+)
+
+func exited(code int32) *lifecycle.AttemptResult {
+	return &lifecycle.AttemptResult{Result: runtime.Result{ExitCode: code, Reason: runtime.ReasonFor(code), StartedAt: t0, FinishedAt: t0.Add(time.Second)}}
+}
+
+func TestPodPhase(t *testing.T) {
+	running := ContainerView{Name: "c", Kind: lifecycle.KindMain, Running: true, Started: true, Ready: true, EverRan: true}
+	waiting := ContainerView{Name: "c", Kind: lifecycle.KindMain}
+	succeeded := ContainerView{Name: "c", Kind: lifecycle.KindMain, Last: exited(0), Final: true, EverRan: true}
+	failed := ContainerView{Name: "c", Kind: lifecycle.KindMain, Last: exited(1), Final: true, EverRan: true}
+	restarting := ContainerView{Name: "c", Kind: lifecycle.KindMain, Last: exited(1), EverRan: true}
+	initOf := func(v ContainerView) ContainerView { v.Kind = lifecycle.KindInit; return v }
+	sidecarOf := func(v ContainerView) ContainerView { v.Kind = lifecycle.KindSidecar; return v }
+	unstarted := ContainerView{Name: "s", Kind: lifecycle.KindSidecar, Running: true, EverRan: true}
+	killed := ContainerView{Name: "s", Kind: lifecycle.KindSidecar, Last: &lifecycle.AttemptResult{Result: runtime.Result{ExitCode: 143, Signal: 15, Reason: "Error"}}, Final: true, EverRan: true}
+	cases := map[string]struct {
+		view PodView
+		want corev1.PodPhase
+	}{
+		"nothing started":              {view: PodView{Containers: []ContainerView{waiting}}, want: corev1.PodPending},
+		"init running":                 {view: PodView{Inits: []ContainerView{initOf(running)}, Containers: []ContainerView{waiting}}, want: corev1.PodPending},
+		"init restarting":              {view: PodView{Inits: []ContainerView{initOf(restarting)}, Containers: []ContainerView{waiting}}, want: corev1.PodPending},
+		"init failed for good":         {view: PodView{Inits: []ContainerView{initOf(failed)}, Containers: []ContainerView{waiting}}, want: corev1.PodFailed},
+		"init done, container running": {view: PodView{Inits: []ContainerView{initOf(succeeded)}, Containers: []ContainerView{running}}, want: corev1.PodRunning},
+		"one running one not started":  {view: PodView{Containers: []ContainerView{running, waiting}}, want: corev1.PodPending},
+		"one running one succeeded":    {view: PodView{Containers: []ContainerView{running, succeeded}}, want: corev1.PodRunning},
+		"all succeeded":                {view: PodView{Containers: []ContainerView{succeeded, succeeded}}, want: corev1.PodSucceeded},
+		"one failed for good":          {view: PodView{Containers: []ContainerView{succeeded, failed}}, want: corev1.PodFailed},
+		"restarting":                   {view: PodView{Containers: []ContainerView{restarting}}, want: corev1.PodRunning},
+		"stopped while restarting":     {view: PodView{Terminal: true, Containers: []ContainerView{restarting}}, want: corev1.PodFailed},
+		"stopped before start":         {view: PodView{Terminal: true, Containers: []ContainerView{waiting}}, want: corev1.PodFailed},
+		"stopped during init":          {view: PodView{Terminal: true, Inits: []ContainerView{initOf(waiting)}, Containers: []ContainerView{waiting}}, want: corev1.PodFailed},
+		// Sidecars, as getPhase counts them.
+		"sidecar not started yet":             {view: PodView{Inits: []ContainerView{sidecarOf(waiting)}, Containers: []ContainerView{waiting}}, want: corev1.PodPending},
+		"sidecar waiting for its probe":       {view: PodView{Inits: []ContainerView{unstarted}, Containers: []ContainerView{waiting}}, want: corev1.PodPending},
+		"sidecar started, main not yet":       {view: PodView{Inits: []ContainerView{sidecarOf(running)}, Containers: []ContainerView{waiting}}, want: corev1.PodPending},
+		"sidecar and main running":            {view: PodView{Inits: []ContainerView{sidecarOf(running)}, Containers: []ContainerView{running}}, want: corev1.PodRunning},
+		"main done, sidecar still running":    {view: PodView{Inits: []ContainerView{sidecarOf(running)}, Containers: []ContainerView{succeeded}}, want: corev1.PodRunning},
+		"main succeeded, sidecar killed":      {view: PodView{Inits: []ContainerView{killed}, Containers: []ContainerView{succeeded}}, want: corev1.PodSucceeded},
+		"main failed, sidecar killed":         {view: PodView{Inits: []ContainerView{killed}, Containers: []ContainerView{failed}}, want: corev1.PodFailed},
+		"sidecar restarting after init":       {view: PodView{Inits: []ContainerView{sidecarOf(restarting)}, Containers: []ContainerView{running}}, want: corev1.PodRunning},
+		"sidecar probing again after init":    {view: PodView{Inits: []ContainerView{unstarted}, Containers: []ContainerView{running}}, want: corev1.PodRunning},
+		"init failed, sidecar still stopping": {view: PodView{Inits: []ContainerView{sidecarOf(running), initOf(failed)}, Containers: []ContainerView{waiting}}, want: corev1.PodFailed},
+		"stopped after success restarts":      {view: PodView{Terminal: true, Containers: []ContainerView{{Name: "c", Last: exited(0)}}}, want: corev1.PodSucceeded},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			if got := podPhase(tc.view); got != tc.want {
+				t.Errorf("podPhase() = %s, want %s", got, tc.want)
+			}
+		})
+	}
+}
+
+func TestBuildStatus(t *testing.T) {
+	earlier := metav1.NewTime(t0.Add(-time.Hour))
+	pod := &corev1.Pod{Status: corev1.PodStatus{
+		Phase:    corev1.PodPending,
+		QOSClass: corev1.PodQOSBestEffort,
+		Conditions: []corev1.PodCondition{
+			{Type: corev1.PodScheduled, Status: corev1.ConditionTrue, LastTransitionTime: earlier},
+			{Type: corev1.DisruptionTarget, Status: corev1.ConditionTrue, Reason: "X", LastTransitionTime: earlier},
+		},
+	}}
+	now := t0.Add(2 * time.Second)
+	cases := map[string]struct {
+		view PodView
+		want corev1.PodStatus
+	}{
+		"running": {
+			view: PodView{StartTime: t0, Containers: []ContainerView{{Name: "main", Image: "busybox", Kind: lifecycle.KindMain, Running: true, Started: true, Ready: true, EverRan: true, StartedAt: t0, ContainerID: "process://42"}}},
+			want: corev1.PodStatus{
+				Phase: corev1.PodRunning, QOSClass: corev1.PodQOSBestEffort,
+				HostIP: podconfig.NodeIP, HostIPs: []corev1.HostIP{{IP: podconfig.NodeIP}}, PodIP: podconfig.NodeIP, PodIPs: []corev1.PodIP{{IP: podconfig.NodeIP}},
+				StartTime: ptr.To(metav1.NewTime(t0)),
+				Conditions: []corev1.PodCondition{
+					{Type: corev1.PodScheduled, Status: corev1.ConditionTrue, LastTransitionTime: earlier},
+					{Type: corev1.DisruptionTarget, Status: corev1.ConditionTrue, Reason: "X", LastTransitionTime: earlier},
+					{Type: corev1.PodReadyToStartContainers, Status: corev1.ConditionTrue, LastTransitionTime: metav1.NewTime(now)},
+					{Type: corev1.PodInitialized, Status: corev1.ConditionTrue, LastTransitionTime: metav1.NewTime(now)},
+					{Type: corev1.ContainersReady, Status: corev1.ConditionTrue, LastTransitionTime: metav1.NewTime(now)},
+					{Type: corev1.PodReady, Status: corev1.ConditionTrue, LastTransitionTime: metav1.NewTime(now)},
+				},
+				ContainerStatuses: []corev1.ContainerStatus{{
+					Name: "main", Image: "busybox", ContainerID: "process://42", Ready: true, Started: ptr.To(true),
+					State: corev1.ContainerState{Running: &corev1.ContainerStateRunning{StartedAt: metav1.NewTime(t0)}},
+				}},
+			},
+		},
+		"failed with deadline": {
+			view: PodView{StartTime: t0, Terminal: true, Reason: lifecycle.ReasonDeadlineExceeded, Message: lifecycle.MessageDeadlineExceeded,
+				Containers: []ContainerView{{Name: "main", Image: "busybox", Kind: lifecycle.KindMain, EverRan: true, ContainerID: "process://42", Last: &lifecycle.AttemptResult{ContainerID: "process://42", Result: runtime.Result{ExitCode: 143, Signal: 15, Reason: "Error", StartedAt: t0, FinishedAt: now}}, Final: true}}},
+			want: corev1.PodStatus{
+				Phase: corev1.PodFailed, QOSClass: corev1.PodQOSBestEffort, Reason: lifecycle.ReasonDeadlineExceeded, Message: lifecycle.MessageDeadlineExceeded,
+				HostIP: podconfig.NodeIP, HostIPs: []corev1.HostIP{{IP: podconfig.NodeIP}}, PodIP: podconfig.NodeIP, PodIPs: []corev1.PodIP{{IP: podconfig.NodeIP}},
+				StartTime: ptr.To(metav1.NewTime(t0)),
+				Conditions: []corev1.PodCondition{
+					{Type: corev1.PodScheduled, Status: corev1.ConditionTrue, LastTransitionTime: earlier},
+					{Type: corev1.DisruptionTarget, Status: corev1.ConditionTrue, Reason: "X", LastTransitionTime: earlier},
+					{Type: corev1.PodReadyToStartContainers, Status: corev1.ConditionFalse, LastTransitionTime: metav1.NewTime(now)},
+					{Type: corev1.PodInitialized, Status: corev1.ConditionTrue, LastTransitionTime: metav1.NewTime(now)},
+					{Type: corev1.ContainersReady, Status: corev1.ConditionFalse, Reason: "PodCompleted", LastTransitionTime: metav1.NewTime(now)},
+					{Type: corev1.PodReady, Status: corev1.ConditionFalse, Reason: "PodCompleted", LastTransitionTime: metav1.NewTime(now)},
+				},
+				ContainerStatuses: []corev1.ContainerStatus{{
+					Name: "main", Image: "busybox", ContainerID: "process://42", Started: ptr.To(false),
+					State: corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{
+						ExitCode: 143, Signal: 15, Reason: "Error", StartedAt: metav1.NewTime(t0), FinishedAt: metav1.NewTime(now), ContainerID: "process://42"}},
+				}},
+			},
+		},
+		"crash loop back-off while init waits": {
+			view: PodView{StartTime: t0,
+				Inits:      []ContainerView{{Name: "init", Kind: lifecycle.KindInit, EverRan: true, RestartCount: 1, Last: exited(1), WaitReason: lifecycle.ReasonCrashLoopBackOff, WaitMessage: "back-off 10s"}},
+				Containers: []ContainerView{{Name: "main", Kind: lifecycle.KindMain, WaitReason: lifecycle.ReasonPodInitializing}}},
+			want: corev1.PodStatus{
+				Phase: corev1.PodPending, QOSClass: corev1.PodQOSBestEffort,
+				HostIP: podconfig.NodeIP, HostIPs: []corev1.HostIP{{IP: podconfig.NodeIP}}, PodIP: podconfig.NodeIP, PodIPs: []corev1.PodIP{{IP: podconfig.NodeIP}},
+				StartTime: ptr.To(metav1.NewTime(t0)),
+				Conditions: []corev1.PodCondition{
+					{Type: corev1.PodScheduled, Status: corev1.ConditionTrue, LastTransitionTime: earlier},
+					{Type: corev1.DisruptionTarget, Status: corev1.ConditionTrue, Reason: "X", LastTransitionTime: earlier},
+					{Type: corev1.PodReadyToStartContainers, Status: corev1.ConditionTrue, LastTransitionTime: metav1.NewTime(now)},
+					{Type: corev1.PodInitialized, Status: corev1.ConditionFalse, Reason: "ContainersNotInitialized", Message: "containers with incomplete status: [init]", LastTransitionTime: metav1.NewTime(now)},
+					{Type: corev1.ContainersReady, Status: corev1.ConditionFalse, Reason: "ContainersNotReady", Message: "containers with unready status: [main]", LastTransitionTime: metav1.NewTime(now)},
+					{Type: corev1.PodReady, Status: corev1.ConditionFalse, Reason: "ContainersNotReady", Message: "containers with unready status: [main]", LastTransitionTime: metav1.NewTime(now)},
+				},
+				InitContainerStatuses: []corev1.ContainerStatus{{
+					Name: "init", RestartCount: 1, Started: ptr.To(false),
+					State:                corev1.ContainerState{Waiting: &corev1.ContainerStateWaiting{Reason: lifecycle.ReasonCrashLoopBackOff, Message: "back-off 10s"}},
+					LastTerminationState: corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{ExitCode: 1, Reason: "Error", StartedAt: metav1.NewTime(t0), FinishedAt: metav1.NewTime(t0.Add(time.Second))}},
+				}},
+				ContainerStatuses: []corev1.ContainerStatus{{
+					Name: "main", Started: ptr.To(false),
+					State: corev1.ContainerState{Waiting: &corev1.ContainerStateWaiting{Reason: lifecycle.ReasonPodInitializing}},
+				}},
+			},
+		},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			got := BuildStatus(pod, tc.view, now)
+			if diff := cmp.Diff(&tc.want, got); diff != "" {
+				t.Errorf("status (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+// t0 is the tests' fake now.
+var t0 = time.Date(2026, 1, 1, 10, 0, 0, 0, time.UTC)
+
+func TestDisruptedPhase(t *testing.T) {
+	exited := func(code int32, final bool) ContainerView {
+		return ContainerView{Kind: lifecycle.KindMain, Last: &lifecycle.AttemptResult{}, Final: final, EverRan: true}.withCode(code)
+	}
+	cases := map[string]struct {
+		v    PodView
+		want corev1.PodPhase
+	}{
+		"killed by the shutdown":               {PodView{Containers: []ContainerView{exited(143, false)}, Terminal: true}, corev1.PodFailed},
+		"exited 0 on SIGTERM":                  {PodView{Containers: []ContainerView{exited(0, false)}, Terminal: true}, corev1.PodFailed},
+		"had succeeded before the shutdown":    {PodView{Containers: []ContainerView{exited(0, true)}, Terminal: true}, corev1.PodSucceeded},
+		"never started":                        {PodView{Containers: []ContainerView{{Kind: lifecycle.KindMain, Final: true}}, Terminal: true}, corev1.PodFailed},
+		"one of two succeeded, one was killed": {PodView{Containers: []ContainerView{exited(0, true), exited(137, false)}, Terminal: true}, corev1.PodFailed},
+	}
+	for name, tc := range cases {
+		if got := DisruptedPhase(tc.v); got != tc.want {
+			t.Errorf("%s: %s, want %s", name, got, tc.want)
+		}
+	}
+}
+
+// withCode sets the exit code of the view's last attempt.
+func (c ContainerView) withCode(code int32) ContainerView {
+	last := *c.Last
+	last.ExitCode = code
+	c.Last = &last
+	return c
+}
