@@ -75,7 +75,7 @@
 //
 // As containerd and runc confine a container by default, in either mode:
 //
-//   - Volumes are mounted by handle (handles_linux.go): the source, with
+//   - Volumes are mounted by handle (package view): the source, with
 //     its subPath resolved inside it by openat2 RESOLVE_IN_ROOT (created
 //     there when missing), and the mount point, resolved and created inside
 //     the view, are O_PATH descriptors; the mount goes from one to the
@@ -183,14 +183,13 @@
 // sending after a few seconds, and Kill then kills the session from the
 // agent's side.
 //
-// Files: config.go (what the agent asks for), plan.go (which mounts make
-// the view, in either mode; pure), setup_linux.go (making them),
-// handles_linux.go (volumes by handle), capabilities.go and seccomp.go
-// (what the container's processes may do), user.go
+// Files: config.go (what the agent asks for), capabilities.go and
+// seccomp.go (what the container's processes may do), user.go
 // and idmap.go (who the processes run as), supervisor.go (the sandbox
 // process), pidns.go (PID namespaces: the init stage, the pause process,
 // joining), client.go (the agent's side), durable.go and adopt.go (a
 // sandbox that outlives its agent), protocol.go (the messages),
-// procfs.go (finding a session's processes). Package imagetest builds
-// small images for tests.
+// procfs.go (finding a session's processes). Package view builds the
+// filesystem view (the plan, the mounts, volumes by handle, the pivot);
+// package imagetest builds small images for tests.
 package sandbox

@@ -13,6 +13,8 @@ import (
 
 	"github.com/moby/sys/capability"
 	"golang.org/x/sys/unix"
+
+	"jobkeeper.dev/jobkeeper/pkg/nodeagent/sandbox/view"
 )
 
 // PID namespace modes of Config.PIDNamespace.
@@ -270,7 +272,7 @@ func (s *supervisor) forkStage(files []*os.File, tty bool) error {
 func (s *supervisor) mountProc(target string) error {
 	if !s.pidNamespaced() {
 		err := unix.Mount("proc", target, "proc", unix.MS_NOSUID|unix.MS_NODEV|unix.MS_NOEXEC, "")
-		if errors.Is(err, unix.EPERM) && !initialUserNamespace() {
+		if errors.Is(err, unix.EPERM) && !view.InitialUserNamespace() {
 			err = unix.Mount("/proc", target, "", unix.MS_BIND|unix.MS_REC, "")
 		}
 		return err

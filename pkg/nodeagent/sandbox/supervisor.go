@@ -15,6 +15,8 @@ import (
 
 	"github.com/moby/sys/capability"
 	"golang.org/x/sys/unix"
+
+	"jobkeeper.dev/jobkeeper/pkg/nodeagent/sandbox/view"
 )
 
 // Descriptors a sandbox is started with, after stdin, stdout and stderr.
@@ -206,9 +208,9 @@ func supervise() int {
 		return 2
 	}
 	if s.cfg.Isolate {
-		if err := setUp(s.cfg, s.mountProc); err != nil {
+		if err := view.SetUp(viewSpec(s.cfg), s.mountProc); err != nil {
 			reason := ReasonCreateContainerError
-			var ve *volumeError
+			var ve *view.VolumeError
 			if errors.As(err, &ve) {
 				reason = ReasonCreateContainerConfigError
 			}
@@ -622,4 +624,17 @@ func executable(p string) error {
 		return errors.New("not an executable file")
 	}
 	return nil
+}
+
+// viewSpec is what package view builds of cfg.
+func viewSpec(cfg Config) view.Spec {
+	spec := view.Spec{Scratch: cfg.Scratch, ReadOnlyRoot: cfg.ReadOnlyRoot, WorkingDir: cfg.WorkingDir,
+		Privileged: cfg.Privileged, UnmaskedProc: cfg.UnmaskedProc, Hide: cfg.Hide}
+	if cfg.Rootfs != nil {
+		spec.Rootfs = &view.Rootfs{Layers: cfg.Rootfs.Layers}
+	}
+	for _, m := range cfg.Mounts {
+		spec.Mounts = append(spec.Mounts, view.Mount{Source: m.Source, SubPath: m.SubPath, Target: m.Target, ReadOnly: m.ReadOnly})
+	}
+	return spec
 }

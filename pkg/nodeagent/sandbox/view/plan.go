@@ -1,4 +1,4 @@
-package sandbox
+package view
 
 import (
 	"fmt"
@@ -103,7 +103,7 @@ var defaultMaskedPaths = []string{
 // targets are resolved inside the view. A privileged container gets the
 // host's devices, a writable /sys and nothing masked; one whose procMount
 // is Unmasked, nothing masked nor read-only.
-func systemTrees(cfg Config, masked []string, at func(string) string, view bool) []op {
+func systemTrees(cfg Spec, masked []string, at func(string) string, view bool) []op {
 	var ops []op
 	if cfg.Privileged {
 		ops = append(ops, op{kind: opDev, source: "/dev", target: at("/dev"), view: view})
@@ -181,7 +181,7 @@ var hostTrees = []string{"/dev", "/proc", "/sys"}
 // readOnlyRoot returns the steps that make the root read-only once the
 // view is built: the mount points of the volumes and the working
 // directory, then each of roots read-only, before the volumes are mounted.
-func readOnlyRoot(cfg Config, roots []string) []op {
+func readOnlyRoot(cfg Spec, roots []string) []op {
 	var ops []op
 	for _, m := range cfg.Mounts {
 		ops = append(ops, op{kind: opMountPoint, source: m.Source, subPath: m.SubPath, target: filepath.Clean(m.Target)})
@@ -213,7 +213,7 @@ func rootDir(scratch string) string { return filepath.Join(scratch, "root") }
 // The root is assembled entry by entry rather than as one overlay of /: in
 // a user namespace the kernel refuses to use / as a lower layer while
 // filesystems are mounted below it.
-func plan(host []*mountinfo.Info, entries []rootEntry, cfg Config, masked []string) []op {
+func plan(host []*mountinfo.Info, entries []rootEntry, cfg Spec, masked []string) []op {
 	root := rootDir(cfg.Scratch)
 	ops := []op{
 		{kind: opTmpfs, target: cfg.Scratch, mode: "0700"},
@@ -282,7 +282,7 @@ func plan(host []*mountinfo.Info, entries []rootEntry, cfg Config, masked []stri
 // /dev with a /dev/shm of its own), with ReadOnlyRoot the steps that make
 // the root read-only, then the volumes. /tmp and everything else are the
 // image's. It decides only; setUp carries the steps out.
-func planImage(cfg Config, masked []string) ([]op, error) {
+func planImage(cfg Spec, masked []string) ([]op, error) {
 	root := rootDir(cfg.Scratch)
 	ops := []op{
 		{kind: opTmpfs, target: cfg.Scratch, mode: "0700"},
@@ -328,15 +328,15 @@ func planImage(cfg Config, masked []string) ([]op, error) {
 // a tree shared as is, or the scratch directory or below it.
 func skipped(p, scratch string) bool {
 	for _, t := range hostTrees {
-		if within(p, t) {
+		if Within(p, t) {
 			return true
 		}
 	}
-	return within(p, scratch)
+	return Within(p, scratch)
 }
 
 // within reports whether p is dir or below it.
-func within(p, dir string) bool {
+func Within(p, dir string) bool {
 	return p == dir || strings.HasPrefix(p, strings.TrimSuffix(dir, "/")+"/")
 }
 

@@ -1,4 +1,4 @@
-package sandbox
+package view
 
 import (
 	"errors"
@@ -23,7 +23,7 @@ import (
 // In either mode the process then pivots into the view's root and
 // detaches the host's, so that nothing of the host but what the plan
 // binds or overlays is reachable: there is no chroot to climb out of.
-func setUp(cfg Config, mountProc func(target string) error) error {
+func SetUp(cfg Spec, mountProc func(target string) error) error {
 	if cfg.Scratch == "" {
 		return errors.New("no scratch directory")
 	}
@@ -446,7 +446,7 @@ func imageOptions(lowers []string, upper, work string, page int) (string, string
 	}
 	common := filepath.Dir(lowers[0])
 	for _, l := range lowers[1:] {
-		for !within(l, common) {
+		for !Within(l, common) {
 			common = filepath.Dir(common)
 		}
 	}
@@ -475,7 +475,7 @@ func imageOptions(lowers []string, upper, work string, page int) (string, string
 // opened: in a user namespace a mount holds no usable device node, and
 // privateDev binds each entry instead.
 func devOverlay(source, target, dir string) bool {
-	if !initialUserNamespace() {
+	if !InitialUserNamespace() {
 		return false
 	}
 	upper, work := filepath.Join(dir, "upper"), filepath.Join(dir, "work")
@@ -504,7 +504,7 @@ func devOverlay(source, target, dir string) bool {
 	_ = f.Close()
 	below, err := mountinfo.GetMounts(func(m *mountinfo.Info) (bool, bool) {
 		p := filepath.Clean(m.Mountpoint)
-		return p == source || !within(p, source), false
+		return p == source || !Within(p, source), false
 	})
 	if err != nil {
 		return undo()
@@ -517,7 +517,7 @@ func devOverlay(source, target, dir string) bool {
 	sort.Slice(tops, func(i, j int) bool { return depth(tops[i]) < depth(tops[j]) })
 	var bound []string
 	for _, p := range tops {
-		if slices.ContainsFunc(bound, func(b string) bool { return within(p, b) }) {
+		if slices.ContainsFunc(bound, func(b string) bool { return Within(p, b) }) {
 			continue
 		}
 		rel, err := filepath.Rel(source, p)
@@ -538,10 +538,10 @@ func devOverlay(source, target, dir string) bool {
 	return true
 }
 
-// initialUserNamespace reports whether the process is in the host's user
+// InitialUserNamespace reports whether the process is in the host's user
 // namespace (its uid_map maps every ID to itself), where an overlay's
 // device nodes can be opened.
-func initialUserNamespace() bool {
+func InitialUserNamespace() bool {
 	b, err := os.ReadFile("/proc/self/uid_map")
 	return err == nil && strings.Join(strings.Fields(string(b)), " ") == "0 0 4294967295"
 }

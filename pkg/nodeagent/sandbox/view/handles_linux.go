@@ -1,4 +1,4 @@
-package sandbox
+package view
 
 import (
 	"errors"
@@ -220,16 +220,16 @@ func sameFile(a, b *os.File) (bool, error) {
 	return sa.Dev == sb.Dev && sa.Ino == sb.Ino, nil
 }
 
-// volumeError is a volume mount that cannot be resolved inside its volume
+// VolumeError is a volume mount that cannot be resolved inside its volume
 // or its container's root: the container's configuration is at fault, not
 // the node, and the sandbox reports it as CreateContainerConfigError.
-type volumeError struct {
+type VolumeError struct {
 	// err says which volume and path, and why.
 	err error
 }
 
-func (e *volumeError) Error() string { return e.err.Error() }
-func (e *volumeError) Unwrap() error { return e.err }
+func (e *VolumeError) Error() string { return e.err.Error() }
+func (e *VolumeError) Unwrap() error { return e.err }
 
 // mountVolume mounts one volume (source, subPath, readOnly, nodev) at target, a
 // path inside the view whose root is root, by handle: the source and the
@@ -258,13 +258,13 @@ func mountVolume(root, source, subPath, target string, readOnly, nodev bool) err
 	// container sharing a volume) leads elsewhere now: refused.
 	again, err := openMountPoint(rootH, target, dir)
 	if err != nil {
-		return &volumeError{fmt.Errorf("checking the mount at %s: %w", target, err)}
+		return &VolumeError{fmt.Errorf("checking the mount at %s: %w", target, err)}
 	}
 	defer func() { _ = again.Close() }()
 	if same, err := sameFile(src, again); err != nil {
 		return fmt.Errorf("checking the mount at %s: %w", target, err)
 	} else if !same {
-		return &volumeError{fmt.Errorf("the mount of %s at %s is not where the path leads now: a directory on the way changed while it was mounted", source, target)}
+		return &VolumeError{fmt.Errorf("the mount of %s at %s is not where the path leads now: a directory on the way changed while it was mounted", source, target)}
 	}
 	return nil
 }
@@ -295,8 +295,8 @@ func createMountPoint(root, source, subPath, target string) error {
 // container that is not privileged (confined, as nodev says), as runc
 // refuses it: it would cover the container's procfs or its masked paths.
 func checkVolumeTarget(target string, confined bool) error {
-	if confined && within(filepath.Clean("/"+target), "/proc") {
-		return &volumeError{fmt.Errorf("mount path %s is /proc or under it, which a container runtime refuses", target)}
+	if confined && Within(filepath.Clean("/"+target), "/proc") {
+		return &VolumeError{fmt.Errorf("mount path %s is /proc or under it, which a container runtime refuses", target)}
 	}
 	return nil
 }
@@ -306,7 +306,7 @@ func checkVolumeTarget(target string, confined bool) error {
 func openVolumeSource(source, subPath, target string) (*os.File, bool, error) {
 	src, err := openSource(source, subPath)
 	if err != nil {
-		return nil, false, &volumeError{fmt.Errorf("volume source %s for %s: %w", source, target, err)}
+		return nil, false, &VolumeError{fmt.Errorf("volume source %s for %s: %w", source, target, err)}
 	}
 	var st unix.Stat_t
 	if err := unix.Fstat(int(src.Fd()), &st); err != nil {
@@ -326,7 +326,7 @@ func openVolumeTarget(root, target string, dir bool) (*os.File, *os.File, error)
 	dst, err := openMountPoint(rootH, target, dir)
 	if err != nil {
 		_ = rootH.Close()
-		return nil, nil, &volumeError{fmt.Errorf("creating mount path %s: %w", target, err)}
+		return nil, nil, &VolumeError{fmt.Errorf("creating mount path %s: %w", target, err)}
 	}
 	return rootH, dst, nil
 }

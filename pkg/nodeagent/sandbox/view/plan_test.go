@@ -1,4 +1,4 @@
-package sandbox
+package view
 
 import (
 	"fmt"
@@ -24,8 +24,8 @@ func TestPlan(t *testing.T) {
 		{Mountpoint: "/var/lib/jk/pods/u/c/scratch/root", FSType: "overlay"},
 		{Mountpoint: "/home", FSType: "ext4"},
 	}
-	cfg := Config{
-		Isolate: true,
+	cfg := Spec{
+
 		Scratch: "/var/lib/jk/pods/u/c/scratch",
 		Mounts:  []Mount{{Source: "/var/lib/jk/pods/u/volumes/cache", Target: "/work/"}, {Source: "/etc/cfg", Target: "/etc/cfg", ReadOnly: true}},
 	}
@@ -106,8 +106,8 @@ func TestWithin(t *testing.T) {
 		{"/", "/tmp", false},
 		{"/a/b", "/", true},
 	} {
-		if got := within(c.p, c.dir); got != c.want {
-			t.Errorf("within(%q, %q) = %v, want %v", c.p, c.dir, got, c.want)
+		if got := Within(c.p, c.dir); got != c.want {
+			t.Errorf("Within(%q, %q) = %v, want %v", c.p, c.dir, got, c.want)
 		}
 	}
 }
@@ -177,7 +177,7 @@ func TestPlanImage(t *testing.T) {
 		"scratch overlay cannot name": {layers: []string{"/img/l1"}, scratch: "/tmp/a,b", wantErr: "scratch directory"},
 	} {
 		t.Run(name, func(t *testing.T) {
-			cfg := Config{Isolate: true, Scratch: scratch, Mounts: mounts, Rootfs: &Rootfs{Layers: tc.layers}, ReadOnlyRoot: tc.readOnly}
+			cfg := Spec{Scratch: scratch, Mounts: mounts, Rootfs: &Rootfs{Layers: tc.layers}, ReadOnlyRoot: tc.readOnly}
 			if tc.scratch != "" {
 				cfg.Scratch = tc.scratch
 			}
@@ -257,7 +257,7 @@ func TestSystemTrees(t *testing.T) {
 		{kind: opRbind, source: "/sys", target: "/r/sys", readOnly: true},
 	}
 	for name, tc := range map[string]struct {
-		cfg  Config
+		cfg  Spec
 		want []op
 	}{
 		"default": {want: append(slices.Clone(base),
@@ -269,8 +269,8 @@ func TestSystemTrees(t *testing.T) {
 			op{kind: opReadOnlyPath, target: "/r/proc/sys"},
 			op{kind: opReadOnlyPath, target: "/r/proc/sysrq-trigger"},
 		)},
-		"procMount Unmasked": {cfg: Config{UnmaskedProc: true}, want: base},
-		"privileged": {cfg: Config{Privileged: true}, want: []op{
+		"procMount Unmasked": {cfg: Spec{UnmaskedProc: true}, want: base},
+		"privileged": {cfg: Spec{Privileged: true}, want: []op{
 			{kind: opDev, source: "/dev", target: "/r/dev"},
 			{kind: opProc, target: "/r/proc"},
 			{kind: opRbind, source: "/sys", target: "/r/sys"},

@@ -1,0 +1,45 @@
+package view
+
+// Spec is what SetUp builds for one container attempt; the sandbox fills
+// it from its Config.
+type Spec struct {
+	// Scratch is an existing, empty host directory on which the view's
+	// tmpfs (upper layers, the new root) is mounted. Required; in image
+	// mode it may not hold ',', ':' or a backslash.
+	Scratch string
+	// Rootfs, when not nil, is the container's image (image mode); nil:
+	// a copy-on-write view of the host's filesystems (host mode).
+	Rootfs *Rootfs
+	// Mounts are the container's volume mounts, in order.
+	Mounts []Mount
+	// ReadOnlyRoot makes the view's root read-only once built.
+	ReadOnlyRoot bool
+	// WorkingDir is created (before the root is made read-only) when set.
+	WorkingDir string
+	// Privileged gives the host's devices, a writable /sys, nothing
+	// masked and no nodev.
+	Privileged bool
+	// UnmaskedProc leaves /proc without masked and read-only paths.
+	UnmaskedProc bool
+	// Hide are host directories a host-mode view shows empty.
+	Hide []string
+}
+
+// Rootfs is an image's unpacked layer directories, bottom first.
+type Rootfs struct {
+	// Layers are absolute paths without ',', ':' or a backslash.
+	Layers []string
+}
+
+// Mount is one volume mount.
+type Mount struct {
+	// Source is the host path of the volume (or its file).
+	Source string
+	// SubPath is the path below Source that is mounted, resolved inside
+	// it by handle; empty: Source itself.
+	SubPath string
+	// Target is the absolute path inside the container.
+	Target string
+	// ReadOnly mounts it read-only.
+	ReadOnly bool
+}
