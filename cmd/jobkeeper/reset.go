@@ -9,7 +9,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"jobkeeper.dev/jobkeeper/pkg/controlplane"
-	"jobkeeper.dev/jobkeeper/pkg/nodeagent/runtime/process"
+	"jobkeeper.dev/jobkeeper/pkg/nodeagent/process"
 )
 
 // newResetCommand is `reset`: remove a data directory of `up`.

@@ -21,8 +21,8 @@ import (
 	"jobkeeper.dev/jobkeeper/pkg/controlplane"
 	"jobkeeper.dev/jobkeeper/pkg/metrics"
 	"jobkeeper.dev/jobkeeper/pkg/nodeagent"
-	"jobkeeper.dev/jobkeeper/pkg/nodeagent/runtime/process"
-	"jobkeeper.dev/jobkeeper/pkg/nodeagent/runtime/simulated"
+	"jobkeeper.dev/jobkeeper/pkg/nodeagent/process"
+	"jobkeeper.dev/jobkeeper/pkg/nodeagent/simulated"
 )
 
 // installCRDs installs jobkeeper's CustomResourceDefinitions (TTLPolicy)

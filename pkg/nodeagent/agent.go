@@ -32,10 +32,10 @@ import (
 	"jobkeeper.dev/jobkeeper/pkg/nodeagent/imagemanager"
 	"jobkeeper.dev/jobkeeper/pkg/nodeagent/lifecycle"
 	"jobkeeper.dev/jobkeeper/pkg/nodeagent/podconfig"
+	"jobkeeper.dev/jobkeeper/pkg/nodeagent/process"
 	"jobkeeper.dev/jobkeeper/pkg/nodeagent/runtime"
-	"jobkeeper.dev/jobkeeper/pkg/nodeagent/runtime/process"
-	"jobkeeper.dev/jobkeeper/pkg/nodeagent/runtime/simulated"
 	"jobkeeper.dev/jobkeeper/pkg/nodeagent/server"
+	"jobkeeper.dev/jobkeeper/pkg/nodeagent/simulated"
 	"jobkeeper.dev/jobkeeper/pkg/nodeagent/status"
 	"jobkeeper.dev/jobkeeper/pkg/nodeagent/volume"
 )

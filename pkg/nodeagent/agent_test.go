@@ -21,7 +21,7 @@ import (
 
 	"jobkeeper.dev/jobkeeper/pkg/nodeagent/lifecycle"
 	"jobkeeper.dev/jobkeeper/pkg/nodeagent/runtime"
-	"jobkeeper.dev/jobkeeper/pkg/nodeagent/runtime/simulated"
+	"jobkeeper.dev/jobkeeper/pkg/nodeagent/simulated"
 	"jobkeeper.dev/jobkeeper/test/builder"
 )
 

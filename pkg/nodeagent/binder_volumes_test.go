@@ -12,7 +12,7 @@ import (
 	storagehelpers "k8s.io/component-helpers/storage/volume"
 
 	"jobkeeper.dev/jobkeeper/pkg/nodeagent/internal/storagetest"
-	"jobkeeper.dev/jobkeeper/pkg/nodeagent/runtime/simulated"
+	"jobkeeper.dev/jobkeeper/pkg/nodeagent/simulated"
 	"jobkeeper.dev/jobkeeper/test/builder"
 )
 

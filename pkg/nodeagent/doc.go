@@ -18,7 +18,7 @@
 //     projected ones every Options.SyncFrequency with the kubelet's atomic
 //     layout (package volume);
 //   - runs every pod bound to the node with one worker goroutine per pod
-//     (worker.go) and a runtime (runtime/process or runtime/simulated);
+//     (worker.go) and a runtime (process or simulated);
 //   - writes pod status through the status subresource, coalescing writes
 //     per pod, and confirms graceful deletions with a zero-grace delete once
 //     the pod is terminal (package status);

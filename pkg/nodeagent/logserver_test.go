@@ -21,7 +21,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 	corev1 "k8s.io/api/core/v1"
 
-	"jobkeeper.dev/jobkeeper/pkg/nodeagent/runtime/process"
+	"jobkeeper.dev/jobkeeper/pkg/nodeagent/process"
 	"jobkeeper.dev/jobkeeper/test/builder"
 )
 

@@ -10,8 +10,8 @@ import (
 	"k8s.io/utils/clock"
 
 	"jobkeeper.dev/jobkeeper/pkg/images"
-	"jobkeeper.dev/jobkeeper/pkg/nodeagent/runtime/process"
-	"jobkeeper.dev/jobkeeper/pkg/nodeagent/runtime/simulated"
+	"jobkeeper.dev/jobkeeper/pkg/nodeagent/process"
+	"jobkeeper.dev/jobkeeper/pkg/nodeagent/simulated"
 	"jobkeeper.dev/jobkeeper/pkg/nodeagent/volume"
 )
 

@@ -6,6 +6,7 @@
 // chosen the log file) and returns a Handle. The worker only ever asks a
 // Handle three things: when did it finish (Done), how did it finish (Result),
 // and to stop it (Stop, graceful then forceful). Two implementations exist:
-// runtime/process runs host processes, runtime/simulated runs nothing and
+// package process (pkg/nodeagent/process) runs host processes, package
+// simulated (pkg/nodeagent/simulated) runs nothing and
 // takes the outcome from pod annotations.
 package runtime

@@ -21,7 +21,7 @@ import (
 	"k8s.io/klog/v2/ktesting"
 
 	"jobkeeper.dev/jobkeeper/pkg/nodeagent"
-	"jobkeeper.dev/jobkeeper/pkg/nodeagent/runtime/process"
+	"jobkeeper.dev/jobkeeper/pkg/nodeagent/process"
 	"jobkeeper.dev/jobkeeper/test/builder"
 	"jobkeeper.dev/jobkeeper/test/integration/framework"
 )

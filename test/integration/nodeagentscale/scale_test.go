@@ -17,7 +17,7 @@ import (
 
 	"jobkeeper.dev/jobkeeper/pkg/manager"
 	"jobkeeper.dev/jobkeeper/pkg/nodeagent"
-	"jobkeeper.dev/jobkeeper/pkg/nodeagent/runtime/simulated"
+	"jobkeeper.dev/jobkeeper/pkg/nodeagent/simulated"
 	"jobkeeper.dev/jobkeeper/test/builder"
 	"jobkeeper.dev/jobkeeper/test/integration/framework"
 )

@@ -5,7 +5,7 @@ import (
 	"fmt"
 
 	"jobkeeper.dev/jobkeeper/pkg/nodeagent/runtime"
-	"jobkeeper.dev/jobkeeper/pkg/nodeagent/runtime/simulated"
+	"jobkeeper.dev/jobkeeper/pkg/nodeagent/simulated"
 )
 
 // ExampleRuntime_Start shows a container told by its pod's annotations to
