@@ -201,9 +201,13 @@ func (c *Controller) recordCreations(sc *syncContext, succeeded, failed int32) {
 
 // deletePodsUncounted deletes pods the Job no longer wants (scale down,
 // suspend, duplicate indexes) without counting them as failed: the tracking
-// finalizer is removed first, then the pod is deleted. It returns how many
-// ready pods and how many pods in total were deleted; a pod found already
-// gone counts as deleted, in both numbers alike.
+// finalizer is removed first, then the pod is deleted. The removal carries
+// the resourceVersion the decision was made from, so that a pod that
+// finished in the meantime (the cache not showing it yet) keeps its
+// finalizer and is counted by the next sync instead of being dropped
+// uncounted. It returns how many ready pods and how many pods in total were
+// deleted; a pod found already gone counts as deleted, in both numbers
+// alike.
 func (c *Controller) deletePodsUncounted(ctx context.Context, sc *syncContext, pods []*corev1.Pod) (int32, int32, error) {
 	if len(pods) == 0 {
 		return 0, 0, nil
@@ -212,7 +216,7 @@ func (c *Controller) deletePodsUncounted(ctx context.Context, sc *syncContext, p
 	// remove deletes one pod and reports whether it is gone. Like
 	// upstream, a pod found already gone lowers the expectations at once.
 	remove := func(pod *corev1.Pod) (bool, error) {
-		if patch := removeFinalizerPatch(pod); patch != nil {
+		if patch := removeFinalizerPatchAt(pod); patch != nil {
 			if err := c.pods.removeFinalizer(ctx, pod.Namespace, pod.Name, patch); err != nil {
 				if apierrors.IsNotFound(err) {
 					c.expectations.observe(sc.key, 0, 1)

@@ -73,6 +73,14 @@ func SetPodPhase(ctx context.Context, c kubernetes.Interface, pod *corev1.Pod, p
 	return err
 }
 
+// SetPodPhaseAt is one attempt of SetPodPhase, against pod's
+// resourceVersion: a Conflict if the pod changed since pod was read (the
+// controller removed its finalizer or deleted it, say), which a test
+// kubelet that must only finish pods the controller still tracks uses.
+func SetPodPhaseAt(ctx context.Context, c kubernetes.Interface, pod *corev1.Pod, phase corev1.PodPhase) error {
+	return setPodPhase(ctx, c, pod, phase)
+}
+
 // setPodPhase is one attempt of SetPodPhase, against pod's resourceVersion.
 func setPodPhase(ctx context.Context, c kubernetes.Interface, pod *corev1.Pod, phase corev1.PodPhase) error {
 	p := pod.DeepCopy()

@@ -2,8 +2,10 @@ package job
 
 import (
 	"context"
+	"fmt"
 	"math/rand"
 	"os"
+	"slices"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -14,6 +16,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/kubernetes"
 
 	jobcontroller "jobkeeper.dev/jobkeeper/pkg/controller/job"
 	"jobkeeper.dev/jobkeeper/test/builder"
@@ -80,7 +83,10 @@ func testCrashSafety(t *testing.T, mode batchv1.CompletionMode) {
 			}
 			var todo []corev1.Pod
 			for _, p := range pods {
-				if !handled[p.UID] && p.DeletionTimestamp == nil && p.Status.Phase == corev1.PodPending {
+				// Only pods the controller still tracks: one whose finalizer
+				// it removed is on its way out uncounted.
+				if !handled[p.UID] && p.DeletionTimestamp == nil && p.Status.Phase == corev1.PodPending &&
+					slices.Contains(p.Finalizers, batchv1.JobTrackingFinalizer) {
 					todo = append(todo, p)
 				}
 			}
@@ -113,7 +119,10 @@ func testCrashSafety(t *testing.T, mode batchv1.CompletionMode) {
 				sem <- struct{}{}
 				wg.Go(func() {
 					defer func() { <-sem }()
-					if err := framework.SetPodPhase(ctx, c, p, phase); err != nil {
+					// At the listed resourceVersion: if the pod changed since
+					// (its finalizer removed, its deletion begun), the write
+					// fails and the next pass looks again.
+					if err := framework.SetPodPhaseAt(ctx, c, p, phase); err != nil {
 						// Not applied: undo the count, retry on the next pass.
 						if phase == corev1.PodFailed {
 							failed.Add(-1)
@@ -156,13 +165,20 @@ func testCrashSafety(t *testing.T, mode batchv1.CompletionMode) {
 		}
 	}()
 
-	waitLong(t, 4*time.Minute, "job complete", func(ctx context.Context) (bool, error) {
+	finished := pollUntil(4*time.Minute, func(ctx context.Context) (bool, error) {
 		j, err := c.BatchV1().Jobs(ns).Get(ctx, job.Name, metav1.GetOptions{})
 		if err != nil {
 			return false, err
 		}
 		return findCond(j, batchv1.JobComplete) || findCond(j, batchv1.JobFailed), nil
 	})
+	if !finished {
+		cancel()
+		<-kubeletDone
+		<-chaosDone
+		logCrashState(t, c, job, succeeded.Load(), failed.Load())
+		t.Fatalf("timed out after %v waiting for the Job to finish", 4*time.Minute)
+	}
 	cancel()
 	<-kubeletDone
 	<-chaosDone
@@ -189,16 +205,66 @@ func testCrashSafety(t *testing.T, mode batchv1.CompletionMode) {
 // test after timeout.
 func waitLong(t testing.TB, timeout time.Duration, what string, cond func(ctx context.Context) (bool, error)) {
 	t.Helper()
+	if !pollUntil(timeout, cond) {
+		t.Fatalf("timed out after %v waiting for %s", timeout, what)
+	}
+}
+
+// pollUntil polls cond every framework.Interval until it holds (true) or
+// timeout passes (false).
+func pollUntil(timeout time.Duration, cond func(ctx context.Context) (bool, error)) bool {
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
 	for {
 		if ok, err := cond(ctx); err == nil && ok {
-			return
+			return true
 		}
 		select {
 		case <-ctx.Done():
-			t.Fatalf("timed out after %v waiting for %s", timeout, what)
+			return false
 		case <-time.After(framework.Interval):
 		}
 	}
+}
+
+// logCrashState logs what a crash test needs to explain a Job that did not
+// finish: its status, the test's own counts, and every pod that is not a
+// plain counted success (phase, index, deletion, finalizer).
+func logCrashState(t testing.TB, c kubernetes.Interface, job *batchv1.Job, succeeded, failed int32) {
+	t.Helper()
+	ctx := context.Background()
+	j, err := c.BatchV1().Jobs(job.Namespace).Get(ctx, job.Name, metav1.GetOptions{})
+	if err != nil {
+		t.Logf("reading the Job: %v", err)
+		return
+	}
+	st := j.Status
+	t.Logf("test counted succeeded %d failed %d", succeeded, failed)
+	t.Logf("status: active %d ready %v terminating %v succeeded %d failed %d completedIndexes %q failedIndexes %v uncounted %+v",
+		st.Active, ptrValue(st.Ready), ptrValue(st.Terminating), st.Succeeded, st.Failed, st.CompletedIndexes, st.FailedIndexes, st.UncountedTerminatedPods)
+	for _, cond := range st.Conditions {
+		t.Logf("condition %s=%s %s: %s", cond.Type, cond.Status, cond.Reason, cond.Message)
+	}
+	pods, err := framework.JobPods(ctx, c, job)
+	if err != nil {
+		t.Logf("listing pods: %v", err)
+		return
+	}
+	byState := map[string]int{}
+	for _, p := range pods {
+		key := fmt.Sprintf("phase=%s deleting=%t finalizer=%t", p.Status.Phase, p.DeletionTimestamp != nil,
+			slices.Contains(p.Finalizers, batchv1.JobTrackingFinalizer))
+		byState[key]++
+		if p.Status.Phase != corev1.PodSucceeded || p.DeletionTimestamp != nil {
+			t.Logf("pod %s uid %s index %q %s", p.Name, p.UID, p.Annotations[batchv1.JobCompletionIndexAnnotation], key)
+		}
+	}
+	t.Logf("pods by state: %v", byState)
+}
+
+func ptrValue[T any](p *T) any {
+	if p == nil {
+		return nil
+	}
+	return *p
 }
