@@ -22,11 +22,17 @@ const PauseUser = "65535:65535"
 // is), and returns its path. Tests call it once per test binary, e.g. in
 // TestMain with a temporary directory.
 func BuildPause(dir string) (string, error) {
-	out := filepath.Join(dir, "pause")
-	cmd := exec.Command("go", "build", "-trimpath", "-ldflags=-s -w", "-o", out, PausePackage)
+	return buildProgram(dir, "pause", PausePackage)
+}
+
+// buildProgram builds the main package pkg of jobkeeper's module into
+// dir/name as BuildPause says, and returns its path.
+func buildProgram(dir, name, pkg string) (string, error) {
+	out := filepath.Join(dir, name)
+	cmd := exec.Command("go", "build", "-trimpath", "-ldflags=-s -w", "-o", out, pkg)
 	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
 	if msg, err := cmd.CombinedOutput(); err != nil {
-		return "", fmt.Errorf("building the pause program (%s): %w\n%s", cmd, err, msg)
+		return "", fmt.Errorf("building the %s program (%s): %w\n%s", name, cmd, err, msg)
 	}
 	return out, nil
 }

@@ -2,32 +2,166 @@ package testimages
 
 import (
 	"fmt"
+	"io/fs"
+	"os"
 
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 )
 
-// The images upstream's [sig-apps] Job, TTLAfterFinished and CronJob e2e
-// specs of Kubernetes v1.36.3 run, named as test/utils/image/manifest.go
-// names them: busybox (the Job fixtures' and CronJob's default image, and
-// the framework's default test image) and pause (the fixtures'
-// "notTerminate" pods).
+// The images upstream's e2e specs of Kubernetes v1.36.3 that jobkeeper runs
+// need, named as test/utils/image/manifest.go names them: busybox (the Job
+// fixtures' and CronJob's default image, and the framework's default test
+// image), pause (the fixtures' "notTerminate" pods), and for the [sig-node]
+// Security Context specs nonewprivs, nonroot and agnhost.
 const (
-	BusyboxImage = "registry.k8s.io/e2e-test-images/busybox:1.37.0-1"
-	PauseImage   = "registry.k8s.io/pause:3.10.2"
+	BusyboxImage    = "registry.k8s.io/e2e-test-images/busybox:1.37.0-1"
+	PauseImage      = "registry.k8s.io/pause:3.10.2"
+	NonewprivsImage = "registry.k8s.io/e2e-test-images/nonewprivs:1.4"
+	NonRootImage    = "registry.k8s.io/e2e-test-images/nonroot:1.5"
+	AgnhostImage    = "registry.k8s.io/e2e-test-images/agnhost:2.63.0"
 )
 
+// NNPPackage is the import path of the program BuildNNP builds.
+const NNPPackage = "jobkeeper.dev/jobkeeper/internal/testimages/nnp"
+
+// NonRootUser is the user upstream's nonroot image runs as (its Dockerfile's
+// `USER 1234`).
+const NonRootUser = "1234"
+
+// AgnhostPackage is the import path of upstream's agnhost program, which
+// Agnhost's binary must be built from (at the Kubernetes version of the
+// specs).
+const AgnhostPackage = "k8s.io/kubernetes/test/images/agnhost"
+
+// BuildNNP builds the nnp program (package nnp) into dir as BuildPause
+// builds pause, and returns its path.
+func BuildNNP(dir string) (string, error) {
+	return buildProgram(dir, "nnp", NNPPackage)
+}
+
+// Sources are the programs the stand-ins are built from.
+type Sources struct {
+	// Busybox is a static busybox (FindBusybox), required.
+	Busybox string
+	// Pause is the pause program (BuildPause), required.
+	Pause string
+	// NNP is the nnp program (BuildNNP), required.
+	NNP string
+	// Agnhost is upstream's agnhost program built static from
+	// AgnhostPackage; empty leaves the agnhost stand-in out (building it
+	// takes minutes and a module requiring k8s.io/kubernetes with its test
+	// dependencies, which test/conformance/run.sh has).
+	Agnhost string
+}
+
 // StandIns are offline stand-ins for the images of upstream's e2e specs,
-// under the names the specs use: Busybox(busyboxPath) as BusyboxImage and
-// Pause(pausePath) as PauseImage. docs/conformance.md says how they differ
+// under the names the specs use. docs/conformance.md says how each differs
 // from upstream's.
-func StandIns(busyboxPath, pausePath string) (map[string]v1.Image, error) {
-	busybox, err := Busybox(busyboxPath)
+func StandIns(src Sources) (map[string]v1.Image, error) {
+	busybox, err := Busybox(src.Busybox)
 	if err != nil {
 		return nil, fmt.Errorf("the busybox stand-in: %w", err)
 	}
-	pause, err := Pause(pausePath)
+	pause, err := Pause(src.Pause)
 	if err != nil {
 		return nil, fmt.Errorf("the pause stand-in: %w", err)
 	}
-	return map[string]v1.Image{BusyboxImage: busybox, PauseImage: pause}, nil
+	nnp, err := Nonewprivs(busybox, src.NNP)
+	if err != nil {
+		return nil, fmt.Errorf("the nonewprivs stand-in: %w", err)
+	}
+	nonRoot, err := NonRoot(busybox)
+	if err != nil {
+		return nil, fmt.Errorf("the nonroot stand-in: %w", err)
+	}
+	images := map[string]v1.Image{BusyboxImage: busybox, PauseImage: pause, NonewprivsImage: nnp, NonRootImage: nonRoot}
+	if src.Agnhost != "" {
+		agnhost, err := Agnhost(busybox, src.Agnhost)
+		if err != nil {
+			return nil, fmt.Errorf("the agnhost stand-in: %w", err)
+		}
+		images[AgnhostImage] = agnhost
+	}
+	return images, nil
+}
+
+// Nonewprivs is a stand-in for upstream's nonewprivs image (alpine with
+// /usr/local/bin/nnp set-user-ID root, Cmd ["nnp"]): the busybox stand-in
+// with the nnp program (BuildNNP) at the same path, mode 04755, owned by
+// root.
+func Nonewprivs(busybox v1.Image, nnpPath string) (v1.Image, error) {
+	binary, err := readStatic(nnpPath)
+	if err != nil {
+		return nil, fmt.Errorf("the nnp program: %w", err)
+	}
+	img, err := WithLayer(busybox,
+		Dir("usr/local", 0o755), Dir("usr/local/bin", 0o755),
+		Regular("usr/local/bin/nnp", fs.ModeSetuid|0o755, binary))
+	if err != nil {
+		return nil, err
+	}
+	return withStandInConfig(img, NonewprivsImage, NNPPackage, Config{Cmd: []string{"nnp"}})
+}
+
+// NonRoot is a stand-in for upstream's nonroot image (debian-base with
+// `USER 1234`): the busybox stand-in running as NonRootUser.
+func NonRoot(busybox v1.Image) (v1.Image, error) {
+	return withStandInConfig(busybox, NonRootImage, "busybox stand-in", Config{Cmd: []string{"sh"}, User: NonRootUser})
+}
+
+// Agnhost is a stand-in for upstream's agnhost image: the busybox stand-in
+// with upstream's own agnhost program at /agnhost (and /agnhost-2 linking to
+// it), /uploads, and the account the image's Dockerfile adds
+// (user-defined-in-image, uid and gid 1000, also a member of
+// group-defined-in-image, gid 50000); Entrypoint ["/agnhost"], Cmd
+// ["pause"]. Upstream's image is alpine with curl, netcat, iproute2, iperf,
+// bind-tools and coredns added, and a registry's files for the image pull
+// specs; the stand-in has busybox's versions of the first four and none of
+// the rest.
+func Agnhost(busybox v1.Image, agnhostPath string) (v1.Image, error) {
+	binary, err := readStatic(agnhostPath)
+	if err != nil {
+		return nil, fmt.Errorf("the agnhost program: %w", err)
+	}
+	const user, group = "user-defined-in-image", "group-defined-in-image"
+	img, err := WithLayer(busybox,
+		Regular("agnhost", 0o755, binary),
+		Symlink("agnhost-2", "agnhost"),
+		Dir("uploads", 0o755),
+		File{Path: "home/" + user, Mode: fs.ModeDir | 0o755, UID: 1000, GID: 1000},
+		Regular("etc/passwd", 0o644, []byte(
+			"root:x:0:0:root:/root:/bin/sh\n"+
+				"nobody:x:65534:65534:nobody:/home:/bin/false\n"+
+				user+":x:1000:1000::/home/"+user+":/bin/sh\n")),
+		Regular("etc/group", 0o644, []byte(
+			"root:x:0:\n"+
+				"nobody:x:65534:\n"+
+				user+":x:1000:\n"+
+				group+":x:50000:"+user+"\n")))
+	if err != nil {
+		return nil, err
+	}
+	return withStandInConfig(img, AgnhostImage, AgnhostPackage,
+		Config{Entrypoint: []string{"/agnhost"}, Cmd: []string{"pause"}})
+}
+
+// withStandInConfig is img under cfg, labelled as the stand-in for name
+// built from source, with img's architecture.
+func withStandInConfig(img v1.Image, name, source string, cfg Config) (v1.Image, error) {
+	cf, err := img.ConfigFile()
+	if err != nil {
+		return nil, err
+	}
+	cfg.Architecture = cf.Architecture
+	cfg.Labels = map[string]string{LabelStandInFor: name, LabelSource: source}
+	return WithConfig(img, cfg)
+}
+
+// readStatic reads a statically linked executable of this machine's
+// architecture.
+func readStatic(p string) ([]byte, error) {
+	if _, err := staticArch(p); err != nil {
+		return nil, err
+	}
+	return os.ReadFile(p)
 }

@@ -3,6 +3,7 @@ package testimages
 import (
 	"archive/tar"
 	"errors"
+	"fmt"
 	"io"
 	"io/fs"
 	"os"
@@ -429,7 +430,15 @@ func (s *syncBuffer) String() string {
 }
 
 func TestStandIns(t *testing.T) {
-	images, err := StandIns(busybox(t), pause(t))
+	nnp, err := BuildNNP(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if out, err := exec.Command(nnp).Output(); err != nil || string(out) != fmt.Sprintf("Effective uid: %d\n", os.Geteuid()) {
+		t.Errorf("nnp printed %q (%v)", out, err)
+	}
+	// Any static program stands in for agnhost's here.
+	images, err := StandIns(Sources{Busybox: busybox(t), Pause: pause(t), NNP: nnp, Agnhost: pause(t)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -438,8 +447,51 @@ func TestStandIns(t *testing.T) {
 		names = append(names, n)
 	}
 	slices.Sort(names)
-	want := []string{"registry.k8s.io/e2e-test-images/busybox:1.37.0-1", "registry.k8s.io/pause:3.10.2"}
+	want := []string{AgnhostImage, BusyboxImage, NonewprivsImage, NonRootImage, PauseImage}
 	if diff := cmp.Diff(want, names); diff != "" {
 		t.Errorf("stand-ins (-want +got):\n%s", diff)
+	}
+	config := func(name string) v1.Config {
+		cf, err := images[name].ConfigFile()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if cf.Config.Labels[LabelStandInFor] != name {
+			t.Errorf("%s: labels %v", name, cf.Config.Labels)
+		}
+		return cf.Config
+	}
+	// flat is the image's file system, its layers applied in order.
+	flat := func(name string) map[string]entry {
+		_, byName := tarEntries(t, mutate.Extract(images[name]))
+		return byName
+	}
+
+	if cfg := config(NonewprivsImage); !slices.Equal(cfg.Cmd, []string{"nnp"}) || cfg.User != "" {
+		t.Errorf("nonewprivs: Cmd %q User %q, want [nnp] and none", cfg.Cmd, cfg.User)
+	}
+	if got := flat(NonewprivsImage)["usr/local/bin/nnp"]; got.Type != tar.TypeReg || got.Mode != 0o4755 {
+		t.Errorf("nonewprivs: usr/local/bin/nnp type %c mode %o, want a set-user-ID 04755 file", got.Type, got.Mode)
+	}
+	if cfg := config(NonRootImage); cfg.User != "1234" || !slices.Equal(cfg.Cmd, []string{"sh"}) {
+		t.Errorf("nonroot: User %q Cmd %q, want 1234 and [sh]", cfg.User, cfg.Cmd)
+	}
+	if cfg := config(AgnhostImage); !slices.Equal(cfg.Entrypoint, []string{"/agnhost"}) || !slices.Equal(cfg.Cmd, []string{"pause"}) {
+		t.Errorf("agnhost: Entrypoint %q Cmd %q, want [/agnhost] [pause]", cfg.Entrypoint, cfg.Cmd)
+	}
+	fs := flat(AgnhostImage)
+	if got := fs["agnhost"]; got.Type != tar.TypeReg || got.Mode != 0o755 {
+		t.Errorf("agnhost: /agnhost type %c mode %o", got.Type, got.Mode)
+	}
+	if got := fs["agnhost-2"]; got.Type != tar.TypeSymlink || got.Link != "agnhost" {
+		t.Errorf("agnhost: /agnhost-2 %+v, want a link to agnhost", got)
+	}
+	for file, line := range map[string]string{
+		"etc/passwd": "user-defined-in-image:x:1000:1000:",
+		"etc/group":  "group-defined-in-image:x:50000:user-defined-in-image\n",
+	} {
+		if !strings.Contains(fs[file].Data, line) || !strings.Contains(fs[file].Data, "nobody:x:65534:") {
+			t.Errorf("agnhost: /%s lacks %q or nobody:\n%s", file, line, fs[file].Data)
+		}
 	}
 }

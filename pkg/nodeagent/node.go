@@ -17,6 +17,7 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/klog/v2"
+	"k8s.io/utils/ptr"
 
 	"jobkeeper.dev/jobkeeper/pkg/nodeagent/binder"
 	"jobkeeper.dev/jobkeeper/pkg/nodeagent/podconfig"
@@ -92,6 +93,8 @@ func nodeStatus(name string, capacity corev1.ResourceList, port int, now time.Ti
 			Architecture:            goruntime.GOARCH,
 			ContainerRuntimeVersion: "jobkeeper://" + KubeletVersion,
 		},
+		// As a v1.36 kubelet on a runtime that honours the policy.
+		Features: &corev1.NodeFeatures{SupplementalGroupsPolicy: ptr.To(true)},
 	}
 }
 

@@ -228,7 +228,7 @@ func (w *worker) adopt(ctx context.Context, pod *corev1.Pod, c *container, f fou
 	}
 	w.holdAdoptedImage(pod, c)
 	w.agent.volumes.TakeOver(pod)
-	c.handle = h
+	c.handle, c.user = h, userOf(h)
 	klog.FromContext(ctx).V(2).Info("Container adopted", "pod", klog.KObj(pod), "container", c.spec.Name, "attempt", f.attempt, "pid", h.PID())
 	w.apply(ctx, pod, c, lifecycle.Event{Kind: lifecycle.EvAdopted, At: startedAt, Attempt: f.attempt, ContainerID: w.idOf(c, f),
 		Probes: w.probesOf(pod, c, h), Hooks: w.hooksOf(pod, c, h), OK: started, Ready: ready})

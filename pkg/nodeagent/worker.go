@@ -31,6 +31,9 @@ type container struct {
 	state lifecycle.ContainerState
 	// handle is the running attempt, nil when none runs.
 	handle runtime.Handle
+	// user is who the running or last attempt runs as, as the runtime
+	// reported it; nil when it did not.
+	user *runtime.ContainerUser
 	// stopProbe ends the running attempt's probes; nil when none run.
 	stopProbe context.CancelFunc
 	// stopHook ends the running attempt's lifecycle hook; nil when none
@@ -73,7 +76,16 @@ func (c *container) view() status.ContainerView {
 		EverRan:      s.Ran,
 		WaitReason:   s.WaitReason,
 		WaitMessage:  s.WaitMessage,
+		User:         c.user,
 	}
+}
+
+// userOf is who h's attempt runs as, if its runtime says.
+func userOf(h runtime.Handle) *runtime.ContainerUser {
+	if r, ok := h.(runtime.UserReporter); ok {
+		return r.User()
+	}
+	return nil
 }
 
 // logState is what the log endpoint needs from a worker.
@@ -579,7 +591,7 @@ func (w *worker) start(ctx context.Context, pod *corev1.Pod, c *container, now t
 	}
 	id := runtimeContainerID(w.agent.runtime.Name(), pod.UID, c.spec.Name, attempt, h.PID())
 	probes, hooks := w.probesOf(pod, c, h), w.hooksOf(pod, c, h)
-	c.handle = h
+	c.handle, c.user = h, userOf(h)
 	logger.V(2).Info("Container started", "pod", klog.KObj(pod), "container", c.spec.Name, "attempt", attempt, "pid", h.PID())
 	w.apply(ctx, pod, c, lifecycle.Event{Kind: lifecycle.EvStarted, At: now, ContainerID: id, Probes: probes, Hooks: hooks})
 	go func() {

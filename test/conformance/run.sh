@@ -1,13 +1,13 @@
 #!/usr/bin/env bash
 # Run upstream's own [sig-apps] Job, TTLAfterFinished and CronJob e2e specs
-# (k8s.io/kubernetes/test/e2e, the Kubernetes version of go.mod) against a
-# private `jobkeeper up`, one e2e.test process per spec, and write the results
-# into docs/conformance.md. See docs/conformance.md for what it measures.
+# (or those --focus selects; k8s.io/kubernetes/test/e2e, the Kubernetes
+# version of go.mod) against a private `jobkeeper up`, one e2e.test process
+# per spec, and write the results into docs/conformance.md. See docs/conformance.md for what it measures.
 #
 # Needs Go, gcc, the Go module proxy and a static busybox (Debian's
 # busybox-static) for the images (no registry, no GitHub, no cluster). Heavy:
-# the first run builds e2e.test (tens of minutes on 2 cores), later runs
-# reuse it.
+# the first run builds e2e.test and agnhost (tens of minutes on 2 cores),
+# later runs reuse them.
 set -euo pipefail
 
 usage() {
@@ -26,7 +26,7 @@ usage: test/conformance/run.sh [options]
                        (default docs/conformance.md); --no-doc leaves it alone
   --at REV             build jobkeeper from git revision REV (a clean export)
                        instead of the working tree
-  --rebuild            rebuild the cached e2e.test
+  --rebuild            rebuild the cached e2e.test and agnhost
   --nice N             niceness of the e2e.test build, of up and of the runs (default 15)
   --images MODE        up's --images: oci (default: the specs' images are offline
                        stand-ins loaded into up's store first) or host
@@ -35,7 +35,7 @@ usage: test/conformance/run.sh [options]
   -h, --help
 
 Environment: JOBKEEPER_CONFORMANCE_CACHE (default ~/.cache/jobkeeper/conformance)
-holds the scratch module and e2e.test, one directory per Kubernetes version.
+holds the scratch modules, e2e.test and agnhost, one directory per Kubernetes version.
 EOF
 }
 
@@ -154,6 +154,33 @@ else
 	log "e2e.test: $build_note"
 fi
 
+# --- agnhost --------------------------------------------------------------
+# Upstream's agnhost program, for the agnhost stand-in (only with the oci
+# images): built static from k8s.io/kubernetes at the same version, in a
+# scratch module of its own (go get adds the modules agnhost needs beyond
+# the e2e tests', e.g. its SCTP library), cached beside e2e.test.
+agnhost="$build_dir/agnhost"
+agnhost_stamp="$build_dir/agnhost.stamp"
+if [ "$images" = oci ] && { [ "$rebuild" = 1 ] || [ ! -x "$agnhost" ] || [ "$(cat "$agnhost_stamp" 2>/dev/null)" != "$want_gomod" ]; }; then
+	log "building upstream's agnhost for Kubernetes $k8s_version in $build_dir (cold: minutes)"
+	b0=$(date +%s)
+	mkdir -p "$build_dir/agnhost-module"
+	(
+		cd "$build_dir/agnhost-module"
+		printf '%s\n' "$want_gomod" | sed 's|^module .*|module jobkeeper.dev/conformance/agnhostbuild|' >go.mod
+		rm -f go.sum
+		go get "k8s.io/kubernetes/test/images/agnhost@$k8s_version"
+		CGO_ENABLED=0 nice_run go build -trimpath -ldflags='-s -w' -o "$agnhost.tmp" k8s.io/kubernetes/test/images/agnhost
+	) >"$build_dir/agnhost-build.log" 2>&1 || {
+		tail -30 "$build_dir/agnhost-build.log" >&2
+		echo "building agnhost failed; log: $build_dir/agnhost-build.log" >&2
+		exit 1
+	}
+	mv "$agnhost.tmp" "$agnhost"
+	printf '%s\n' "$want_gomod" >"$agnhost_stamp"
+	log "agnhost built in $(fmt_duration $(($(date +%s) - b0)))"
+fi
+
 # --- jobkeeper ------------------------------------------------------------
 src="$root"
 if [ -n "$at" ]; then
@@ -186,8 +213,8 @@ load_images() {
 		echo "building internal/testimages/cmd/standins failed" >&2
 		exit 1
 	}
-	# standins builds the pause program with the go command, from $root.
-	lines=$(cd "$root" && "$results/standins" -o "$results/standins.tar" --busybox "$busybox") || {
+	# standins builds the pause and nnp programs with the go command, from $root.
+	lines=$(cd "$root" && "$results/standins" -o "$results/standins.tar" --busybox "$busybox" --agnhost "$agnhost") || {
 		echo "building the image stand-ins failed (a static busybox: apt-get install busybox-static, or --busybox PATH)" >&2
 		exit 1
 	}
@@ -252,12 +279,13 @@ trap 'exit 130' INT
 trap 'exit 143' TERM
 
 # --- the images -----------------------------------------------------------
-# No registry is reachable here. The specs' images (busybox and pause, under
-# the names v1.36.3's test/utils/image/manifest.go gives them) are stand-ins
-# built offline by internal/testimages (busybox from Debian's busybox-static,
-# pause a static program of our own; see docs/conformance.md, "Images,
-# offline"), written into a docker-save tarball and loaded into the store of
-# up's data dir before up starts. A spec asking for any other image fails to
+# No registry is reachable here. The specs' images (busybox, pause,
+# nonewprivs, nonroot and agnhost, under the names v1.36.3's
+# test/utils/image/manifest.go gives them) are stand-ins built offline by
+# internal/testimages (busybox from Debian's busybox-static, pause and nnp
+# programs of our own, upstream's agnhost built above; see
+# docs/conformance.md, "Images, offline"), written into a docker-save
+# tarball and loaded into the store of up's data dir before up starts. A spec asking for any other image fails to
 # pull it, as on a cluster without that image.
 images_note="\`--images=$images\`"
 if [ "$images" = oci ]; then

@@ -3,6 +3,7 @@ package e2e
 import (
 	"context"
 	"fmt"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"slices"
@@ -10,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/go-cmp/cmp"
 	ggcrname "github.com/google/go-containerregistry/pkg/name"
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 	batchv1 "k8s.io/api/batch/v1"
@@ -18,6 +20,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/utils/ptr"
 
 	"jobkeeper.dev/jobkeeper/internal/testimages"
 	"jobkeeper.dev/jobkeeper/test/builder"
@@ -234,15 +237,33 @@ func imageLoad(t *testing.T, dataDir, archive string) {
 // own command: busybox with no command (its Cmd, sh, exits at once: the
 // fixtures' default behaviour) and pause ("notTerminate"), which runs until
 // the Job is suspended and then stops on SIGTERM, well within its grace
-// period.
+// period. As root it also runs the shapes of the [sig-node] Security Context
+// specs: nonewprivs's set-user-ID root program with allowPrivilegeEscalation
+// unset and false, nonroot's image user, and supplementalGroupsPolicy Merge
+// and Strict with a user the image puts in a group (the output of `id -G`
+// and the container status's user).
 func TestUpRunsTheE2EStandIns(t *testing.T) {
 	ctx := context.Background()
 	busybox := testimages.BusyboxOrSkip(t)
-	pause, err := testimages.BuildPause(t.TempDir())
+	bin := t.TempDir()
+	pause, err := testimages.BuildPause(bin)
 	if err != nil {
 		t.Fatal(err)
 	}
-	standIns, err := testimages.StandIns(busybox, pause)
+	nnp, err := testimages.BuildNNP(bin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	standIns, err := testimages.StandIns(testimages.Sources{Busybox: busybox, Pause: pause, NNP: nnp})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// An image whose /etc/group puts user 1000 in group 50000, as
+	// agnhost's does, for supplementalGroupsPolicy.
+	const groupsImage = "jobkeeper.test/groups:1"
+	standIns[groupsImage], err = testimages.WithLayer(standIns[testimages.BusyboxImage],
+		testimages.Regular("etc/passwd", 0o644, []byte("root:x:0:0:root:/root:/bin/sh\nu:x:1000:1000::/:/bin/sh\n")),
+		testimages.Regular("etc/group", 0o644, []byte("root:x:0:\nu:x:1000:\nimage-group:x:50000:u\n")))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -265,7 +286,34 @@ func TestUpRunsTheE2EStandIns(t *testing.T) {
 	}
 	succeeded := fixture("busybox-default", testimages.BusyboxImage)
 	notTerminate := fixture("pause", testimages.PauseImage)
-	for _, job := range []*batchv1.Job{succeeded, notTerminate} {
+	// The Security Context specs' shapes: nonewprivs as uid 1000 with
+	// allowPrivilegeEscalation unset (its set-user-ID root program runs
+	// as root) and false (it runs as 1000), nonroot with the image's user.
+	escalation := func(name string, allow *bool) *batchv1.Job {
+		job := fixture(name, testimages.NonewprivsImage)
+		job.Spec.Template.Spec.Containers[0].SecurityContext = &corev1.SecurityContext{
+			RunAsUser: ptr.To[int64](1000), AllowPrivilegeEscalation: allow}
+		return job
+	}
+	nnpUnset, nnpFalse := escalation("nnp-unset", nil), escalation("nnp-false", ptr.To(false))
+	nonRoot := fixture("nonroot", testimages.NonRootImage)
+	nonRoot.Spec.Template.Spec.Containers[0].Command = []string{"id", "-u"}
+	groups := func(name string, policy corev1.SupplementalGroupsPolicy) *batchv1.Job {
+		job := fixture(name, groupsImage)
+		job.Spec.Template.Spec.SecurityContext = &corev1.PodSecurityContext{RunAsUser: ptr.To[int64](1000),
+			SupplementalGroups: []int64{60000}, SupplementalGroupsPolicy: &policy}
+		job.Spec.Template.Spec.Containers[0].Command = []string{"id", "-G"}
+		return job
+	}
+	merge, strict := groups("groups-merge", corev1.SupplementalGroupsPolicyMerge), groups("groups-strict", corev1.SupplementalGroupsPolicyStrict)
+	jobs := []*batchv1.Job{succeeded, notTerminate}
+	// As a user, up runs every container as that user, and its image store
+	// owns every file: no other uid, no set-user-ID root.
+	asRoot := os.Geteuid() == 0
+	if asRoot {
+		jobs = append(jobs, nnpUnset, nnpFalse, nonRoot, merge, strict)
+	}
+	for _, job := range jobs {
 		if _, err := c.BatchV1().Jobs(job.Namespace).Create(ctx, job, metav1.CreateOptions{}); err != nil {
 			t.Fatal(err)
 		}
@@ -279,6 +327,47 @@ func TestUpRunsTheE2EStandIns(t *testing.T) {
 			t.Fatalf("Job did not complete: conditions %+v; pods: %s", got.Status.Conditions, describePods(podsOf(t, c, succeeded)))
 		}
 	})
+
+	for _, tc := range []struct {
+		job  *batchv1.Job
+		want string
+		// user is the container status's user, when checked.
+		user *corev1.LinuxContainerUser
+	}{
+		{job: nnpFalse, want: "Effective uid: 1000\n"},
+		{job: nnpUnset, want: "Effective uid: 0\n"},
+		{job: nonRoot, want: testimages.NonRootUser + "\n"},
+		{job: merge, want: "1000 50000 60000\n",
+			user: &corev1.LinuxContainerUser{UID: 1000, GID: 1000, SupplementalGroups: []int64{1000, 50000, 60000}}},
+		{job: strict, want: "1000 60000\n",
+			user: &corev1.LinuxContainerUser{UID: 1000, GID: 1000, SupplementalGroups: []int64{1000, 60000}}},
+	} {
+		t.Run(tc.job.Name, func(t *testing.T) {
+			if !asRoot {
+				t.Skip("runAsUser and a set-user-ID root program need up to run as root")
+			}
+			got := waitJob(t, c, tc.job.Namespace, tc.job.Name, "finished", func(j *batchv1.Job) bool {
+				return hasCondition(batchv1.JobComplete)(j) || hasCondition(batchv1.JobFailed)(j)
+			})
+			pods := podsOf(t, c, tc.job)
+			if !hasCondition(batchv1.JobComplete)(got) || len(pods) != 1 {
+				t.Fatalf("Job did not complete: conditions %+v; pods: %s", got.Status.Conditions, describePods(pods))
+			}
+			logs, err := c.CoreV1().Pods(pods[0].Namespace).GetLogs(pods[0].Name, &corev1.PodLogOptions{}).DoRaw(ctx)
+			if err != nil || string(logs) != tc.want {
+				t.Errorf("output %q (%v), want %q", logs, err, tc.want)
+			}
+			if tc.user != nil {
+				var got *corev1.ContainerUser
+				if st := pods[0].Status.ContainerStatuses; len(st) == 1 {
+					got = st[0].User
+				}
+				if diff := cmp.Diff(&corev1.ContainerUser{Linux: tc.user}, got); diff != "" {
+					t.Errorf("status user (-want +got):\n%s", diff)
+				}
+			}
+		})
+	}
 
 	t.Run("pause", func(t *testing.T) {
 		waitJob(t, c, notTerminate.Namespace, notTerminate.Name, "had a ready pod", func(j *batchv1.Job) bool {

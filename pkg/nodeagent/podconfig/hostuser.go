@@ -61,16 +61,18 @@ func CheckHostModeUser(pod *corev1.Pod, c *corev1.Container, uid, gid int64) err
 // HostModeUser is the User of a host mode container of pod run by an agent
 // whose processes have (uid, gid): with root the agent's user given the
 // pod's supplementalGroups and its fsGroup (which the kubelet adds to every
-// container's groups); nil (the agent's user and groups, unchanged) when
-// the pod names no group or the agent cannot give groups.
+// container's groups), without the groups /etc/group gives it under
+// supplementalGroupsPolicy Strict; nil (the agent's user and groups,
+// unchanged) when the pod asks for neither or the agent cannot give
+// groups.
 func HostModeUser(pod *corev1.Pod, uid, gid int64, root bool) *runtime.User {
 	psc := pod.Spec.SecurityContext
-	if !root || psc == nil || (len(psc.SupplementalGroups) == 0 && psc.FSGroup == nil) {
+	if !root || psc == nil || (len(psc.SupplementalGroups) == 0 && psc.FSGroup == nil && !strictGroups(psc)) {
 		return nil
 	}
 	groups := slices.Clone(psc.SupplementalGroups)
 	if psc.FSGroup != nil {
 		groups = append(groups, *psc.FSGroup)
 	}
-	return &runtime.User{RunAsUser: &uid, RunAsGroup: &gid, SupplementalGroups: groups}
+	return &runtime.User{RunAsUser: &uid, RunAsGroup: &gid, SupplementalGroups: groups, StrictGroups: strictGroups(psc)}
 }

@@ -1,6 +1,7 @@
 package podconfig
 
 import (
+	"slices"
 	"strings"
 	"testing"
 
@@ -67,6 +68,7 @@ func TestHostModeUser(t *testing.T) {
 		pod        *corev1.Pod
 		root       bool
 		wantGroups []int64
+		wantStrict bool
 		wantNil    bool
 	}{
 		{name: "no security context", pod: withPSC(nil), root: true, wantNil: true},
@@ -75,6 +77,7 @@ func TestHostModeUser(t *testing.T) {
 		{name: "fsGroup as root", pod: withPSC(&corev1.PodSecurityContext{FSGroup: ptr.To[int64](3000)}), root: true, wantGroups: []int64{3000}},
 		{name: "both as root", pod: withPSC(&corev1.PodSecurityContext{SupplementalGroups: []int64{10}, FSGroup: ptr.To[int64](3000)}), root: true, wantGroups: []int64{10, 3000}},
 		{name: "not root: the agent's groups (warned)", pod: withPSC(&corev1.PodSecurityContext{SupplementalGroups: []int64{10}}), wantNil: true},
+		{name: "strict alone as root", pod: withPSC(&corev1.PodSecurityContext{SupplementalGroupsPolicy: ptr.To(corev1.SupplementalGroupsPolicyStrict)}), root: true, wantStrict: true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			u := HostModeUser(tc.pod, 0, 5, tc.root)
@@ -90,11 +93,35 @@ func TestHostModeUser(t *testing.T) {
 			if diff := cmp.Diff(tc.wantGroups, u.SupplementalGroups); diff != "" {
 				t.Errorf("groups (-want +got):\n%s", diff)
 			}
+			if u.StrictGroups != tc.wantStrict {
+				t.Errorf("StrictGroups %v, want %v", u.StrictGroups, tc.wantStrict)
+			}
 		})
 	}
 	psc := &corev1.PodSecurityContext{SupplementalGroups: []int64{10}, FSGroup: ptr.To[int64](3000)}
 	HostModeUser(withPSC(psc), 0, 0, true)
 	if diff := cmp.Diff([]int64{10}, psc.SupplementalGroups); diff != "" {
 		t.Errorf("the pod's supplementalGroups changed (-want +got):\n%s", diff)
+	}
+}
+
+func TestContainerUserGroupsPolicy(t *testing.T) {
+	for _, tc := range []struct {
+		policy *corev1.SupplementalGroupsPolicy
+		strict bool
+	}{
+		{policy: nil},
+		{policy: ptr.To(corev1.SupplementalGroupsPolicyMerge)},
+		{policy: ptr.To(corev1.SupplementalGroupsPolicyStrict), strict: true},
+	} {
+		pod := &corev1.Pod{Spec: corev1.PodSpec{SecurityContext: &corev1.PodSecurityContext{
+			SupplementalGroups: []int64{60000}, SupplementalGroupsPolicy: tc.policy}}}
+		u, err := ContainerUser(pod, &corev1.Container{Name: "c"}, "1000")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if u.StrictGroups != tc.strict || !slices.Equal(u.SupplementalGroups, []int64{60000}) {
+			t.Errorf("policy %v: user %+v, want StrictGroups %v and groups [60000]", ptr.Deref(tc.policy, ""), u, tc.strict)
+		}
 	}
 }

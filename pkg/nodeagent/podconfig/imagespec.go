@@ -36,7 +36,9 @@ func ByDepth(mounts []runtime.Mount) []runtime.Mount {
 
 // ContainerUser is who a container runs as: the image's USER, overridden
 // by runAsUser and runAsGroup of the container's securityContext, else the
-// pod's, with the pod's supplemental groups. runAsNonRoot is checked as
+// pod's, with the pod's supplemental groups, and without the groups the
+// image gives the user under supplementalGroupsPolicy Strict (the default,
+// Merge, keeps them). runAsNonRoot is checked as
 // the kubelet checks it: a user that is, or cannot be shown not to be,
 // root is refused.
 func ContainerUser(pod *corev1.Pod, c *corev1.Container, imageUser string) (*runtime.User, error) {
@@ -45,6 +47,7 @@ func ContainerUser(pod *corev1.Pod, c *corev1.Container, imageUser string) (*run
 	if psc := pod.Spec.SecurityContext; psc != nil {
 		u.RunAsUser, u.RunAsGroup, nonRoot = psc.RunAsUser, psc.RunAsGroup, psc.RunAsNonRoot
 		u.SupplementalGroups = psc.SupplementalGroups
+		u.StrictGroups = strictGroups(psc)
 		if psc.FSGroup != nil {
 			// The kubelet adds the fsGroup to the groups of every
 			// container's processes.
@@ -83,6 +86,12 @@ func ContainerUser(pod *corev1.Pod, c *corev1.Container, imageUser string) (*run
 		return nil, fmt.Errorf("container has runAsNonRoot and image will run as root (pod: %q, container: %s)", pod.Namespace+"/"+pod.Name, c.Name)
 	}
 	return u, nil
+}
+
+// strictGroups reports whether the pod's supplementalGroupsPolicy is
+// Strict.
+func strictGroups(psc *corev1.PodSecurityContext) bool {
+	return psc.SupplementalGroupsPolicy != nil && *psc.SupplementalGroupsPolicy == corev1.SupplementalGroupsPolicyStrict
 }
 
 // EtcFile is one file the kubelet manages in every container.

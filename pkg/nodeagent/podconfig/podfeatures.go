@@ -112,6 +112,9 @@ func DecideFeatures(pod *corev1.Pod, node NodeFeatures) FeatureDecision {
 			// (hostuser.go); as root they get them.
 			warn("securityContext.supplementalGroups", "pod")
 		}
+		if node.HostMode && !node.Root && strictGroups(psc) {
+			warn("securityContext.supplementalGroupsPolicy Strict", "pod")
+		}
 		if p := psc.SeccompProfile; p != nil && p.Type == corev1.SeccompProfileTypeRuntimeDefault && !node.Isolated {
 			warn("securityContext.seccompProfile RuntimeDefault", "pod")
 		}

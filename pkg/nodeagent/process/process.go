@@ -315,7 +315,8 @@ func sandboxConfig(spec runtime.Spec, isolate bool) sandbox.Config {
 		cfg.Rootfs = &sandbox.Rootfs{Layers: spec.Rootfs.Layers}
 	}
 	if u := spec.User; u != nil {
-		cfg.User = &sandbox.User{Image: u.Image, RunAsUser: u.RunAsUser, RunAsGroup: u.RunAsGroup, SupplementalGroups: u.SupplementalGroups}
+		cfg.User = &sandbox.User{Image: u.Image, RunAsUser: u.RunAsUser, RunAsGroup: u.RunAsGroup,
+			SupplementalGroups: u.SupplementalGroups, StrictGroups: u.StrictGroups}
 	}
 	return cfg
 }
@@ -459,10 +460,25 @@ type handle struct {
 }
 
 var (
-	_ runtime.Handle   = (*handle)(nil)
-	_ runtime.Execer   = (*handle)(nil)
-	_ runtime.Attacher = (*handle)(nil)
+	_ runtime.Handle       = (*handle)(nil)
+	_ runtime.Execer       = (*handle)(nil)
+	_ runtime.Attacher     = (*handle)(nil)
+	_ runtime.UserReporter = (*handle)(nil)
 )
+
+// User implements runtime.UserReporter: who the sandbox says the main
+// process runs as.
+func (h *handle) User() *runtime.ContainerUser {
+	id := h.sb.User()
+	if id == nil {
+		return nil
+	}
+	u := &runtime.ContainerUser{UID: int64(id.UID), GID: int64(id.GID)}
+	for _, g := range id.Groups {
+		u.SupplementalGroups = append(u.SupplementalGroups, int64(g))
+	}
+	return u
+}
 
 // PID implements runtime.Handle.
 func (h *handle) PID() int { return h.pid }

@@ -147,6 +147,25 @@ type User struct {
 	RunAsUser, RunAsGroup *int64
 	// SupplementalGroups are added to the groups the user has.
 	SupplementalGroups []int64
+	// StrictGroups (supplementalGroupsPolicy: Strict) leaves out the
+	// groups the image's /etc/group gives the user.
+	StrictGroups bool
+}
+
+// ContainerUser is who an attempt's main process runs as, in the
+// container's ids, for status.containerStatuses[].user.
+type ContainerUser struct {
+	// UID and GID are the user and primary group.
+	UID, GID int64
+	// SupplementalGroups are all its groups, the primary group first.
+	SupplementalGroups []int64
+}
+
+// UserReporter is implemented by Handles that know who their attempt runs
+// as (the kubelet reports what the runtime says).
+type UserReporter interface {
+	// User is nil when the runtime does not know (an adopted attempt).
+	User() *ContainerUser
 }
 
 // Seccomp is a container's seccomp profile, resolved by the agent.

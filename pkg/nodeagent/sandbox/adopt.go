@@ -44,7 +44,7 @@ func Adopt(ctx context.Context, dir string) (*Sandbox, error) {
 	closeAll(files)
 	stop()
 	_ = ctrl.SetReadDeadline(time.Time{})
-	s := &Sandbox{pid: rec.SandboxPID, startTime: rec.SandboxStart, stateDir: dir, ctrl: ctrl, mainPID: rec.MainPID, done: make(chan struct{}), execs: map[uint64]chan message{}}
+	s := &Sandbox{pid: rec.SandboxPID, startTime: rec.SandboxStart, stateDir: dir, ctrl: ctrl, mainPID: rec.MainPID, user: rec.User, done: make(chan struct{}), execs: map[uint64]chan message{}}
 	switch {
 	case err != nil && ctx.Err() != nil:
 		_ = ctrl.Close()

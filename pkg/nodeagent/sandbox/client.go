@@ -87,6 +87,9 @@ type Sandbox struct {
 	ctrl *net.UnixConn
 	// mainPID is the main process's PID.
 	mainPID int
+	// user is who the main process runs as; nil when the sandbox was
+	// given no User.
+	user *Identity
 	// startTime is the sandbox's start time, for KillSession.
 	startTime uint64
 	// done is closed once the sandbox has exited and exit is set.
@@ -183,7 +186,7 @@ func Start(ctx context.Context, o StartOptions) (*Sandbox, error) {
 		s.abandon()
 		return nil, &StartFailure{Reason: ReasonCreateContainerError, Message: "unexpected first message from the sandbox: " + first.Kind}
 	}
-	s.mainPID = first.PID
+	s.mainPID, s.user = first.PID, first.User
 	go s.read()
 	return s, nil
 }
@@ -354,6 +357,11 @@ func (s *Sandbox) lostExit() Exit {
 
 // PID is the main process's PID.
 func (s *Sandbox) PID() int { return s.mainPID }
+
+// User is who the main process runs as, in the container's ids (an
+// adopted sandbox's from its state directory); nil when the sandbox was
+// given no User (it runs as the sandbox's own user).
+func (s *Sandbox) User() *Identity { return s.user }
 
 // SandboxPID is the sandbox process's PID, also its session id.
 func (s *Sandbox) SandboxPID() int { return s.pid }

@@ -135,6 +135,21 @@ type User struct {
 	RunAsGroup *int64 `json:"runAsGroup,omitempty"`
 	// SupplementalGroups are added to the user's groups.
 	SupplementalGroups []int64 `json:"supplementalGroups,omitempty"`
+	// StrictGroups leaves out the groups the image's /etc/group lists the
+	// user in (supplementalGroupsPolicy: Strict): the primary group and
+	// SupplementalGroups only.
+	StrictGroups bool `json:"strictGroups,omitempty"`
+}
+
+// Identity is who a container's main process runs as, in the container's
+// own ids (what `id` shows inside it), as the runtime reports it for the
+// container's status (status.containerStatuses[].user).
+type Identity struct {
+	// UID and GID are the user and primary group.
+	UID uint32 `json:"uid"`
+	GID uint32 `json:"gid"`
+	// Groups are the supplementary groups, the primary group first.
+	Groups []uint32 `json:"groups,omitempty"`
 }
 
 // Mount is one volume mount of the container.

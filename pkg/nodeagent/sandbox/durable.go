@@ -74,6 +74,9 @@ type stateRecord struct {
 	StartedAt time.Time `json:"startedAt"`
 	// LogPath is the container's log (Config.LogPath).
 	LogPath string `json:"logPath"`
+	// User is who the main process runs as, when the sandbox was given a
+	// User.
+	User *Identity `json:"user,omitempty"`
 }
 
 // exitRecord is exit.json.
@@ -96,6 +99,8 @@ type Record struct {
 	StartedAt time.Time
 	// LogPath is where the sandbox stores the container's output.
 	LogPath string
+	// User is who the main process runs as (nil: the sandbox's user).
+	User *Identity
 	// Exited is true once the main process ended; Exit says how.
 	Exited bool
 	Exit   Exit
@@ -108,7 +113,7 @@ func ReadRecord(dir string) (Record, error) {
 	if err := readJSON(filepath.Join(dir, stateName), &st); err != nil {
 		return Record{}, err
 	}
-	rec := Record{SandboxPID: st.SandboxPID, SandboxStart: st.SandboxStart, MainPID: st.MainPID, StartedAt: st.StartedAt, LogPath: st.LogPath}
+	rec := Record{SandboxPID: st.SandboxPID, SandboxStart: st.SandboxStart, MainPID: st.MainPID, StartedAt: st.StartedAt, LogPath: st.LogPath, User: st.User}
 	var ex exitRecord
 	switch err := readJSON(filepath.Join(dir, exitName), &ex); {
 	case err == nil:
@@ -229,8 +234,8 @@ func (d *durable) output() (stdout, stderr *os.File, err error) {
 }
 
 // writeState records the main process once it runs.
-func (d *durable) writeState(mainPID int, startedAt time.Time) error {
-	return d.writeFile(stateName, stateRecord{SandboxPID: d.self, SandboxStart: d.selfStart, MainPID: mainPID, StartedAt: startedAt, LogPath: d.logPath})
+func (d *durable) writeState(mainPID int, startedAt time.Time, user *Identity) error {
+	return d.writeFile(stateName, stateRecord{SandboxPID: d.self, SandboxStart: d.selfStart, MainPID: mainPID, StartedAt: startedAt, LogPath: d.logPath, User: user})
 }
 
 // finish stores what is left of the output (waiting a bounded time for the

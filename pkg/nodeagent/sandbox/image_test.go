@@ -100,19 +100,36 @@ func TestImageUser(t *testing.T) {
 		// does not have: without root they must be refused.
 		rootOnly bool
 		want     []string
+		// report is what the sandbox reports (Sandbox.User).
+		report *Identity
 		// wantErr is part of the start failure's message.
 		wantErr string
 	}{
-		"no user":            {user: nil, want: []string{"uid=0 gid=0", "HOME="}},
-		"image default root": {user: &User{}, want: []string{"uid=0 gid=0 groups=[0]", "HOME=/root"}},
+		"no user": {user: nil, want: []string{"uid=0 gid=0", "HOME="}},
+		"image default root": {user: &User{}, want: []string{"uid=0 gid=0 groups=[0]", "HOME=/root"},
+			report: &Identity{Groups: []uint32{0}}},
 		"run as root over a named user": {
 			user: &User{Image: "app", RunAsUser: id(0), RunAsGroup: id(0)}, want: []string{"uid=0 gid=0 groups=[0]", "HOME=/root"},
+			report: &Identity{Groups: []uint32{0}},
 		},
-		"numeric": {user: &User{Image: "1234:55"}, rootOnly: true, want: []string{"uid=1234 gid=55 groups=[55]", "HOME=/"}},
-		"named":   {user: &User{Image: "app"}, rootOnly: true, want: []string{"uid=1000 gid=1000 groups=[50 1000]", "HOME=/home/app"}},
+		"numeric": {user: &User{Image: "1234:55"}, rootOnly: true, want: []string{"uid=1234 gid=55 groups=[55]", "HOME=/"},
+			report: &Identity{UID: 1234, GID: 55, Groups: []uint32{55}}},
+		"named": {user: &User{Image: "app"}, rootOnly: true, want: []string{"uid=1000 gid=1000 groups=[50 1000]", "HOME=/home/app"},
+			report: &Identity{UID: 1000, GID: 1000, Groups: []uint32{1000, 50}}},
+		"named with supplemental groups merged": {
+			user: &User{Image: "app", SupplementalGroups: []int64{9}}, rootOnly: true,
+			want:   []string{"uid=1000 gid=1000 groups=[9 50 1000]", "HOME=/home/app"},
+			report: &Identity{UID: 1000, GID: 1000, Groups: []uint32{1000, 50, 9}},
+		},
+		"named with strict groups": {
+			user: &User{Image: "app", SupplementalGroups: []int64{9}, StrictGroups: true}, rootOnly: true,
+			want:   []string{"uid=1000 gid=1000 groups=[9 1000]", "HOME=/home/app"},
+			report: &Identity{UID: 1000, GID: 1000, Groups: []uint32{1000, 9}},
+		},
 		"runAsUser runAsGroup and supplemental groups": {
 			user: &User{Image: "app", RunAsUser: id(7), RunAsGroup: id(8), SupplementalGroups: []int64{9}}, rootOnly: true,
-			want: []string{"uid=7 gid=8 groups=[8 9]", "HOME=/"},
+			want:   []string{"uid=7 gid=8 groups=[8 9]", "HOME=/"},
+			report: &Identity{UID: 7, GID: 8, Groups: []uint32{8, 9}},
 		},
 		"unknown name": {user: &User{Image: "nobody-here"}, wantErr: "unable to find user nobody-here"},
 	} {
@@ -132,7 +149,14 @@ func TestImageUser(t *testing.T) {
 				}
 				return
 			}
-			got := runImage(t, cfg)
+			s, output := startTest(t, true, cfg)
+			if ex := waitDone(t, s); ex.Code != 0 {
+				t.Errorf("exit = %+v, output %q", ex, output())
+			}
+			if diff := cmp.Diff(tc.report, s.User()); diff != "" {
+				t.Errorf("reported user (-want +got):\n%s", diff)
+			}
+			got := strings.Split(strings.TrimSuffix(output(), "\n"), "\n")
 			if len(got) == 2 && (!root || !strings.Contains(tc.want[0], "groups=")) {
 				// The groups of a user namespace that cannot set them are
 				// the agent's own, as are those of no user.

@@ -68,6 +68,9 @@ type message struct {
 	Argv []string `json:"argv,omitempty"`
 	// TTY says the exec request's descriptors are a terminal.
 	TTY bool `json:"tty,omitempty"`
+	// User is who the main process runs as (kindStarted), when the
+	// sandbox was given a User.
+	User *Identity `json:"user,omitempty"`
 }
 
 // maxMessage bounds a datagram: argv of an exec request included.

@@ -55,6 +55,8 @@ type supervisor struct {
 	// cred is who the container's processes run as; nil: the sandbox's
 	// own user.
 	cred *syscall.Credential
+	// identity is cred as reported to the agent; nil with cred.
+	identity *Identity
 	// main is the main process's PID (also its process group, which
 	// Kill ends).
 	main int
@@ -229,12 +231,12 @@ func supervise() int {
 		return 0
 	}
 	if s.cfg.User != nil {
-		cred, home, err := lookupUser(*s.cfg.User, ids)
+		cred, id, err := lookupUser(*s.cfg.User, ids)
 		if err != nil {
 			s.fail(ReasonCreateContainerError, err.Error())
 			return 2
 		}
-		s.cred, s.cfg.Env = cred, withHome(s.cfg.Env, home)
+		s.cred, s.cfg.Env, s.identity = cred, withHome(s.cfg.Env, id.home), id.report()
 	}
 	if s.cfg.NoNewPrivileges {
 		// Inherited by every process the sandbox starts: the main process
@@ -289,7 +291,7 @@ func supervise() int {
 		return 2
 	}
 	if s.dur != nil {
-		if err := s.dur.writeState(pid, startedAt); err != nil {
+		if err := s.dur.writeState(pid, startedAt, s.identity); err != nil {
 			s.killAll()
 			s.fail(ReasonCreateContainerError, "recording the container's state: "+err.Error())
 			return 2
@@ -305,7 +307,7 @@ func supervise() int {
 		_ = unix.Dup2(int(devNull.Fd()), 2)
 		_ = devNull.Close()
 	}
-	if err := send(s.ctrl, message{Kind: kindStarted, PID: pid}); err != nil && s.dur == nil {
+	if err := send(s.ctrl, message{Kind: kindStarted, PID: pid, User: s.identity}); err != nil && s.dur == nil {
 		s.killAll()
 		return 2
 	}

@@ -19,24 +19,24 @@ import (
 // cannot be had: a name the image does not know, or an id the sandbox's
 // user namespace (ns, read before the view was built: the view's /proc may
 // be a container's) does not map.
-func lookupUser(u User, ns namespaceIDs) (*syscall.Credential, string, error) {
+func lookupUser(u User, ns namespaceIDs) (*syscall.Credential, identity, error) {
 	passwd, err := readEntries("/etc/passwd", parsePasswd)
 	if err != nil {
-		return nil, "", err
+		return nil, identity{}, err
 	}
 	group, err := readEntries("/etc/group", parseGroup)
 	if err != nil {
-		return nil, "", err
+		return nil, identity{}, err
 	}
 	id, err := resolveUser(u, passwd, group)
 	if err != nil {
-		return nil, "", err
+		return nil, identity{}, err
 	}
 	cred, err := credentialFor(id, ns)
 	if err != nil {
-		return nil, "", err
+		return nil, identity{}, err
 	}
-	return cred, id.home, nil
+	return cred, id, nil
 }
 
 // readEntries parses the image's file at p with parse; a missing file has
@@ -125,6 +125,11 @@ type identity struct {
 	// home is the user's home directory, "/" when the image does not
 	// know the user.
 	home string
+}
+
+// report is id as the sandbox reports it to the agent.
+func (id identity) report() *Identity {
+	return &Identity{UID: id.uid, GID: id.gid, Groups: id.groups()}
 }
 
 // groups are all supplementary groups of id, without duplicates.
@@ -227,7 +232,7 @@ func checkID(what string, n int64) (uint32, error) {
 //     u.Image (when RunAsUser is not set), else the user's passwd entry's
 //     group, else 0. A name must be in group; a number need not be.
 //   - the supplementary groups are the primary group, the groups that list
-//     the user by name, and SupplementalGroups.
+//     the user by name (unless StrictGroups), and SupplementalGroups.
 //   - HOME is the passwd entry's home, "/" when the user has none.
 func resolveUser(u User, passwd []passwdEntry, group []groupEntry) (identity, error) {
 	userPart, groupPart, hasGroup := strings.Cut(u.Image, ":")
@@ -292,7 +297,7 @@ func resolveUser(u User, passwd []passwdEntry, group []groupEntry) (identity, er
 		}
 	}
 	id.implied = []uint32{id.gid}
-	if entry != nil {
+	if entry != nil && !u.StrictGroups {
 		for _, g := range group {
 			if slices.Contains(g.members, entry.name) && !slices.Contains(id.implied, g.gid) {
 				id.implied = append(id.implied, g.gid)

@@ -55,6 +55,10 @@ func TestResolveUser(t *testing.T) {
 			user: User{Image: "app", RunAsUser: id(5), RunAsGroup: id(6), SupplementalGroups: []int64{6, 7}},
 			want: identity{uid: 5, gid: 6, implied: []uint32{6}, extra: []uint32{6, 7}, home: "/"},
 		},
+		"strict leaves the image's groups out": {
+			user: User{Image: "app", SupplementalGroups: []int64{7}, StrictGroups: true},
+			want: identity{uid: 1000, gid: 1000, implied: []uint32{1000}, extra: []uint32{7}, home: "/home/app"},
+		},
 		"unknown name":          {user: User{Image: "nobody"}, wantErr: "unable to find user nobody"},
 		"unknown group":         {user: User{Image: "app:nogroup"}, wantErr: "unable to find group nogroup"},
 		"empty group":           {user: User{Image: "app:"}, wantErr: "empty group"},

@@ -2,6 +2,7 @@ package status
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -11,6 +12,7 @@ import (
 
 	"jobkeeper.dev/jobkeeper/pkg/nodeagent/lifecycle"
 	"jobkeeper.dev/jobkeeper/pkg/nodeagent/podconfig"
+	"jobkeeper.dev/jobkeeper/pkg/nodeagent/runtime"
 )
 
 // ContainerView is what the status needs to know about one container.
@@ -48,6 +50,9 @@ type ContainerView struct {
 	EverRan bool
 	// WaitReason and waitMessage describe why a container is not running.
 	WaitReason, WaitMessage string
+	// User is who the running or last attempt runs as, as the runtime
+	// reported it (nil: not reported).
+	User *runtime.ContainerUser
 }
 
 // PodView is what the status needs to know about the pod.
@@ -215,6 +220,12 @@ func containerStatus(c ContainerView, terminal bool) corev1.ContainerStatus {
 		RestartCount: c.RestartCount,
 		Ready:        c.Running && c.Ready && !terminal,
 		Started:      ptr.To(c.Running && c.Started),
+	}
+	if u := c.User; u != nil && c.EverRan {
+		// As the kubelet reports the runtime's answer: for the attempt
+		// that runs, or else the last one.
+		s.User = &corev1.ContainerUser{Linux: &corev1.LinuxContainerUser{
+			UID: u.UID, GID: u.GID, SupplementalGroups: slices.Clone(u.SupplementalGroups)}}
 	}
 	switch {
 	case c.Running:

@@ -83,7 +83,8 @@ func TestBuildStatus(t *testing.T) {
 		want corev1.PodStatus
 	}{
 		"running": {
-			view: PodView{StartTime: t0, Containers: []ContainerView{{Name: "main", Image: "busybox", Kind: lifecycle.KindMain, Running: true, Started: true, Ready: true, EverRan: true, StartedAt: t0, ContainerID: "process://42"}}},
+			view: PodView{StartTime: t0, Containers: []ContainerView{{Name: "main", Image: "busybox", Kind: lifecycle.KindMain, Running: true, Started: true, Ready: true, EverRan: true, StartedAt: t0, ContainerID: "process://42",
+				User: &runtime.ContainerUser{UID: 1000, GID: 1000, SupplementalGroups: []int64{1000, 50000, 60000}}}}},
 			want: corev1.PodStatus{
 				Phase: corev1.PodRunning, QOSClass: corev1.PodQOSBestEffort,
 				HostIP: podconfig.NodeIP, HostIPs: []corev1.HostIP{{IP: podconfig.NodeIP}}, PodIP: podconfig.NodeIP, PodIPs: []corev1.PodIP{{IP: podconfig.NodeIP}},
@@ -99,6 +100,7 @@ func TestBuildStatus(t *testing.T) {
 				ContainerStatuses: []corev1.ContainerStatus{{
 					Name: "main", Image: "busybox", ContainerID: "process://42", Ready: true, Started: ptr.To(true),
 					State: corev1.ContainerState{Running: &corev1.ContainerStateRunning{StartedAt: metav1.NewTime(t0)}},
+					User: &corev1.ContainerUser{Linux: &corev1.LinuxContainerUser{UID: 1000, GID: 1000, SupplementalGroups: []int64{1000, 50000, 60000}}},
 				}},
 			},
 		},

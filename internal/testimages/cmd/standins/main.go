@@ -1,16 +1,18 @@
-// Command standins writes the offline stand-ins for the images upstream's
-// [sig-apps] Job, TTLAfterFinished and CronJob e2e specs run into one
-// `docker save` tarball, under the names the specs use, for `jobkeeper image
-// load` (test/conformance/run.sh does both):
+// Command standins writes the offline stand-ins for the images of the
+// upstream e2e specs jobkeeper runs ([sig-apps] Job, TTLAfterFinished and
+// CronJob; [sig-node] Security Context) into one `docker save` tarball, under
+// the names the specs use, for `jobkeeper image load` (test/conformance/run.sh
+// does both):
 //
-//	go run ./internal/testimages/cmd/standins -o /tmp/standins.tar [--busybox /bin/busybox] [--pause PATH]
+//	go run ./internal/testimages/cmd/standins -o /tmp/standins.tar [--busybox /bin/busybox] [--pause PATH] [--nnp PATH] [--agnhost PATH]
 //
 // busybox comes from a static busybox binary (Debian's busybox-static,
-// /bin/busybox by default); pause is jobkeeper's own pause program, built
-// with the go command from the current directory (inside jobkeeper's module)
-// unless --pause names a built one. It prints one line per image written,
-// tab-separated: name, image ID (the config's digest, which `jobkeeper image
-// ls` shows too), platform, what it was built from.
+// /bin/busybox by default); pause and nnp are jobkeeper's own programs,
+// built with the go command from the current directory (inside jobkeeper's
+// module) unless --pause or --nnp names a built one; agnhost is written
+// only with --agnhost, upstream's agnhost built static. It prints one line
+// per image written, tab-separated: name, image ID (the config's digest,
+// which `jobkeeper image ls` shows too), platform, what it was built from.
 package main
 
 import (
@@ -27,8 +29,10 @@ func main() {
 	out := flag.String("o", "", "the tarball to write (required)")
 	busybox := flag.String("busybox", testimages.DefaultBusybox, "a statically linked busybox binary (Debian: apt-get install busybox-static)")
 	pause := flag.String("pause", "", "a static pause program (default: build internal/testimages/pause)")
+	nnp := flag.String("nnp", "", "a static nnp program (default: build internal/testimages/nnp)")
+	agnhost := flag.String("agnhost", "", "upstream's agnhost program, built static (default: no agnhost stand-in)")
 	flag.Usage = func() {
-		fmt.Fprintf(flag.CommandLine.Output(), "usage: standins -o FILE [--busybox PATH] [--pause PATH]\n\n")
+		fmt.Fprintf(flag.CommandLine.Output(), "usage: standins -o FILE [--busybox PATH] [--pause PATH] [--nnp PATH] [--agnhost PATH]\n\n")
 		flag.PrintDefaults()
 	}
 	flag.Parse()
@@ -36,29 +40,36 @@ func main() {
 		flag.Usage()
 		os.Exit(2)
 	}
-	if err := run(*out, *busybox, *pause); err != nil {
+	if err := run(*out, testimages.Sources{Busybox: *busybox, Pause: *pause, NNP: *nnp, Agnhost: *agnhost}); err != nil {
 		fmt.Fprintln(os.Stderr, "standins:", err)
 		os.Exit(1)
 	}
 }
 
 // run builds the stand-ins and writes them to out.
-func run(out, busybox, pause string) error {
-	busybox, err := testimages.FindBusybox(busybox)
-	if err != nil {
+func run(out string, src testimages.Sources) error {
+	var err error
+	if src.Busybox, err = testimages.FindBusybox(src.Busybox); err != nil {
 		return err
 	}
-	if pause == "" {
-		dir, err := os.MkdirTemp("", "standins-pause-")
+	if src.Pause == "" || src.NNP == "" {
+		dir, err := os.MkdirTemp("", "standins-")
 		if err != nil {
 			return err
 		}
 		defer os.RemoveAll(dir)
-		if pause, err = testimages.BuildPause(dir); err != nil {
-			return err
+		if src.Pause == "" {
+			if src.Pause, err = testimages.BuildPause(dir); err != nil {
+				return err
+			}
+		}
+		if src.NNP == "" {
+			if src.NNP, err = testimages.BuildNNP(dir); err != nil {
+				return err
+			}
 		}
 	}
-	images, err := testimages.StandIns(busybox, pause)
+	images, err := testimages.StandIns(src)
 	if err != nil {
 		return err
 	}
