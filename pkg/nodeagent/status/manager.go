@@ -70,8 +70,14 @@ func (m *Manager) entry(pod *corev1.Pod) *statusEntry {
 	return e
 }
 
-// Set queues status as the pod's desired status.
+// Set queues status as the pod's desired status, with the pod's generation
+// as its observedGeneration (never lowered), as the kubelet's status
+// manager writes every status (PodObservedGenerationTracking, GA in v1.35).
 func (m *Manager) Set(pod *corev1.Pod, status *corev1.PodStatus) {
+	if status.ObservedGeneration < pod.Generation {
+		status = status.DeepCopy()
+		status.ObservedGeneration = pod.Generation
+	}
 	m.mu.Lock()
 	m.entry(pod).status = status
 	m.mu.Unlock()

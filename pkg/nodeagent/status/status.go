@@ -333,32 +333,43 @@ func BuildStatus(pod *corev1.Pod, v PodView, now time.Time) *corev1.PodStatus {
 			notReady = append(notReady, c.Name)
 		}
 	}
-	setCondition(st, corev1.PodReadyToStartContainers, !terminal, "", "", now)
+	// Every condition the kubelet writes says which generation of the pod
+	// it describes (PodObservedGenerationTracking, GA in v1.35), as the
+	// status itself does (Manager.Set).
+	set := func(t corev1.PodConditionType, ok bool, reason, message string) {
+		setCondition(st, t, ok, reason, message, now)
+		st.Conditions[conditionIndex(st, t)].ObservedGeneration = pod.Generation
+	}
+	set(corev1.PodReadyToStartContainers, !terminal, "", "")
 	switch {
 	case phase == corev1.PodSucceeded:
-		setCondition(st, corev1.PodInitialized, true, "PodCompleted", "", now)
+		set(corev1.PodInitialized, true, "PodCompleted", "")
 	case len(notInit) == 0 || v.mainStarted():
-		setCondition(st, corev1.PodInitialized, true, "", "", now)
+		set(corev1.PodInitialized, true, "", "")
 	default:
-		setCondition(st, corev1.PodInitialized, false, "ContainersNotInitialized", fmt.Sprintf("containers with incomplete status: [%s]", strings.Join(notInit, " ")), now)
+		set(corev1.PodInitialized, false, "ContainersNotInitialized", fmt.Sprintf("containers with incomplete status: [%s]", strings.Join(notInit, " ")))
 	}
 	switch {
 	case terminal:
-		setCondition(st, corev1.ContainersReady, false, "PodCompleted", "", now)
-		setCondition(st, corev1.PodReady, false, "PodCompleted", "", now)
+		set(corev1.ContainersReady, false, "PodCompleted", "")
+		set(corev1.PodReady, false, "PodCompleted", "")
 	case len(notReady) == 0:
-		setCondition(st, corev1.ContainersReady, true, "", "", now)
-		setCondition(st, corev1.PodReady, true, "", "", now)
+		set(corev1.ContainersReady, true, "", "")
+		set(corev1.PodReady, true, "", "")
 	default:
 		msg := fmt.Sprintf("containers with unready status: [%s]", strings.Join(notReady, " "))
-		setCondition(st, corev1.ContainersReady, false, "ContainersNotReady", msg, now)
-		setCondition(st, corev1.PodReady, false, "ContainersNotReady", msg, now)
+		set(corev1.ContainersReady, false, "ContainersNotReady", msg)
+		set(corev1.PodReady, false, "ContainersNotReady", msg)
 	}
 	if v.Disrupted {
-		setCondition(st, corev1.DisruptionTarget, true, corev1.PodReasonTerminationByKubelet, MessageNodeShutdown, now)
+		set(corev1.DisruptionTarget, true, corev1.PodReasonTerminationByKubelet, MessageNodeShutdown)
 	}
 	if i := conditionIndex(st, corev1.PodScheduled); i < 0 {
-		setCondition(st, corev1.PodScheduled, true, "", "", now)
+		set(corev1.PodScheduled, true, "", "")
+	} else {
+		// The kubelet regenerates it with every status, as it does the
+		// conditions above.
+		st.Conditions[i].ObservedGeneration = pod.Generation
 	}
 	return st
 }

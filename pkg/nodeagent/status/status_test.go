@@ -69,7 +69,7 @@ func TestPodPhase(t *testing.T) {
 
 func TestBuildStatus(t *testing.T) {
 	earlier := metav1.NewTime(t0.Add(-time.Hour))
-	pod := &corev1.Pod{Status: corev1.PodStatus{
+	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Generation: 3}, Status: corev1.PodStatus{
 		Phase:    corev1.PodPending,
 		QOSClass: corev1.PodQOSBestEffort,
 		Conditions: []corev1.PodCondition{
@@ -90,12 +90,12 @@ func TestBuildStatus(t *testing.T) {
 				HostIP: podconfig.NodeIP, HostIPs: []corev1.HostIP{{IP: podconfig.NodeIP}}, PodIP: podconfig.NodeIP, PodIPs: []corev1.PodIP{{IP: podconfig.NodeIP}},
 				StartTime: ptr.To(metav1.NewTime(t0)),
 				Conditions: []corev1.PodCondition{
-					{Type: corev1.PodScheduled, Status: corev1.ConditionTrue, LastTransitionTime: earlier},
+					{Type: corev1.PodScheduled, ObservedGeneration: 3, Status: corev1.ConditionTrue, LastTransitionTime: earlier},
 					{Type: corev1.DisruptionTarget, Status: corev1.ConditionTrue, Reason: "X", LastTransitionTime: earlier},
-					{Type: corev1.PodReadyToStartContainers, Status: corev1.ConditionTrue, LastTransitionTime: metav1.NewTime(now)},
-					{Type: corev1.PodInitialized, Status: corev1.ConditionTrue, LastTransitionTime: metav1.NewTime(now)},
-					{Type: corev1.ContainersReady, Status: corev1.ConditionTrue, LastTransitionTime: metav1.NewTime(now)},
-					{Type: corev1.PodReady, Status: corev1.ConditionTrue, LastTransitionTime: metav1.NewTime(now)},
+					{Type: corev1.PodReadyToStartContainers, ObservedGeneration: 3, Status: corev1.ConditionTrue, LastTransitionTime: metav1.NewTime(now)},
+					{Type: corev1.PodInitialized, ObservedGeneration: 3, Status: corev1.ConditionTrue, LastTransitionTime: metav1.NewTime(now)},
+					{Type: corev1.ContainersReady, ObservedGeneration: 3, Status: corev1.ConditionTrue, LastTransitionTime: metav1.NewTime(now)},
+					{Type: corev1.PodReady, ObservedGeneration: 3, Status: corev1.ConditionTrue, LastTransitionTime: metav1.NewTime(now)},
 				},
 				ContainerStatuses: []corev1.ContainerStatus{{
 					Name: "main", Image: "busybox", ContainerID: "process://42", Ready: true, Started: ptr.To(true),
@@ -112,12 +112,12 @@ func TestBuildStatus(t *testing.T) {
 				HostIP: podconfig.NodeIP, HostIPs: []corev1.HostIP{{IP: podconfig.NodeIP}}, PodIP: podconfig.NodeIP, PodIPs: []corev1.PodIP{{IP: podconfig.NodeIP}},
 				StartTime: ptr.To(metav1.NewTime(t0)),
 				Conditions: []corev1.PodCondition{
-					{Type: corev1.PodScheduled, Status: corev1.ConditionTrue, LastTransitionTime: earlier},
+					{Type: corev1.PodScheduled, ObservedGeneration: 3, Status: corev1.ConditionTrue, LastTransitionTime: earlier},
 					{Type: corev1.DisruptionTarget, Status: corev1.ConditionTrue, Reason: "X", LastTransitionTime: earlier},
-					{Type: corev1.PodReadyToStartContainers, Status: corev1.ConditionFalse, LastTransitionTime: metav1.NewTime(now)},
-					{Type: corev1.PodInitialized, Status: corev1.ConditionTrue, LastTransitionTime: metav1.NewTime(now)},
-					{Type: corev1.ContainersReady, Status: corev1.ConditionFalse, Reason: "PodCompleted", LastTransitionTime: metav1.NewTime(now)},
-					{Type: corev1.PodReady, Status: corev1.ConditionFalse, Reason: "PodCompleted", LastTransitionTime: metav1.NewTime(now)},
+					{Type: corev1.PodReadyToStartContainers, ObservedGeneration: 3, Status: corev1.ConditionFalse, LastTransitionTime: metav1.NewTime(now)},
+					{Type: corev1.PodInitialized, ObservedGeneration: 3, Status: corev1.ConditionTrue, LastTransitionTime: metav1.NewTime(now)},
+					{Type: corev1.ContainersReady, ObservedGeneration: 3, Status: corev1.ConditionFalse, Reason: "PodCompleted", LastTransitionTime: metav1.NewTime(now)},
+					{Type: corev1.PodReady, ObservedGeneration: 3, Status: corev1.ConditionFalse, Reason: "PodCompleted", LastTransitionTime: metav1.NewTime(now)},
 				},
 				ContainerStatuses: []corev1.ContainerStatus{{
 					Name: "main", Image: "busybox", ContainerID: "process://42", Started: ptr.To(false),
@@ -135,12 +135,12 @@ func TestBuildStatus(t *testing.T) {
 				HostIP: podconfig.NodeIP, HostIPs: []corev1.HostIP{{IP: podconfig.NodeIP}}, PodIP: podconfig.NodeIP, PodIPs: []corev1.PodIP{{IP: podconfig.NodeIP}},
 				StartTime: ptr.To(metav1.NewTime(t0)),
 				Conditions: []corev1.PodCondition{
-					{Type: corev1.PodScheduled, Status: corev1.ConditionTrue, LastTransitionTime: earlier},
+					{Type: corev1.PodScheduled, ObservedGeneration: 3, Status: corev1.ConditionTrue, LastTransitionTime: earlier},
 					{Type: corev1.DisruptionTarget, Status: corev1.ConditionTrue, Reason: "X", LastTransitionTime: earlier},
-					{Type: corev1.PodReadyToStartContainers, Status: corev1.ConditionTrue, LastTransitionTime: metav1.NewTime(now)},
-					{Type: corev1.PodInitialized, Status: corev1.ConditionFalse, Reason: "ContainersNotInitialized", Message: "containers with incomplete status: [init]", LastTransitionTime: metav1.NewTime(now)},
-					{Type: corev1.ContainersReady, Status: corev1.ConditionFalse, Reason: "ContainersNotReady", Message: "containers with unready status: [main]", LastTransitionTime: metav1.NewTime(now)},
-					{Type: corev1.PodReady, Status: corev1.ConditionFalse, Reason: "ContainersNotReady", Message: "containers with unready status: [main]", LastTransitionTime: metav1.NewTime(now)},
+					{Type: corev1.PodReadyToStartContainers, ObservedGeneration: 3, Status: corev1.ConditionTrue, LastTransitionTime: metav1.NewTime(now)},
+					{Type: corev1.PodInitialized, ObservedGeneration: 3, Status: corev1.ConditionFalse, Reason: "ContainersNotInitialized", Message: "containers with incomplete status: [init]", LastTransitionTime: metav1.NewTime(now)},
+					{Type: corev1.ContainersReady, ObservedGeneration: 3, Status: corev1.ConditionFalse, Reason: "ContainersNotReady", Message: "containers with unready status: [main]", LastTransitionTime: metav1.NewTime(now)},
+					{Type: corev1.PodReady, ObservedGeneration: 3, Status: corev1.ConditionFalse, Reason: "ContainersNotReady", Message: "containers with unready status: [main]", LastTransitionTime: metav1.NewTime(now)},
 				},
 				InitContainerStatuses: []corev1.ContainerStatus{{
 					Name: "init", RestartCount: 1, Started: ptr.To(false),
