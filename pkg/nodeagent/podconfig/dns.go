@@ -223,10 +223,11 @@ const maxFQDNLen = 64
 // long is an error naming the field.
 func PodUTSName(pod *corev1.Pod) (string, error) {
 	hostname := PodHostname(pod)
-	if pod.Spec.SetHostnameAsFQDN == nil || !*pod.Spec.SetHostnameAsFQDN || pod.Spec.Subdomain == "" {
+	sub := podSubdomain(pod)
+	if pod.Spec.SetHostnameAsFQDN == nil || !*pod.Spec.SetHostnameAsFQDN || sub == "" {
 		return hostname, nil
 	}
-	fqdn := fmt.Sprintf("%s.%s.%s.svc.%s", hostname, pod.Spec.Subdomain, pod.Namespace, clusterDomain)
+	fqdn := fmt.Sprintf("%s.%s.%s.svc.%s", hostname, sub, pod.Namespace, clusterDomain)
 	if len(fqdn) > maxFQDNLen {
 		return "", &CreateError{Msg: fmt.Sprintf("setHostnameAsFQDN: failed to construct FQDN from pod hostname and cluster domain, FQDN %s is too long (%d characters is the max, %d characters requested)", fqdn, maxFQDNLen, len(fqdn))}
 	}

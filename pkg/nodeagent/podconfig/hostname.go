@@ -11,8 +11,9 @@ import (
 const maxHostnameLen = 63
 
 // PodHostname is the hostname of pod's containers, as the kubelet computes
-// it: spec.hostname, or else the pod's name, cut to 63 characters without
-// a trailing '-' or '.'. It is the HOSTNAME variable, /etc/hostname and,
+// it: spec.hostnameOverride (HostnameOverride, beta and on in v1.36), else
+// spec.hostname, else the pod's name, cut to 63 characters without a
+// trailing '-' or '.'. It is the HOSTNAME variable, /etc/hostname and,
 // where the runtime gives containers a UTS namespace, what hostname
 // prints.
 func PodHostname(pod *corev1.Pod) string {
@@ -20,10 +21,23 @@ func PodHostname(pod *corev1.Pod) string {
 	if hostname == "" {
 		hostname = pod.Name
 	}
+	if o := pod.Spec.HostnameOverride; o != nil && *o != "" {
+		hostname = *o
+	}
 	if len(hostname) <= maxHostnameLen {
 		return hostname
 	}
 	return strings.TrimRight(hostname[:maxHostnameLen], "-.")
+}
+
+// podSubdomain is the pod's subdomain as its hostname uses it: none when
+// hostnameOverride replaces the hostname (the kubelet then gives the pod no
+// domain: no FQDN in /etc/hosts, none for setHostnameAsFQDN).
+func podSubdomain(pod *corev1.Pod) string {
+	if o := pod.Spec.HostnameOverride; o != nil && *o != "" {
+		return ""
+	}
+	return pod.Spec.Subdomain
 }
 
 // NodeIP is the only address of the local node; pods share it.

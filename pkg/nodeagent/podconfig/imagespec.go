@@ -111,8 +111,8 @@ func HostsFile(pod *corev1.Pod, hostname, ip string) []byte {
 	b.WriteString("fe00::1\tip6-allnodes\n")
 	b.WriteString("fe00::2\tip6-allrouters\n")
 	name := hostname
-	if pod.Spec.Subdomain != "" {
-		name = fmt.Sprintf("%s.%s.%s.svc.cluster.local\t%s", hostname, pod.Spec.Subdomain, pod.Namespace, hostname)
+	if sub := podSubdomain(pod); sub != "" {
+		name = fmt.Sprintf("%s.%s.%s.svc.cluster.local\t%s", hostname, sub, pod.Namespace, hostname)
 	}
 	fmt.Fprintf(&b, "%s\t%s\n", ip, name)
 	if len(pod.Spec.HostAliases) > 0 {

@@ -100,7 +100,7 @@ func TestBuildStatus(t *testing.T) {
 				ContainerStatuses: []corev1.ContainerStatus{{
 					Name: "main", Image: "busybox", ContainerID: "process://42", Ready: true, Started: ptr.To(true),
 					State: corev1.ContainerState{Running: &corev1.ContainerStateRunning{StartedAt: metav1.NewTime(t0)}},
-					User: &corev1.ContainerUser{Linux: &corev1.LinuxContainerUser{UID: 1000, GID: 1000, SupplementalGroups: []int64{1000, 50000, 60000}}},
+					User:  &corev1.ContainerUser{Linux: &corev1.LinuxContainerUser{UID: 1000, GID: 1000, SupplementalGroups: []int64{1000, 50000, 60000}}},
 				}},
 			},
 		},
