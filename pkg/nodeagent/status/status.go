@@ -252,6 +252,11 @@ func containerStatus(c ContainerView, terminal bool) corev1.ContainerStatus {
 		}
 		s.State.Waiting = &corev1.ContainerStateWaiting{Reason: reason, Message: c.WaitMessage}
 	}
+	if c.Kind == lifecycle.KindInit && s.State.Terminated != nil && s.State.Terminated.ExitCode == 0 {
+		// As the kubelet's prober manager: a regular init container that
+		// completed is ready.
+		s.Ready = true
+	}
 	return s
 }
 

@@ -195,3 +195,28 @@ func (c ContainerView) withCode(code int32) ContainerView {
 	c.Last = &last
 	return c
 }
+
+// TestCompletedInitContainerReady: a regular init container that exited 0
+// is reported ready, as the kubelet's prober manager reports it; one that
+// failed, or a sidecar that stopped, is not.
+func TestCompletedInitContainerReady(t *testing.T) {
+	pod := &corev1.Pod{}
+	for _, tc := range []struct {
+		name string
+		init ContainerView
+		want bool
+	}{
+		{name: "completed", init: ContainerView{Name: "init", Kind: lifecycle.KindInit, Last: exited(0), Final: true, EverRan: true}, want: true},
+		{name: "failed", init: ContainerView{Name: "init", Kind: lifecycle.KindInit, Last: exited(1), Final: true, EverRan: true}},
+		{name: "stopped sidecar", init: ContainerView{Name: "init", Kind: lifecycle.KindSidecar, Last: exited(0), Final: true, EverRan: true}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			v := PodView{StartTime: t0, Inits: []ContainerView{tc.init},
+				Containers: []ContainerView{{Name: "main", Kind: lifecycle.KindMain, Running: true, Started: true, Ready: true, EverRan: true, StartedAt: t0}}}
+			st := BuildStatus(pod, v, t0)
+			if len(st.InitContainerStatuses) != 1 || st.InitContainerStatuses[0].Ready != tc.want {
+				t.Errorf("init container statuses %+v, want one with ready %v", st.InitContainerStatuses, tc.want)
+			}
+		})
+	}
+}
