@@ -164,19 +164,28 @@ func (a *Agent) imageContainerSpec(ctx context.Context, pod *corev1.Pod, c *cont
 
 // podEtcFiles writes the pod's /etc/hosts, /etc/hostname and
 // /etc/resolv.conf into its directory and returns them. The hosts file is
-// the kubelet's (localhost, the pod's IP and hostname, hostAliases);
-// resolv.conf is composed from this host's by the pod's dnsPolicy and
-// dnsConfig (podDNS), as pods here share its network.
+// the kubelet's (localhost, the pod's IP and hostname, hostAliases; for a
+// hostNetwork pod the node's own hosts file and hostAliases); resolv.conf
+// is composed from this host's by the pod's dnsPolicy and dnsConfig
+// (podDNS), as pods here share its network.
 func (a *Agent) podEtcFiles(pod *corev1.Pod, hostname string) ([]podconfig.EtcFile, error) {
 	dir := filepath.Join(a.podDir(pod.UID), "etc")
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, fmt.Errorf("creating the pod's managed files: %w", err)
 	}
+	hosts := podconfig.HostsFile(pod, podconfig.PodHostname(pod), podconfig.NodeIP)
+	if pod.Spec.HostNetwork {
+		node, err := os.ReadFile(podconfig.NodeHostsFile)
+		if err != nil {
+			return nil, fmt.Errorf("reading the node's hosts file for a hostNetwork pod: %w", err)
+		}
+		hosts = podconfig.HostNetworkHostsFile(pod, node)
+	}
 	files := []struct {
 		name, target string
 		data         []byte
 	}{
-		{"hosts", "/etc/hosts", podconfig.HostsFile(pod, podconfig.PodHostname(pod), podconfig.NodeIP)},
+		{"hosts", "/etc/hosts", hosts},
 		{"hostname", "/etc/hostname", []byte(hostname + "\n")},
 		{"resolv.conf", "/etc/resolv.conf", a.podResolvConf(pod)},
 	}

@@ -52,3 +52,17 @@ func TestHostsFileHostnameOverride(t *testing.T) {
 		t.Errorf("PodUTSName = %q, %v; want %q (no domain to qualify it with)", got, err, override)
 	}
 }
+
+// TestHostNetworkHostsFile: a hostNetwork pod gets the node's hosts file
+// under the kubelet's host network header, then its hostAliases.
+func TestHostNetworkHostsFile(t *testing.T) {
+	pod := &corev1.Pod{Spec: corev1.PodSpec{HostNetwork: true,
+		HostAliases: []corev1.HostAlias{{IP: "10.0.0.9", Hostnames: []string{"db", "db.local"}}}}}
+	node := "127.0.0.1\tlocalhost\n192.168.1.5\tmachine\n"
+	got := string(HostNetworkHostsFile(pod, []byte(node)))
+	want := "# Kubernetes-managed hosts file (host network).\n" + node +
+		"\n# Entries added by HostAliases.\n10.0.0.9\tdb\tdb.local\n"
+	if got != want {
+		t.Errorf("hosts file:\n%q\nwant\n%q", got, want)
+	}
+}

@@ -115,13 +115,33 @@ func HostsFile(pod *corev1.Pod, hostname, ip string) []byte {
 		name = fmt.Sprintf("%s.%s.%s.svc.cluster.local\t%s", hostname, sub, pod.Namespace, hostname)
 	}
 	fmt.Fprintf(&b, "%s\t%s\n", ip, name)
-	if len(pod.Spec.HostAliases) > 0 {
-		b.WriteString("\n# Entries added by HostAliases.\n")
-		for _, h := range pod.Spec.HostAliases {
-			fmt.Fprintf(&b, "%s\t%s\n", h.IP, strings.Join(h.Hostnames, "\t"))
-		}
-	}
+	writeHostAliases(&b, pod.Spec.HostAliases)
 	return []byte(b.String())
+}
+
+// NodeHostsFile is the node's hosts file, which hostNetwork pods get.
+const NodeHostsFile = "/etc/hosts"
+
+// HostNetworkHostsFile is the kubelet's /etc/hosts of a hostNetwork pod:
+// the node's own hosts file (nodeHosts) under a header saying so, then the
+// pod's hostAliases.
+func HostNetworkHostsFile(pod *corev1.Pod, nodeHosts []byte) []byte {
+	var b strings.Builder
+	b.WriteString("# Kubernetes-managed hosts file (host network).\n")
+	b.Write(nodeHosts)
+	writeHostAliases(&b, pod.Spec.HostAliases)
+	return []byte(b.String())
+}
+
+// writeHostAliases appends the hostAliases section of a managed hosts file.
+func writeHostAliases(b *strings.Builder, aliases []corev1.HostAlias) {
+	if len(aliases) == 0 {
+		return
+	}
+	b.WriteString("\n# Entries added by HostAliases.\n")
+	for _, h := range aliases {
+		fmt.Fprintf(b, "%s\t%s\n", h.IP, strings.Join(h.Hostnames, "\t"))
+	}
 }
 
 // ManagedFiles returns the file mounts of files whose path the container
