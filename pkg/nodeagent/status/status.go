@@ -282,8 +282,13 @@ func terminatedState(r *lifecycle.AttemptResult) *corev1.ContainerStateTerminate
 func BuildStatus(pod *corev1.Pod, v PodView, now time.Time) *corev1.PodStatus {
 	st := pod.Status.DeepCopy()
 	phase := podPhase(v)
-	if v.Disrupted && v.Terminal {
+	switch {
+	case v.Disrupted && v.Terminal:
 		phase = DisruptedPhase(v)
+	case v.Terminal && v.Reason == lifecycle.ReasonDeadlineExceeded:
+		// As the kubelet's active deadline handler: the pod failed, however
+		// its containers ended (a shell trapping SIGTERM exits 0).
+		phase = corev1.PodFailed
 	}
 	if IsTerminalPhase(phase) && v.anyRunning() {
 		// As the kubelet's status manager: never report a terminal phase

@@ -220,3 +220,15 @@ func TestCompletedInitContainerReady(t *testing.T) {
 		})
 	}
 }
+
+// TestDeadlineExceededFails: a pod stopped by activeDeadlineSeconds is
+// Failed even when its containers exited 0 on SIGTERM, as the kubelet
+// reports it.
+func TestDeadlineExceededFails(t *testing.T) {
+	v := PodView{StartTime: t0, Terminal: true, Reason: lifecycle.ReasonDeadlineExceeded, Message: lifecycle.MessageDeadlineExceeded,
+		Containers: []ContainerView{{Name: "main", Kind: lifecycle.KindMain, EverRan: true, Last: exited(0), Final: true}}}
+	st := BuildStatus(&corev1.Pod{}, v, t0)
+	if st.Phase != corev1.PodFailed || st.Reason != lifecycle.ReasonDeadlineExceeded {
+		t.Errorf("phase %s reason %q, want Failed and %s", st.Phase, st.Reason, lifecycle.ReasonDeadlineExceeded)
+	}
+}
