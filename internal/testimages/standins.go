@@ -11,14 +11,16 @@ import (
 // The images upstream's e2e specs of Kubernetes v1.36.3 that jobkeeper runs
 // need, named as test/utils/image/manifest.go names them: busybox (the Job
 // fixtures' and CronJob's default image, and the framework's default test
-// image), pause (the fixtures' "notTerminate" pods), and for the [sig-node]
-// Security Context specs nonewprivs, nonroot and agnhost.
+// image), pause (the fixtures' "notTerminate" pods), for the [sig-node]
+// Security Context specs nonewprivs, nonroot and agnhost, and for the
+// hostname override specs glibc-dns-testing.
 const (
 	BusyboxImage    = "registry.k8s.io/e2e-test-images/busybox:1.37.0-1"
 	PauseImage      = "registry.k8s.io/pause:3.10.2"
 	NonewprivsImage = "registry.k8s.io/e2e-test-images/nonewprivs:1.4"
 	NonRootImage    = "registry.k8s.io/e2e-test-images/nonroot:1.5"
 	AgnhostImage    = "registry.k8s.io/e2e-test-images/agnhost:2.63.0"
+	GlibcDNSImage   = "registry.k8s.io/e2e-test-images/glibc-dns-testing:2.0.0"
 )
 
 // NNPPackage is the import path of the program BuildNNP builds.
@@ -74,7 +76,11 @@ func StandIns(src Sources) (map[string]v1.Image, error) {
 	if err != nil {
 		return nil, fmt.Errorf("the nonroot stand-in: %w", err)
 	}
-	images := map[string]v1.Image{BusyboxImage: busybox, PauseImage: pause, NonewprivsImage: nnp, NonRootImage: nonRoot}
+	glibcDNS, err := GlibcDNS(busybox)
+	if err != nil {
+		return nil, fmt.Errorf("the glibc-dns-testing stand-in: %w", err)
+	}
+	images := map[string]v1.Image{BusyboxImage: busybox, PauseImage: pause, NonewprivsImage: nnp, NonRootImage: nonRoot, GlibcDNSImage: glibcDNS}
 	if src.Agnhost != "" {
 		agnhost, err := Agnhost(busybox, src.Agnhost)
 		if err != nil {
@@ -107,6 +113,16 @@ func Nonewprivs(busybox v1.Image, nnpPath string) (v1.Image, error) {
 // `USER 1234`): the busybox stand-in running as NonRootUser.
 func NonRoot(busybox v1.Image) (v1.Image, error) {
 	return withStandInConfig(busybox, NonRootImage, "busybox stand-in", Config{Cmd: []string{"sh"}, User: NonRootUser})
+}
+
+// GlibcDNS is a stand-in for upstream's glibc-dns-testing image (Debian
+// with dnsutils and coredns 1.5.0, which the hostname specs run `hostname`
+// and `hostname -f` in): the busybox stand-in. busybox's `hostname -f`
+// looks the hostname up as Debian's does, in /etc/hosts (the pod's
+// managed one) before DNS, and fails likewise when nothing knows it; dig,
+// nslookup's options and coredns are not there.
+func GlibcDNS(busybox v1.Image) (v1.Image, error) {
+	return withStandInConfig(busybox, GlibcDNSImage, "busybox stand-in", Config{Cmd: []string{"sh"}})
 }
 
 // Agnhost is a stand-in for upstream's agnhost image: the busybox stand-in

@@ -447,7 +447,7 @@ func TestStandIns(t *testing.T) {
 		names = append(names, n)
 	}
 	slices.Sort(names)
-	want := []string{AgnhostImage, BusyboxImage, NonewprivsImage, NonRootImage, PauseImage}
+	want := []string{AgnhostImage, BusyboxImage, GlibcDNSImage, NonewprivsImage, NonRootImage, PauseImage}
 	if diff := cmp.Diff(want, names); diff != "" {
 		t.Errorf("stand-ins (-want +got):\n%s", diff)
 	}

@@ -280,7 +280,7 @@ trap 'exit 143' TERM
 
 # --- the images -----------------------------------------------------------
 # No registry is reachable here. The specs' images (busybox, pause,
-# nonewprivs, nonroot and agnhost, under the names v1.36.3's
+# nonewprivs, nonroot, agnhost and glibc-dns-testing, under the names v1.36.3's
 # test/utils/image/manifest.go gives them) are stand-ins built offline by
 # internal/testimages (busybox from Debian's busybox-static, pause and nnp
 # programs of our own, upstream's agnhost built above; see

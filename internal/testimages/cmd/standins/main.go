@@ -1,6 +1,7 @@
 // Command standins writes the offline stand-ins for the images of the
 // upstream e2e specs jobkeeper runs ([sig-apps] Job, TTLAfterFinished and
-// CronJob; [sig-node] Security Context) into one `docker save` tarball, under
+// CronJob; [sig-node] Security Context and hostname override) into one
+// `docker save` tarball, under
 // the names the specs use, for `jobkeeper image load` (test/conformance/run.sh
 // does both):
 //
