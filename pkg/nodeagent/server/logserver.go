@@ -209,6 +209,8 @@ func (srv *server) serveContainerLogs(w http.ResponseWriter, r *http.Request) {
 	}
 	w.Header().Set("Content-Type", "text/plain")
 	out := &flushWriter{w: w}
+	// The headers go at once, so that even an empty log is streamed.
+	out.Flush()
 	if err := logfile.Read(r.Context(), srv.cfg.LogPath(pod.UID, cname, attempt), opts, out); err != nil {
 		klog.FromContext(r.Context()).V(2).Info("Reading container log failed", "pod", klog.KObj(pod), "container", cname, "err", err)
 	}
@@ -247,14 +249,22 @@ func hasContainer(pod *corev1.Pod, name string) bool {
 	return false
 }
 
-// flushWriter flushes after every write so followers see lines at once.
+// flushWriter flushes after every write, as the kubelet's log endpoint
+// does: followers see lines at once, and the answer is always streamed
+// (chunked), never sent whole with a Content-Length. The apiserver's
+// WebSocket copy of pods/log drops the bytes of a read that also ends the
+// body, which a whole small answer is.
 type flushWriter struct {
 	// w is the response.
 	w http.ResponseWriter
 }
 
 // Write implements io.Writer.
-func (f *flushWriter) Write(p []byte) (int, error) { return f.w.Write(p) }
+func (f *flushWriter) Write(p []byte) (int, error) {
+	n, err := f.w.Write(p)
+	f.Flush()
+	return n, err
+}
 
 // Flush flushes the response.
 func (f *flushWriter) Flush() {
