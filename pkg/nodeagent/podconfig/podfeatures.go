@@ -128,6 +128,11 @@ func DecideFeatures(pod *corev1.Pod, node NodeFeatures) FeatureDecision {
 		// (As another user each sandbox has one, mapping only that user.)
 		return refuse(ReasonPodFeatureUnsupported, "can't set `spec.hostUsers: false`, runtime does not support user namespaces: the local node agent runs as root and gives containers no user namespace, so their root would be the host's")
 	}
+	if len(pod.Spec.ResourceClaims) > 0 {
+		// Run without them, the containers would miss the devices they
+		// asked for.
+		return refuse(ReasonPodFeatureUnsupported, "spec.resourceClaims: the local node agent does not prepare dynamic resources (DynamicResourceAllocation), so it cannot give containers the devices they claim")
+	}
 	for _, k := range sortedKeys(pod.Annotations) {
 		if strings.HasPrefix(k, corev1.DeprecatedAppArmorBetaContainerAnnotationKeyPrefix) && pod.Annotations[k] != corev1.DeprecatedAppArmorBetaProfileNameUnconfined {
 			return refuse(ReasonAppArmor, "Cannot enforce AppArmor: annotation %s: the local node agent does not apply AppArmor profiles", k)
@@ -144,6 +149,11 @@ func DecideFeatures(pod *corev1.Pod, node NodeFeatures) FeatureDecision {
 	}
 	for _, c := range podContainers(pod) {
 		where := fmt.Sprintf("%s %q", c.kind, c.spec.Name)
+		for _, e := range c.spec.Env {
+			if e.ValueFrom != nil && e.ValueFrom.FileKeyRef != nil {
+				return refuse(ReasonPodFeatureUnsupported, "%s: env %s: valueFrom.fileKeyRef (EnvFiles) is not supported by the local node agent", where, e.Name)
+			}
+		}
 		if len(c.spec.Resources.Limits) > 0 {
 			warn("resources.limits", where)
 		}

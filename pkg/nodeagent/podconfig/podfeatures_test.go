@@ -59,6 +59,12 @@ func TestDecideFeatures(t *testing.T) {
 			wantUnenforced: []string{"securityContext.seLinuxOptions (pod)"}},
 		{name: "seccomp RuntimeDefault without namespaces", node: NodeFeatures{}, pod: restricted,
 			wantUnenforced: []string{`securityContext.seccompProfile RuntimeDefault (container "c")`}},
+		{name: "resourceClaims", node: full, pod: &corev1.Pod{Spec: corev1.PodSpec{
+			ResourceClaims: []corev1.PodResourceClaim{{Name: "gpu", ResourceClaimName: ptr.To("gpu-claim")}}, Containers: []corev1.Container{{Name: "c"}}}},
+			wantReason: ReasonPodFeatureUnsupported, wantIn: "spec.resourceClaims"},
+		{name: "env from a file", node: full, pod: &corev1.Pod{Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "c", Env: []corev1.EnvVar{{
+			Name: "CONFIG", ValueFrom: &corev1.EnvVarSource{FileKeyRef: &corev1.FileKeySelector{VolumeName: "v", Path: "env", Key: "CONFIG"}}}}}}}},
+			wantReason: ReasonPodFeatureUnsupported, wantIn: `container "c": env CONFIG: valueFrom.fileKeyRef`},
 		{name: "hostUsers false as root", node: full, pod: &corev1.Pod{Spec: corev1.PodSpec{HostUsers: ptr.To(false), Containers: []corev1.Container{{Name: "c"}}}},
 			wantReason: ReasonPodFeatureUnsupported, wantIn: "spec.hostUsers: false"},
 		{name: "hostUsers false as another user (a user namespace per sandbox)", node: NodeFeatures{Isolated: true}, pod: &corev1.Pod{Spec: corev1.PodSpec{HostUsers: ptr.To(false), Containers: []corev1.Container{{Name: "c"}}}}},
