@@ -18,6 +18,7 @@ import (
 	"jobkeeper.dev/jobkeeper/pkg/nodeagent/podconfig"
 	"jobkeeper.dev/jobkeeper/pkg/nodeagent/runtime"
 	"jobkeeper.dev/jobkeeper/pkg/nodeagent/status"
+	"jobkeeper.dev/jobkeeper/pkg/nodeagent/volume"
 )
 
 // container is the worker's record of one container. It is owned by the
@@ -347,7 +348,8 @@ func (w *worker) run(ctx context.Context) {
 // view snapshots the containers for the status. A container held up by an
 // init container that is not through yet waits with PodInitializing.
 func (w *worker) view() status.PodView {
-	v := status.PodView{StartTime: w.startTime, Terminal: w.stopping && w.noneRunning(), Reason: w.reason, Message: w.message, Disrupted: w.disrupted}
+	v := status.PodView{StartTime: w.startTime, Terminal: w.stopping && w.noneRunning(), Reason: w.reason, Message: w.message, Disrupted: w.disrupted,
+		RecursiveReadOnly: volume.SupportsRecursiveReadOnly(w.agent.runtime)}
 	through := true
 	hold := func(cv status.ContainerView) status.ContainerView {
 		if !through && !cv.Running && cv.Last == nil && cv.WaitReason == "" {

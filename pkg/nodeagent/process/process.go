@@ -83,6 +83,9 @@ type Runtime struct {
 	isolated bool
 	// isolationReason says why they do not.
 	isolationReason string
+	// rro is true when containers get a private view and the kernel can
+	// make mounts recursively read-only.
+	rro bool
 	// uts is true when each container gets a UTS namespace of its own,
 	// named after its pod (only with isolated).
 	uts bool
@@ -150,6 +153,7 @@ func New(ctx context.Context, opts Options) (*Runtime, error) {
 	}
 	r.probeUTS(ctx)
 	r.probePID(ctx)
+	r.rro = r.isolated && sandbox.RecursiveReadOnlySupported()
 	return r, nil
 }
 
@@ -213,6 +217,11 @@ func (r *Runtime) SharedPIDNamespaces() (bool, string) {
 	}
 	return true, ""
 }
+
+// RecursiveReadOnlyMounts implements runtime.RecursiveReadOnlyMounter:
+// where containers get a private view and the kernel has mount_setattr
+// (Linux 5.12), as runc needs it.
+func (r *Runtime) RecursiveReadOnlyMounts() bool { return r.rro }
 
 // Isolation implements runtime.Isolator.
 func (r *Runtime) Isolation() (bool, string) { return r.isolated, r.isolationReason }
@@ -309,7 +318,7 @@ func sandboxConfig(spec runtime.Spec, isolate bool) sandbox.Config {
 		cfg.Seccomp = &sandbox.Seccomp{RuntimeDefault: sc.RuntimeDefault, Profile: sc.Profile, Name: sc.Name}
 	}
 	for _, m := range spec.Mounts {
-		cfg.Mounts = append(cfg.Mounts, sandbox.Mount{Source: m.Source, SubPath: m.SubPath, Target: m.Target, ReadOnly: m.ReadOnly})
+		cfg.Mounts = append(cfg.Mounts, sandbox.Mount{Source: m.Source, SubPath: m.SubPath, Target: m.Target, ReadOnly: m.ReadOnly, RecursiveReadOnly: m.RecursiveReadOnly})
 	}
 	if spec.Rootfs != nil {
 		cfg.Rootfs = &sandbox.Rootfs{Layers: spec.Rootfs.Layers}

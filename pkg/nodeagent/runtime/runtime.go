@@ -192,6 +192,19 @@ type Mount struct {
 	Target string
 	// ReadOnly mounts it read-only.
 	ReadOnly bool
+	// RecursiveReadOnly makes every mount below Source read-only too
+	// (recursiveReadOnly Enabled); with ReadOnly alone only the top one
+	// is. Only for a RecursiveReadOnlyMounter that supports it.
+	RecursiveReadOnly bool
+}
+
+// RecursiveReadOnlyMounter is implemented by runtimes that may support
+// recursively read-only mounts (the kubelet asks the runtime handler's
+// features).
+type RecursiveReadOnlyMounter interface {
+	// RecursiveReadOnlyMounts reports whether Mount.RecursiveReadOnly is
+	// honoured.
+	RecursiveReadOnlyMounts() bool
 }
 
 // Isolator is implemented by runtimes that can give each container a

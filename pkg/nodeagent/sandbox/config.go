@@ -166,4 +166,7 @@ type Mount struct {
 	Target string `json:"target"`
 	// ReadOnly mounts it read-only.
 	ReadOnly bool `json:"readOnly,omitempty"`
+	// RecursiveReadOnly makes every mount below Source read-only too
+	// (with ReadOnly; needs mount_setattr, RecursiveReadOnlySupported).
+	RecursiveReadOnly bool `json:"recursiveReadOnly,omitempty"`
 }

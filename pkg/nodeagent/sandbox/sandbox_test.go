@@ -11,6 +11,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 // startTest starts a sandbox running command, its output in a pipe.
@@ -422,6 +424,49 @@ func checkNoNewPrivileges(t *testing.T, isolate bool, cfg Config) {
 		}
 		if got := output(); got != want {
 			t.Errorf("NoNewPrivileges %v: %q, want %q", nnp, got, want)
+		}
+	}
+}
+
+// TestRecursiveReadOnlyVolume: a read-only volume with a mount below its
+// source is read-only at its top only (the kubelet's readOnly), and with
+// RecursiveReadOnly (recursiveReadOnly Enabled) below it too. As root: the
+// mount below the source is made on the host.
+func TestRecursiveReadOnlyVolume(t *testing.T) {
+	requireNamespaces(t)
+	if os.Getuid() != 0 {
+		t.Skip("mounting below the volume's source on the host needs root")
+	}
+	if !RecursiveReadOnlySupported() {
+		t.Skip("no mount_setattr (Linux 5.12)")
+	}
+	vol := t.TempDir()
+	sub := filepath.Join(vol, "sub")
+	if err := os.Mkdir(sub, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := unix.Mount("tmpfs", sub, "tmpfs", 0, "size=1m"); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = unix.Unmount(sub, unix.MNT_DETACH) })
+	script := "if touch /data/top 2>/dev/null; then echo top writable; else echo top read-only; fi; " +
+		"if touch /data/sub/below 2>/dev/null; then echo below writable; else echo below read-only; fi"
+	for _, tc := range []struct {
+		recursive bool
+		want      string
+	}{
+		{false, "top read-only\nbelow writable\n"},
+		{true, "top read-only\nbelow read-only\n"},
+	} {
+		s, output := startTest(t, true, Config{
+			Command: []string{"sh", "-c", script},
+			Mounts:  []Mount{{Source: vol, Target: "/data", ReadOnly: true, RecursiveReadOnly: tc.recursive}},
+		})
+		if ex := waitDone(t, s); ex.Code != 0 {
+			t.Errorf("recursive %v: exit = %+v, output %q", tc.recursive, ex, output())
+		}
+		if got := output(); got != tc.want {
+			t.Errorf("recursive %v: output %q, want %q", tc.recursive, got, tc.want)
 		}
 	}
 }

@@ -636,7 +636,7 @@ func viewSpec(cfg Config) view.Spec {
 		spec.Rootfs = &view.Rootfs{Layers: cfg.Rootfs.Layers}
 	}
 	for _, m := range cfg.Mounts {
-		spec.Mounts = append(spec.Mounts, view.Mount{Source: m.Source, SubPath: m.SubPath, Target: m.Target, ReadOnly: m.ReadOnly})
+		spec.Mounts = append(spec.Mounts, view.Mount{Source: m.Source, SubPath: m.SubPath, Target: m.Target, ReadOnly: m.ReadOnly, RecursiveReadOnly: m.RecursiveReadOnly})
 	}
 	return spec
 }

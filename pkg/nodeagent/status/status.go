@@ -72,6 +72,9 @@ type PodView struct {
 	Reason, Message string
 	// Disrupted is set when the pod is stopped by a node shutdown.
 	Disrupted bool
+	// RecursiveReadOnly says the runtime supports recursively read-only
+	// mounts, for the containers' volumeMounts statuses.
+	RecursiveReadOnly bool
 }
 
 // exitCode returns the last exit code of a container and whether it ran.
@@ -260,6 +263,26 @@ func containerStatus(c ContainerView, terminal bool) corev1.ContainerStatus {
 	return s
 }
 
+// setVolumeMounts fills every container status's volumeMounts from the
+// pod's spec, as the kubelet does.
+func setVolumeMounts(pod *corev1.Pod, st *corev1.PodStatus, rro bool) {
+	mounts := map[string][]corev1.VolumeMount{}
+	for _, c := range pod.Spec.InitContainers {
+		mounts["i/"+c.Name] = c.VolumeMounts
+	}
+	for _, c := range pod.Spec.Containers {
+		mounts["c/"+c.Name] = c.VolumeMounts
+	}
+	for _, c := range pod.Spec.EphemeralContainers {
+		mounts["e/"+c.Name] = c.VolumeMounts
+	}
+	for prefix, list := range map[string][]corev1.ContainerStatus{"i/": st.InitContainerStatuses, "c/": st.ContainerStatuses, "e/": st.EphemeralContainerStatuses} {
+		for i := range list {
+			list[i].VolumeMounts = podconfig.VolumeMountStatuses(mounts[prefix+list[i].Name], rro)
+		}
+	}
+}
+
 // terminatedState converts a finished attempt.
 func terminatedState(r *lifecycle.AttemptResult) *corev1.ContainerStateTerminated {
 	t := &corev1.ContainerStateTerminated{
@@ -323,6 +346,7 @@ func BuildStatus(pod *corev1.Pod, v PodView, now time.Time) *corev1.PodStatus {
 	for _, c := range v.Ephemerals {
 		st.EphemeralContainerStatuses = append(st.EphemeralContainerStatuses, containerStatus(c, terminal))
 	}
+	setVolumeMounts(pod, st, v.RecursiveReadOnly)
 
 	limitTerminationMessages(pod, st)
 

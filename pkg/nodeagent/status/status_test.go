@@ -232,3 +232,24 @@ func TestDeadlineExceededFails(t *testing.T) {
 		t.Errorf("phase %s reason %q, want Failed and %s", st.Phase, st.Reason, lifecycle.ReasonDeadlineExceeded)
 	}
 }
+
+// TestVolumeMountsInStatus: each container status lists the container's
+// volume mounts, as the kubelet reports them.
+func TestVolumeMountsInStatus(t *testing.T) {
+	pod := &corev1.Pod{Spec: corev1.PodSpec{
+		InitContainers: []corev1.Container{{Name: "init", VolumeMounts: []corev1.VolumeMount{{Name: "data", MountPath: "/data"}}}},
+		Containers: []corev1.Container{{Name: "main", VolumeMounts: []corev1.VolumeMount{
+			{Name: "cfg", MountPath: "/cfg", ReadOnly: true, RecursiveReadOnly: ptr.To(corev1.RecursiveReadOnlyIfPossible)}}}},
+	}}
+	v := PodView{StartTime: t0, RecursiveReadOnly: true,
+		Inits:      []ContainerView{{Name: "init", Kind: lifecycle.KindInit, Last: exited(0), Final: true, EverRan: true}},
+		Containers: []ContainerView{{Name: "main", Kind: lifecycle.KindMain, Running: true, Started: true, Ready: true, EverRan: true, StartedAt: t0}}}
+	st := BuildStatus(pod, v, t0)
+	if diff := cmp.Diff([]corev1.VolumeMountStatus{{Name: "data", MountPath: "/data"}}, st.InitContainerStatuses[0].VolumeMounts); diff != "" {
+		t.Errorf("init container (-want +got):\n%s", diff)
+	}
+	want := []corev1.VolumeMountStatus{{Name: "cfg", MountPath: "/cfg", ReadOnly: true, RecursiveReadOnly: ptr.To(corev1.RecursiveReadOnlyEnabled)}}
+	if diff := cmp.Diff(want, st.ContainerStatuses[0].VolumeMounts); diff != "" {
+		t.Errorf("container (-want +got):\n%s", diff)
+	}
+}

@@ -179,9 +179,21 @@ func (m *Manager) Mounts(ctx context.Context, pod *corev1.Pod, c *corev1.Contain
 		// (and creates it when missing, as the kubelet does): resolved
 		// here, a container sharing the volume could swap a link in
 		// between.
-		out = append(out, runtime.Mount{Source: source, SubPath: sub, Target: vm.MountPath, ReadOnly: vm.ReadOnly || alwaysReadOnly(v) || claimReadOnly(v)})
+		rro, err := podconfig.RecursiveReadOnly(vm, SupportsRecursiveReadOnly(m.cfg.Runtime()))
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, runtime.Mount{Source: source, SubPath: sub, Target: vm.MountPath,
+			ReadOnly: vm.ReadOnly || alwaysReadOnly(v) || claimReadOnly(v), RecursiveReadOnly: rro})
 	}
 	return out, nil
+}
+
+// SupportsRecursiveReadOnly reports whether rt honours recursively
+// read-only mounts.
+func SupportsRecursiveReadOnly(rt runtime.Runtime) bool {
+	r, ok := rt.(runtime.RecursiveReadOnlyMounter)
+	return ok && r.RecursiveReadOnlyMounts()
 }
 
 // serviceAccountVolumePrefix starts the name of the projected volume the

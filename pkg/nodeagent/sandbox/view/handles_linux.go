@@ -131,12 +131,17 @@ func openMountPoint(root *os.File, p string, dir bool) (*os.File, error) {
 	return f, nil
 }
 
+// errRecursiveReadOnly is the failure of a recursively read-only mount on
+// a kernel without mount_setattr.
+var errRecursiveReadOnly = errors.New("a recursively read-only mount needs mount_setattr (Linux 5.12)")
+
 // bindHandles binds what src names on the mount point dst (both O_PATH
 // descriptors), with what is mounted below src, read-only when readOnly
-// (the top mount only, as the kubelet's readOnly is not recursive) and,
+// (the top mount only, as the kubelet's readOnly is not recursive; every
+// mount of the copy with recursiveRO, recursiveReadOnly Enabled) and,
 // with nodev, every mount of the copy nodev (a device node a container
 // makes in a volume cannot be opened).
-func bindHandles(src, dst *os.File, readOnly, nodev bool) error {
+func bindHandles(src, dst *os.File, readOnly, recursiveRO, nodev bool) error {
 	var late uintptr
 	if nodev {
 		late |= unix.MS_NODEV
@@ -146,6 +151,9 @@ func bindHandles(src, dst *os.File, readOnly, nodev bool) error {
 	}
 	tree, err := unix.OpenTree(int(src.Fd()), "", unix.OPEN_TREE_CLONE|unix.OPEN_TREE_CLOEXEC|unix.AT_EMPTY_PATH|unix.AT_RECURSIVE)
 	if errors.Is(err, unix.ENOSYS) {
+		if readOnly && recursiveRO {
+			return errRecursiveReadOnly
+		}
 		// Linux before 5.2: the descriptors' magic links name the same
 		// places; the flags are added once the mount is made.
 		if err := unix.Mount(fdPath(src), fdPath(dst), "", unix.MS_BIND|unix.MS_REC, ""); err != nil {
@@ -170,11 +178,17 @@ func bindHandles(src, dst *os.File, readOnly, nodev bool) error {
 	if readOnly {
 		roAttr = unix.MOUNT_ATTR_RDONLY
 	}
+	var roAt uint
+	if recursiveRO {
+		roAt = unix.AT_RECURSIVE
+	}
 	err = setattr(nodevAttr, unix.AT_RECURSIVE)
 	if err == nil {
-		err = setattr(roAttr, 0)
+		err = setattr(roAttr, roAt)
 	}
 	switch {
+	case errors.Is(err, unix.ENOSYS) && readOnly && recursiveRO:
+		return errRecursiveReadOnly
 	case errors.Is(err, unix.ENOSYS):
 		// Linux before 5.12: remounted once in place (the top mount).
 	case err != nil:
@@ -231,12 +245,12 @@ type VolumeError struct {
 func (e *VolumeError) Error() string { return e.err.Error() }
 func (e *VolumeError) Unwrap() error { return e.err }
 
-// mountVolume mounts one volume (source, subPath, readOnly, nodev) at target, a
-// path inside the view whose root is root, by handle: the source and the
+// mountVolume mounts one volume (source, subPath, readOnly, recursiveRO,
+// nodev) at target, a path inside the view whose root is root, by handle: the source and the
 // mount point are each resolved once, the mount goes from one descriptor
 // to the other, and the mount point, resolved again, must then show the
 // source. The error names the volume's source and target.
-func mountVolume(root, source, subPath, target string, readOnly, nodev bool) error {
+func mountVolume(root, source, subPath, target string, readOnly, recursiveRO, nodev bool) error {
 	if err := checkVolumeTarget(target, nodev); err != nil {
 		return err
 	}
@@ -251,7 +265,7 @@ func mountVolume(root, source, subPath, target string, readOnly, nodev bool) err
 	}
 	defer func() { _ = rootH.Close() }()
 	defer func() { _ = dst.Close() }()
-	if err := bindHandles(src, dst, readOnly, nodev); err != nil {
+	if err := bindHandles(src, dst, readOnly, recursiveRO, nodev); err != nil {
 		return fmt.Errorf("mounting %s at %s: %w", source, target, err)
 	}
 	// A path on the way that changed meanwhile (a link swapped in by a

@@ -149,6 +149,9 @@ type op struct {
 	subPath string
 	// readOnly makes a bind read-only.
 	readOnly bool
+	// recursiveRO makes an opVolume read-only with every mount below it
+	// (with readOnly).
+	recursiveRO bool
 	// nodev mounts it nodev (opImage, opOverlay, opVolume of a container
 	// that is not privileged): with CAP_MKNOD in the default set and no
 	// device cgroup, a device node the container makes there could
@@ -269,7 +272,7 @@ func plan(host []*mountinfo.Info, entries []rootEntry, cfg Spec, masked []string
 		ops = append(ops, readOnlyRoot(cfg, append(overlays, root))...)
 	}
 	for _, m := range cfg.Mounts {
-		ops = append(ops, op{kind: opVolume, source: m.Source, subPath: m.SubPath, target: filepath.Clean(m.Target), readOnly: m.ReadOnly, nodev: !cfg.Privileged})
+		ops = append(ops, op{kind: opVolume, source: m.Source, subPath: m.SubPath, target: filepath.Clean(m.Target), readOnly: m.ReadOnly, recursiveRO: m.ReadOnly && m.RecursiveReadOnly, nodev: !cfg.Privileged})
 	}
 	return ops
 }
@@ -319,7 +322,7 @@ func planImage(cfg Spec, masked []string) ([]op, error) {
 		ops = append(ops, readOnlyRoot(cfg, []string{root})...)
 	}
 	for _, m := range cfg.Mounts {
-		ops = append(ops, op{kind: opVolume, source: m.Source, subPath: m.SubPath, target: filepath.Clean(m.Target), readOnly: m.ReadOnly, nodev: !cfg.Privileged})
+		ops = append(ops, op{kind: opVolume, source: m.Source, subPath: m.SubPath, target: filepath.Clean(m.Target), readOnly: m.ReadOnly, recursiveRO: m.ReadOnly && m.RecursiveReadOnly, nodev: !cfg.Privileged})
 	}
 	return ops, nil
 }

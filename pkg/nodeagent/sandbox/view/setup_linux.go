@@ -137,7 +137,7 @@ func apply(o op, scratch string, layer *int, mountProc func(target string) error
 			return fmt.Errorf("binding %s: %w", o.source, err)
 		}
 	case opVolume:
-		return mountVolume(rootDir(scratch), o.source, o.subPath, o.target, o.readOnly, o.nodev)
+		return mountVolume(rootDir(scratch), o.source, o.subPath, o.target, o.readOnly, o.recursiveRO, o.nodev)
 	case opDev:
 		target := o.target
 		if o.view {

@@ -42,4 +42,6 @@ type Mount struct {
 	Target string
 	// ReadOnly mounts it read-only.
 	ReadOnly bool
+	// RecursiveReadOnly makes every mount below Source read-only too.
+	RecursiveReadOnly bool
 }
