@@ -48,8 +48,9 @@ func (p RestartPolicy) restartsAfter(exitCode int32) bool {
 		if rule, ok := matchingRestartRule(p.Rules, exitCode); ok && rule.Action == corev1.ContainerRestartRuleActionRestart {
 			return true
 		}
-		// RestartAllContainers (alpha, its gate off here) falls through to
-		// the container's policy, as in a kubelet without the gate.
+		// RestartAllContainers (beta and on in v1.36) is not done: the
+		// agent refuses such pods (podconfig.DecideFeatures), so it
+		// never comes here.
 		switch *p.Container {
 		case corev1.ContainerRestartPolicyAlways:
 			return true
