@@ -149,13 +149,24 @@ func TestChartControllerPath(t *testing.T) {
 		}
 		return false
 	})
-	logs, err := c.CoreV1().Pods(ns).GetLogs(bad.Name, &corev1.PodLogOptions{}).DoRaw(ctx)
-	if err != nil {
-		logs, err = c.CoreV1().Pods(ns).GetLogs(bad.Name, &corev1.PodLogOptions{Previous: true}).DoRaw(ctx)
-	}
+	// The pod restarts the container (restartPolicy Always), so the line
+	// is in the current container's log or, once a new instance started
+	// and has not written yet, in the previous one's.
 	want := `jobkeeper-controller: --controllers: unknown controller "bogus" (known: job, ttl-after-finished)` + "\n"
-	if err != nil || string(logs) != want {
-		t.Errorf("log of a replica with a refused controllers value: %q, %v; want %q", logs, err, want)
+	var seen []string
+	err = waitUntil(pathTimeout, func(ctx context.Context) (bool, error) {
+		seen = seen[:0]
+		for _, previous := range []bool{false, true} {
+			logs, err := c.CoreV1().Pods(ns).GetLogs(bad.Name, &corev1.PodLogOptions{Previous: previous}).DoRaw(ctx)
+			if err == nil && string(logs) == want {
+				return true, nil
+			}
+			seen = append(seen, fmt.Sprintf("previous=%t: %q, %v", previous, logs, err))
+		}
+		return false, nil
+	})
+	if err != nil {
+		t.Errorf("log of a replica with a refused controllers value: %s; want %q", strings.Join(seen, "; "), want)
 	}
 }
 
