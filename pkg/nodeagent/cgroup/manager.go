@@ -1,0 +1,313 @@
+package cgroup
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+
+	libcontainercgroups "github.com/opencontainers/cgroups"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/klog/v2"
+	"k8s.io/kubernetes/pkg/kubelet/cm"
+)
+
+// joined are the v1 controllers whose hierarchies a container's processes
+// are put in: those the limits are written to, and cpuacct for its usage.
+var joined = []string{"memory", "cpu", "cpuacct", "pids"}
+
+// Manager creates and removes the cgroups of one agent's pods and
+// containers.
+type Manager struct {
+	// root is the cgroup the agent's kubepods is created in.
+	root Name
+	// unified is true on cgroup v2.
+	unified bool
+	// cgroups is the kubelet's cgroup manager (cgroupfs driver).
+	cgroups cm.CgroupManager
+	// hierarchies are the mount points a container's processes join, and
+	// selfDirs, for each, the directory of this process's own cgroup
+	// there (where a sandbox goes back to after a fork).
+	hierarchies, selfDirs []string
+	// logger logs the cgroup manager's own messages.
+	logger klog.Logger
+
+	// mu guards parents.
+	mu sync.Mutex
+	// parents are the QoS cgroups created so far.
+	parents map[string]bool
+}
+
+// DefaultRoot is the root of an agent named instance (Manager's doc).
+func DefaultRoot(instance string) (string, error) {
+	base := "jobkeeper-" + instance
+	if libcontainercgroups.IsCgroup2UnifiedMode() {
+		return "/" + base, nil
+	}
+	own, err := libcontainercgroups.ParseCgroupFile("/proc/self/cgroup")
+	if err != nil {
+		return "", err
+	}
+	mem, ok := own["memory"]
+	if !ok {
+		return "", errors.New("this process is in no memory cgroup (cgroup v1 without the memory controller)")
+	}
+	return path.Join(mem, base), nil
+}
+
+// New probes the machine's cgroups and creates root/kubepods and its QoS
+// cgroups. It fails, saying why, where the agent cannot write cgroups (not
+// root, no memory or cpu controller, a read-only cgroupfs).
+func New(ctx context.Context, root string) (*Manager, error) {
+	if os.Geteuid() != 0 {
+		return nil, errors.New("the agent does not run as root, and uses no delegated cgroup")
+	}
+	cs, err := cm.GetCgroupSubsystems()
+	if err != nil {
+		return nil, fmt.Errorf("finding the cgroup controllers: %w", err)
+	}
+	for _, c := range []string{"memory", "cpu"} {
+		if _, ok := cs.MountPoints[c]; !ok {
+			return nil, fmt.Errorf("the %s cgroup controller is not available", c)
+		}
+	}
+	m := &Manager{
+		root:    cm.ParseCgroupfsToCgroupName(root),
+		unified: libcontainercgroups.IsCgroup2UnifiedMode(),
+		logger:  klog.FromContext(ctx),
+		parents: map[string]bool{},
+	}
+	m.cgroups = cm.NewCgroupManager(m.logger, cs, "cgroupfs")
+	own, err := libcontainercgroups.ParseCgroupFile("/proc/self/cgroup")
+	if err != nil {
+		return nil, fmt.Errorf("reading this process's cgroups: %w", err)
+	}
+	seen := map[string]bool{}
+	controllers := joined
+	if m.unified {
+		controllers = []string{"memory"}
+	}
+	for _, c := range controllers {
+		mp, ok := cs.MountPoints[c]
+		if !ok || seen[mp] {
+			continue
+		}
+		key := c
+		if m.unified {
+			key = ""
+		}
+		selfPath, ok := own[key]
+		if !ok {
+			continue
+		}
+		seen[mp] = true
+		m.hierarchies = append(m.hierarchies, mp)
+		m.selfDirs = append(m.selfDirs, filepath.Join(mp, selfPath))
+	}
+	if err := m.ensureParent(cm.NewCgroupName(m.root, podsName), nil); err != nil {
+		return nil, err
+	}
+	return m, nil
+}
+
+// Unified reports whether the machine has cgroup v2.
+func (m *Manager) Unified() bool { return m.unified }
+
+// Root is the cgroup the agent's pods are below, as a cgroupfs path.
+func (m *Manager) Root() string { return m.root.ToCgroupfs() }
+
+// ensureParent creates a cgroup that only holds others, once.
+func (m *Manager) ensureParent(name Name, rc *cm.ResourceConfig) error {
+	key := name.ToCgroupfs()
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.parents[key] {
+		return nil
+	}
+	if err := m.create(name, rc); err != nil {
+		return err
+	}
+	m.parents[key] = true
+	return nil
+}
+
+// create creates (or finds) a cgroup and writes rc into it, failing when
+// a value cannot be written (the kubelet's Create only logs that).
+func (m *Manager) create(name Name, rc *cm.ResourceConfig) error {
+	cfg := &cm.CgroupConfig{Name: name, ResourceParameters: rc}
+	if err := m.cgroups.Create(m.logger, cfg); err != nil {
+		return fmt.Errorf("creating cgroup %s: %w", name.ToCgroupfs(), err)
+	}
+	if rc != nil {
+		if err := m.cgroups.Update(m.logger, cfg); err != nil {
+			return fmt.Errorf("setting the limits of cgroup %s: %w", name.ToCgroupfs(), err)
+		}
+	}
+	return nil
+}
+
+// EnsurePod creates the pod's cgroup (and its QoS parent) with the pod's
+// limits, or writes them again into the existing one; it returns its name.
+func (m *Manager) EnsurePod(pod *corev1.Pod) (Name, error) {
+	name := PodName(m.root, pod)
+	parent := name[:len(name)-1]
+	var rc *cm.ResourceConfig
+	if parent[len(parent)-1] == "besteffort" {
+		// As the kubelet's QoS manager: BestEffort pods share the
+		// smallest CPU weight.
+		shares := uint64(cm.MinShares)
+		rc = &cm.ResourceConfig{CPUShares: &shares}
+	}
+	if err := m.ensureParent(cm.NewCgroupName(m.root, podsName), nil); err != nil {
+		return nil, err
+	}
+	if err := m.ensureParent(parent, rc); err != nil {
+		return nil, err
+	}
+	return name, m.create(name, PodResources(pod))
+}
+
+// RemovePod removes the cgroups of the pod of uid, whatever its QoS class
+// was, with every container cgroup below them. A cgroup that still holds
+// processes is not removed (an error says so).
+func (m *Manager) RemovePod(uid string) error {
+	var errs []error
+	for _, name := range podNames(m.root, uid) {
+		if !m.cgroups.Exists(name) {
+			continue
+		}
+		if err := m.cgroups.Destroy(m.logger, &cm.CgroupConfig{Name: name}); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// PodUIDs lists the pods that have a cgroup, for removing those of pods
+// gone while the agent was not running.
+func (m *Manager) PodUIDs() []string {
+	var uids []string
+	for _, q := range []corev1.PodQOSClass{corev1.PodQOSGuaranteed, corev1.PodQOSBurstable, corev1.PodQOSBestEffort} {
+		dir := filepath.Join(m.hierarchies[0], qosParent(m.root, q).ToCgroupfs())
+		entries, _ := os.ReadDir(dir)
+		for _, e := range entries {
+			if uid, ok := strings.CutPrefix(e.Name(), "pod"); ok && e.IsDir() {
+				uids = append(uids, uid)
+			}
+		}
+	}
+	sort.Strings(uids)
+	return uids
+}
+
+// Container is the cgroup of one container attempt.
+type Container struct {
+	m    *Manager
+	name Name
+}
+
+// CreateContainer creates the cgroup of container c's attempt below the
+// pod's cgroup, with the container's limits.
+func (m *Manager) CreateContainer(pod Name, c *corev1.Container, attempt int32) (*Container, error) {
+	name := ContainerName(pod, c.Name, attempt)
+	if err := m.create(name, ContainerResources(c, m.unified)); err != nil {
+		return nil, err
+	}
+	return &Container{m: m, name: name}, nil
+}
+
+// OpenContainer is the cgroup CreateContainer made for c's attempt, for a
+// restarted agent that takes the attempt over.
+func (m *Manager) OpenContainer(pod Name, container string, attempt int32) *Container {
+	return &Container{m: m, name: ContainerName(pod, container, attempt)}
+}
+
+// Path is the container's cgroup, as a cgroupfs path.
+func (c *Container) Path() string { return c.name.ToCgroupfs() }
+
+// ProcsFiles opens, for each hierarchy the container's processes join,
+// the cgroup.procs file of the container's cgroup (enter) and of this
+// process's own (leave), for writing: a sandbox moves itself with them
+// around a fork (the package's doc). The caller closes them.
+func (c *Container) ProcsFiles() (enter, leave []*os.File, err error) {
+	closeAll := func() {
+		for _, f := range append(enter, leave...) {
+			_ = f.Close()
+		}
+	}
+	for i, mp := range c.m.hierarchies {
+		in, err := os.OpenFile(filepath.Join(mp, c.name.ToCgroupfs(), "cgroup.procs"), os.O_WRONLY, 0)
+		if err != nil {
+			closeAll()
+			return nil, nil, err
+		}
+		enter = append(enter, in)
+		out, err := os.OpenFile(filepath.Join(c.m.selfDirs[i], "cgroup.procs"), os.O_WRONLY, 0)
+		if err != nil {
+			closeAll()
+			return nil, nil, err
+		}
+		leave = append(leave, out)
+	}
+	return enter, leave, nil
+}
+
+// OOMKills is how many of the container's processes the kernel's OOM
+// killer has killed.
+func (c *Container) OOMKills() (uint64, error) {
+	file, key := "memory.oom_control", "oom_kill"
+	if c.m.unified {
+		file = "memory.events"
+	}
+	mp, ok := c.m.memoryHierarchy()
+	if !ok {
+		return 0, errors.New("no memory hierarchy")
+	}
+	return readKey(filepath.Join(mp, c.name.ToCgroupfs(), file), key)
+}
+
+// memoryHierarchy is the mount point of the memory controller.
+func (m *Manager) memoryHierarchy() (string, bool) {
+	if len(m.hierarchies) == 0 {
+		return "", false
+	}
+	// joined lists memory first, and v2 has one hierarchy.
+	return m.hierarchies[0], true
+}
+
+// Remove removes the container's cgroup; it fails while processes are in
+// it.
+func (c *Container) Remove() error {
+	if !c.m.cgroups.Exists(c.name) {
+		return nil
+	}
+	return c.m.cgroups.Destroy(c.m.logger, &cm.CgroupConfig{Name: c.name})
+}
+
+// readKey reads the value of key in a flat keyed cgroup file ("key value"
+// lines).
+func readKey(file, key string) (uint64, error) {
+	f, err := os.Open(file)
+	if err != nil {
+		return 0, err
+	}
+	defer func() { _ = f.Close() }()
+	s := bufio.NewScanner(f)
+	for s.Scan() {
+		k, v, ok := strings.Cut(s.Text(), " ")
+		if ok && k == key {
+			return strconv.ParseUint(strings.TrimSpace(v), 10, 64)
+		}
+	}
+	if err := s.Err(); err != nil {
+		return 0, err
+	}
+	return 0, fmt.Errorf("%s has no %s", file, key)
+}

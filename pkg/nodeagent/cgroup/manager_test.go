@@ -1,0 +1,136 @@
+package cgroup
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+)
+
+// newManager is a Manager below a root of the test's own, removed at the
+// end; the test is skipped where cgroups cannot be written.
+func newManager(t *testing.T) *Manager {
+	t.Helper()
+	root, err := DefaultRoot(fmt.Sprintf("test-%d", os.Getpid()))
+	if err != nil {
+		t.Skip(err)
+	}
+	m, err := New(context.Background(), root)
+	if err != nil {
+		t.Skipf("no cgroups here: %v", err)
+	}
+	t.Cleanup(func() {
+		for _, mp := range m.hierarchies {
+			_ = removeTree(filepath.Join(mp, m.Root()))
+		}
+	})
+	return m
+}
+
+// removeTree removes a cgroup directory and those below it, deepest first.
+func removeTree(dir string) error {
+	entries, _ := os.ReadDir(dir)
+	for _, e := range entries {
+		if e.IsDir() {
+			_ = removeTree(filepath.Join(dir, e.Name()))
+		}
+	}
+	return os.Remove(dir)
+}
+
+// limitedPod is a Burstable pod whose one container has a memory limit.
+func limitedPod(limit string) *corev1.Pod {
+	return &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: "p", Namespace: "ns", UID: types.UID("1234-abcd")},
+		Spec: corev1.PodSpec{Containers: []corev1.Container{{
+			Name: "main",
+			Resources: corev1.ResourceRequirements{
+				Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("100m")},
+				Limits:   corev1.ResourceList{corev1.ResourceMemory: resource.MustParse(limit)},
+			},
+		}}},
+	}
+}
+
+// TestOOMKillCounted runs a process that allocates more than its
+// container's memory limit in the container's cgroup: the kernel kills it
+// (SIGKILL), OOMKills counts it, and the pod's cgroups go with RemovePod.
+func TestOOMKillCounted(t *testing.T) {
+	m := newManager(t)
+	pod := limitedPod("16Mi")
+	podName, err := m.EnsurePod(pod)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, want := podName.ToCgroupfs(), m.Root()+"/kubepods/burstable/pod1234-abcd"; got != want {
+		t.Errorf("pod cgroup %s, want %s", got, want)
+	}
+	c, err := m.CreateContainer(podName, &pod.Spec.Containers[0], 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	mp, _ := m.memoryHierarchy()
+	limitFile := "memory.limit_in_bytes"
+	if m.unified {
+		limitFile = "memory.max"
+	}
+	b, err := os.ReadFile(filepath.Join(mp, c.Path(), limitFile))
+	if err != nil || strings.TrimSpace(string(b)) != strconv.Itoa(16<<20) {
+		t.Errorf("%s = %q, %v; want %d", limitFile, b, err, 16<<20)
+	}
+	enter, leave, err := c.ProcsFiles()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		for _, f := range append(enter, leave...) {
+			_ = f.Close()
+		}
+	}()
+	if len(enter) == 0 || len(enter) != len(leave) {
+		t.Fatalf("%d files to enter, %d to leave", len(enter), len(leave))
+	}
+	// The shell waits for a line before it allocates, so that it is in
+	// the cgroup first.
+	cmd := exec.Command("sh", "-c", "read x; exec dd if=/dev/zero of=/dev/null bs=64M count=1")
+	in, err := cmd.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range enter {
+		if _, err := f.WriteString(strconv.Itoa(cmd.Process.Pid)); err != nil {
+			t.Fatalf("moving the process: %v", err)
+		}
+	}
+	_, _ = in.Write([]byte("go\n"))
+	err = cmd.Wait()
+	ws, _ := cmd.ProcessState.Sys().(syscall.WaitStatus)
+	if !ws.Signaled() || ws.Signal() != syscall.SIGKILL {
+		t.Errorf("the process ended with %v (%v), want killed by SIGKILL", cmd.ProcessState, err)
+	}
+	if n, err := c.OOMKills(); err != nil || n == 0 {
+		t.Errorf("OOMKills = %d, %v; want at least 1", n, err)
+	}
+	if got := m.PodUIDs(); len(got) != 1 || got[0] != "1234-abcd" {
+		t.Errorf("PodUIDs = %v", got)
+	}
+	if err := m.RemovePod(string(pod.UID)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(filepath.Join(mp, podName.ToCgroupfs())); !os.IsNotExist(err) {
+		t.Errorf("the pod's cgroup is still there: %v", err)
+	}
+}
