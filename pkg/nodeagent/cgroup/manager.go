@@ -8,6 +8,7 @@ import (
 	"os"
 	"path"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -36,6 +37,9 @@ type Manager struct {
 	// selfDirs, for each, the directory of this process's own cgroup
 	// there (where a sandbox goes back to after a fork).
 	hierarchies, selfDirs []string
+	// mounts are the mount points of every hierarchy, where the kubelet's
+	// manager creates a pod's cgroups.
+	mounts []string
 	// logger logs the cgroup manager's own messages.
 	logger klog.Logger
 
@@ -85,6 +89,17 @@ func New(ctx context.Context, root string) (*Manager, error) {
 		parents: map[string]bool{},
 	}
 	m.cgroups = cm.NewCgroupManager(m.logger, cs, "cgroupfs")
+	for _, mp := range cs.MountPoints {
+		if !slices.Contains(m.mounts, mp) {
+			m.mounts = append(m.mounts, mp)
+		}
+	}
+	if !m.unified && libcontainercgroups.IsCgroup2HybridMode() {
+		// The v1 manager also makes a pod's cgroups in the hybrid
+		// hierarchy.
+		m.mounts = append(m.mounts, "/sys/fs/cgroup/unified")
+	}
+	sort.Strings(m.mounts)
 	own, err := libcontainercgroups.ParseCgroupFile("/proc/self/cgroup")
 	if err != nil {
 		return nil, fmt.Errorf("reading this process's cgroups: %w", err)
@@ -187,6 +202,22 @@ func (m *Manager) RemovePod(uid string) error {
 			errs = append(errs, err)
 		}
 	}
+	return errors.Join(errs...)
+}
+
+// RemoveAll removes the root with every cgroup below it, in every
+// hierarchy: what `jobkeeper reset` does with an agent's cgroups. A cgroup
+// that still holds processes is not removed (an error says so).
+func (m *Manager) RemoveAll() error {
+	var errs []error
+	for _, mp := range m.mounts {
+		if err := libcontainercgroups.RemovePath(filepath.Join(mp, m.Root())); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	m.mu.Lock()
+	m.parents = map[string]bool{}
+	m.mu.Unlock()
 	return errors.Join(errs...)
 }
 

@@ -30,22 +30,16 @@ func newManager(t *testing.T) *Manager {
 		t.Skipf("no cgroups here: %v", err)
 	}
 	t.Cleanup(func() {
-		for _, mp := range m.hierarchies {
-			_ = removeTree(filepath.Join(mp, m.Root()))
+		if err := m.RemoveAll(); err != nil {
+			t.Error(err)
+		}
+		for _, mp := range m.mounts {
+			if _, err := os.Stat(filepath.Join(mp, m.Root())); !os.IsNotExist(err) {
+				t.Errorf("%s left in %s (%v)", m.Root(), mp, err)
+			}
 		}
 	})
 	return m
-}
-
-// removeTree removes a cgroup directory and those below it, deepest first.
-func removeTree(dir string) error {
-	entries, _ := os.ReadDir(dir)
-	for _, e := range entries {
-		if e.IsDir() {
-			_ = removeTree(filepath.Join(dir, e.Name()))
-		}
-	}
-	return os.Remove(dir)
 }
 
 // limitedPod is a Burstable pod whose one container has a memory limit.
