@@ -29,6 +29,7 @@ import (
 
 	"jobkeeper.dev/jobkeeper/pkg/images"
 	"jobkeeper.dev/jobkeeper/pkg/nodeagent/binder"
+	"jobkeeper.dev/jobkeeper/pkg/nodeagent/cgroup"
 	"jobkeeper.dev/jobkeeper/pkg/nodeagent/imagemanager"
 	"jobkeeper.dev/jobkeeper/pkg/nodeagent/lifecycle"
 	"jobkeeper.dev/jobkeeper/pkg/nodeagent/podconfig"
@@ -51,6 +52,8 @@ type Agent struct {
 	clock clock.WithTicker
 	// runtime runs containers.
 	runtime runtime.Runtime
+	// cgroups makes the pods' cgroups; nil when containers get none.
+	cgroups *cgroup.Manager
 	// status writes pod status.
 	status *status.Manager
 	// binder binds pending pods to the node.
@@ -281,7 +284,10 @@ func (a *Agent) Run(ctx context.Context) error {
 		// Host mode's views hide the data directory: credentials, images,
 		// other pods' files.
 		hide := hiddenPaths(append([]string{a.opts.DataDir, a.opts.ImageDir}, a.opts.HiddenPaths...))
-		rt, err := process.New(ctx, process.Options{StateDir: filepath.Join(a.opts.DataDir, "process-state"), LogMaxSize: a.opts.LogMaxSize, Clock: a.clock, Isolation: a.opts.Isolation, Hide: hide})
+		cg, noCgroups := newCgroups(ctx, a.opts)
+		a.cgroups = cg
+		rt, err := process.New(ctx, process.Options{StateDir: filepath.Join(a.opts.DataDir, "process-state"), LogMaxSize: a.opts.LogMaxSize, Clock: a.clock, Isolation: a.opts.Isolation, Hide: hide,
+			Cgroups: cg, CgroupsReason: noCgroups})
 		if err != nil {
 			return err
 		}
@@ -295,6 +301,11 @@ func (a *Agent) Run(ctx context.Context) error {
 			logger.Info("Containers get a private copy-on-write view of this host's filesystems; volumes are mounted in it")
 		} else {
 			logger.Info("WARNING: containers see this host's filesystem as it is, and pods with volumes are refused", "reason", why)
+		}
+		if cg != nil {
+			logger.Info("Pods and containers get cgroups with their limits", "root", cg.Root(), "unified", cg.Unified())
+		} else {
+			logger.Info("WARNING: resource limits are not enforced", "reason", noCgroups)
 		}
 	}
 	if a.broadcaster != nil {
@@ -361,6 +372,12 @@ func (a *Agent) Run(ctx context.Context) error {
 	a.serviceFactory.Shutdown()
 	a.stopWorkers()
 	a.closeImages()
+	if a.cgroups != nil && !a.opts.KeepRunningOnStop {
+		// Every container was stopped: nothing is left in them.
+		if err := a.cgroups.RemoveAll(); err != nil {
+			logger.V(2).Info("Removing the pods' cgroups failed", "err", err)
+		}
+	}
 	logger.Info("Node agent stopped")
 	return nil
 }
@@ -508,6 +525,7 @@ func (a *Agent) onPodDeleted(obj any) {
 		// handler.
 		a.volumes.Forget(pod.UID)
 		_ = removePodDir(a.podDir(pod.UID))
+		a.removePodCgroup(context.Background(), pod.UID)
 	})
 }
 
@@ -522,6 +540,7 @@ func (a *Agent) removeOrphanDirs(ctx context.Context) {
 	for _, p := range pods {
 		known[string(p.UID)] = true
 	}
+	a.removeOrphanCgroups(ctx, known)
 	for _, e := range entries {
 		if !known[e.Name()] {
 			klog.FromContext(ctx).V(2).Info("Removing directory of a pod gone from the API", "uid", e.Name())

@@ -104,6 +104,10 @@ type Options struct {
 	// copy-on-write view of the host where the machine allows it;
 	// process.IsolationOff never does, and pods with volumes are refused.
 	Isolation string
+	// Cgroups is CgroupsAuto (default: pods and containers get cgroups
+	// with their limits where the agent can write cgroups) or CgroupsOff
+	// (--cgroups).
+	Cgroups string
 	// HiddenPaths are more host directories or files that host-mode
 	// containers (--images=host) do not see, beside DataDir and ImageDir
 	// (`up`: its whole data directory, with the control plane's keys and
@@ -153,6 +157,12 @@ func (o *Options) complete() error {
 	}
 	if o.Isolation == "" {
 		o.Isolation = process.IsolationAuto
+	}
+	if o.Cgroups == "" {
+		o.Cgroups = CgroupsAuto
+	}
+	if o.Cgroups != CgroupsAuto && o.Cgroups != CgroupsOff {
+		return fmt.Errorf("unknown cgroups mode %q (want %q or %q)", o.Cgroups, CgroupsAuto, CgroupsOff)
 	}
 	if o.Isolation != process.IsolationAuto && o.Isolation != process.IsolationOff {
 		return fmt.Errorf("unknown pod isolation %q (want %q or %q)", o.Isolation, process.IsolationAuto, process.IsolationOff)

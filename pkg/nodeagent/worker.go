@@ -556,6 +556,9 @@ func (w *worker) start(ctx context.Context, pod *corev1.Pod, c *container, now t
 		err = w.agent.prepareAttempt(&spec, attempt)
 	}
 	if err == nil {
+		err = w.agent.cgroupFor(pod, c.spec, &spec)
+	}
+	if err == nil {
 		var m *runtime.Mount
 		if m, err = w.agent.terminationMount(&spec, c.spec); m != nil {
 			spec.Mounts = append(spec.Mounts, *m)

@@ -2,10 +2,9 @@ package cgroup
 
 import (
 	"fmt"
-	"strings"
 
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/api/resource"
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 	v1qos "k8s.io/kubernetes/pkg/apis/core/v1/helper/qos"
 	"k8s.io/kubernetes/pkg/kubelet/cm"
 )
@@ -45,9 +44,10 @@ func podNames(root Name, uid string) []Name {
 	return out
 }
 
-// ContainerName is the cgroup of a container's attempt below its pod's.
-func ContainerName(pod Name, container string, attempt int32) Name {
-	return cm.NewCgroupName(pod, fmt.Sprintf("%s-%d", container, attempt))
+// ContainerLeaf is the name of a container attempt's cgroup below its
+// pod's.
+func ContainerLeaf(container string, attempt int32) string {
+	return fmt.Sprintf("%s-%d", container, attempt)
 }
 
 // PodResources is what the kubelet writes into a pod's cgroup.
@@ -56,51 +56,54 @@ func PodResources(pod *corev1.Pod) *cm.ResourceConfig {
 }
 
 // ContainerResources is what the kubelet asks its runtime to write into
-// a container's cgroup: the memory limit, CPU shares from the request (or
-// the limit when only that is set), the CFS quota from the CPU limit over
-// the default period, and, on cgroup v2 (unified), an OOM kill of the
-// whole container rather than of one of its processes, as the kubelet
-// asks by default there.
-func ContainerResources(c *corev1.Container, unified bool) *cm.ResourceConfig {
+// a container's cgroup, in CRI's terms: the memory limit (and no swap
+// beyond it), CPU shares from the request (or the limit when only that is
+// set), the CFS quota from the CPU limit over the default period, and, on
+// cgroup v2 (unified), an OOM kill of the whole container rather than of
+// one of its processes, as the kubelet asks by default there.
+func ContainerResources(c *corev1.Container, unified bool) *runtimeapi.LinuxContainerResources {
 	req, hasReq := c.Resources.Requests[corev1.ResourceCPU]
 	lim, hasLim := c.Resources.Limits[corev1.ResourceCPU]
-	var shares uint64
+	r := &runtimeapi.LinuxContainerResources{CpuPeriod: int64(cm.QuotaPeriod)}
 	if !hasReq && hasLim {
-		shares = cm.MilliCPUToShares(lim.MilliValue())
+		r.CpuShares = int64(cm.MilliCPUToShares(lim.MilliValue()))
 	} else {
-		shares = cm.MilliCPUToShares(req.MilliValue())
+		r.CpuShares = int64(cm.MilliCPUToShares(req.MilliValue()))
 	}
-	period := uint64(cm.QuotaPeriod)
-	quota := cm.MilliCPUToQuota(lim.MilliValue(), int64(period))
-	rc := &cm.ResourceConfig{CPUShares: &shares, CPUPeriod: &period}
-	if quota > 0 {
-		rc.CPUQuota = &quota
-	}
+	r.CpuQuota = cm.MilliCPUToQuota(lim.MilliValue(), r.CpuPeriod)
 	if m, ok := c.Resources.Limits[corev1.ResourceMemory]; ok && !m.IsZero() {
-		v := m.Value()
-		rc.Memory = &v
+		r.MemoryLimitInBytes = m.Value()
+		r.MemorySwapLimitInBytes = r.MemoryLimitInBytes
 	}
 	if unified {
-		rc.Unified = map[string]string{"memory.oom.group": "1"}
-		if rc.Memory != nil {
-			// No swap, as the kubelet's default NoSwap behaviour.
+		r.Unified = map[string]string{"memory.oom.group": "1"}
+	}
+	return r
+}
+
+// resourceConfig is how the kubelet's cgroup manager takes a container's
+// resources.
+func resourceConfig(r *runtimeapi.LinuxContainerResources, unified bool) *cm.ResourceConfig {
+	shares := uint64(r.CpuShares)
+	period := uint64(r.CpuPeriod)
+	rc := &cm.ResourceConfig{CPUShares: &shares, CPUPeriod: &period}
+	if r.CpuQuota > 0 {
+		quota := r.CpuQuota
+		rc.CPUQuota = &quota
+	}
+	if r.MemoryLimitInBytes > 0 {
+		mem := r.MemoryLimitInBytes
+		rc.Memory = &mem
+	}
+	if unified {
+		rc.Unified = map[string]string{}
+		for k, v := range r.Unified {
+			rc.Unified[k] = v
+		}
+		if r.MemoryLimitInBytes > 0 && r.MemorySwapLimitInBytes == r.MemoryLimitInBytes {
+			// v2 counts swap apart from memory.
 			rc.Unified["memory.swap.max"] = "0"
 		}
 	}
 	return rc
-}
-
-// Describe says, for messages, what a resource config limits.
-func Describe(rc *cm.ResourceConfig) string {
-	var parts []string
-	if rc.Memory != nil {
-		parts = append(parts, "memory "+resource.NewQuantity(*rc.Memory, resource.BinarySI).String())
-	}
-	if rc.CPUQuota != nil && rc.CPUPeriod != nil && *rc.CPUPeriod > 0 {
-		parts = append(parts, fmt.Sprintf("cpu %dm", cm.QuotaToMilliCPU(*rc.CPUQuota, int64(*rc.CPUPeriod))))
-	}
-	if len(parts) == 0 {
-		return "no limits"
-	}
-	return strings.Join(parts, ", ")
 }

@@ -16,6 +16,7 @@ import (
 
 	libcontainercgroups "github.com/opencontainers/cgroups"
 	corev1 "k8s.io/api/core/v1"
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 	"k8s.io/klog/v2"
 	"k8s.io/kubernetes/pkg/kubelet/cm"
 )
@@ -244,20 +245,20 @@ type Container struct {
 	name Name
 }
 
-// CreateContainer creates the cgroup of container c's attempt below the
-// pod's cgroup, with the container's limits.
-func (m *Manager) CreateContainer(pod Name, c *corev1.Container, attempt int32) (*Container, error) {
-	name := ContainerName(pod, c.Name, attempt)
-	if err := m.create(name, ContainerResources(c, m.unified)); err != nil {
+// CreateContainer creates the cgroup leaf below parent (a pod's cgroup,
+// as a cgroupfs path) with a container's resources.
+func (m *Manager) CreateContainer(parent, leaf string, r *runtimeapi.LinuxContainerResources) (*Container, error) {
+	name := cm.NewCgroupName(cm.ParseCgroupfsToCgroupName(parent), leaf)
+	if err := m.create(name, resourceConfig(r, m.unified)); err != nil {
 		return nil, err
 	}
 	return &Container{m: m, name: name}, nil
 }
 
-// OpenContainer is the cgroup CreateContainer made for c's attempt, for a
-// restarted agent that takes the attempt over.
-func (m *Manager) OpenContainer(pod Name, container string, attempt int32) *Container {
-	return &Container{m: m, name: ContainerName(pod, container, attempt)}
+// OpenContainer is the container cgroup at path (Container.Path), made by
+// an earlier run of the agent, for one that takes the attempt over.
+func (m *Manager) OpenContainer(path string) *Container {
+	return &Container{m: m, name: cm.ParseCgroupfsToCgroupName(path)}
 }
 
 // Path is the container's cgroup, as a cgroupfs path.

@@ -41,6 +41,8 @@ type NodeFeatures struct {
 	// HostMode: containers run host programs as the agent's user
 	// (--images=host).
 	HostMode bool
+	// Limits: containers get cgroups with their cpu and memory limits.
+	Limits bool
 }
 
 // FeatureDecision is decideFeatures' answer. A non-empty reason refuses
@@ -73,8 +75,9 @@ type FeatureDecision struct {
 //     the host), readOnlyRootFilesystem, dnsPolicy None and dnsConfig
 //     without a private view, fsGroup when the agent cannot change groups,
 //     a dnsConfig entry that would not be one entry of resolv.conf;
-//   - accepted with a Warning event: resource limits (no cgroups),
-//     capabilities added and a RuntimeDefault seccomp profile where
+//   - accepted with a Warning event: resource limits where containers
+//     get no cgroups (not root, --cgroups=off), and limits other than
+//     cpu and memory everywhere, capabilities added and a RuntimeDefault seccomp profile where
 //     containers get no namespaces, and SELinux options (what most pods
 //     carry: refusing them would refuse ordinary pods);
 //     supplementalGroups in host mode when the agent is not root (the
@@ -144,8 +147,10 @@ func DecideFeatures(pod *corev1.Pod, node NodeFeatures) FeatureDecision {
 	if OwnDNS(pod) && !node.Isolated {
 		return refuse(ReasonPodFeatureUnsupported, "spec.dnsPolicy None or spec.dnsConfig: this node cannot give containers a private filesystem view, so they read the host's /etc/resolv.conf")
 	}
-	if r := pod.Spec.Resources; r != nil && len(r.Limits) > 0 {
-		warn("resources.limits", "pod")
+	if r := pod.Spec.Resources; r != nil {
+		for _, f := range unenforcedLimits(r.Limits, node.Limits) {
+			warn(f, "pod")
+		}
 	}
 	for _, c := range podContainers(pod) {
 		where := fmt.Sprintf("%s %q", c.kind, c.spec.Name)
@@ -162,8 +167,8 @@ func DecideFeatures(pod *corev1.Pod, node NodeFeatures) FeatureDecision {
 				return refuse(ReasonPodFeatureUnsupported, "%s: env %s: valueFrom.fileKeyRef (EnvFiles) is not supported by the local node agent", where, e.Name)
 			}
 		}
-		if len(c.spec.Resources.Limits) > 0 {
-			warn("resources.limits", where)
+		for _, f := range unenforcedLimits(c.spec.Resources.Limits, node.Limits) {
+			warn(f, where)
 		}
 		sc := c.spec.SecurityContext
 		if sc == nil {
@@ -214,6 +219,26 @@ func podContainers(pod *corev1.Pod) []containerRef {
 	for i := range pod.Spec.EphemeralContainers {
 		out = append(out, containerRef{"ephemeral container", (*corev1.Container)(&pod.Spec.EphemeralContainers[i].EphemeralContainerCommon)})
 	}
+	return out
+}
+
+// unenforcedLimits names the limits that are not enforced: all of them
+// ("resources.limits") without cgroups, else those other than cpu and
+// memory, one by one, in order.
+func unenforcedLimits(limits corev1.ResourceList, enforced bool) []string {
+	if len(limits) == 0 {
+		return nil
+	}
+	if !enforced {
+		return []string{"resources.limits"}
+	}
+	var out []string
+	for name := range limits {
+		if name != corev1.ResourceCPU && name != corev1.ResourceMemory {
+			out = append(out, "resources.limits."+string(name))
+		}
+	}
+	sort.Strings(out)
 	return out
 }
 

@@ -29,6 +29,8 @@ func TestDecideFeatures(t *testing.T) {
 		InitContainers: []corev1.Container{{Name: "i", Resources: corev1.ResourceRequirements{Limits: corev1.ResourceList{corev1.ResourceMemory: resource.MustParse("1Gi")}}}},
 		Containers:     []corev1.Container{{Name: "c", Resources: corev1.ResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("1")}}}},
 	}}
+	withLimits := full
+	withLimits.Limits = true
 	for _, tc := range []struct {
 		name           string
 		pod            *corev1.Pod
@@ -51,7 +53,11 @@ func TestDecideFeatures(t *testing.T) {
 		{name: "capabilities added without namespaces: none to add to", node: NodeFeatures{}, pod: withSC(&corev1.SecurityContext{Capabilities: &corev1.Capabilities{Add: []corev1.Capability{"NET_ADMIN"}}}),
 			wantUnenforced: []string{`securityContext.capabilities.add (container "c")`}},
 		{name: "capabilities dropped without namespaces: none held", node: NodeFeatures{}, pod: withSC(&corev1.SecurityContext{Capabilities: &corev1.Capabilities{Drop: []corev1.Capability{"ALL"}}})},
-		{name: "limits are warned, requests are not", pod: limits, node: full,
+		{name: "cpu and memory limits with cgroups: enforced", pod: limits, node: withLimits},
+		{name: "other limits with cgroups: warned one by one", node: withLimits, pod: &corev1.Pod{Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "c", Resources: corev1.ResourceRequirements{Limits: corev1.ResourceList{
+			corev1.ResourceMemory: resource.MustParse("1Gi"), corev1.ResourceEphemeralStorage: resource.MustParse("1Gi"), "example.com/gpu": resource.MustParse("1")}}}}}},
+			wantUnenforced: []string{`resources.limits.ephemeral-storage (container "c")`, `resources.limits.example.com/gpu (container "c")`}},
+		{name: "limits without cgroups are warned, requests are not", pod: limits, node: full,
 			wantUnenforced: []string{`resources.limits (init container "i")`}},
 		{name: "pod-level limits", node: full, pod: &corev1.Pod{Spec: corev1.PodSpec{Resources: &corev1.ResourceRequirements{Limits: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("1")}}, Containers: []corev1.Container{{Name: "c"}}}},
 			wantUnenforced: []string{"resources.limits (pod)"}},

@@ -39,26 +39,31 @@ func (r *Runtime) recordDurable(sb *sandbox.Sandbox, what, stateDir string) stri
 
 // startDurable runs the sandbox of one attempt that outlives the agent:
 // the sandbox stores the container's output itself.
-func (r *Runtime) startDurable(ctx context.Context, spec runtime.Spec, cfg sandbox.Config) (runtime.Handle, error) {
+func (r *Runtime) startDurable(ctx context.Context, spec runtime.Spec, cfg sandbox.Config, cg *attemptCgroup) (runtime.Handle, error) {
 	startedAt := r.opts.Clock.Now()
+	// Named before the container runs: an agent killed right after the
+	// start still finds it.
+	cg.record(cfg.StateDir)
 	sb, err := sandbox.Start(ctx, sandbox.StartOptions{
 		Executable: r.opts.Executable,
 		Config:     cfg,
 		Namespaces: cfg.Isolate,
 		UTS:        cfg.Isolate && r.uts,
 		Timeout:    r.opts.StartTimeout,
+		Cgroup:     cg.sandboxFiles(),
 	})
+	cg.started()
 	if err != nil {
 		return nil, startError(err, "")
 	}
-	return r.hold(sb, spec.PodNamespace+"/"+spec.PodName+"/"+spec.ContainerName, cfg.StateDir, spec.LogPath, startedAt, cfg.Scratch), nil
+	return r.hold(sb, spec.PodNamespace+"/"+spec.PodName+"/"+spec.ContainerName, cfg.StateDir, spec.LogPath, startedAt, cfg.Scratch, cg), nil
 }
 
 // hold records a durable sandbox that runs (in memory and in the state
 // directory, where the next run finds it) and returns its handle, which
 // ends once the sandbox has. Its output is in the log at logPath, which
 // the sandbox writes; scratch is removed at the end.
-func (r *Runtime) hold(sb *sandbox.Sandbox, what, stateDir, logPath string, startedAt time.Time, scratch string) *handle {
+func (r *Runtime) hold(sb *sandbox.Sandbox, what, stateDir, logPath string, startedAt time.Time, scratch string, cg *attemptCgroup) *handle {
 	h := &handle{rt: r, sb: sb, pid: sb.PID(), done: make(chan struct{}), started: startedAt, logPath: logPath}
 	spid := sb.SandboxPID()
 	pidFile := r.recordDurable(sb, what, stateDir)
@@ -71,7 +76,7 @@ func (r *Runtime) hold(sb *sandbox.Sandbox, what, stateDir, logPath string, star
 		if scratch != "" {
 			_ = os.Remove(scratch)
 		}
-		h.finish(resultOf(sb.Exit(), startedAt, r.opts.Clock.Now()))
+		h.finish(cg.ended(resultOf(sb.Exit(), startedAt, r.opts.Clock.Now())))
 		r.mu.Lock()
 		delete(r.running, spid)
 		r.mu.Unlock()
@@ -87,7 +92,7 @@ func (r *Runtime) Adopt(ctx context.Context, dir string) (runtime.Adopted, error
 	if err == nil {
 		rec, _ := sandbox.ReadRecord(dir)
 		scratch := filepath.Join(dir, "scratch")
-		h := r.hold(sb, dir, dir, rec.LogPath, rec.StartedAt, scratch)
+		h := r.hold(sb, dir, dir, rec.LogPath, rec.StartedAt, scratch, r.adoptedCgroup(dir))
 		return runtime.Adopted{Found: true, Handle: h, PID: sb.PID(), StartedAt: rec.StartedAt}, nil
 	}
 	if !errors.Is(err, sandbox.ErrNotRunning) {
@@ -104,7 +109,8 @@ func (r *Runtime) Adopt(ctx context.Context, dir string) (runtime.Adopted, error
 		// rebooted. What happened to the container is not known.
 		return runtime.Adopted{}, nil
 	}
-	return runtime.Adopted{Found: true, PID: rec.MainPID, StartedAt: rec.StartedAt, Result: resultOf(rec.Exit, rec.StartedAt, rec.Exit.FinishedAt)}, nil
+	res := r.adoptedCgroup(dir).ended(resultOf(rec.Exit, rec.StartedAt, rec.Exit.FinishedAt))
+	return runtime.Adopted{Found: true, PID: rec.MainPID, StartedAt: rec.StartedAt, Result: res}, nil
 }
 
 // attachLog streams a durable attempt's output from now on, as Attach does

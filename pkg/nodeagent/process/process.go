@@ -14,6 +14,7 @@ import (
 	"k8s.io/klog/v2"
 	"k8s.io/utils/clock"
 
+	"jobkeeper.dev/jobkeeper/pkg/nodeagent/cgroup"
 	"jobkeeper.dev/jobkeeper/pkg/nodeagent/logfile"
 	"jobkeeper.dev/jobkeeper/pkg/nodeagent/runtime"
 	"jobkeeper.dev/jobkeeper/pkg/nodeagent/sandbox"
@@ -72,6 +73,11 @@ type Options struct {
 	// sandbox.DefaultStartTimeout, the kubelet's runtime request timeout
 	// (2 minutes).
 	StartTimeout time.Duration
+	// Cgroups makes each attempt's cgroup below its pod's
+	// (Spec.CgroupParent) and enforces its limits; nil: containers get
+	// none, and CgroupsReason says why.
+	Cgroups       *cgroup.Manager
+	CgroupsReason string
 }
 
 // Runtime runs containers as host processes, each in a sandbox (package
@@ -111,6 +117,7 @@ var (
 	_ runtime.Killer        = (*Runtime)(nil)
 	_ runtime.PIDNamespacer = (*Runtime)(nil)
 	_ runtime.Adopter       = (*Runtime)(nil)
+	_ runtime.CgroupRuntime = (*Runtime)(nil)
 )
 
 // New returns a process runtime. It first kills what the sandboxes of a
@@ -296,9 +303,25 @@ func (r *Runtime) Start(ctx context.Context, spec runtime.Spec) (runtime.Handle,
 		// cannot outlive it.
 		cfg.StateDir, cfg.LogPath = "", ""
 	}
-	h, err := r.start(ctx, spec, cfg, pc)
-	if err != nil && cfg.Scratch != "" {
-		_ = os.Remove(cfg.Scratch)
+	cg, err := r.newAttemptCgroup(spec)
+	if err != nil {
+		if cfg.Scratch != "" {
+			_ = os.Remove(cfg.Scratch)
+		}
+		if pc.release != nil {
+			pc.release()
+		}
+		if pc.join != nil {
+			_ = pc.join.Close()
+		}
+		return nil, err
+	}
+	h, err := r.start(ctx, spec, cfg, pc, cg)
+	if err != nil {
+		if cfg.Scratch != "" {
+			_ = os.Remove(cfg.Scratch)
+		}
+		cg.ended(runtime.Result{})
 	}
 	return h, err
 }
@@ -332,9 +355,9 @@ func sandboxConfig(spec runtime.Spec, isolate bool) sandbox.Config {
 
 // start runs the sandbox of one attempt with its output going to the log:
 // stored by the sandbox itself when it is durable, else by this process.
-func (r *Runtime) start(ctx context.Context, spec runtime.Spec, cfg sandbox.Config, pc pidChoice) (runtime.Handle, error) {
+func (r *Runtime) start(ctx context.Context, spec runtime.Spec, cfg sandbox.Config, pc pidChoice, cg *attemptCgroup) (runtime.Handle, error) {
 	if cfg.StateDir != "" {
-		return r.startDurable(ctx, spec, cfg)
+		return r.startDurable(ctx, spec, cfg, cg)
 	}
 	release := func() {
 		if pc.release != nil {
@@ -365,9 +388,11 @@ func (r *Runtime) start(ctx context.Context, spec runtime.Spec, cfg sandbox.Conf
 		Stdout:     std.child[1],
 		Stderr:     std.child[2],
 		Timeout:    r.opts.StartTimeout,
+		Cgroup:     cg.sandboxFiles(),
 
 		JoinPIDNamespace: pc.join,
 	})
+	cg.started()
 	if err != nil {
 		release()
 		// What the sandbox printed before failing is kept in the log.
@@ -392,7 +417,7 @@ func (r *Runtime) start(ctx context.Context, spec runtime.Spec, cfg sandbox.Conf
 		if cfg.Scratch != "" {
 			_ = os.Remove(cfg.Scratch)
 		}
-		h.finish(resultOf(sb.Exit(), startedAt, r.opts.Clock.Now()))
+		h.finish(cg.ended(resultOf(sb.Exit(), startedAt, r.opts.Clock.Now())))
 		r.mu.Lock()
 		delete(r.running, spid)
 		r.mu.Unlock()

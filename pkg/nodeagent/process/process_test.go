@@ -63,6 +63,14 @@ func child(mode string) {
 				os.Exit(5)
 			}
 		}
+	case "alloc":
+		// Touches every page, so that each is charged.
+		b := make([]byte, 256<<20)
+		for i := 0; i < len(b); i += 4096 {
+			b[i] = 1
+		}
+		fmt.Println("allocated")
+		os.Exit(0)
 	case "spawn":
 		cmd := exec.Command(os.Args[0])
 		cmd.Env = append(os.Environ(), childEnv+"=sleep")

@@ -5,6 +5,8 @@ import (
 	"io"
 	"os"
 	"time"
+
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 )
 
 // Spec is one container attempt, fully resolved by the pod worker.
@@ -95,6 +97,13 @@ type Spec struct {
 	// restarted agent needs to take the attempt over. Empty: the attempt
 	// dies with the agent.
 	StateDir string
+	// CgroupParent is the pod's cgroup (a cgroupfs path), in which a
+	// runtime that makes cgroups (CgroupRuntime) makes the container's,
+	// as CRI's cgroup_parent; empty: the container gets no cgroup.
+	CgroupParent string
+	// Resources are what the container's cgroup gets, as the kubelet
+	// asks a CRI runtime; with CgroupParent.
+	Resources *runtimeapi.LinuxContainerResources
 	// GracePeriod is the pod's termination grace period: how long a stop
 	// the runtime decides on its own (an attempt whose agent never came
 	// back) waits between SIGTERM and SIGKILL.
@@ -304,6 +313,18 @@ type Runtime interface {
 	// Name is the runtime's name as given to --runtime.
 	Name() string
 }
+
+// CgroupRuntime is implemented by runtimes that may put containers in
+// cgroups and enforce their limits.
+type CgroupRuntime interface {
+	// Cgroups reports whether they do (Spec.CgroupParent is honoured);
+	// when not, reason says why.
+	Cgroups() (ok bool, reason string)
+}
+
+// ReasonOOMKilled is the reason of a container one of whose processes the
+// kernel's OOM killer killed, as container runtimes report it.
+const ReasonOOMKilled = "OOMKilled"
 
 // ReasonFor returns the kubelet's reason for a terminated container.
 func ReasonFor(exitCode int32) string {

@@ -34,6 +34,9 @@ type StartOptions struct {
 	JoinPIDNamespace *os.File
 	// Stdin, Stdout and Stderr are the main process's; nil is /dev/null.
 	Stdin, Stdout, Stderr *os.File
+	// Cgroup, when not nil, puts the container's processes (the main
+	// process and exec'd commands) in its cgroups (cgroup.go).
+	Cgroup *CgroupFiles
 	// Timeout bounds how long the sandbox may take to build the view and
 	// report that the main process runs; 0 means DefaultStartTimeout.
 	Timeout time.Duration
@@ -145,7 +148,7 @@ func Start(ctx context.Context, o StartOptions) (*Sandbox, error) {
 		Path:        o.Executable,
 		Args:        []string{ArgvName},
 		Env:         []string{},
-		ExtraFiles:  extraFiles(peer, cfgR, o.JoinPIDNamespace),
+		ExtraFiles:  extraFiles(peer, cfgR, o.JoinPIDNamespace, o.Cgroup, &o.Config),
 		SysProcAttr: sysProcAttr(o.Namespaces, uts),
 	}
 	// exec.Cmd treats a nil *os.File field as "no file"; keep nil as nil.
@@ -506,11 +509,23 @@ func (s *Sandbox) Exec(ctx context.Context, argv []string, tty bool, stdin, stdo
 }
 
 // extraFiles are a sandbox's descriptors after stdin, stdout and stderr:
-// controlFD, configFD, and joinFD when a PID namespace is to be joined.
-func extraFiles(peer, cfgR, join *os.File) []*os.File {
+// controlFD, configFD, joinFD when a PID namespace is to be joined, then
+// the cgroup files, whose numbers it writes into cfg.
+func extraFiles(peer, cfgR, join *os.File, cg *CgroupFiles, cfg *Config) []*os.File {
 	files := []*os.File{peer, cfgR}
 	if join != nil {
 		files = append(files, join)
+	}
+	cfg.CgroupEnter, cfg.CgroupLeave = nil, nil
+	if cg != nil {
+		for _, f := range cg.Enter {
+			cfg.CgroupEnter = append(cfg.CgroupEnter, 3+len(files))
+			files = append(files, f)
+		}
+		for _, f := range cg.Leave {
+			cfg.CgroupLeave = append(cfg.CgroupLeave, 3+len(files))
+			files = append(files, f)
+		}
 	}
 	return files
 }

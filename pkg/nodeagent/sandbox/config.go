@@ -93,6 +93,12 @@ type Config struct {
 	// 1 of a new PID namespace (PIDContainer) that only reaps the
 	// processes orphaned in it, for a pod whose containers share it.
 	Pause bool `json:"pause,omitempty"`
+	// CgroupEnter and CgroupLeave are the sandbox's descriptors of the
+	// cgroup.procs files of the container's cgroups and of the sandbox's
+	// own (one per hierarchy, in the same order), set by Start from
+	// StartOptions.Cgroup (cgroup.go).
+	CgroupEnter []int `json:"cgroupEnter,omitempty"`
+	CgroupLeave []int `json:"cgroupLeave,omitempty"`
 	// StateDir, when set, makes the sandbox durable (see durable.go): an
 	// existing host directory, private to this attempt, where the sandbox
 	// listens for a restarted agent (control.sock), records its main

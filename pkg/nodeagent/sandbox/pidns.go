@@ -367,7 +367,7 @@ func (s *supervisor) forkInNamespace(path string, argv []string, attr *syscall.P
 	limit = limit && !s.cfg.Privileged
 	if ns == nil && !limit && !s.cfg.NoNewPrivileges {
 		// Nothing of the thread's to change.
-		return syscall.ForkExec(path, argv, attr)
+		return s.cgroups.fork(func() (int, error) { return syscall.ForkExec(path, argv, attr) })
 	}
 	type result struct {
 		pid int
@@ -401,7 +401,7 @@ func (s *supervisor) forkInNamespace(path string, argv []string, attr *syscall.P
 				return
 			}
 		}
-		pid, err := syscall.ForkExec(path, argv, attr)
+		pid, err := s.cgroups.fork(func() (int, error) { return syscall.ForkExec(path, argv, attr) })
 		ch <- result{pid, err}
 	}()
 	r := <-ch

@@ -55,6 +55,9 @@ type supervisor struct {
 	// cred is who the container's processes run as; nil: the sandbox's
 	// own user.
 	cred *syscall.Credential
+	// cgroups puts the container's processes in its cgroups; nil when
+	// the agent gave none.
+	cgroups *cgroupMover
 	// identity is cred as reported to the agent; nil with cred.
 	identity *Identity
 	// main is the main process's PID (also its process group, which
@@ -122,6 +125,10 @@ func supervise() int {
 	// the main process has them.
 	var durOut []*os.File
 	if err := s.readConfig(); err != nil {
+		s.fail(ReasonCreateContainerError, err.Error())
+		return 2
+	}
+	if s.cgroups, err = newCgroupMover(s.cfg); err != nil {
 		s.fail(ReasonCreateContainerError, err.Error())
 		return 2
 	}

@@ -1,0 +1,105 @@
+package nodeagent
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"path/filepath"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/klog/v2"
+
+	"jobkeeper.dev/jobkeeper/pkg/nodeagent/cgroup"
+	"jobkeeper.dev/jobkeeper/pkg/nodeagent/podconfig"
+	"jobkeeper.dev/jobkeeper/pkg/nodeagent/runtime"
+)
+
+// Cgroup modes (Options.Cgroups, --cgroups).
+const (
+	// CgroupsAuto puts pods and containers in cgroups, with their limits,
+	// where the agent can write cgroups (as root).
+	CgroupsAuto = "auto"
+	// CgroupsOff never does: limits are not enforced (a NotEnforced
+	// Warning event says so for each pod that has some).
+	CgroupsOff = "off"
+)
+
+// CgroupRoot is the cgroup below which the agent whose data directory is
+// dataDir puts its pods (package cgroup's doc): one of its own per data
+// directory, so that several agents on one machine do not meet.
+func CgroupRoot(dataDir string) (string, error) {
+	abs, err := filepath.Abs(dataDir)
+	if err != nil {
+		return "", err
+	}
+	sum := sha256.Sum256([]byte(abs))
+	return cgroup.DefaultRoot(hex.EncodeToString(sum[:6]))
+}
+
+// newCgroups is the agent's cgroup manager, or nil and why there is none.
+func newCgroups(ctx context.Context, opts Options) (*cgroup.Manager, string) {
+	if opts.Cgroups == CgroupsOff {
+		return nil, "cgroups are turned off (--cgroups=off)"
+	}
+	root, err := CgroupRoot(opts.DataDir)
+	if err != nil {
+		return nil, err.Error()
+	}
+	m, err := cgroup.New(ctx, root)
+	if err != nil {
+		return nil, err.Error()
+	}
+	return m, ""
+}
+
+// enforcesLimits reports whether containers get cgroups with their
+// limits.
+func (a *Agent) enforcesLimits() bool {
+	cr, ok := a.runtime.(runtime.CgroupRuntime)
+	if !ok {
+		return false
+	}
+	yes, _ := cr.Cgroups()
+	return yes && a.cgroups != nil
+}
+
+// cgroupFor makes (or updates) the pod's cgroup and tells the runtime to
+// put the container's attempt in a cgroup of its own below it, with its
+// limits. Without cgroups it does nothing.
+func (a *Agent) cgroupFor(pod *corev1.Pod, c *corev1.Container, spec *runtime.Spec) error {
+	if !a.enforcesLimits() {
+		return nil
+	}
+	name, err := a.cgroups.EnsurePod(pod)
+	if err != nil {
+		return &podconfig.CreateError{Msg: "creating the pod's cgroup: " + err.Error()}
+	}
+	spec.CgroupParent = name.ToCgroupfs()
+	spec.Resources = cgroup.ContainerResources(c, a.cgroups.Unified())
+	return nil
+}
+
+// removePodCgroup removes the cgroups of a pod whose containers have all
+// ended.
+func (a *Agent) removePodCgroup(ctx context.Context, uid types.UID) {
+	if a.cgroups == nil {
+		return
+	}
+	if err := a.cgroups.RemovePod(string(uid)); err != nil {
+		klog.FromContext(ctx).V(2).Info("Removing a pod's cgroup failed", "uid", uid, "err", err)
+	}
+}
+
+// removeOrphanCgroups removes the cgroups of pods no longer in the API
+// (deleted while the agent was not running).
+func (a *Agent) removeOrphanCgroups(ctx context.Context, known map[string]bool) {
+	if a.cgroups == nil {
+		return
+	}
+	for _, uid := range a.cgroups.PodUIDs() {
+		if !known[uid] {
+			a.removePodCgroup(ctx, types.UID(uid))
+		}
+	}
+}

@@ -1,0 +1,149 @@
+package process
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"syscall"
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+
+	"jobkeeper.dev/jobkeeper/pkg/nodeagent/cgroup"
+	"jobkeeper.dev/jobkeeper/pkg/nodeagent/runtime"
+)
+
+// cgroupRuntime is a runtime with a cgroup manager of the test's own and
+// a spec whose pod has a cgroup, its container limited to memory; the
+// test is skipped where cgroups cannot be written (not root).
+func cgroupRuntime(t *testing.T, mode, memory string) (*Runtime, runtime.Spec, *cgroup.Manager) {
+	t.Helper()
+	root, err := cgroup.DefaultRoot(fmt.Sprintf("process-test-%d", os.Getpid()))
+	if err != nil {
+		t.Skip(err)
+	}
+	m, err := cgroup.New(context.Background(), root)
+	if err != nil {
+		t.Skipf("no cgroups: %v", err)
+	}
+	t.Cleanup(func() {
+		if err := m.RemoveAll(); err != nil {
+			t.Errorf("removing the test's cgroups: %v", err)
+		}
+	})
+	rt, err := New(context.Background(), Options{StateDir: filepath.Join(t.TempDir(), "state"), Cgroups: m})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := corev1.Container{Name: "c", Resources: corev1.ResourceRequirements{Limits: corev1.ResourceList{corev1.ResourceMemory: resource.MustParse(memory)}}}
+	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{UID: types.UID("u-" + t.Name())}, Spec: corev1.PodSpec{Containers: []corev1.Container{c}}}
+	name, err := m.EnsurePod(pod)
+	if err != nil {
+		t.Fatal(err)
+	}
+	spec := childSpec(t, mode)
+	spec.CgroupParent, spec.Resources = name.ToCgroupfs(), cgroup.ContainerResources(&c, m.Unified())
+	return rt, spec, m
+}
+
+// TestMemoryLimitOOMKilled: a container that touches more memory than
+// its limit is killed by the kernel and reported as container runtimes
+// report it: OOMKilled, exit code 137.
+func TestMemoryLimitOOMKilled(t *testing.T) {
+	rt, spec, _ := cgroupRuntime(t, "alloc", "64Mi")
+	h, err := rt.Start(context.Background(), spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res := wait(t, h)
+	if res.ExitCode != 137 || res.Signal != int32(syscall.SIGKILL) || res.Reason != runtime.ReasonOOMKilled {
+		t.Errorf("result = %+v, want exit code 137 by SIGKILL, reason OOMKilled", res)
+	}
+}
+
+// TestUnderMemoryLimit: the same container with room enough completes.
+func TestUnderMemoryLimit(t *testing.T) {
+	rt, spec, _ := cgroupRuntime(t, "alloc", "512Mi")
+	h, err := rt.Start(context.Background(), spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res := wait(t, h); res.ExitCode != 0 || res.Reason != "Completed" {
+		t.Errorf("result = %+v, want Completed", res)
+	}
+}
+
+// TestContainerProcessesInTheirCgroup: the main process and an exec'd
+// command are in the container's cgroup, the sandbox is not, and the
+// cgroup is removed once the attempt ended.
+func TestContainerProcessesInTheirCgroup(t *testing.T) {
+	rt, spec, m := cgroupRuntime(t, "sleep", "256Mi")
+	h, err := rt.Start(context.Background(), spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		h.Stop(0)
+		<-h.Done()
+	}()
+	leaf := spec.CgroupParent + "/" + cgroup.ContainerLeaf(spec.ContainerName, spec.Attempt)
+	// The process's memory cgroup: v1's line naming memory, or v2's
+	// one line.
+	memoryCgroup := func(pid int) string {
+		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/cgroup", pid))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, l := range strings.Split(strings.TrimSpace(string(b)), "\n") {
+			parts := strings.SplitN(l, ":", 3)
+			if len(parts) != 3 {
+				continue
+			}
+			if slices.Contains(strings.Split(parts[1], ","), "memory") || parts[0] == "0" && parts[1] == "" && !strings.Contains(string(b), "memory") {
+				return parts[2]
+			}
+		}
+		return ""
+	}
+	if got := memoryCgroup(h.PID()); got != leaf {
+		t.Errorf("main process in %q, want %q", got, leaf)
+	}
+	sb := h.(*handle).sb
+	if got := memoryCgroup(sb.SandboxPID()); got == leaf {
+		t.Errorf("the sandbox is in the container's cgroup %q", got)
+	}
+	out := filepath.Join(t.TempDir(), "exec")
+	f, err := os.Create(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	devNull, err := os.Open(os.DevNull)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = devNull.Close() }()
+	code, err := h.(runtime.Execer).Exec(context.Background(), runtime.ExecRequest{Command: []string{"/bin/cat", "/proc/self/cgroup"}, Stdin: devNull, Stdout: f, Stderr: f})
+	_ = f.Close()
+	if err != nil || code != 0 {
+		t.Fatalf("exec: %d, %v", code, err)
+	}
+	b, _ := os.ReadFile(out)
+	if !strings.Contains(string(b), leaf+"\n") {
+		t.Errorf("an exec'd command is not in %s:\n%s", leaf, b)
+	}
+	h.Stop(0)
+	wait(t, h)
+	dir := filepath.Join("/sys/fs/cgroup", leaf)
+	if !m.Unified() {
+		dir = filepath.Join("/sys/fs/cgroup/memory", leaf)
+	}
+	if _, err := os.Stat(dir); !os.IsNotExist(err) {
+		t.Errorf("the container's cgroup %s is left after the attempt (%v)", dir, err)
+	}
+}
