@@ -9,6 +9,8 @@ import (
 	"github.com/spf13/cobra"
 
 	"jobkeeper.dev/jobkeeper/pkg/controlplane"
+	"jobkeeper.dev/jobkeeper/pkg/nodeagent"
+	"jobkeeper.dev/jobkeeper/pkg/nodeagent/cgroup"
 	"jobkeeper.dev/jobkeeper/pkg/nodeagent/process"
 )
 
@@ -28,7 +30,8 @@ kubeconfig and the node agent's pod files. There is no undo.
 It refuses while a jobkeeper up uses the directory, and refuses a directory that holds anything
 jobkeeper does not create there, or a file system mounted under it. Containers that an up killed
 with kill -9 (or a crash) left running for the next up to take over are killed with the directory;
-no other process is stopped, and nothing outside the directory is removed; a kubeconfig written
+no other process is stopped, and nothing outside the directory is removed but the pods' cgroups
+that up made (as root); a kubeconfig written
 elsewhere with --kubeconfig-out keeps its jobkeeper context, which the next up replaces.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
@@ -42,6 +45,7 @@ elsewhere with --kubeconfig-out keeps its jobkeeper context, which the next up r
 			// Read before the directory goes; killed only once it is gone,
 			// so that an up still using it keeps its containers.
 			left := process.ReadRecorded(filepath.Join(abs, "node", "process-state"))
+			cgroupRoot := nodeagent.RecordedCgroupRoot(filepath.Join(abs, "node"))
 			removed, err := controlplane.Reset(abs)
 			out := cmd.OutOrStdout()
 			for _, path := range removed {
@@ -50,6 +54,15 @@ elsewhere with --kubeconfig-out keeps its jobkeeper context, which the next up r
 			if err == nil {
 				if n := process.KillRecorded(left); n > 0 {
 					fmt.Fprintf(out, "Killed %d processes of containers left running by a previous up\n", n)
+				}
+				if cgroupRoot != "" {
+					// Once the containers are killed: a cgroup that
+					// holds processes cannot be removed.
+					if err = cgroup.Remove(cgroupRoot); err != nil {
+						err = fmt.Errorf("removing the pods' cgroups below %s: %w", cgroupRoot, err)
+					} else {
+						fmt.Fprintf(out, "Removed the pods' cgroups below %s\n", cgroupRoot)
+					}
 				}
 			}
 			return err

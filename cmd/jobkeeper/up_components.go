@@ -58,6 +58,7 @@ func (f *nodeAgentFlags) addFlags(fs *pflag.FlagSet) {
 	fs.DurationVar(&f.opts.ShutdownGracePeriod, "shutdown-grace-period", nodeagent.DefaultShutdownGracePeriod, "On a clean stop (Ctrl-C, SIGTERM) the node shuts down gracefully, as a kubelet's graceful node shutdown: every running pod gets the DisruptionTarget condition and is stopped with its grace period capped to this, then ends Failed.")
 	fs.BoolVar(&f.opts.KeepRunningOnStop, "keep-running-on-stop", false, "On a clean stop, leave running containers alone, as a kubelet restart does: the next \"jobkeeper up\" on the same --data-dir takes them over (and a container that no agent takes over within 5 minutes is stopped). Without it a stop is a graceful node shutdown (--shutdown-grace-period).")
 	fs.StringVar(&f.opts.Isolation, "pod-isolation", process.IsolationAuto, "Filesystem isolation of the process runtime: \"auto\" gives each container a private copy-on-write view of this host where the machine allows it (root, or user and mount namespaces), with volumes mounted in it; \"off\" never does, and pods with volumes are then refused.")
+	fs.StringVar(&f.opts.Cgroups, "cgroups", nodeagent.CgroupsAuto, "Resource limits of the process runtime: \"auto\" puts each pod and container in cgroups laid out as the kubelet's, with their cpu and memory limits (a container over its memory limit is OOMKilled), where the node agent can write cgroups (as root); \"off\" never does, and limits are only warned about (NotEnforced).")
 	fs.BoolVar(&f.opts.SeccompDefault, "seccomp-default", false, "Give containers that name no seccomp profile the runtime's default (RuntimeDefault), as the kubelet's --seccomp-default; without it they run Unconfined, the kubelet's default. Localhost profiles are read from <data-dir>/seccomp.")
 }
 
@@ -86,6 +87,9 @@ func (f *nodeAgentFlags) validate() error {
 	}
 	if f.opts.Isolation != process.IsolationAuto && f.opts.Isolation != process.IsolationOff {
 		return fmt.Errorf("--pod-isolation %q is not one of %q, %q", f.opts.Isolation, process.IsolationAuto, process.IsolationOff)
+	}
+	if f.opts.Cgroups != nodeagent.CgroupsAuto && f.opts.Cgroups != nodeagent.CgroupsOff {
+		return fmt.Errorf("--cgroups %q is not one of %q, %q", f.opts.Cgroups, nodeagent.CgroupsAuto, nodeagent.CgroupsOff)
 	}
 	if f.opts.Images != nodeagent.ImagesOCI && f.opts.Images != nodeagent.ImagesHost {
 		return fmt.Errorf("--images %q is not one of %q, %q", f.opts.Images, nodeagent.ImagesOCI, nodeagent.ImagesHost)
@@ -158,6 +162,11 @@ func (f *nodeAgentFlags) component(out io.Writer) upComponent {
 						"they see (and may signal) every process of this host.")
 				}
 			}
+			if f.opts.Runtime == process.Name {
+				if limits, why, err := agent.Limits(isoCtx); err == nil {
+					fmt.Fprintln(out, limitsBanner(limits, why))
+				}
+			}
 		}
 		return func() { <-done }, nil
 	}
@@ -180,6 +189,16 @@ func isolationBanner(runtime, imagesMode, imageDir string, isolated bool, why st
 	}
 	return "WARNING: containers cannot get a private filesystem view here (" + why + "):\n" +
 		"pods run as processes directly on this host's filesystem (--images=host), and pods with volumes are refused."
+}
+
+// limitsBanner says whether containers' resource limits are enforced.
+func limitsBanner(enforced bool, why string) string {
+	if enforced {
+		return "Pods and containers get cgroups with their cpu and memory limits (--cgroups=auto): a container over\n" +
+			"its memory limit is OOMKilled, and its CPU is held to its limit."
+	}
+	return "WARNING: resource limits are not enforced here (" + why + "):\n" +
+		"pods with limits run with a NotEnforced Warning event."
 }
 
 // serveMetrics serves jobkeeper's /metrics (and, with profiling, Go's

@@ -773,6 +773,22 @@ func (a *Agent) Isolation(ctx context.Context) (bool, string, error) {
 	return yes, why, nil
 }
 
+// Limits waits until Run has set up the runtime, then reports whether
+// containers get cgroups with their cpu and memory limits, and if not why.
+func (a *Agent) Limits(ctx context.Context) (bool, string, error) {
+	select {
+	case <-a.runtimeReady:
+	case <-ctx.Done():
+		return false, "", ctx.Err()
+	}
+	cr, ok := a.runtime.(runtime.CgroupRuntime)
+	if !ok {
+		return false, "the " + a.runtime.Name() + " runtime runs nothing on this host", nil
+	}
+	yes, why := cr.Cgroups()
+	return yes, why, nil
+}
+
 // openImages opens the image store in image mode.
 func (a *Agent) openImages(ctx context.Context) error {
 	if a.opts.Images != ImagesOCI {

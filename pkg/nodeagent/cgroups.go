@@ -4,7 +4,10 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"fmt"
+	"os"
 	"path/filepath"
+	"strings"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -50,7 +53,29 @@ func newCgroups(ctx context.Context, opts Options) (*cgroup.Manager, string) {
 	if err != nil {
 		return nil, err.Error()
 	}
+	// For `jobkeeper reset`, which may run in another cgroup than this
+	// agent (DefaultRoot depends on it).
+	if err := os.WriteFile(filepath.Join(opts.DataDir, CgroupRootFile), []byte(m.Root()+"\n"), 0o600); err != nil {
+		return nil, fmt.Sprintf("recording the cgroup root: %v", err)
+	}
 	return m, ""
+}
+
+// CgroupRootFile is the file of the agent's data directory that names the
+// root of its cgroups (Manager.Root).
+const CgroupRootFile = "cgroup-root"
+
+// RecordedCgroupRoot is the root of the cgroups of the agent whose data
+// directory is dataDir, as it recorded it; "" when it made none.
+func RecordedCgroupRoot(dataDir string) string {
+	b, err := os.ReadFile(filepath.Join(dataDir, CgroupRootFile))
+	if err != nil {
+		return ""
+	}
+	if root := strings.TrimSpace(string(b)); root != "/" {
+		return root
+	}
+	return ""
 }
 
 // enforcesLimits reports whether containers get cgroups with their

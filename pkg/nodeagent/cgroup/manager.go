@@ -90,17 +90,7 @@ func New(ctx context.Context, root string) (*Manager, error) {
 		parents: map[string]bool{},
 	}
 	m.cgroups = cm.NewCgroupManager(m.logger, cs, "cgroupfs")
-	for _, mp := range cs.MountPoints {
-		if !slices.Contains(m.mounts, mp) {
-			m.mounts = append(m.mounts, mp)
-		}
-	}
-	if !m.unified && libcontainercgroups.IsCgroup2HybridMode() {
-		// The v1 manager also makes a pod's cgroups in the hybrid
-		// hierarchy.
-		m.mounts = append(m.mounts, "/sys/fs/cgroup/unified")
-	}
-	sort.Strings(m.mounts)
+	m.mounts = mountPoints(cs)
 	own, err := libcontainercgroups.ParseCgroupFile("/proc/self/cgroup")
 	if err != nil {
 		return nil, fmt.Errorf("reading this process's cgroups: %w", err)
@@ -207,19 +197,51 @@ func (m *Manager) RemovePod(uid string) error {
 }
 
 // RemoveAll removes the root with every cgroup below it, in every
-// hierarchy: what `jobkeeper reset` does with an agent's cgroups. A cgroup
-// that still holds processes is not removed (an error says so).
+// hierarchy. A cgroup that still holds processes is not removed (an error
+// says so).
 func (m *Manager) RemoveAll() error {
-	var errs []error
-	for _, mp := range m.mounts {
-		if err := libcontainercgroups.RemovePath(filepath.Join(mp, m.Root())); err != nil {
-			errs = append(errs, err)
-		}
-	}
 	m.mu.Lock()
 	m.parents = map[string]bool{}
 	m.mu.Unlock()
+	return removeRoot(m.mounts, m.Root())
+}
+
+// Remove removes what an agent left below root (a crashed one, for
+// `jobkeeper reset`), in every hierarchy; nothing to remove is no error.
+func Remove(root string) error {
+	cs, err := cm.GetCgroupSubsystems()
+	if err != nil {
+		return nil
+	}
+	return removeRoot(mountPoints(cs), root)
+}
+
+// removeRoot removes root with every cgroup below it from each mount.
+func removeRoot(mounts []string, root string) error {
+	var errs []error
+	for _, mp := range mounts {
+		if err := libcontainercgroups.RemovePath(filepath.Join(mp, root)); err != nil {
+			errs = append(errs, err)
+		}
+	}
 	return errors.Join(errs...)
+}
+
+// mountPoints are the mount points of every hierarchy, where the kubelet's
+// manager creates a cgroup.
+func mountPoints(cs *cm.CgroupSubsystems) []string {
+	var mounts []string
+	for _, mp := range cs.MountPoints {
+		if !slices.Contains(mounts, mp) {
+			mounts = append(mounts, mp)
+		}
+	}
+	if !libcontainercgroups.IsCgroup2UnifiedMode() && libcontainercgroups.IsCgroup2HybridMode() {
+		// The v1 manager also makes them in the hybrid hierarchy.
+		mounts = append(mounts, "/sys/fs/cgroup/unified")
+	}
+	sort.Strings(mounts)
+	return mounts
 }
 
 // PodUIDs lists the pods that have a cgroup, for removing those of pods
