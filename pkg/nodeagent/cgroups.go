@@ -55,7 +55,12 @@ func newCgroups(ctx context.Context, opts Options) (*cgroup.Manager, string) {
 	}
 	// For `jobkeeper reset`, which may run in another cgroup than this
 	// agent (DefaultRoot depends on it).
-	if err := os.WriteFile(filepath.Join(opts.DataDir, CgroupRootFile), []byte(m.Root()+"\n"), 0o600); err != nil {
+	err = os.MkdirAll(opts.DataDir, 0o750)
+	if err == nil {
+		err = os.WriteFile(filepath.Join(opts.DataDir, CgroupRootFile), []byte(m.Root()+"\n"), 0o600)
+	}
+	if err != nil {
+		_ = m.RemoveAll()
 		return nil, fmt.Sprintf("recording the cgroup root: %v", err)
 	}
 	return m, ""
