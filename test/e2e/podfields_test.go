@@ -194,9 +194,11 @@ func TestUpPodFields(t *testing.T) {
 		needsRoot   bool
 		set         func(*corev1.Container)
 	}{
-		{name: "limits run with a warning", field: "resources.limits",
+		// As root, memory and cpu limits are enforced (cgroups), the
+		// others not; as a user, none is.
+		{name: "limits run with a warning", field: unenforcedStorageLimit(),
 			set: func(c *corev1.Container) {
-				c.Resources.Limits = corev1.ResourceList{corev1.ResourceMemory: resource.MustParse("64Mi")}
+				c.Resources.Limits = corev1.ResourceList{corev1.ResourceMemory: resource.MustParse("64Mi"), corev1.ResourceEphemeralStorage: resource.MustParse("1Gi")}
 			}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -214,4 +216,14 @@ func TestUpPodFields(t *testing.T) {
 			}
 		})
 	}
+}
+
+// unenforcedStorageLimit is how the NotEnforced event names an
+// ephemeral-storage limit beside a memory limit: alone as root, where
+// the memory limit is enforced, with every limit as a user.
+func unenforcedStorageLimit() string {
+	if os.Geteuid() == 0 {
+		return "resources.limits.ephemeral-storage"
+	}
+	return "resources.limits"
 }
