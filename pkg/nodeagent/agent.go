@@ -54,6 +54,11 @@ type Agent struct {
 	runtime runtime.Runtime
 	// cgroups makes the pods' cgroups; nil when containers get none.
 	cgroups *cgroup.Manager
+	// podCgroupsMu guards podCgroups.
+	podCgroupsMu sync.Mutex
+	// podCgroups are the pods whose cgroup this run has ensured, and
+	// its path.
+	podCgroups map[types.UID]string
 	// status writes pod status.
 	status *status.Manager
 	// binder binds pending pods to the node.
@@ -285,7 +290,7 @@ func (a *Agent) Run(ctx context.Context) error {
 		// other pods' files.
 		hide := hiddenPaths(append([]string{a.opts.DataDir, a.opts.ImageDir}, a.opts.HiddenPaths...))
 		cg, noCgroups := newCgroups(ctx, a.opts)
-		a.cgroups = cg
+		a.cgroups, a.podCgroups = cg, map[types.UID]string{}
 		rt, err := process.New(ctx, process.Options{StateDir: filepath.Join(a.opts.DataDir, "process-state"), LogMaxSize: a.opts.LogMaxSize, Clock: a.clock, Isolation: a.opts.Isolation, Hide: hide,
 			Cgroups: cg, CgroupsReason: noCgroups})
 		if err != nil {

@@ -101,11 +101,23 @@ func (a *Agent) cgroupFor(pod *corev1.Pod, c *corev1.Container, spec *runtime.Sp
 	if !a.enforcesLimits() {
 		return nil
 	}
-	name, err := a.cgroups.EnsurePod(pod)
-	if err != nil {
-		return &podconfig.CreateError{Msg: "creating the pod's cgroup: " + err.Error()}
+	a.podCgroupsMu.Lock()
+	parent, ok := a.podCgroups[pod.UID]
+	a.podCgroupsMu.Unlock()
+	if !ok {
+		// Once per pod and run of the agent, as the kubelet ensures it
+		// before the pod's first container: its limits do not change
+		// (no in-place resize yet).
+		name, err := a.cgroups.EnsurePod(pod)
+		if err != nil {
+			return &podconfig.CreateError{Msg: "creating the pod's cgroup: " + err.Error()}
+		}
+		parent = name.ToCgroupfs()
+		a.podCgroupsMu.Lock()
+		a.podCgroups[pod.UID] = parent
+		a.podCgroupsMu.Unlock()
 	}
-	spec.CgroupParent = name.ToCgroupfs()
+	spec.CgroupParent = parent
 	spec.Resources = cgroup.ContainerResources(c, a.cgroups.Unified())
 	return nil
 }
@@ -116,6 +128,9 @@ func (a *Agent) removePodCgroup(ctx context.Context, uid types.UID) {
 	if a.cgroups == nil {
 		return
 	}
+	a.podCgroupsMu.Lock()
+	delete(a.podCgroups, uid)
+	a.podCgroupsMu.Unlock()
 	if err := a.cgroups.RemovePod(string(uid)); err != nil {
 		klog.FromContext(ctx).V(2).Info("Removing a pod's cgroup failed", "uid", uid, "err", err)
 	}

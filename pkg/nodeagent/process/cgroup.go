@@ -90,9 +90,8 @@ func (r *Runtime) adoptedCgroup(stateDir string) *attemptCgroup {
 }
 
 // ended completes the result of the attempt, whose processes are all
-// gone, from its cgroup (OOMKilled when the OOM killer killed one of
-// them, as containerd reports it, whatever the exit code) and removes
-// the cgroup.
+// gone, from its cgroup: OOMKilled when the OOM killer killed one of
+// them, as containerd reports it, whatever the exit code.
 func (a *attemptCgroup) ended(res runtime.Result) runtime.Result {
 	if a == nil {
 		return res
@@ -101,8 +100,16 @@ func (a *attemptCgroup) ended(res runtime.Result) runtime.Result {
 	if n, err := a.c.OOMKills(); err == nil && n > 0 {
 		res.Reason = runtime.ReasonOOMKilled
 	}
+	return res
+}
+
+// remove removes the cgroup of an attempt that ended (after its result
+// is out: it is not on the way of the container's status).
+func (a *attemptCgroup) remove() {
+	if a == nil {
+		return
+	}
 	if err := a.c.Remove(); err != nil {
 		klog.Background().V(2).Info("Removing a container's cgroup failed", "cgroup", a.c.Path(), "err", err)
 	}
-	return res
 }

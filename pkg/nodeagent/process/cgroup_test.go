@@ -9,6 +9,7 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
@@ -143,7 +144,67 @@ func TestContainerProcessesInTheirCgroup(t *testing.T) {
 	if !m.Unified() {
 		dir = filepath.Join("/sys/fs/cgroup/memory", leaf)
 	}
-	if _, err := os.Stat(dir); !os.IsNotExist(err) {
-		t.Errorf("the container's cgroup %s is left after the attempt (%v)", dir, err)
+	// Removed right after the result is out.
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		_, err := os.Stat(dir)
+		if os.IsNotExist(err) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the container's cgroup %s is left after the attempt (%v)", dir, err)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// BenchmarkStartWithCgroups is the cost of an attempt's start and end
+// (`true` in its sandbox, the runtime's default namespaces) without and
+// with cgroups: the pod's cgroup ensured (as the agent does before each
+// attempt), the attempt's made, the sandbox moving around its fork, the
+// OOM count read and the cgroup removed. Skipped without cgroups.
+func BenchmarkStartWithCgroups(b *testing.B) {
+	root, err := cgroup.DefaultRoot(fmt.Sprintf("process-bench-%d", os.Getpid()))
+	if err != nil {
+		b.Skip(err)
+	}
+	m, err := cgroup.New(context.Background(), root)
+	if err != nil {
+		b.Skipf("no cgroups: %v", err)
+	}
+	defer func() { _ = m.RemoveAll() }()
+	c := corev1.Container{Name: "c", Resources: corev1.ResourceRequirements{Limits: corev1.ResourceList{corev1.ResourceMemory: resource.MustParse("64Mi")}}}
+	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{UID: "bench"}, Spec: corev1.PodSpec{Containers: []corev1.Container{c}}}
+	for _, withCgroups := range []bool{false, true} {
+		b.Run(fmt.Sprintf("cgroups=%t", withCgroups), func(b *testing.B) {
+			opts := Options{StateDir: filepath.Join(b.TempDir(), "state")}
+			if withCgroups {
+				opts.Cgroups = m
+			}
+			rt, err := New(context.Background(), opts)
+			if err != nil {
+				b.Fatal(err)
+			}
+			dir := b.TempDir()
+			spec := runtime.Spec{PodNamespace: "ns", PodName: "p", ContainerName: "c", Command: []string{"/bin/true"}, WorkingDir: dir}
+			for i := 0; b.Loop(); i++ {
+				spec.Attempt, spec.LogPath = int32(i), filepath.Join(dir, fmt.Sprintf("%d.log", i))
+				if withCgroups {
+					name, err := m.EnsurePod(pod)
+					if err != nil {
+						b.Fatal(err)
+					}
+					spec.CgroupParent, spec.Resources = name.ToCgroupfs(), cgroup.ContainerResources(&c, m.Unified())
+				}
+				h, err := rt.Start(context.Background(), spec)
+				if err != nil {
+					b.Fatal(err)
+				}
+				<-h.Done()
+				if res := h.Result(); res.ExitCode != 0 {
+					b.Fatalf("result %+v", res)
+				}
+			}
+		})
 	}
 }

@@ -77,6 +77,7 @@ func (r *Runtime) hold(sb *sandbox.Sandbox, what, stateDir, logPath string, star
 			_ = os.Remove(scratch)
 		}
 		h.finish(cg.ended(resultOf(sb.Exit(), startedAt, r.opts.Clock.Now())))
+		cg.remove()
 		r.mu.Lock()
 		delete(r.running, spid)
 		r.mu.Unlock()
@@ -109,7 +110,9 @@ func (r *Runtime) Adopt(ctx context.Context, dir string) (runtime.Adopted, error
 		// rebooted. What happened to the container is not known.
 		return runtime.Adopted{}, nil
 	}
-	res := r.adoptedCgroup(dir).ended(resultOf(rec.Exit, rec.StartedAt, rec.Exit.FinishedAt))
+	cg := r.adoptedCgroup(dir)
+	res := cg.ended(resultOf(rec.Exit, rec.StartedAt, rec.Exit.FinishedAt))
+	cg.remove()
 	return runtime.Adopted{Found: true, PID: rec.MainPID, StartedAt: rec.StartedAt, Result: res}, nil
 }
 

@@ -321,7 +321,8 @@ func (r *Runtime) Start(ctx context.Context, spec runtime.Spec) (runtime.Handle,
 		if cfg.Scratch != "" {
 			_ = os.Remove(cfg.Scratch)
 		}
-		cg.ended(runtime.Result{})
+		cg.started()
+		cg.remove()
 	}
 	return h, err
 }
@@ -418,6 +419,7 @@ func (r *Runtime) start(ctx context.Context, spec runtime.Spec, cfg sandbox.Conf
 			_ = os.Remove(cfg.Scratch)
 		}
 		h.finish(cg.ended(resultOf(sb.Exit(), startedAt, r.opts.Clock.Now())))
+		cg.remove()
 		r.mu.Lock()
 		delete(r.running, spid)
 		r.mu.Unlock()
