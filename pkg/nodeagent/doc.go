@@ -39,7 +39,8 @@
 // graceful shutdown and restart) and the only one that knows the others.
 // Below it, each owning one concern and importing downwards only, none of
 // them this package: podconfig (container configuration as pure
-// functions), lifecycle (the containers' state machine), status, volume,
+// functions), lifecycle (the containers' state machine), cgroup (the pods'
+// and containers' cgroups, as root), status, volume,
 // prober, imagemanager, binder, server, and runtime with its
 // implementations. The lower packages get what they need from the agent
 // as a Config of values and functions, never the Agent itself.

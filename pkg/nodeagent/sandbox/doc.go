@@ -101,8 +101,13 @@
 //     container's is the host's (opDev: an overlay of it as root).
 //   - /sys: the host's, read-only but for a privileged container.
 //
+// Cgroups (cgroup.go): with StartOptions.Cgroup, the sandbox moves itself
+// into the container's cgroups just before each fork of a container
+// process (the init stage, the main process, an exec'd command) and back
+// right after, so the container's processes, and only they, are in them.
+//
 // Not done: IPC and network namespaces (the container shares the host's
-// System V IPC and network) and cgroups.
+// System V IPC and network).
 //
 // # Users
 //
@@ -183,7 +188,8 @@
 // sending after a few seconds, and Kill then kills the session from the
 // agent's side.
 //
-// Files: config.go (what the agent asks for), capabilities.go and
+// Files: config.go (what the agent asks for), cgroup.go (the container's
+// cgroups), capabilities.go and
 // seccomp.go (what the container's processes may do), user.go
 // and idmap.go (who the processes run as), supervisor.go (the sandbox
 // process), pidns.go (PID namespaces: the init stage, the pause process,
