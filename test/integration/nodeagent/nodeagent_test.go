@@ -78,8 +78,10 @@ func startSharedAgent(t *testing.T) {
 		dir := filepath.Join(framework.ControlPlane().DataDir(), "it-node")
 		sharedDataDir = dir
 		pki := framework.ControlPlane().PKI()
+		// No cgroups: this agent is never stopped (it ends with the
+		// test binary), so it could not remove them.
 		a, err := nodeagent.New(framework.Client(t), nodeagent.Options{
-			NodeName: sharedNode, MaxPods: 50, Runtime: process.Name, Images: nodeagent.ImagesHost, DataDir: dir,
+			NodeName: sharedNode, MaxPods: 50, Runtime: process.Name, Images: nodeagent.ImagesHost, DataDir: dir, Cgroups: nodeagent.CgroupsOff,
 			ServingCertFile: pki.NodeServingCert(), ServingKeyFile: pki.NodeServingKey(), ClientCAFile: pki.CACert(),
 		})
 		if err != nil {
