@@ -139,12 +139,17 @@ func TestNodeAgentFlagsValidate(t *testing.T) {
 		args    []string
 		wantErr string
 	}{
-		"defaults":          {},
-		"simulated":         {args: []string{"--runtime=simulated"}},
-		"unknown runtime":   {args: []string{"--runtime=docker"}, wantErr: "--runtime"},
-		"zero max pods":     {args: []string{"--max-pods=0"}, wantErr: "--max-pods"},
-		"zero sync period":  {args: []string{"--sync-frequency=0s"}, wantErr: "--sync-frequency"},
-		"kubelet port high": {args: []string{"--kubelet-port=70000"}, wantErr: "--kubelet-port"},
+		"defaults":                      {},
+		"simulated":                     {args: []string{"--runtime=simulated"}},
+		"unknown runtime":               {args: []string{"--runtime=docker"}, wantErr: "--runtime"},
+		"zero max pods":                 {args: []string{"--max-pods=0"}, wantErr: "--max-pods"},
+		"zero sync period":              {args: []string{"--sync-frequency=0s"}, wantErr: "--sync-frequency"},
+		"kubelet port high":             {args: []string{"--kubelet-port=70000"}, wantErr: "--kubelet-port"},
+		"cgroups off":                   {args: []string{"--cgroups=off"}},
+		"cgroups unknown":               {args: []string{"--cgroups=v3"}, wantErr: "--cgroups"},
+		"extended resources":            {args: []string{"--extended-resource", "example.com/gpu=1", "--extended-resource", "example.com/fpga=2,vendor.io/x=0"}},
+		"not an extended resource name": {args: []string{"--extended-resource", "gpu=1"}, wantErr: "--extended-resource gpu: not an extended resource name"},
+		"a negative count":              {args: []string{"--extended-resource", "example.com/gpu=-1"}, wantErr: "--extended-resource example.com/gpu=-1"},
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
@@ -158,6 +163,9 @@ func TestNodeAgentFlagsValidate(t *testing.T) {
 			if tc.wantErr == "" {
 				if err != nil {
 					t.Errorf("unexpected error: %v", err)
+				}
+				if name == "extended resources" && len(f.opts.ExtendedResources) != 3 {
+					t.Errorf("extended resources %v, want three", f.opts.ExtendedResources)
 				}
 				return
 			}

@@ -12,10 +12,12 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/spf13/pflag"
+	corev1 "k8s.io/api/core/v1"
 	apiextensionsclientset "k8s.io/apiextensions-apiserver/pkg/client/clientset/clientset"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/klog/v2"
+	v1helper "k8s.io/kubernetes/pkg/apis/core/v1/helper"
 
 	"jobkeeper.dev/jobkeeper/deploy/crds"
 	"jobkeeper.dev/jobkeeper/pkg/controlplane"
@@ -45,6 +47,8 @@ type nodeAgentFlags struct {
 	// opts are the agent's options; certificate and data paths are filled in
 	// from the control plane.
 	opts nodeagent.Options
+	// extended are --extended-resource's NAME=COUNT pairs.
+	extended map[string]int64
 }
 
 func (f *nodeAgentFlags) addFlags(fs *pflag.FlagSet) {
@@ -58,6 +62,7 @@ func (f *nodeAgentFlags) addFlags(fs *pflag.FlagSet) {
 	fs.DurationVar(&f.opts.ShutdownGracePeriod, "shutdown-grace-period", nodeagent.DefaultShutdownGracePeriod, "On a clean stop (Ctrl-C, SIGTERM) the node shuts down gracefully, as a kubelet's graceful node shutdown: every running pod gets the DisruptionTarget condition and is stopped with its grace period capped to this, then ends Failed.")
 	fs.BoolVar(&f.opts.KeepRunningOnStop, "keep-running-on-stop", false, "On a clean stop, leave running containers alone, as a kubelet restart does: the next \"jobkeeper up\" on the same --data-dir takes them over (and a container that no agent takes over within 5 minutes is stopped). Without it a stop is a graceful node shutdown (--shutdown-grace-period).")
 	fs.StringVar(&f.opts.Isolation, "pod-isolation", process.IsolationAuto, "Filesystem isolation of the process runtime: \"auto\" gives each container a private copy-on-write view of this host where the machine allows it (root, or user and mount namespaces), with volumes mounted in it; \"off\" never does, and pods with volumes are then refused.")
+	fs.StringToInt64Var(&f.extended, "extended-resource", nil, "An extended resource the local Node advertises, as NAME=COUNT (example.com/gpu=1; repeat or separate with commas): pods requesting it are scheduled while the count lasts, others stay Pending with the scheduler's \"Insufficient\" message. Nothing is attached to the container for it.")
 	fs.StringVar(&f.opts.Cgroups, "cgroups", nodeagent.CgroupsAuto, "Resource limits of the process runtime: \"auto\" puts each pod and container in cgroups laid out as the kubelet's, with their cpu and memory limits (a container over its memory limit is OOMKilled), where the node agent can write cgroups (as root); \"off\" never does, and limits are only warned about (NotEnforced).")
 	fs.BoolVar(&f.opts.SeccompDefault, "seccomp-default", false, "Give containers that name no seccomp profile the runtime's default (RuntimeDefault), as the kubelet's --seccomp-default; without it they run Unconfined, the kubelet's default. Localhost profiles are read from <data-dir>/seccomp.")
 }
@@ -87,6 +92,18 @@ func (f *nodeAgentFlags) validate() error {
 	}
 	if f.opts.Isolation != process.IsolationAuto && f.opts.Isolation != process.IsolationOff {
 		return fmt.Errorf("--pod-isolation %q is not one of %q, %q", f.opts.Isolation, process.IsolationAuto, process.IsolationOff)
+	}
+	for name, n := range f.extended {
+		if !v1helper.IsExtendedResourceName(corev1.ResourceName(name)) {
+			return fmt.Errorf("--extended-resource %s: not an extended resource name (a domain-qualified name outside kubernetes.io, such as example.com/gpu)", name)
+		}
+		if n < 0 {
+			return fmt.Errorf("--extended-resource %s=%d: the count is negative", name, n)
+		}
+		if f.opts.ExtendedResources == nil {
+			f.opts.ExtendedResources = map[corev1.ResourceName]int64{}
+		}
+		f.opts.ExtendedResources[corev1.ResourceName(name)] = n
 	}
 	if f.opts.Cgroups != nodeagent.CgroupsAuto && f.opts.Cgroups != nodeagent.CgroupsOff {
 		return fmt.Errorf("--cgroups %q is not one of %q, %q", f.opts.Cgroups, nodeagent.CgroupsAuto, nodeagent.CgroupsOff)

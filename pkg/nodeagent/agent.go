@@ -52,6 +52,8 @@ type Agent struct {
 	clock clock.WithTicker
 	// runtime runs containers.
 	runtime runtime.Runtime
+	// nodeInfo is the node's system info.
+	nodeInfo corev1.NodeSystemInfo
 	// cgroups makes the pods' cgroups; nil when containers get none.
 	cgroups *cgroup.Manager
 	// podCgroupsMu guards podCgroups.
@@ -136,7 +138,8 @@ func New(client kubernetes.Interface, opts Options) (*Agent, error) {
 		clock:        opts.Clock,
 		status:       status.NewManager(client),
 		workers:      map[types.UID]*worker{},
-		capacity:     hostCapacity(opts.MaxPods),
+		capacity:     hostCapacity(opts.MaxPods, opts.DataDir, opts.ExtendedResources),
+		nodeInfo:     hostInfo(),
 		euid:         os.Geteuid(),
 	}
 	switch opts.Runtime {
@@ -487,7 +490,7 @@ func (a *Agent) releaseLocked(w *worker) {
 	}
 	w.released = true
 	a.activePods--
-	a.activeRequests = a.activeRequests.Add(binder.Requests{CPUMilli: -w.requests.CPUMilli, Memory: -w.requests.Memory})
+	a.activeRequests = a.activeRequests.Sub(w.requests)
 }
 
 // onPodDeleted forgets a pod that left the API: a force-deleted pod's

@@ -5,11 +5,13 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"path/filepath"
 	goruntime "runtime"
 	"strconv"
 	"strings"
 	"time"
 
+	"golang.org/x/sys/unix"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
@@ -33,14 +35,90 @@ var KubeletVersion = "v1.36.3-jobkeeper"
 // NodeStatusUpdatePeriod is how often the node status is rewritten.
 var NodeStatusUpdatePeriod = time.Minute
 
-// hostCapacity is the node's capacity: the host's CPUs and memory, and
-// maxPods pods.
-func hostCapacity(maxPods int) corev1.ResourceList {
-	return corev1.ResourceList{
+// hostCapacity is the node's capacity: the host's CPUs and memory, the
+// size of the filesystem holding dataDir (ephemeral-storage, as the
+// kubelet reports its root directory's), maxPods pods and the extended
+// resources the node advertises.
+func hostCapacity(maxPods int, dataDir string, extended map[corev1.ResourceName]int64) corev1.ResourceList {
+	c := corev1.ResourceList{
 		corev1.ResourceCPU:    *resource.NewQuantity(int64(goruntime.NumCPU()), resource.DecimalSI),
 		corev1.ResourceMemory: *resource.NewQuantity(hostMemory(), resource.BinarySI),
 		corev1.ResourcePods:   *resource.NewQuantity(int64(maxPods), resource.DecimalSI),
 	}
+	if size := filesystemSize(dataDir); size > 0 {
+		c[corev1.ResourceEphemeralStorage] = *resource.NewQuantity(size, resource.BinarySI)
+	}
+	for name, n := range extended {
+		c[name] = *resource.NewQuantity(n, resource.DecimalSI)
+	}
+	return c
+}
+
+// filesystemSize is the size in bytes of the filesystem holding dir (or
+// its nearest existing parent); 0 when unknown.
+func filesystemSize(dir string) int64 {
+	for {
+		var st unix.Statfs_t
+		if err := unix.Statfs(dir, &st); err == nil {
+			return int64(st.Blocks) * st.Bsize
+		}
+		parent := filepath.Dir(dir)
+		if parent == dir {
+			return 0
+		}
+		dir = parent
+	}
+}
+
+// hostInfo is the node's system info, read from this host as the
+// kubelet reads it (through cadvisor): the kernel's release, the OS
+// image's name from os-release, the machine and boot ids; what cannot be
+// read stays empty.
+func hostInfo() corev1.NodeSystemInfo {
+	info := corev1.NodeSystemInfo{
+		KubeletVersion:          KubeletVersion,
+		OperatingSystem:         goruntime.GOOS,
+		Architecture:            goruntime.GOARCH,
+		ContainerRuntimeVersion: "jobkeeper://" + KubeletVersion,
+		OSImage:                 osImage(),
+		MachineID:               firstLine("/etc/machine-id"),
+		SystemUUID:              strings.ToLower(firstLine("/sys/class/dmi/id/product_uuid")),
+		BootID:                  firstLine("/proc/sys/kernel/random/boot_id"),
+	}
+	var u unix.Utsname
+	if unix.Uname(&u) == nil {
+		info.KernelVersion = unix.ByteSliceToString(u.Release[:])
+	}
+	return info
+}
+
+// osImage is os-release's PRETTY_NAME, "Linux" when there is none.
+func osImage() string {
+	for _, f := range []string{"/etc/os-release", "/usr/lib/os-release"} {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			continue
+		}
+		for _, l := range strings.Split(string(b), "\n") {
+			if v, ok := strings.CutPrefix(l, "PRETTY_NAME="); ok {
+				if u, err := strconv.Unquote(v); err == nil {
+					return u
+				}
+				return strings.Trim(v, `"'`)
+			}
+		}
+	}
+	return "Linux"
+}
+
+// firstLine is a file's first line, "" when it cannot be read.
+func firstLine(file string) string {
+	b, err := os.ReadFile(file)
+	if err != nil {
+		return ""
+	}
+	line, _, _ := strings.Cut(string(b), "\n")
+	return strings.TrimSpace(line)
 }
 
 // hostMemory reads MemTotal from /proc/meminfo (0 when unknown).
@@ -62,7 +140,7 @@ func hostMemory() int64 {
 }
 
 // nodeStatus is the status the agent reports.
-func nodeStatus(name string, capacity corev1.ResourceList, port int, now time.Time, old []corev1.NodeCondition) corev1.NodeStatus {
+func nodeStatus(name string, capacity corev1.ResourceList, info corev1.NodeSystemInfo, port int, now time.Time, old []corev1.NodeCondition) corev1.NodeStatus {
 	cond := func(t corev1.NodeConditionType, s corev1.ConditionStatus, reason, msg string) corev1.NodeCondition {
 		c := corev1.NodeCondition{Type: t, Status: s, Reason: reason, Message: msg, LastHeartbeatTime: metav1.NewTime(now), LastTransitionTime: metav1.NewTime(now)}
 		for _, o := range old {
@@ -87,12 +165,7 @@ func nodeStatus(name string, capacity corev1.ResourceList, port int, now time.Ti
 			{Type: corev1.NodeHostName, Address: name},
 		},
 		DaemonEndpoints: corev1.NodeDaemonEndpoints{KubeletEndpoint: corev1.DaemonEndpoint{Port: int32(port)}},
-		NodeInfo: corev1.NodeSystemInfo{
-			KubeletVersion:          KubeletVersion,
-			OperatingSystem:         goruntime.GOOS,
-			Architecture:            goruntime.GOARCH,
-			ContainerRuntimeVersion: "jobkeeper://" + KubeletVersion,
-		},
+		NodeInfo:        info,
 		// As a v1.36 kubelet on a runtime that honours the policy.
 		Features: &corev1.NodeFeatures{SupplementalGroupsPolicy: ptr.To(true)},
 	}
@@ -123,7 +196,7 @@ func (a *Agent) writeNode(ctx context.Context, port int) error {
 		return fmt.Errorf("getting or creating node: %w", err)
 	}
 	node = node.DeepCopy()
-	node.Status = nodeStatus(a.opts.NodeName, a.capacity, port, a.clock.Now(), node.Status.Conditions)
+	node.Status = nodeStatus(a.opts.NodeName, a.capacity, a.nodeInfo, port, a.clock.Now(), node.Status.Conditions)
 	node, err = nodes.UpdateStatus(ctx, node, metav1.UpdateOptions{FieldManager: status.FieldManager})
 	if err != nil {
 		return fmt.Errorf("writing node status: %w", err)

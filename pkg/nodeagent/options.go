@@ -7,6 +7,8 @@ import (
 	"path/filepath"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
+	v1helper "k8s.io/kubernetes/pkg/apis/core/v1/helper"
 	"k8s.io/utils/clock"
 
 	"jobkeeper.dev/jobkeeper/pkg/images"
@@ -104,6 +106,10 @@ type Options struct {
 	// copy-on-write view of the host where the machine allows it;
 	// process.IsolationOff never does, and pods with volumes are refused.
 	Isolation string
+	// ExtendedResources are extended resources (example.com/gpu) the node
+	// advertises in its capacity, with their counts (--extended-resource),
+	// for pods to request; nothing is attached to a container for them.
+	ExtendedResources map[corev1.ResourceName]int64
 	// Cgroups is CgroupsAuto (default: pods and containers get cgroups
 	// with their limits where the agent can write cgroups) or CgroupsOff
 	// (--cgroups).
@@ -157,6 +163,14 @@ func (o *Options) complete() error {
 	}
 	if o.Isolation == "" {
 		o.Isolation = process.IsolationAuto
+	}
+	for name, n := range o.ExtendedResources {
+		if !v1helper.IsExtendedResourceName(name) {
+			return fmt.Errorf("extended resource %q: not an extended resource name (a domain-qualified name outside kubernetes.io, such as example.com/gpu)", name)
+		}
+		if n < 0 {
+			return fmt.Errorf("extended resource %q: count %d is negative", name, n)
+		}
 	}
 	if o.Cgroups == "" {
 		o.Cgroups = CgroupsAuto

@@ -12,6 +12,8 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/utils/ptr"
 
 	"jobkeeper.dev/jobkeeper/test/builder"
 )
@@ -88,4 +90,103 @@ func TestUpOOMKilledJobs(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestUpExtendedResources: a pod asking for an extended resource the node
+// does not advertise stays Pending with the scheduler's FailedScheduling
+// message; on an up started with --extended-resource example.com/gpu=1
+// one such pod runs and a second waits until the first is gone.
+func TestUpExtendedResources(t *testing.T) {
+	ctx := context.Background()
+	ns := "default"
+	gpuPod := func(name string) *corev1.Pod {
+		p := builder.MakePod(name, ns).Command("sleep", "3600").Obj()
+		p.Spec.Containers[0].Resources.Requests = corev1.ResourceList{"example.com/gpu": resource.MustParse("1")}
+		p.Spec.Containers[0].Resources.Limits = corev1.ResourceList{"example.com/gpu": resource.MustParse("1")}
+		return p
+	}
+	unscheduled := func(p *corev1.Pod) bool {
+		for _, c := range p.Status.Conditions {
+			if c.Type == corev1.PodScheduled && c.Status == corev1.ConditionFalse {
+				return true
+			}
+		}
+		return false
+	}
+	want := "0/1 nodes are available: 1 Insufficient example.com/gpu."
+
+	t.Run("not advertised", func(t *testing.T) {
+		up, c, _ := startUp(t, t.TempDir())
+		defer up.stop(t)
+		p, err := c.CoreV1().Pods(ns).Create(ctx, gpuPod("wants-gpu"), metav1.CreateOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := waitPod(t, c, ns, p.Name, "unschedulable", nodeTimeout, unscheduled)
+		for _, cond := range got.Status.Conditions {
+			if cond.Type == corev1.PodScheduled && (cond.Reason != corev1.PodReasonUnschedulable || cond.Message != want) {
+				t.Errorf("PodScheduled %+v, want Unschedulable %q", cond, want)
+			}
+		}
+		events := podEvents(t, c, got, func(evs []string) bool { return strings.Contains(strings.Join(evs, "\n"), want) })
+		if !strings.Contains(strings.Join(events, "\n"), "FailedScheduling: "+want) {
+			t.Errorf("no FailedScheduling event %q: %q", want, events)
+		}
+	})
+
+	t.Run("advertised", func(t *testing.T) {
+		up, c, _ := startUp(t, t.TempDir(), "--extended-resource", "example.com/gpu=1")
+		defer up.stop(t)
+		node := waitNode(t, c)
+		if q := node.Status.Allocatable["example.com/gpu"]; q.Value() != 1 {
+			t.Errorf("node allocatable example.com/gpu %v, want 1", q.String())
+		}
+		if node.Status.NodeInfo.KernelVersion == "" || node.Status.NodeInfo.OSImage == "" {
+			t.Errorf("node info %+v lacks the kernel or the OS image", node.Status.NodeInfo)
+		}
+		first, err := c.CoreV1().Pods(ns).Create(ctx, gpuPod("gpu-1"), metav1.CreateOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		waitPod(t, c, ns, first.Name, "running", nodeTimeout, phaseIs(corev1.PodRunning))
+		second, err := c.CoreV1().Pods(ns).Create(ctx, gpuPod("gpu-2"), metav1.CreateOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		// The node has no room for it while the first runs.
+		err = wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 3*time.Second, true, func(ctx context.Context) (bool, error) {
+			p, err := c.CoreV1().Pods(ns).Get(ctx, second.Name, metav1.GetOptions{})
+			return err == nil && p.Spec.NodeName != "", nil
+		})
+		if err == nil {
+			t.Fatal("the second pod was bound while the first held the node's only example.com/gpu")
+		}
+		if err := c.CoreV1().Pods(ns).Delete(ctx, first.Name, metav1.DeleteOptions{GracePeriodSeconds: ptr.To[int64](0)}); err != nil {
+			t.Fatal(err)
+		}
+		waitPod(t, c, ns, second.Name, "running", nodeTimeout, phaseIs(corev1.PodRunning))
+	})
+}
+
+// waitNode waits for up's one Node to be Ready and returns it.
+func waitNode(t *testing.T, c kubernetes.Interface) *corev1.Node {
+	t.Helper()
+	var node *corev1.Node
+	err := wait.PollUntilContextTimeout(context.Background(), 100*time.Millisecond, nodeTimeout, true, func(ctx context.Context) (bool, error) {
+		list, err := c.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
+		if err != nil || len(list.Items) != 1 {
+			return false, nil
+		}
+		node = &list.Items[0]
+		for _, c := range node.Status.Conditions {
+			if c.Type == corev1.NodeReady && c.Status == corev1.ConditionTrue {
+				return true, nil
+			}
+		}
+		return false, nil
+	})
+	if err != nil {
+		t.Fatal("up's node did not become Ready")
+	}
+	return node
 }

@@ -1,11 +1,13 @@
 package binder
 
 import (
-	"fmt"
 	goruntime "runtime"
+	"sort"
+	"strings"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/labels"
+	resourcehelper "k8s.io/component-helpers/resource"
 )
 
 // ReasonUnschedulable is the PodScheduled=False reason of a pod that can
@@ -18,50 +20,92 @@ type Requests struct {
 	CPUMilli int64
 	// Memory is the memory request in bytes.
 	Memory int64
+	// Scalar are the other resources asked for (ephemeral-storage,
+	// hugepages, extended resources such as example.com/gpu), each in its
+	// unit (bytes or a count); nil when none.
+	Scalar map[corev1.ResourceName]int64
 }
 
 // Add returns r+o.
 func (r Requests) Add(o Requests) Requests {
-	return Requests{CPUMilli: r.CPUMilli + o.CPUMilli, Memory: r.Memory + o.Memory}
+	return r.combine(o, 1)
 }
 
-// PodRequests computes a pod's effective requests as the scheduler does:
-// the larger of the sum of its containers and its largest init container,
-// plus the pod overhead.
-func PodRequests(pod *corev1.Pod) Requests {
-	var sum, maxInit Requests
-	for _, c := range pod.Spec.Containers {
-		sum = sum.Add(containerRequests(&c))
-	}
-	for _, c := range pod.Spec.InitContainers {
-		r := containerRequests(&c)
-		maxInit.CPUMilli = max(maxInit.CPUMilli, r.CPUMilli)
-		maxInit.Memory = max(maxInit.Memory, r.Memory)
-	}
-	out := Requests{CPUMilli: max(sum.CPUMilli, maxInit.CPUMilli), Memory: max(sum.Memory, maxInit.Memory)}
-	if q, ok := pod.Spec.Overhead[corev1.ResourceCPU]; ok {
-		out.CPUMilli += q.MilliValue()
-	}
-	if q, ok := pod.Spec.Overhead[corev1.ResourceMemory]; ok {
-		out.Memory += q.Value()
+// Sub returns r-o.
+func (r Requests) Sub(o Requests) Requests {
+	return r.combine(o, -1)
+}
+
+// combine returns r + sign*o.
+func (r Requests) combine(o Requests, sign int64) Requests {
+	out := Requests{CPUMilli: r.CPUMilli + sign*o.CPUMilli, Memory: r.Memory + sign*o.Memory}
+	if len(r.Scalar)+len(o.Scalar) > 0 {
+		out.Scalar = make(map[corev1.ResourceName]int64, len(r.Scalar)+len(o.Scalar))
+		for n, v := range r.Scalar {
+			out.Scalar[n] = v
+		}
+		for n, v := range o.Scalar {
+			out.Scalar[n] += sign * v
+		}
 	}
 	return out
 }
 
-// containerRequests reads a container's requests (limits when requests are unset).
-func containerRequests(c *corev1.Container) Requests {
-	var r Requests
-	if q, ok := c.Resources.Requests[corev1.ResourceCPU]; ok {
-		r.CPUMilli = q.MilliValue()
-	} else if q, ok := c.Resources.Limits[corev1.ResourceCPU]; ok {
-		r.CPUMilli = q.MilliValue()
-	}
-	if q, ok := c.Resources.Requests[corev1.ResourceMemory]; ok {
-		r.Memory = q.Value()
-	} else if q, ok := c.Resources.Limits[corev1.ResourceMemory]; ok {
-		r.Memory = q.Value()
+// PodRequests computes a pod's effective requests as the scheduler does,
+// with its own helper (k8s.io/component-helpers/resource): the larger of
+// what its containers (restartable init containers included) and its
+// largest init container ask, pod-level requests where set, plus the pod
+// overhead.
+func PodRequests(pod *corev1.Pod) Requests {
+	list := resourcehelper.PodRequests(pod, resourcehelper.PodResourcesOptions{})
+	r := Requests{CPUMilli: list.Cpu().MilliValue(), Memory: list.Memory().Value()}
+	for name, q := range list {
+		switch name {
+		case corev1.ResourceCPU, corev1.ResourceMemory, corev1.ResourcePods:
+			continue
+		}
+		if q.IsZero() {
+			continue
+		}
+		if r.Scalar == nil {
+			r.Scalar = map[corev1.ResourceName]int64{}
+		}
+		r.Scalar[name] = q.Value()
 	}
 	return r
+}
+
+// insufficient names, sorted, the resources r asks more of than
+// allocatable has beside used, as the scheduler's NodeResourcesFit does:
+// only what the pod asks for counts, and the node's memory only when it is
+// known.
+func insufficient(r, used Requests, allocatable corev1.ResourceList) []string {
+	var out []string
+	cpu, mem := allocatable[corev1.ResourceCPU], allocatable[corev1.ResourceMemory]
+	if r.CPUMilli > 0 && used.CPUMilli+r.CPUMilli > cpu.MilliValue() {
+		out = append(out, string(corev1.ResourceCPU))
+	}
+	if r.Memory > 0 && mem.Value() > 0 && used.Memory+r.Memory > mem.Value() {
+		out = append(out, string(corev1.ResourceMemory))
+	}
+	for name, v := range r.Scalar {
+		have := allocatable[name]
+		if v > 0 && used.Scalar[name]+v > have.Value() {
+			out = append(out, string(name))
+		}
+	}
+	sort.Strings(out)
+	return out
+}
+
+// insufficientMessage is the scheduler's message for a pod that no node
+// has room for.
+func insufficientMessage(names []string) string {
+	parts := make([]string, len(names))
+	for i, n := range names {
+		parts[i] = "1 Insufficient " + n
+	}
+	return "0/1 nodes are available: " + strings.Join(parts, ", ") + "."
 }
 
 // neverFits says why a pod can never run on the node, with the scheduler's
@@ -70,23 +114,10 @@ func neverFits(pod *corev1.Pod, nodeLabels map[string]string, allocatable corev1
 	if len(pod.Spec.NodeSelector) > 0 && !labels.SelectorFromSet(pod.Spec.NodeSelector).Matches(labels.Set(nodeLabels)) {
 		return "0/1 nodes are available: 1 node(s) didn't match Pod's node affinity/selector."
 	}
-	r := PodRequests(pod)
-	cpu, mem := allocatable[corev1.ResourceCPU], allocatable[corev1.ResourceMemory]
-	var insufficient []string
-	if r.CPUMilli > cpu.MilliValue() {
-		insufficient = append(insufficient, "cpu")
+	if names := insufficient(PodRequests(pod), Requests{}, allocatable); len(names) > 0 {
+		return insufficientMessage(names)
 	}
-	if mem.Value() > 0 && r.Memory > mem.Value() {
-		insufficient = append(insufficient, "memory")
-	}
-	switch len(insufficient) {
-	case 0:
-		return ""
-	case 1:
-		return fmt.Sprintf("0/1 nodes are available: 1 Insufficient %s.", insufficient[0])
-	default:
-		return "0/1 nodes are available: 1 Insufficient cpu, 1 Insufficient memory."
-	}
+	return ""
 }
 
 // fitsNow reports whether a pod fits next to what the node already runs.
@@ -94,14 +125,7 @@ func fitsNow(r Requests, used Requests, usedPods, maxPods int, allocatable corev
 	if usedPods+1 > maxPods {
 		return false
 	}
-	cpu, mem := allocatable[corev1.ResourceCPU], allocatable[corev1.ResourceMemory]
-	if r.CPUMilli > 0 && used.CPUMilli+r.CPUMilli > cpu.MilliValue() {
-		return false
-	}
-	if r.Memory > 0 && mem.Value() > 0 && used.Memory+r.Memory > mem.Value() {
-		return false
-	}
-	return true
+	return len(insufficient(r, used, allocatable)) == 0
 }
 
 // NodeLabels are the well-known labels of the node.

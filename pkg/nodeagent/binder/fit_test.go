@@ -18,17 +18,25 @@ func podWithCPU(cpu ...string) *corev1.Pod {
 
 func TestPodRequests(t *testing.T) {
 	withInit := podWithCPU("100m", "200m")
-	withInit.Spec.InitContainers = []corev1.Container{{Resources: corev1.ResourceRequirements{Limits: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("1")}}}}
+	// Requests as the apiserver defaults them (from the limits).
+	withInit.Spec.InitContainers = []corev1.Container{{Resources: corev1.ResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("1")}}}}
+	always := corev1.ContainerRestartPolicyAlways
+	withSidecar := podWithCPU("100m")
+	withSidecar.Spec.InitContainers = []corev1.Container{{RestartPolicy: &always, Resources: corev1.ResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("50m")}}}}
+	withGPU := &corev1.Pod{Spec: corev1.PodSpec{Containers: []corev1.Container{{Resources: corev1.ResourceRequirements{Requests: corev1.ResourceList{
+		"example.com/gpu": resource.MustParse("2"), corev1.ResourceEphemeralStorage: resource.MustParse("1Ki")}}}}}}
 	withOverhead := podWithCPU("100m")
 	withOverhead.Spec.Overhead = corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("50m")}
 	cases := map[string]struct {
 		pod  *corev1.Pod
 		want Requests
 	}{
-		"sum of containers": {pod: podWithCPU("100m", "200m"), want: Requests{CPUMilli: 300}},
-		"largest init wins": {pod: withInit, want: Requests{CPUMilli: 1000}},
-		"overhead is added": {pod: withOverhead, want: Requests{CPUMilli: 150}},
-		"no requests":       {pod: &corev1.Pod{Spec: corev1.PodSpec{Containers: []corev1.Container{{}}}}, want: Requests{}},
+		"sum of containers":                        {pod: podWithCPU("100m", "200m"), want: Requests{CPUMilli: 300}},
+		"largest init wins":                        {pod: withInit, want: Requests{CPUMilli: 1000}},
+		"overhead is added":                        {pod: withOverhead, want: Requests{CPUMilli: 150}},
+		"no requests":                              {pod: &corev1.Pod{Spec: corev1.PodSpec{Containers: []corev1.Container{{}}}}, want: Requests{}},
+		"a sidecar adds to the containers":         {pod: withSidecar, want: Requests{CPUMilli: 150}},
+		"extended resources and ephemeral storage": {pod: withGPU, want: Requests{Scalar: map[corev1.ResourceName]int64{"example.com/gpu": 2, corev1.ResourceEphemeralStorage: 1024}}},
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
@@ -40,7 +48,14 @@ func TestPodRequests(t *testing.T) {
 }
 
 func TestFit(t *testing.T) {
-	alloc := corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("2"), corev1.ResourceMemory: resource.MustParse("1Gi")}
+	alloc := corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("2"), corev1.ResourceMemory: resource.MustParse("1Gi"), "example.com/gpu": resource.MustParse("1")}
+	gpus := func(n string, cpu string) *corev1.Pod {
+		p := podWithCPU(cpu)
+		p.Spec.Containers[0].Resources.Requests[corev1.ResourceName("example.com/gpu")] = resource.MustParse(n)
+		return p
+	}
+	tpu := podWithCPU("3")
+	tpu.Spec.Containers[0].Resources.Requests["example.com/tpu"] = resource.MustParse("1")
 	labels := NodeLabels("n1")
 	selected := podWithCPU("1")
 	selected.Spec.NodeSelector = map[string]string{"disk": "ssd"}
@@ -52,12 +67,16 @@ func TestFit(t *testing.T) {
 		wantNever string
 		wantNow   bool
 	}{
-		"fits":                 {pod: podWithCPU("1"), maxPods: 10, wantNow: true},
-		"node full of pods":    {pod: podWithCPU("1"), usedPods: 10, maxPods: 10, wantNow: false},
-		"cpu taken for now":    {pod: podWithCPU("1500m"), used: Requests{CPUMilli: 1000}, maxPods: 10, wantNow: false},
-		"best effort always":   {pod: &corev1.Pod{Spec: corev1.PodSpec{Containers: []corev1.Container{{}}}}, used: Requests{CPUMilli: 2000}, maxPods: 10, wantNow: true},
-		"too much cpu ever":    {pod: podWithCPU("3"), maxPods: 10, wantNever: "0/1 nodes are available: 1 Insufficient cpu."},
-		"node selector misses": {pod: selected, maxPods: 10, wantNever: "0/1 nodes are available: 1 node(s) didn't match Pod's node affinity/selector."},
+		"fits":                                {pod: podWithCPU("1"), maxPods: 10, wantNow: true},
+		"node full of pods":                   {pod: podWithCPU("1"), usedPods: 10, maxPods: 10, wantNow: false},
+		"cpu taken for now":                   {pod: podWithCPU("1500m"), used: Requests{CPUMilli: 1000}, maxPods: 10, wantNow: false},
+		"best effort always":                  {pod: &corev1.Pod{Spec: corev1.PodSpec{Containers: []corev1.Container{{}}}}, used: Requests{CPUMilli: 2000}, maxPods: 10, wantNow: true},
+		"too much cpu ever":                   {pod: podWithCPU("3"), maxPods: 10, wantNever: "0/1 nodes are available: 1 Insufficient cpu."},
+		"an extended resource the node has":   {pod: gpus("1", "1"), maxPods: 10, wantNow: true},
+		"an extended resource taken for now":  {pod: gpus("1", "1"), used: Requests{Scalar: map[corev1.ResourceName]int64{"example.com/gpu": 1}}, maxPods: 10, wantNow: false},
+		"more of it than the node has":        {pod: gpus("2", "1"), maxPods: 10, wantNever: "0/1 nodes are available: 1 Insufficient example.com/gpu."},
+		"one the node lacks, and cpu, sorted": {pod: tpu, maxPods: 10, wantNever: "0/1 nodes are available: 1 Insufficient cpu, 1 Insufficient example.com/tpu."},
+		"node selector misses":                {pod: selected, maxPods: 10, wantNever: "0/1 nodes are available: 1 node(s) didn't match Pod's node affinity/selector."},
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
