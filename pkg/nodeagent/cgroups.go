@@ -53,6 +53,7 @@ func newCgroups(ctx context.Context, opts Options) (*cgroup.Manager, string) {
 	if err != nil {
 		return nil, err.Error()
 	}
+	m.SetPodPidsLimit(opts.PodMaxPids)
 	// For `jobkeeper reset`, which may run in another cgroup than this
 	// agent (DefaultRoot depends on it).
 	err = os.MkdirAll(opts.DataDir, 0o750)

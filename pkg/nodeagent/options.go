@@ -110,6 +110,10 @@ type Options struct {
 	// advertises in its capacity, with their counts (--extended-resource),
 	// for pods to request; nothing is attached to a container for them.
 	ExtendedResources map[corev1.ResourceName]int64
+	// PodMaxPids limits the processes of each pod (the pod cgroup's
+	// pids.max, the kubelet's --pod-max-pids); 0 or less: no limit. Only
+	// with cgroups.
+	PodMaxPids int64
 	// Cgroups is CgroupsAuto (default: pods and containers get cgroups
 	// with their limits where the agent can write cgroups) or CgroupsOff
 	// (--cgroups).

@@ -44,6 +44,9 @@ type Manager struct {
 	// logger logs the cgroup manager's own messages.
 	logger klog.Logger
 
+	// podPids is the most processes a pod's cgroup may hold; 0: no
+	// limit.
+	podPids int64
 	// mu guards parents.
 	mu sync.Mutex
 	// parents are the QoS cgroups created so far.
@@ -164,21 +167,29 @@ func (m *Manager) create(name Name, rc *cm.ResourceConfig) error {
 func (m *Manager) EnsurePod(pod *corev1.Pod) (Name, error) {
 	name := PodName(m.root, pod)
 	parent := name[:len(name)-1]
-	var rc *cm.ResourceConfig
+	var qos *cm.ResourceConfig
 	if parent[len(parent)-1] == "besteffort" {
 		// As the kubelet's QoS manager: BestEffort pods share the
 		// smallest CPU weight.
 		shares := uint64(cm.MinShares)
-		rc = &cm.ResourceConfig{CPUShares: &shares}
+		qos = &cm.ResourceConfig{CPUShares: &shares}
 	}
 	if err := m.ensureParent(cm.NewCgroupName(m.root, podsName), nil); err != nil {
 		return nil, err
 	}
-	if err := m.ensureParent(parent, rc); err != nil {
+	if err := m.ensureParent(parent, qos); err != nil {
 		return nil, err
 	}
-	return name, m.create(name, PodResources(pod))
+	rc := PodResources(pod)
+	if m.podPids > 0 {
+		rc.PidsLimit = &m.podPids
+	}
+	return name, m.create(name, rc)
 }
+
+// SetPodPidsLimit limits the processes of each pod's cgroup to n, as the
+// kubelet's --pod-max-pids; n <= 0: no limit.
+func (m *Manager) SetPodPidsLimit(n int64) { m.podPids = max(n, 0) }
 
 // RemovePod removes the cgroups of the pod of uid, whatever its QoS class
 // was, with every container cgroup below them. A cgroup that still holds

@@ -128,3 +128,20 @@ func TestOOMKillCounted(t *testing.T) {
 		t.Errorf("the pod's cgroup is still there: %v", err)
 	}
 }
+
+// TestPodPidsLimit: --pod-max-pids is the pod cgroup's pids.max.
+func TestPodPidsLimit(t *testing.T) {
+	m := newManager(t)
+	m.SetPodPidsLimit(42)
+	name, err := m.EnsurePod(limitedPod("16Mi"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := filepath.Join("/sys/fs/cgroup/pids", name.ToCgroupfs())
+	if m.Unified() {
+		dir = filepath.Join("/sys/fs/cgroup", name.ToCgroupfs())
+	}
+	if b, err := os.ReadFile(filepath.Join(dir, "pids.max")); err != nil || strings.TrimSpace(string(b)) != "42" {
+		t.Errorf("pids.max = %q, %v; want 42", b, err)
+	}
+}
