@@ -78,6 +78,7 @@ func (c *container) view() status.ContainerView {
 		WaitReason:   s.WaitReason,
 		WaitMessage:  s.WaitMessage,
 		User:         c.user,
+		Resources:    c.spec.Resources,
 	}
 }
 

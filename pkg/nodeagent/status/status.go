@@ -53,6 +53,9 @@ type ContainerView struct {
 	// User is who the running or last attempt runs as, as the runtime
 	// reported it (nil: not reported).
 	User *runtime.ContainerUser
+	// Resources are the container's resources as allocated: its spec's
+	// (no in-place resize yet).
+	Resources corev1.ResourceRequirements
 }
 
 // PodView is what the status needs to know about the pod.
@@ -229,6 +232,13 @@ func containerStatus(c ContainerView, terminal bool) corev1.ContainerStatus {
 		// that runs, or else the last one.
 		s.User = &corev1.ContainerUser{Linux: &corev1.LinuxContainerUser{
 			UID: u.UID, GID: u.GID, SupplementalGroups: slices.Clone(u.SupplementalGroups)}}
+	}
+	if c.EverRan {
+		// As the kubelet (InPlacePodVerticalScaling, GA) for a container
+		// the runtime knows: what it was allocated, and what it got,
+		// which without a resize is the same.
+		s.Resources = c.Resources.DeepCopy()
+		s.AllocatedResources = c.Resources.Requests.DeepCopy()
 	}
 	switch {
 	case c.Running:

@@ -6,6 +6,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 
@@ -78,13 +79,20 @@ func TestBuildStatus(t *testing.T) {
 		},
 	}}
 	now := t0.Add(2 * time.Second)
+	// A container the runtime knows reports its resources as allocated
+	// (no resize: its spec's); one that never ran reports none.
+	res := corev1.ResourceRequirements{
+		Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("100m")},
+		Limits:   corev1.ResourceList{corev1.ResourceMemory: resource.MustParse("64Mi")},
+	}
 	cases := map[string]struct {
 		view PodView
 		want corev1.PodStatus
 	}{
 		"running": {
 			view: PodView{StartTime: t0, Containers: []ContainerView{{Name: "main", Image: "busybox", Kind: lifecycle.KindMain, Running: true, Started: true, Ready: true, EverRan: true, StartedAt: t0, ContainerID: "process://42",
-				User: &runtime.ContainerUser{UID: 1000, GID: 1000, SupplementalGroups: []int64{1000, 50000, 60000}}}}},
+				User:      &runtime.ContainerUser{UID: 1000, GID: 1000, SupplementalGroups: []int64{1000, 50000, 60000}},
+				Resources: res}}},
 			want: corev1.PodStatus{
 				Phase: corev1.PodRunning, QOSClass: corev1.PodQOSBestEffort,
 				HostIP: podconfig.NodeIP, HostIPs: []corev1.HostIP{{IP: podconfig.NodeIP}}, PodIP: podconfig.NodeIP, PodIPs: []corev1.PodIP{{IP: podconfig.NodeIP}},
@@ -99,8 +107,10 @@ func TestBuildStatus(t *testing.T) {
 				},
 				ContainerStatuses: []corev1.ContainerStatus{{
 					Name: "main", Image: "busybox", ContainerID: "process://42", Ready: true, Started: ptr.To(true),
-					State: corev1.ContainerState{Running: &corev1.ContainerStateRunning{StartedAt: metav1.NewTime(t0)}},
-					User:  &corev1.ContainerUser{Linux: &corev1.LinuxContainerUser{UID: 1000, GID: 1000, SupplementalGroups: []int64{1000, 50000, 60000}}},
+					State:              corev1.ContainerState{Running: &corev1.ContainerStateRunning{StartedAt: metav1.NewTime(t0)}},
+					User:               &corev1.ContainerUser{Linux: &corev1.LinuxContainerUser{UID: 1000, GID: 1000, SupplementalGroups: []int64{1000, 50000, 60000}}},
+					Resources:          &res,
+					AllocatedResources: res.Requests,
 				}},
 			},
 		},
@@ -123,6 +133,7 @@ func TestBuildStatus(t *testing.T) {
 					Name: "main", Image: "busybox", ContainerID: "process://42", Started: ptr.To(false),
 					State: corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{
 						ExitCode: 143, Signal: 15, Reason: "Error", StartedAt: metav1.NewTime(t0), FinishedAt: metav1.NewTime(now), ContainerID: "process://42"}},
+					Resources: &corev1.ResourceRequirements{},
 				}},
 			},
 		},
@@ -146,6 +157,7 @@ func TestBuildStatus(t *testing.T) {
 					Name: "init", RestartCount: 1, Started: ptr.To(false),
 					State:                corev1.ContainerState{Waiting: &corev1.ContainerStateWaiting{Reason: lifecycle.ReasonCrashLoopBackOff, Message: "back-off 10s"}},
 					LastTerminationState: corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{ExitCode: 1, Reason: "Error", StartedAt: metav1.NewTime(t0), FinishedAt: metav1.NewTime(t0.Add(time.Second))}},
+					Resources:            &corev1.ResourceRequirements{},
 				}},
 				ContainerStatuses: []corev1.ContainerStatus{{
 					Name: "main", Started: ptr.To(false),
