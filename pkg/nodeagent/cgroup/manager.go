@@ -324,6 +324,23 @@ func (c *Container) ProcsFiles() (enter, leave []*os.File, err error) {
 	return enter, leave, nil
 }
 
+// Dir is a directory of the container's cgroup: its host path (Source)
+// and the mount point of its hierarchy (Target).
+type Dir struct {
+	Source, Target string
+}
+
+// Dirs are the container's cgroup directories in the hierarchies its
+// processes join, for a view that shows the container its own cgroup at
+// /sys/fs/cgroup.
+func (c *Container) Dirs() []Dir {
+	out := make([]Dir, 0, len(c.m.hierarchies))
+	for _, mp := range c.m.hierarchies {
+		out = append(out, Dir{Source: filepath.Join(mp, c.name.ToCgroupfs()), Target: mp})
+	}
+	return out
+}
+
 // OOMKills is how many of the container's processes the kernel's OOM
 // killer has killed.
 func (c *Container) OOMKills() (uint64, error) {

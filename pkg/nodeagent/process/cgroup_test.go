@@ -138,6 +138,23 @@ func TestContainerProcessesInTheirCgroup(t *testing.T) {
 	if !strings.Contains(string(b), leaf+"\n") {
 		t.Errorf("an exec'd command is not in %s:\n%s", leaf, b)
 	}
+	if ok, _ := rt.Isolation(); ok {
+		// The container reads its own limit where programs look for it.
+		limitFile := "/sys/fs/cgroup/memory/memory.limit_in_bytes"
+		if m.Unified() {
+			limitFile = "/sys/fs/cgroup/memory.max"
+		}
+		f, err := os.Create(out)
+		if err != nil {
+			t.Fatal(err)
+		}
+		code, err := h.(runtime.Execer).Exec(context.Background(), runtime.ExecRequest{Command: []string{"/bin/cat", limitFile}, Stdin: devNull, Stdout: f, Stderr: f})
+		_ = f.Close()
+		b, _ := os.ReadFile(out)
+		if err != nil || code != 0 || strings.TrimSpace(string(b)) != "268435456" {
+			t.Errorf("%s in the container: %q (exit %d, %v); want 268435456 (256Mi)", limitFile, b, code, err)
+		}
+	}
 	h.Stop(0)
 	wait(t, h)
 	dir := filepath.Join("/sys/fs/cgroup", leaf)

@@ -316,6 +316,13 @@ func (r *Runtime) Start(ctx context.Context, spec runtime.Spec) (runtime.Handle,
 		}
 		return nil, err
 	}
+	if cg != nil && cfg.Isolate {
+		// The container reads its own limits at /sys/fs/cgroup, as runc
+		// shows them.
+		for _, d := range cg.c.Dirs() {
+			cfg.CgroupViews = append(cfg.CgroupViews, sandbox.CgroupView{Source: d.Source, Target: d.Target})
+		}
+	}
 	h, err := r.start(ctx, spec, cfg, pc, cg)
 	if err != nil {
 		if cfg.Scratch != "" {

@@ -99,6 +99,9 @@ type Config struct {
 	// StartOptions.Cgroup (cgroup.go).
 	CgroupEnter []int `json:"cgroupEnter,omitempty"`
 	CgroupLeave []int `json:"cgroupLeave,omitempty"`
+	// CgroupViews are the container's cgroup directories the view shows
+	// at their hierarchies' mount points (view.Spec.Cgroups).
+	CgroupViews []CgroupView `json:"cgroupViews,omitempty"`
 	// StateDir, when set, makes the sandbox durable (see durable.go): an
 	// existing host directory, private to this attempt, where the sandbox
 	// listens for a restarted agent (control.sock), records its main
@@ -145,6 +148,15 @@ type User struct {
 	// user in (supplementalGroupsPolicy: Strict): the primary group and
 	// SupplementalGroups only.
 	StrictGroups bool `json:"strictGroups,omitempty"`
+}
+
+// CgroupView is one of the container's cgroup directories, shown at its
+// hierarchy's mount point.
+type CgroupView struct {
+	// Source is the host's directory of the container's cgroup.
+	Source string `json:"source"`
+	// Target is the hierarchy's mount point, below /sys.
+	Target string `json:"target"`
 }
 
 // Identity is who a container's main process runs as, in the container's

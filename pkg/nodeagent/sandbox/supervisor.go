@@ -645,5 +645,8 @@ func viewSpec(cfg Config) view.Spec {
 	for _, m := range cfg.Mounts {
 		spec.Mounts = append(spec.Mounts, view.Mount{Source: m.Source, SubPath: m.SubPath, Target: m.Target, ReadOnly: m.ReadOnly, RecursiveReadOnly: m.RecursiveReadOnly})
 	}
+	for _, c := range cfg.CgroupViews {
+		spec.Cgroups = append(spec.Cgroups, view.CgroupBind{Source: c.Source, Target: c.Target})
+	}
 	return spec
 }

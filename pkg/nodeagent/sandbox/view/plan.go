@@ -113,6 +113,9 @@ func systemTrees(cfg Spec, masked []string, at func(string) string, view bool) [
 	ops = append(ops,
 		op{kind: opProc, target: at("/proc"), view: view},
 		op{kind: opRbind, source: "/sys", target: at("/sys"), readOnly: !cfg.Privileged, view: view})
+	for _, b := range cfg.Cgroups {
+		ops = append(ops, op{kind: opRbind, source: b.Source, target: at(b.Target), readOnly: !cfg.Privileged, view: view})
+	}
 	if cfg.Privileged || cfg.UnmaskedProc {
 		return ops
 	}

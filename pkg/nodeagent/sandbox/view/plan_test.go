@@ -247,7 +247,8 @@ func TestImageOptions(t *testing.T) {
 // TestSystemTrees: a privileged container gets the host's devices, a
 // writable /sys and nothing masked; procMount Unmasked masks nothing and
 // leaves /proc writable; every other container gets a runtime's /dev and
-// the masked and read-only paths.
+// the masked and read-only paths; the container's own cgroups are bound
+// over their hierarchies once /sys is there.
 func TestSystemTrees(t *testing.T) {
 	at := func(p string) string { return "/r" + p }
 	masked := []string{"/proc/kcore", "/sys/firmware"}
@@ -270,6 +271,8 @@ func TestSystemTrees(t *testing.T) {
 			op{kind: opReadOnlyPath, target: "/r/proc/sysrq-trigger"},
 		)},
 		"procMount Unmasked": {cfg: Spec{UnmaskedProc: true}, want: base},
+		"own cgroups, bound read-only after /sys": {cfg: Spec{UnmaskedProc: true, Cgroups: []CgroupBind{{Source: "/sys/fs/cgroup/memory/k/c-0", Target: "/sys/fs/cgroup/memory"}}},
+			want: append(slices.Clone(base), op{kind: opRbind, source: "/sys/fs/cgroup/memory/k/c-0", target: "/r/sys/fs/cgroup/memory", readOnly: true})},
 		"privileged": {cfg: Spec{Privileged: true}, want: []op{
 			{kind: opDev, source: "/dev", target: "/r/dev"},
 			{kind: opProc, target: "/r/proc"},

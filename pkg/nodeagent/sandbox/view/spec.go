@@ -23,6 +23,19 @@ type Spec struct {
 	UnmaskedProc bool
 	// Hide are host directories a host-mode view shows empty.
 	Hide []string
+	// Cgroups are the container's own cgroup directories, each bound
+	// over its hierarchy's mount point in the view's /sys (read-only but
+	// for a privileged container), as runc binds them on cgroup v1: the
+	// container reads its own limits at /sys/fs/cgroup.
+	Cgroups []CgroupBind
+}
+
+// CgroupBind is one cgroup directory shown at a hierarchy's mount point.
+type CgroupBind struct {
+	// Source is the host's directory of the container's cgroup.
+	Source string
+	// Target is the hierarchy's mount point (a path below /sys).
+	Target string
 }
 
 // Rootfs is an image's unpacked layer directories, bottom first.
