@@ -10,6 +10,7 @@ import (
 	"strings"
 
 	"github.com/moby/sys/mountinfo"
+	"golang.org/x/sys/unix"
 )
 
 // dataDirEntries are the entries Start and `jobkeeper up` create at the top
@@ -37,7 +38,8 @@ var dataDirTempPrefixes = []string{".write-test-", ".kubeconfig-test-", ".kubeco
 // jobkeeper data directory (it holds an entry Start does not create, or none
 // of etcd and pki), when a running control plane holds its lock, or when a
 // file system is mounted under it (removing would reach into that file
-// system). A symbolic link given as dir is followed; none under it is. It
+// system), but for the tmpfs of a node pod's memory-backed emptyDir, which
+// it unmounts. A symbolic link given as dir is followed; none under it is. It
 // stops no process and touches nothing outside dir.
 func Reset(dir string) ([]string, error) {
 	// Work on the real path, so that the mount check sees what is removed.
@@ -64,10 +66,18 @@ func Reset(dir string) ([]string, error) {
 	}
 	var points []string
 	for _, m := range mounts {
-		// The directory itself may be a mount point; what is under it may not.
-		if m.Mountpoint != dir {
-			points = append(points, m.Mountpoint)
+		// The directory itself may be a mount point; what is under it may
+		// not, but for a memory-backed emptyDir of a pod of up's node (a
+		// tmpfs a killed up left), whose data goes with the reset anyway.
+		if m.Mountpoint == dir {
+			continue
 		}
+		if ok, _ := filepath.Match(filepath.Join(dir, "node", "pods", "*", "volumes", "*"), m.Mountpoint); ok && m.FSType == "tmpfs" {
+			if err := unix.Unmount(m.Mountpoint, unix.MNT_DETACH); err == nil {
+				continue
+			}
+		}
+		points = append(points, m.Mountpoint)
 	}
 	if len(points) > 0 {
 		return nil, fmt.Errorf("not resetting %s: file systems are mounted under it (%s); unmount them first", dir, strings.Join(points, ", "))

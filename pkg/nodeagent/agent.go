@@ -380,6 +380,11 @@ func (a *Agent) Run(ctx context.Context) error {
 	a.serviceFactory.Shutdown()
 	a.stopWorkers()
 	a.closeImages()
+	if !a.opts.KeepRunningOnStop {
+		// The pods' containers are stopped: their memory-backed
+		// emptyDirs go, so that nothing stays mounted on the host.
+		a.unmountAllVolumes(ctx)
+	}
 	if a.cgroups != nil && !a.opts.KeepRunningOnStop {
 		// Every container was stopped: nothing is left in them.
 		if err := a.cgroups.RemoveAll(); err != nil {
@@ -535,6 +540,17 @@ func (a *Agent) onPodDeleted(obj any) {
 		_ = removePodDir(a.podDir(pod.UID))
 		a.removePodCgroup(context.Background(), pod.UID)
 	})
+}
+
+// unmountAllVolumes detaches what is mounted on any pod's volume
+// directories.
+func (a *Agent) unmountAllVolumes(ctx context.Context) {
+	entries, _ := os.ReadDir(filepath.Join(a.opts.DataDir, "pods"))
+	for _, e := range entries {
+		if err := volume.UnmountVolumes(filepath.Join(a.opts.DataDir, "pods", e.Name())); err != nil {
+			klog.FromContext(ctx).Info("Unmounting a pod's volumes failed", "uid", e.Name(), "err", err)
+		}
+	}
 }
 
 // removeOrphanDirs deletes directories of pods no longer in the API.

@@ -261,7 +261,8 @@ func (a *Agent) hostModeIDs() (uid, gid int64) {
 
 // podFeatures returns the node features decideFeatures needs.
 func (a *Agent) podFeatures() podconfig.NodeFeatures {
-	return podconfig.NodeFeatures{Isolated: a.isolated(), Root: a.euid == 0, HostMode: a.puller == nil, Limits: a.enforcesLimits()}
+	return podconfig.NodeFeatures{Isolated: a.isolated(), Root: a.euid == 0, HostMode: a.puller == nil, Limits: a.enforcesLimits(),
+		MemoryMedium: a.volumes != nil && a.volumes.MemoryMediumHonoured()}
 }
 
 // ephemeralRefusal decides the fields of an ephemeral container, which

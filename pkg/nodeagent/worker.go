@@ -619,6 +619,10 @@ func (w *worker) setLogState(c *container) {
 
 // removePodDir deletes everything the pod left on disk.
 func removePodDir(dir string) error {
+	// A memory-backed emptyDir is a tmpfs mounted there.
+	if err := volume.UnmountVolumes(dir); err != nil {
+		return fmt.Errorf("removing pod directory: %w", err)
+	}
 	if err := os.RemoveAll(dir); err != nil {
 		return fmt.Errorf("removing pod directory: %w", err)
 	}

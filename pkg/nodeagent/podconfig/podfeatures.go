@@ -43,6 +43,8 @@ type NodeFeatures struct {
 	HostMode bool
 	// Limits: containers get cgroups with their cpu and memory limits.
 	Limits bool
+	// MemoryMedium: memory-backed emptyDirs are a tmpfs.
+	MemoryMedium bool
 }
 
 // FeatureDecision is decideFeatures' answer. A non-empty reason refuses
@@ -150,6 +152,11 @@ func DecideFeatures(pod *corev1.Pod, node NodeFeatures) FeatureDecision {
 	if r := pod.Spec.Resources; r != nil {
 		for _, f := range unenforcedLimits(r.Limits, node.Limits) {
 			warn(f, "pod")
+		}
+	}
+	for _, v := range pod.Spec.Volumes {
+		if v.EmptyDir != nil && v.EmptyDir.Medium == corev1.StorageMediumMemory && !node.MemoryMedium {
+			warn("emptyDir.medium: Memory", fmt.Sprintf("volume %q", v.Name))
 		}
 	}
 	for _, c := range podContainers(pod) {

@@ -57,6 +57,9 @@ func TestDecideFeatures(t *testing.T) {
 		{name: "other limits with cgroups: warned one by one", node: withLimits, pod: &corev1.Pod{Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "c", Resources: corev1.ResourceRequirements{Limits: corev1.ResourceList{
 			corev1.ResourceMemory: resource.MustParse("1Gi"), corev1.ResourceEphemeralStorage: resource.MustParse("1Gi"), "example.com/gpu": resource.MustParse("1")}}}}}},
 			wantUnenforced: []string{`resources.limits.ephemeral-storage (container "c")`, `resources.limits.example.com/gpu (container "c")`}},
+		{name: "a memory-backed emptyDir where it cannot be a tmpfs", node: full, pod: &corev1.Pod{Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "c"}},
+			Volumes: []corev1.Volume{{Name: "shm", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{Medium: corev1.StorageMediumMemory}}}}}},
+			wantUnenforced: []string{`emptyDir.medium: Memory (volume "shm")`}},
 		{name: "limits without cgroups are warned, requests are not", pod: limits, node: full,
 			wantUnenforced: []string{`resources.limits (init container "i")`}},
 		{name: "pod-level limits", node: full, pod: &corev1.Pod{Spec: corev1.PodSpec{Resources: &corev1.ResourceRequirements{Limits: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("1")}}, Containers: []corev1.Container{{Name: "c"}}}},

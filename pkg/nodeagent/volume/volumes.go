@@ -282,6 +282,11 @@ func (m *Manager) prepareVolume(ctx context.Context, pod *corev1.Pod, v *corev1.
 		if err := os.MkdirAll(dir, 0o777); err != nil {
 			return err
 		}
+		if v.EmptyDir.Medium == corev1.StorageMediumMemory && m.MemoryMediumHonoured() {
+			if err := mountTmpfs(dir, emptyDirTmpfsSize(pod, v.EmptyDir, m.cfg.Capacity)); err != nil {
+				return err
+			}
+		}
 		// World-writable like the kubelet's, whatever the umask.
 		if err := os.Chmod(dir, 0o777); err != nil {
 			return err
