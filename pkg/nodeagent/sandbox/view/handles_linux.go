@@ -57,10 +57,37 @@ func openSource(source, subPath string) (*os.File, error) {
 	}
 	h, err := pathrs.OpenatInRoot(root, subPath)
 	if errors.Is(err, os.ErrNotExist) {
-		h, err = pathrs.MkdirAllHandle(root, subPath, 0o755)
+		h, err = makeSubPath(root, subPath)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("subPath %q: %w", subPath, err)
+	}
+	return h, nil
+}
+
+// makeSubPath creates a missing subPath inside the volume root, as the
+// kubelet does, with the root's mode (so an emptyDir's subPath is
+// world-writable, and with an fsGroup group-owned and setgid like the
+// root), whatever the umask.
+func makeSubPath(root *os.File, subPath string) (*os.File, error) {
+	var st unix.Stat_t
+	if err := unix.Fstat(int(root.Fd()), &st); err != nil {
+		return nil, err
+	}
+	perm := st.Mode & 0o7777
+	h, err := pathrs.MkdirAllHandle(root, subPath, os.FileMode(perm&0o777))
+	if err != nil {
+		return nil, err
+	}
+	dir, err := pathrs.Reopen(h, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC)
+	if err != nil {
+		_ = h.Close()
+		return nil, err
+	}
+	defer func() { _ = dir.Close() }()
+	if err := unix.Fchmod(int(dir.Fd()), perm); err != nil {
+		_ = h.Close()
+		return nil, err
 	}
 	return h, nil
 }
