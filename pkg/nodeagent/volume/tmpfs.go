@@ -42,14 +42,14 @@ func emptyDirTmpfsSize(pod *corev1.Pod, ed *corev1.EmptyDirVolumeSource, allocat
 	return size
 }
 
-// mountTmpfs mounts a tmpfs of size bytes on dir, world-writable as the
-// kubelet leaves an emptyDir, unless one is already there (a previous run
-// of the agent mounted it).
+// mountTmpfs mounts a tmpfs of size bytes on dir, unless one is already
+// there (a previous run of the agent mounted it). Its root has tmpfs'
+// default mode, 1777, as the kubelet's (which mounts it with a size only).
 func mountTmpfs(dir string, size int64) error {
 	if mounted, err := isMountPoint(dir); err != nil || mounted {
 		return err
 	}
-	opts := "mode=0777"
+	opts := "mode=1777"
 	if size > 0 {
 		opts += ",size=" + strconv.FormatInt(size, 10)
 	}

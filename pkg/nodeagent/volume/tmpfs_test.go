@@ -42,7 +42,7 @@ func TestEmptyDirTmpfsSize(t *testing.T) {
 }
 
 // TestMemoryBackedEmptyDir: as root with a private view, a memory-backed
-// emptyDir is a tmpfs of the pod's size, world-writable, which
+// emptyDir is a tmpfs of the pod's size, world-writable and sticky, which
 // UnmountVolumes takes away; an ordinary emptyDir stays a directory.
 func TestMemoryBackedEmptyDir(t *testing.T) {
 	if os.Geteuid() != 0 {
@@ -67,8 +67,8 @@ func TestMemoryBackedEmptyDir(t *testing.T) {
 	if err := unix.Statfs(mem, &st); err != nil || st.Type != unix.TMPFS_MAGIC || int64(st.Blocks)*st.Bsize != 16<<20 {
 		t.Errorf("mem: statfs type %#x, %d bytes (%v); want a 16Mi tmpfs", st.Type, int64(st.Blocks)*st.Bsize, err)
 	}
-	if fi, err := os.Stat(mem); err != nil || fi.Mode().Perm() != 0o777 {
-		t.Errorf("mem: %v, %v; want mode 0777", fi.Mode(), err)
+	if fi, err := os.Stat(mem); err != nil || fi.Mode()&(os.ModePerm|os.ModeSticky) != 0o777|os.ModeSticky {
+		t.Errorf("mem: %v, %v; want mode 1777, tmpfs' own", fi.Mode(), err)
 	}
 	if mounted, _ := isMountPoint(disk); mounted {
 		t.Error("disk is a mount point")

@@ -287,9 +287,17 @@ func (m *Manager) prepareVolume(ctx context.Context, pod *corev1.Pod, v *corev1.
 				return err
 			}
 		}
-		// World-writable like the kubelet's, whatever the umask.
-		if err := os.Chmod(dir, 0o777); err != nil {
+		// World-writable like the kubelet's, whatever the umask; as the
+		// kubelet, only when the permissions differ, so that a tmpfs
+		// keeps its sticky bit.
+		fi, err := os.Stat(dir)
+		if err != nil {
 			return err
+		}
+		if fi.Mode().Perm() != 0o777 {
+			if err := os.Chmod(dir, 0o777); err != nil {
+				return err
+			}
 		}
 		return m.applyFSGroup(pod, dir, false, nil)
 	}
