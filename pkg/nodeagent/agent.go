@@ -784,32 +784,29 @@ func (a *Agent) isolated() bool {
 // Isolation waits until Run has set up the runtime, then reports whether
 // containers get a private filesystem view and, when not, why.
 func (a *Agent) Isolation(ctx context.Context) (bool, string, error) {
-	select {
-	case <-a.runtimeReady:
-	case <-ctx.Done():
-		return false, "", ctx.Err()
-	}
-	iso, ok := a.runtime.(runtime.Isolator)
-	if !ok {
-		return false, "the " + a.runtime.Name() + " runtime runs nothing on this host", nil
-	}
-	yes, why := iso.Isolation()
-	return yes, why, nil
+	return askRuntime(ctx, a, runtime.Isolator.Isolation)
 }
 
 // Limits waits until Run has set up the runtime, then reports whether
 // containers get cgroups with their cpu and memory limits, and if not why.
 func (a *Agent) Limits(ctx context.Context) (bool, string, error) {
+	return askRuntime(ctx, a, runtime.CgroupRuntime.Cgroups)
+}
+
+// askRuntime waits until Run has set up the runtime, then asks it what a
+// runtime with the capability I answers; a runtime without I runs nothing
+// here.
+func askRuntime[I any](ctx context.Context, a *Agent, ask func(I) (bool, string)) (bool, string, error) {
 	select {
 	case <-a.runtimeReady:
 	case <-ctx.Done():
 		return false, "", ctx.Err()
 	}
-	cr, ok := a.runtime.(runtime.CgroupRuntime)
+	rt, ok := a.runtime.(I)
 	if !ok {
 		return false, "the " + a.runtime.Name() + " runtime runs nothing on this host", nil
 	}
-	yes, why := cr.Cgroups()
+	yes, why := ask(rt)
 	return yes, why, nil
 }
 

@@ -87,15 +87,5 @@ func (w *worker) pidNamespaceFor(pod *corev1.Pod, c *container) (runtime.PIDName
 // whether containers get PID namespaces and, when not, why (they see every
 // process of the host).
 func (a *Agent) PIDNamespaces(ctx context.Context) (bool, string, error) {
-	select {
-	case <-a.runtimeReady:
-	case <-ctx.Done():
-		return false, "", ctx.Err()
-	}
-	pn, ok := a.runtime.(runtime.PIDNamespacer)
-	if !ok {
-		return false, "the " + a.runtime.Name() + " runtime runs nothing on this host", nil
-	}
-	yes, why := pn.PIDNamespaces()
-	return yes, why, nil
+	return askRuntime(ctx, a, runtime.PIDNamespacer.PIDNamespaces)
 }

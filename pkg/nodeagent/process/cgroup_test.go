@@ -20,30 +20,38 @@ import (
 	"jobkeeper.dev/jobkeeper/pkg/nodeagent/runtime"
 )
 
+// testCgroups is a cgroup manager below a root of the test's own,
+// removed at its end; the test is skipped where cgroups cannot be written.
+func testCgroups(tb testing.TB, name string) *cgroup.Manager {
+	tb.Helper()
+	root, err := cgroup.DefaultRoot(fmt.Sprintf("%s-%d", name, os.Getpid()))
+	if err != nil {
+		tb.Skip(err)
+	}
+	m, err := cgroup.New(context.Background(), root)
+	if err != nil {
+		tb.Skipf("no cgroups: %v", err)
+	}
+	tb.Cleanup(func() {
+		if err := m.RemoveAll(); err != nil {
+			tb.Errorf("removing the test's cgroups: %v", err)
+		}
+	})
+	return m
+}
+
 // cgroupRuntime is a runtime with a cgroup manager of the test's own and
 // a spec whose pod has a cgroup, its container limited to memory; the
 // test is skipped where cgroups cannot be written (not root).
 func cgroupRuntime(t *testing.T, mode, memory string) (*Runtime, runtime.Spec, *cgroup.Manager) {
 	t.Helper()
-	root, err := cgroup.DefaultRoot(fmt.Sprintf("process-test-%d", os.Getpid()))
-	if err != nil {
-		t.Skip(err)
-	}
-	m, err := cgroup.New(context.Background(), root)
-	if err != nil {
-		t.Skipf("no cgroups: %v", err)
-	}
-	t.Cleanup(func() {
-		if err := m.RemoveAll(); err != nil {
-			t.Errorf("removing the test's cgroups: %v", err)
-		}
-	})
+	m := testCgroups(t, "process-test")
 	rt, err := New(context.Background(), Options{StateDir: filepath.Join(t.TempDir(), "state"), Cgroups: m})
 	if err != nil {
 		t.Fatal(err)
 	}
 	c := corev1.Container{Name: "c", Resources: corev1.ResourceRequirements{Limits: corev1.ResourceList{corev1.ResourceMemory: resource.MustParse(memory)}}}
-	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{UID: types.UID("u-" + t.Name())}, Spec: corev1.PodSpec{Containers: []corev1.Container{c}}}
+	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{UID: types.UID("u-" + strings.ReplaceAll(t.Name(), "/", "-"))}, Spec: corev1.PodSpec{Containers: []corev1.Container{c}}}
 	name, err := m.EnsurePod(pod)
 	if err != nil {
 		t.Fatal(err)
@@ -53,30 +61,28 @@ func cgroupRuntime(t *testing.T, mode, memory string) (*Runtime, runtime.Spec, *
 	return rt, spec, m
 }
 
-// TestMemoryLimitOOMKilled: a container that touches more memory than
-// its limit is killed by the kernel and reported as container runtimes
-// report it: OOMKilled, exit code 137.
-func TestMemoryLimitOOMKilled(t *testing.T) {
-	rt, spec, _ := cgroupRuntime(t, "alloc", "64Mi")
-	h, err := rt.Start(context.Background(), spec)
-	if err != nil {
-		t.Fatal(err)
-	}
-	res := wait(t, h)
-	if res.ExitCode != 137 || res.Signal != int32(syscall.SIGKILL) || res.Reason != runtime.ReasonOOMKilled {
-		t.Errorf("result = %+v, want exit code 137 by SIGKILL, reason OOMKilled", res)
-	}
-}
-
-// TestUnderMemoryLimit: the same container with room enough completes.
-func TestUnderMemoryLimit(t *testing.T) {
-	rt, spec, _ := cgroupRuntime(t, "alloc", "512Mi")
-	h, err := rt.Start(context.Background(), spec)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if res := wait(t, h); res.ExitCode != 0 || res.Reason != "Completed" {
-		t.Errorf("result = %+v, want Completed", res)
+// TestMemoryLimit: a container that touches more memory than its limit
+// is killed by the kernel and reported as container runtimes report it,
+// OOMKilled with exit code 137; with room enough it completes.
+func TestMemoryLimit(t *testing.T) {
+	for _, tc := range []struct {
+		limit string
+		want  runtime.Result
+	}{
+		{"64Mi", runtime.Result{ExitCode: 137, Signal: int32(syscall.SIGKILL), Reason: runtime.ReasonOOMKilled}},
+		{"512Mi", runtime.Result{ExitCode: 0, Reason: "Completed"}},
+	} {
+		t.Run(tc.limit, func(t *testing.T) {
+			rt, spec, _ := cgroupRuntime(t, "alloc", tc.limit)
+			h, err := rt.Start(context.Background(), spec)
+			if err != nil {
+				t.Fatal(err)
+			}
+			res := wait(t, h)
+			if res.ExitCode != tc.want.ExitCode || res.Signal != tc.want.Signal || res.Reason != tc.want.Reason {
+				t.Errorf("result = %+v, want exit code %d, signal %d, reason %s", res, tc.want.ExitCode, tc.want.Signal, tc.want.Reason)
+			}
+		})
 	}
 }
 
@@ -181,15 +187,7 @@ func TestContainerProcessesInTheirCgroup(t *testing.T) {
 // attempt), the attempt's made, the sandbox moving around its fork, the
 // OOM count read and the cgroup removed. Skipped without cgroups.
 func BenchmarkStartWithCgroups(b *testing.B) {
-	root, err := cgroup.DefaultRoot(fmt.Sprintf("process-bench-%d", os.Getpid()))
-	if err != nil {
-		b.Skip(err)
-	}
-	m, err := cgroup.New(context.Background(), root)
-	if err != nil {
-		b.Skipf("no cgroups: %v", err)
-	}
-	defer func() { _ = m.RemoveAll() }()
+	m := testCgroups(b, "process-bench")
 	c := corev1.Container{Name: "c", Resources: corev1.ResourceRequirements{Limits: corev1.ResourceList{corev1.ResourceMemory: resource.MustParse("64Mi")}}}
 	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{UID: "bench"}, Spec: corev1.PodSpec{Containers: []corev1.Container{c}}}
 	for _, withCgroups := range []bool{false, true} {
