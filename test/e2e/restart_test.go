@@ -17,6 +17,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/utils/ptr"
 
+	"jobkeeper.dev/jobkeeper/pkg/nodeagent"
 	"jobkeeper.dev/jobkeeper/test/builder"
 )
 
@@ -220,12 +221,20 @@ func TestResetKillsWhatACrashLeft(t *testing.T) {
 	up, c, _ := startUp(t, dir)
 	pod := &corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{Name: "left"},
-		Spec:       corev1.PodSpec{Containers: []corev1.Container{{Name: "main", Image: "busybox", Command: []string{"sleep", "3019" + tag}}}},
+		Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "main", Image: "busybox", Command: []string{"sleep", "3019" + tag},
+			// As root: a tmpfs mounted in the data directory, and a
+			// cgroup, both of which reset removes.
+			VolumeMounts: []corev1.VolumeMount{{Name: "mem", MountPath: "/mem"}}}},
+			Volumes: []corev1.Volume{{Name: "mem", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{Medium: corev1.StorageMediumMemory}}}}},
 	}
 	if _, err := c.CoreV1().Pods("default").Create(ctx, pod, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	waitPod(t, c, "default", pod.Name, "running", time.Minute, phaseIs(corev1.PodRunning))
+	cgroupRoot := nodeagent.RecordedCgroupRoot(filepath.Join(dir, "node"))
+	if os.Geteuid() == 0 && cgroupRoot == "" {
+		t.Error("up as root recorded no cgroup root")
+	}
 	sleeping := func() bool {
 		entries, _ := os.ReadDir("/proc")
 		for _, e := range entries {
@@ -254,5 +263,15 @@ func TestResetKillsWhatACrashLeft(t *testing.T) {
 		return !sleeping(), nil
 	}); err != nil {
 		t.Error("the pod's process still runs after reset")
+	}
+	if cgroupRoot != "" {
+		if !strings.Contains(out, "Removed the pods' cgroups below "+cgroupRoot) {
+			t.Errorf("reset did not say it removed the cgroups below %s:\n%s", cgroupRoot, out)
+		}
+		for _, dir := range []string{filepath.Join("/sys/fs/cgroup/memory", cgroupRoot), filepath.Join("/sys/fs/cgroup", cgroupRoot)} {
+			if _, err := os.Stat(dir); err == nil {
+				t.Errorf("%s is left after reset", dir)
+			}
+		}
 	}
 }
