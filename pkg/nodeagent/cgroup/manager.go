@@ -13,6 +13,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"time"
 
 	libcontainercgroups "github.com/opencontainers/cgroups"
 	corev1 "k8s.io/api/core/v1"
@@ -353,6 +354,36 @@ func (c *Container) OOMKills() (uint64, error) {
 		return 0, errors.New("no memory hierarchy")
 	}
 	return readKey(filepath.Join(mp, c.name.ToCgroupfs(), file), key)
+}
+
+// CPUUsage is the CPU time the container's processes have used.
+func (c *Container) CPUUsage() (time.Duration, error) {
+	if c.m.unified {
+		mp, _ := c.m.memoryHierarchy()
+		us, err := readKey(filepath.Join(mp, c.name.ToCgroupfs(), "cpu.stat"), "usage_usec")
+		return time.Duration(us) * time.Microsecond, err
+	}
+	mp, ok := c.m.cpuacct()
+	if !ok {
+		return 0, errors.New("no cpuacct hierarchy")
+	}
+	b, err := os.ReadFile(filepath.Join(mp, c.name.ToCgroupfs(), "cpuacct.usage"))
+	if err != nil {
+		return 0, err
+	}
+	ns, err := strconv.ParseInt(strings.TrimSpace(string(b)), 10, 64)
+	return time.Duration(ns), err
+}
+
+// cpuacct is the mount point of v1's cpuacct controller among those the
+// container's processes join.
+func (m *Manager) cpuacct() (string, bool) {
+	for _, mp := range m.hierarchies {
+		if _, err := os.Stat(filepath.Join(mp, "cpuacct.usage")); err == nil {
+			return mp, true
+		}
+	}
+	return "", false
 }
 
 // memoryHierarchy is the mount point of the memory controller.

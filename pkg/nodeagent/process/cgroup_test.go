@@ -86,6 +86,47 @@ func TestMemoryLimit(t *testing.T) {
 	}
 }
 
+// TestCPULimit: a busy container limited to 200m CPU uses at most that
+// (with 25% for the measure's edges), read from its cgroup's accounting.
+// Only the upper bound is checked: a loaded machine may give it less.
+func TestCPULimit(t *testing.T) {
+	m := testCgroups(t, "process-test-cpu")
+	rt, err := New(context.Background(), Options{StateDir: filepath.Join(t.TempDir(), "state"), Cgroups: m})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := corev1.Container{Name: "c", Resources: corev1.ResourceRequirements{Limits: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("200m")}}}
+	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{UID: "cpu"}, Spec: corev1.PodSpec{Containers: []corev1.Container{c}}}
+	name, err := m.EnsurePod(pod)
+	if err != nil {
+		t.Fatal(err)
+	}
+	spec := childSpec(t, "")
+	spec.Command, spec.Env = []string{"/bin/sh", "-c", "while :; do :; done"}, []string{"PATH=/usr/bin:/bin"}
+	spec.CgroupParent, spec.Resources = name.ToCgroupfs(), cgroup.ContainerResources(&c, m.Unified())
+	h, err := rt.Start(context.Background(), spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		h.Stop(0)
+		<-h.Done()
+	}()
+	cg := m.OpenContainer(spec.CgroupParent + "/" + cgroup.ContainerLeaf(spec.ContainerName, spec.Attempt))
+	before, err := cg.CPUUsage()
+	if err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	time.Sleep(2 * time.Second)
+	used, _ := cg.CPUUsage()
+	share := float64(used-before) / float64(time.Since(start))
+	t.Logf("CPU used: %.3f of a CPU, limit 0.2", share)
+	if share > 0.25 {
+		t.Errorf("the container used %.3f of a CPU over 2s; its limit is 0.2", share)
+	}
+}
+
 // TestContainerProcessesInTheirCgroup: the main process and an exec'd
 // command are in the container's cgroup, the sandbox is not, and the
 // cgroup is removed once the attempt ended.
