@@ -360,6 +360,7 @@ func (a *Agent) Run(ctx context.Context) error {
 	wg.Go(func() { a.heartbeat(ctx, port) })
 	wg.Go(func() { a.binder.Run(ctx) })
 	wg.Go(func() { a.volumes.RefreshLoop(ctx, a.opts.SyncFrequency) })
+	wg.Go(func() { a.evictLoop(ctx) })
 	if a.puller != nil {
 		wg.Go(func() { a.puller.CollectGarbage(ctx) })
 	}

@@ -6,6 +6,8 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/klog/v2"
+
+	"jobkeeper.dev/jobkeeper/pkg/nodeagent/status"
 )
 
 // A clean stop of the agent is a graceful node shutdown (KEP-2000), as the
@@ -18,10 +20,14 @@ import (
 // does not count these pods as failures. The agent then waits for the
 // status writes, at most a few seconds more.
 
-// shutdownPlan is what a worker does when its node shuts down.
+// shutdownPlan is what a worker does when its node stops the pod for
+// good: a node shutdown, or an eviction (eviction.go).
 type shutdownPlan struct {
 	// grace caps the pod's grace period.
 	grace time.Duration
+	// reason and message are the pod's status reason and message; the
+	// message is also its DisruptionTarget condition's.
+	reason, message string
 }
 
 // shutdownGrace is the grace period of a pod's stop in a node shutdown:
@@ -51,7 +57,7 @@ func (a *Agent) shutdownPods(ctx context.Context) {
 	grace := a.opts.ShutdownGracePeriod
 	logger.Info("Shutting down the node: stopping its pods", "pods", len(ws), "shutdownGracePeriod", grace)
 	for _, w := range ws {
-		w.shutdown(shutdownPlan{grace: grace})
+		w.shutdown(shutdownPlan{grace: grace, reason: status.ReasonNodeShutdown, message: status.MessageNodeShutdown})
 	}
 	deadline := time.NewTimer(grace + 2*time.Second)
 	defer deadline.Stop()
@@ -69,10 +75,13 @@ func (a *Agent) shutdownPods(ctx context.Context) {
 	}
 }
 
-// shutdown asks the worker to stop its pod for a node shutdown.
+// shutdown asks the worker to stop its pod for a node shutdown or an
+// eviction; the first asked is kept.
 func (w *worker) shutdown(p shutdownPlan) {
 	w.mu.Lock()
-	w.nodeShutdown = &p
+	if w.nodeShutdown == nil {
+		w.nodeShutdown = &p
+	}
 	w.mu.Unlock()
 	w.poke()
 }

@@ -421,10 +421,10 @@ func (w *worker) advance(ctx context.Context) time.Time {
 		now := w.agent.clock.Now()
 		progress = w.addEphemerals(pod, now) || progress
 		if p := w.shutdownRequested(); p != nil && !w.disrupted {
-			// The node shuts down: the pod stops for good, as a
-			// disruption (shutdown.go).
+			// The node shuts down, or evicts the pod: it stops for
+			// good, as a disruption (shutdown.go, eviction.go).
 			w.disrupted, w.graceCap, w.stopping = true, p.grace, true
-			w.reason, w.message = status.ReasonNodeShutdown, status.MessageNodeShutdown
+			w.reason, w.message = p.reason, p.message
 			if end := now.Add(w.grace(pod)); w.stopDeadline.IsZero() || end.Before(w.stopDeadline) {
 				w.stopDeadline = end
 			}

@@ -73,7 +73,8 @@ type PodView struct {
 	Terminal bool
 	// Reason and message explain a terminal pod.
 	Reason, Message string
-	// Disrupted is set when the pod is stopped by a node shutdown.
+	// Disrupted is set when the pod is stopped by a node shutdown or an
+	// eviction; Reason and Message then say which.
 	Disrupted bool
 	// RecursiveReadOnly says the runtime supports recursively read-only
 	// mounts, for the containers' volumeMounts statuses.
@@ -406,7 +407,8 @@ func BuildStatus(pod *corev1.Pod, v PodView, now time.Time) *corev1.PodStatus {
 		set(corev1.PodReady, false, "ContainersNotReady", msg)
 	}
 	if v.Disrupted {
-		set(corev1.DisruptionTarget, true, corev1.PodReasonTerminationByKubelet, MessageNodeShutdown)
+		// A node shutdown's or an eviction's message, as the kubelet's.
+		set(corev1.DisruptionTarget, true, corev1.PodReasonTerminationByKubelet, v.Message)
 	}
 	if i := conditionIndex(st, corev1.PodScheduled); i < 0 {
 		set(corev1.PodScheduled, true, "", "")

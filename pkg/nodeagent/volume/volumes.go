@@ -224,6 +224,17 @@ func volumeNamed(pod *corev1.Pod, name string) *corev1.Volume {
 	return nil
 }
 
+// Source is the host path of the pod's volume called name ("" when the
+// pod has none).
+func (m *Manager) Source(pod *corev1.Pod, name string) string {
+	for i := range pod.Spec.Volumes {
+		if pod.Spec.Volumes[i].Name == name {
+			return m.source(pod, &pod.Spec.Volumes[i])
+		}
+	}
+	return ""
+}
+
 // source is the host path a volume is mounted from.
 func (m *Manager) source(pod *corev1.Pod, v *corev1.Volume) string {
 	if v.HostPath != nil {
