@@ -40,17 +40,31 @@ func testCgroups(tb testing.TB, name string) *cgroup.Manager {
 	return m
 }
 
+// startAttempt starts spec's attempt, stopped at the test's end.
+func startAttempt(t *testing.T, rt *Runtime, spec runtime.Spec) runtime.Handle {
+	t.Helper()
+	h, err := rt.Start(context.Background(), spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		h.Stop(0)
+		<-h.Done()
+	})
+	return h
+}
+
 // cgroupRuntime is a runtime with a cgroup manager of the test's own and
-// a spec whose pod has a cgroup, its container limited to memory; the
-// test is skipped where cgroups cannot be written (not root).
-func cgroupRuntime(t *testing.T, mode, memory string) (*Runtime, runtime.Spec, *cgroup.Manager) {
+// a spec whose pod has a cgroup, its container with limits; the test is
+// skipped where cgroups cannot be written (not root).
+func cgroupRuntime(t *testing.T, mode string, limits corev1.ResourceList) (*Runtime, runtime.Spec, *cgroup.Manager) {
 	t.Helper()
 	m := testCgroups(t, "process-test")
 	rt, err := New(context.Background(), Options{StateDir: filepath.Join(t.TempDir(), "state"), Cgroups: m})
 	if err != nil {
 		t.Fatal(err)
 	}
-	c := corev1.Container{Name: "c", Resources: corev1.ResourceRequirements{Limits: corev1.ResourceList{corev1.ResourceMemory: resource.MustParse(memory)}}}
+	c := corev1.Container{Name: "c", Resources: corev1.ResourceRequirements{Limits: limits}}
 	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{UID: types.UID("u-" + strings.ReplaceAll(t.Name(), "/", "-"))}, Spec: corev1.PodSpec{Containers: []corev1.Container{c}}}
 	name, err := m.EnsurePod(pod)
 	if err != nil {
@@ -73,12 +87,8 @@ func TestMemoryLimit(t *testing.T) {
 		{"512Mi", runtime.Result{ExitCode: 0, Reason: "Completed"}},
 	} {
 		t.Run(tc.limit, func(t *testing.T) {
-			rt, spec, _ := cgroupRuntime(t, "alloc", tc.limit)
-			h, err := rt.Start(context.Background(), spec)
-			if err != nil {
-				t.Fatal(err)
-			}
-			res := wait(t, h)
+			rt, spec, _ := cgroupRuntime(t, "alloc", corev1.ResourceList{corev1.ResourceMemory: resource.MustParse(tc.limit)})
+			res := wait(t, startAttempt(t, rt, spec))
 			if res.ExitCode != tc.want.ExitCode || res.Signal != tc.want.Signal || res.Reason != tc.want.Reason {
 				t.Errorf("result = %+v, want exit code %d, signal %d, reason %s", res, tc.want.ExitCode, tc.want.Signal, tc.want.Reason)
 			}
@@ -90,28 +100,9 @@ func TestMemoryLimit(t *testing.T) {
 // (with 25% for the measure's edges), read from its cgroup's accounting.
 // Only the upper bound is checked: a loaded machine may give it less.
 func TestCPULimit(t *testing.T) {
-	m := testCgroups(t, "process-test-cpu")
-	rt, err := New(context.Background(), Options{StateDir: filepath.Join(t.TempDir(), "state"), Cgroups: m})
-	if err != nil {
-		t.Fatal(err)
-	}
-	c := corev1.Container{Name: "c", Resources: corev1.ResourceRequirements{Limits: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("200m")}}}
-	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{UID: "cpu"}, Spec: corev1.PodSpec{Containers: []corev1.Container{c}}}
-	name, err := m.EnsurePod(pod)
-	if err != nil {
-		t.Fatal(err)
-	}
-	spec := childSpec(t, "")
+	rt, spec, m := cgroupRuntime(t, "", corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("200m")})
 	spec.Command, spec.Env = []string{"/bin/sh", "-c", "while :; do :; done"}, []string{"PATH=/usr/bin:/bin"}
-	spec.CgroupParent, spec.Resources = name.ToCgroupfs(), cgroup.ContainerResources(&c, m.Unified())
-	h, err := rt.Start(context.Background(), spec)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() {
-		h.Stop(0)
-		<-h.Done()
-	}()
+	startAttempt(t, rt, spec)
 	cg := m.OpenContainer(spec.CgroupParent + "/" + cgroup.ContainerLeaf(spec.ContainerName, spec.Attempt))
 	before, err := cg.CPUUsage()
 	if err != nil {
@@ -131,15 +122,8 @@ func TestCPULimit(t *testing.T) {
 // command are in the container's cgroup, the sandbox is not, and the
 // cgroup is removed once the attempt ended.
 func TestContainerProcessesInTheirCgroup(t *testing.T) {
-	rt, spec, m := cgroupRuntime(t, "sleep", "256Mi")
-	h, err := rt.Start(context.Background(), spec)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() {
-		h.Stop(0)
-		<-h.Done()
-	}()
+	rt, spec, m := cgroupRuntime(t, "sleep", corev1.ResourceList{corev1.ResourceMemory: resource.MustParse("256Mi")})
+	h := startAttempt(t, rt, spec)
 	leaf := spec.CgroupParent + "/" + cgroup.ContainerLeaf(spec.ContainerName, spec.Attempt)
 	// The process's memory cgroup: v1's line naming memory, or v2's
 	// one line.
