@@ -3,6 +3,7 @@ package e2e
 import (
 	"context"
 	"os"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -32,12 +33,7 @@ func TestUpOOMKilledJobs(t *testing.T) {
 	ctx := context.Background()
 	up, c, _ := startUp(t, t.TempDir())
 	defer up.stop(t)
-	err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 30*time.Second, true, func(context.Context) (bool, error) {
-		return strings.Contains(up.output(), "Pods and containers get cgroups with their cpu and memory limits"), nil
-	})
-	if err != nil {
-		t.Fatalf("up's banner does not say that limits are enforced:\n%s", up.output())
-	}
+	up.waitForOutput(t, regexp.MustCompile(`Pods and containers get cgroups with their cpu and memory limits`), 30*time.Second)
 	ns := "default"
 	hog := func(name string) *builder.JobWrapper {
 		w := builder.MakeJob(name, ns).Command("dd", "if=/dev/zero", "of=/dev/null", "bs=300M", "count=1")
