@@ -3,23 +3,30 @@ package nodeagent
 import (
 	"context"
 	"fmt"
+	"path/filepath"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	resourcehelper "k8s.io/component-helpers/resource"
 	"k8s.io/klog/v2"
 
 	"jobkeeper.dev/jobkeeper/pkg/nodeagent/volume"
 )
 
-// Local storage eviction, as the kubelet's eviction manager does it for a
-// pod's emptyDir over its sizeLimit: every EvictionInterval the disk-backed
-// emptyDirs with a sizeLimit are measured (as du counts), and a pod with
-// one over its limit is stopped for good: a Warning event Evicted, phase
-// Failed with reason Evicted and the kubelet's message, the
+// Local storage eviction, as the kubelet's eviction manager does it: every
+// EvictionInterval a pod's local storage is measured (as du counts) and
+// checked, in the kubelet's order, against its emptyDirs' sizeLimits, its
+// ephemeral-storage limit (the sum of its containers') and each
+// container's; a pod over one is stopped for good: a Warning event
+// Evicted, phase Failed with reason Evicted and the kubelet's message, the
 // DisruptionTarget condition (TerminationByKubelet) with that message, and
 // its containers stopped with the kubelet's minimum grace period. A Job's
-// podFailurePolicy can match it as on a cluster. Memory-backed emptyDirs
-// are bounded by their tmpfs' size instead.
+// podFailurePolicy can match it as on a cluster.
+//
+// What counts: disk-backed emptyDirs and the containers' logs. A
+// container's writable root is a tmpfs here (the overlay's upper layer),
+// so its writes count against its memory instead; memory-backed emptyDirs
+// are bounded by their tmpfs' size.
 
 // EvictionInterval is how often local storage is checked (the kubelet's
 // eviction manager's housekeeping interval).
@@ -34,21 +41,65 @@ const ReasonEvicted = "Evicted"
 // gives a container at least two seconds.
 const evictionGrace = 2 * time.Second
 
-// emptyDirOverLimit returns the kubelet's eviction message for the first
-// disk-backed emptyDir of pod whose usage exceeds its sizeLimit, "" when
-// none does. usage measures a volume by name.
-func emptyDirOverLimit(pod *corev1.Pod, usage func(name string) (int64, bool)) string {
+// storageUsage measures a pod's local storage: a volume's by name, a
+// container's logs by the container's name; false when not measured.
+type storageUsage struct {
+	volume, logs func(name string) (int64, bool)
+}
+
+// localStorageOverLimit returns the kubelet's eviction message for the
+// first limit pod's local storage exceeds, in the kubelet's order
+// (emptyDir sizeLimits, the pod's ephemeral-storage limit, a container's),
+// "" when none is exceeded.
+func localStorageOverLimit(pod *corev1.Pod, u storageUsage) string {
+	var volumes int64
 	for _, v := range pod.Spec.Volumes {
 		ed := v.EmptyDir
-		if ed == nil || ed.SizeLimit == nil || ed.SizeLimit.IsZero() || ed.Medium == corev1.StorageMediumMemory {
+		if ed == nil || ed.Medium == corev1.StorageMediumMemory {
 			continue
 		}
-		used, ok := usage(v.Name)
-		if ok && used > ed.SizeLimit.Value() {
+		used, ok := u.volume(v.Name)
+		if !ok {
+			continue
+		}
+		volumes += used
+		if ed.SizeLimit != nil && ed.SizeLimit.Sign() > 0 && used > ed.SizeLimit.Value() {
 			return fmt.Sprintf("Usage of EmptyDir volume %q exceeds the limit %q. ", v.Name, ed.SizeLimit.String())
 		}
 	}
+	logs := map[string]int64{}
+	var total int64
+	for _, c := range podContainerNames(pod) {
+		if used, ok := u.logs(c); ok {
+			logs[c] = used
+			total += used
+		}
+	}
+	if limit, ok := resourcehelper.PodLimits(pod, resourcehelper.PodResourcesOptions{})[corev1.ResourceEphemeralStorage]; ok && volumes+total > limit.Value() {
+		return fmt.Sprintf("Pod ephemeral local storage usage exceeds the total limit of containers %s. ", limit.String())
+	}
+	for _, c := range pod.Spec.Containers {
+		limit := c.Resources.Limits.StorageEphemeral()
+		if !limit.IsZero() && logs[c.Name] > limit.Value() {
+			return fmt.Sprintf("Container %s exceeded its local ephemeral storage limit %q. ", c.Name, limit.String())
+		}
+	}
 	return ""
+}
+
+// podContainerNames are the names of every container of the pod.
+func podContainerNames(pod *corev1.Pod) []string {
+	var out []string
+	for _, c := range pod.Spec.InitContainers {
+		out = append(out, c.Name)
+	}
+	for _, c := range pod.Spec.Containers {
+		out = append(out, c.Name)
+	}
+	for _, c := range pod.Spec.EphemeralContainers {
+		out = append(out, c.Name)
+	}
+	return out
 }
 
 // evictLoop checks local storage every EvictionInterval until ctx ends.
@@ -65,8 +116,8 @@ func (a *Agent) evictLoop(ctx context.Context) {
 	}
 }
 
-// evictForLocalStorage evicts the running pods whose emptyDirs exceed
-// their sizeLimit.
+// evictForLocalStorage evicts the running pods whose local storage exceeds
+// a limit.
 func (a *Agent) evictForLocalStorage(ctx context.Context) {
 	a.mu.Lock()
 	ws := make([]*worker, 0, len(a.workers))
@@ -78,9 +129,15 @@ func (a *Agent) evictForLocalStorage(ctx context.Context) {
 	a.mu.Unlock()
 	for _, w := range ws {
 		pod := w.currentPod()
-		msg := emptyDirOverLimit(pod, func(name string) (int64, bool) {
-			used, err := volume.DiskUsage(a.volumes.Source(pod, name))
-			return used, err == nil
+		msg := localStorageOverLimit(pod, storageUsage{
+			volume: func(name string) (int64, bool) {
+				used, err := volume.DiskUsage(a.volumes.Source(pod, name))
+				return used, err == nil
+			},
+			logs: func(name string) (int64, bool) {
+				used, err := volume.DiskUsage(filepath.Dir(a.logPath(pod.UID, name, 0)))
+				return used, err == nil
+			},
 		})
 		if msg == "" || w.shutdownRequested() != nil {
 			continue

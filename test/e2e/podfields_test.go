@@ -52,7 +52,7 @@ func finished(p *corev1.Pod) bool {
 // fields run without being enforced (resource limits).
 func TestUpPodFields(t *testing.T) {
 	ctx := context.Background()
-	up, c, _ := startUp(t, t.TempDir())
+	up, c, _ := startUp(t, t.TempDir(), "--extended-resource", "example.com/dongle=1")
 	defer up.stop(t)
 	ns := "default"
 	create := func(p *corev1.Pod) *corev1.Pod {
@@ -194,11 +194,12 @@ func TestUpPodFields(t *testing.T) {
 		needsRoot   bool
 		set         func(*corev1.Container)
 	}{
-		// As root, memory and cpu limits are enforced (cgroups), the
-		// others not; as a user, none is.
-		{name: "limits run with a warning", field: unenforcedStorageLimit(),
+		// As root, memory and cpu limits are enforced (cgroups) and an
+		// extended resource's is not; as a user, none is but
+		// ephemeral-storage's (eviction).
+		{name: "limits run with a warning", field: unenforcedLimit(),
 			set: func(c *corev1.Container) {
-				c.Resources.Limits = corev1.ResourceList{corev1.ResourceMemory: resource.MustParse("64Mi"), corev1.ResourceEphemeralStorage: resource.MustParse("1Gi")}
+				c.Resources.Limits = corev1.ResourceList{corev1.ResourceMemory: resource.MustParse("64Mi"), corev1.ResourceEphemeralStorage: resource.MustParse("1Gi"), "example.com/dongle": resource.MustParse("1")}
 			}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -218,12 +219,12 @@ func TestUpPodFields(t *testing.T) {
 	}
 }
 
-// unenforcedStorageLimit is how the NotEnforced event names an
-// ephemeral-storage limit beside a memory limit: alone as root, where
-// the memory limit is enforced, with every limit as a user.
-func unenforcedStorageLimit() string {
+// unenforcedLimit is how the NotEnforced event names an extended
+// resource's limit beside memory and ephemeral-storage limits: alone as
+// root, where the memory limit is enforced, with every limit as a user.
+func unenforcedLimit() string {
 	if os.Geteuid() == 0 {
-		return "resources.limits.ephemeral-storage"
+		return "resources.limits.example.com/dongle"
 	}
 	return "resources.limits"
 }

@@ -187,39 +187,53 @@ func waitNode(t *testing.T, c kubernetes.Interface) *corev1.Node {
 	return node
 }
 
-// TestUpEvictsEmptyDirOverSizeLimit: a pod that writes 4Mi into an
-// emptyDir whose sizeLimit is 1Mi is evicted as the kubelet evicts it:
-// Failed, reason Evicted, the kubelet's message, a DisruptionTarget
-// condition and a Warning event.
-func TestUpEvictsEmptyDirOverSizeLimit(t *testing.T) {
+// TestUpEvictsOverLocalStorageLimits: a pod that writes 4Mi into an
+// emptyDir whose sizeLimit is 1Mi, and one that logs 3MB under a 1Mi
+// ephemeral-storage limit, are evicted as the kubelet evicts them: Failed,
+// reason Evicted, the kubelet's message, a DisruptionTarget condition and
+// a Warning event.
+func TestUpEvictsOverLocalStorageLimits(t *testing.T) {
 	ctx := context.Background()
 	ns := "default"
 	up, c, _ := startUp(t, t.TempDir())
 	defer up.stop(t)
 	limit := resource.MustParse("1Mi")
-	p := builder.MakePod("fills-its-volume", ns).Command("sh", "-c", "dd if=/dev/zero of=/data/f bs=1M count=4 && sleep 3600").Obj()
-	p.Spec.Containers[0].VolumeMounts = []corev1.VolumeMount{{Name: "data", MountPath: "/data"}}
-	p.Spec.Volumes = []corev1.Volume{{Name: "data", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{SizeLimit: &limit}}}}
-	p, err := c.CoreV1().Pods(ns).Create(ctx, p, metav1.CreateOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	got := waitPod(t, c, ns, p.Name, "failed", nodeTimeout, phaseIs(corev1.PodFailed))
-	want := `Usage of EmptyDir volume "data" exceeds the limit "1Mi". `
-	if got.Status.Reason != "Evicted" || got.Status.Message != want {
-		t.Errorf("status reason %q, message %q; want Evicted, %q", got.Status.Reason, got.Status.Message, want)
-	}
-	found := false
-	for _, cond := range got.Status.Conditions {
-		if cond.Type == corev1.DisruptionTarget {
-			found = cond.Status == corev1.ConditionTrue && cond.Reason == corev1.PodReasonTerminationByKubelet && cond.Message == want
-		}
-	}
-	if !found {
-		t.Errorf("no DisruptionTarget condition TerminationByKubelet %q: %+v", want, got.Status.Conditions)
-	}
-	events := podEvents(t, c, got, func(evs []string) bool { return strings.Contains(strings.Join(evs, "\n"), "Evicted: "+want) })
-	if !strings.Contains(strings.Join(events, "\n"), "Evicted: "+want) {
-		t.Errorf("no Evicted event: %q", events)
+	fills := builder.MakePod("fills-its-volume", ns).Command("sh", "-c", "dd if=/dev/zero of=/data/f bs=1M count=4 && sleep 3600").Obj()
+	fills.Spec.Containers[0].VolumeMounts = []corev1.VolumeMount{{Name: "data", MountPath: "/data"}}
+	fills.Spec.Volumes = []corev1.Volume{{Name: "data", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{SizeLimit: &limit}}}}
+	chatty := builder.MakePod("logs-too-much", ns).Command("sh", "-c", "head -c 3000000 /dev/zero | tr '\\0' x; echo; sleep 3600").Obj()
+	chatty.Spec.Containers[0].Resources.Limits = corev1.ResourceList{corev1.ResourceEphemeralStorage: limit}
+	for _, tc := range []struct {
+		pod  *corev1.Pod
+		want string
+	}{
+		{fills, `Usage of EmptyDir volume "data" exceeds the limit "1Mi". `},
+		// Its only container's limit is also the pod's, which the
+		// kubelet checks first.
+		{chatty, "Pod ephemeral local storage usage exceeds the total limit of containers 1Mi. "},
+	} {
+		t.Run(tc.pod.Name, func(t *testing.T) {
+			p, err := c.CoreV1().Pods(ns).Create(ctx, tc.pod, metav1.CreateOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			got := waitPod(t, c, ns, p.Name, "failed", nodeTimeout, phaseIs(corev1.PodFailed))
+			if got.Status.Reason != "Evicted" || got.Status.Message != tc.want {
+				t.Errorf("status reason %q, message %q; want Evicted, %q", got.Status.Reason, got.Status.Message, tc.want)
+			}
+			found := false
+			for _, cond := range got.Status.Conditions {
+				if cond.Type == corev1.DisruptionTarget {
+					found = cond.Status == corev1.ConditionTrue && cond.Reason == corev1.PodReasonTerminationByKubelet && cond.Message == tc.want
+				}
+			}
+			if !found {
+				t.Errorf("no DisruptionTarget condition TerminationByKubelet %q: %+v", tc.want, got.Status.Conditions)
+			}
+			events := podEvents(t, c, got, func(evs []string) bool { return strings.Contains(strings.Join(evs, "\n"), "Evicted: "+tc.want) })
+			if !strings.Contains(strings.Join(events, "\n"), "Evicted: "+tc.want) {
+				t.Errorf("no Evicted event: %q", events)
+			}
+		})
 	}
 }

@@ -79,7 +79,8 @@ type FeatureDecision struct {
 //     a dnsConfig entry that would not be one entry of resolv.conf;
 //   - accepted with a Warning event: resource limits where containers
 //     get no cgroups (not root, --cgroups=off), and limits other than
-//     cpu and memory everywhere, capabilities added and a RuntimeDefault seccomp profile where
+//     cpu, memory and ephemeral-storage (local storage eviction)
+//     everywhere, capabilities added and a RuntimeDefault seccomp profile where
 //     containers get no namespaces, and SELinux options (what most pods
 //     carry: refusing them would refuse ordinary pods);
 //     supplementalGroups in host mode when the agent is not root (the
@@ -229,19 +230,18 @@ func podContainers(pod *corev1.Pod) []containerRef {
 	return out
 }
 
-// unenforcedLimits names the limits that are not enforced: all of them
-// ("resources.limits") without cgroups, else those other than cpu and
-// memory, one by one, in order.
-func unenforcedLimits(limits corev1.ResourceList, enforced bool) []string {
-	if len(limits) == 0 {
-		return nil
-	}
-	if !enforced {
-		return []string{"resources.limits"}
-	}
+// unenforcedLimits names the limits that are not enforced. ephemeral-storage
+// always is (local storage eviction); without cgroups, any other makes
+// "resources.limits"; with them, those other than cpu and memory are named
+// one by one, in order.
+func unenforcedLimits(limits corev1.ResourceList, cgroups bool) []string {
 	var out []string
 	for name := range limits {
-		if name != corev1.ResourceCPU && name != corev1.ResourceMemory {
+		switch {
+		case name == corev1.ResourceEphemeralStorage:
+		case !cgroups:
+			return []string{"resources.limits"}
+		case name != corev1.ResourceCPU && name != corev1.ResourceMemory:
 			out = append(out, "resources.limits."+string(name))
 		}
 	}

@@ -54,9 +54,11 @@ func TestDecideFeatures(t *testing.T) {
 			wantUnenforced: []string{`securityContext.capabilities.add (container "c")`}},
 		{name: "capabilities dropped without namespaces: none held", node: NodeFeatures{}, pod: withSC(&corev1.SecurityContext{Capabilities: &corev1.Capabilities{Drop: []corev1.Capability{"ALL"}}})},
 		{name: "cpu and memory limits with cgroups: enforced", pod: limits, node: withLimits},
-		{name: "other limits with cgroups: warned one by one", node: withLimits, pod: &corev1.Pod{Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "c", Resources: corev1.ResourceRequirements{Limits: corev1.ResourceList{
+		{name: "other limits with cgroups: warned one by one, ephemeral-storage not (eviction)", node: withLimits, pod: &corev1.Pod{Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "c", Resources: corev1.ResourceRequirements{Limits: corev1.ResourceList{
 			corev1.ResourceMemory: resource.MustParse("1Gi"), corev1.ResourceEphemeralStorage: resource.MustParse("1Gi"), "example.com/gpu": resource.MustParse("1")}}}}}},
-			wantUnenforced: []string{`resources.limits.ephemeral-storage (container "c")`, `resources.limits.example.com/gpu (container "c")`}},
+			wantUnenforced: []string{`resources.limits.example.com/gpu (container "c")`}},
+		{name: "an ephemeral-storage limit alone without cgroups: enforced by eviction", node: full, pod: &corev1.Pod{Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "c", Resources: corev1.ResourceRequirements{Limits: corev1.ResourceList{
+			corev1.ResourceEphemeralStorage: resource.MustParse("1Gi")}}}}}}},
 		{name: "a memory-backed emptyDir where it cannot be a tmpfs", node: full, pod: &corev1.Pod{Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "c"}},
 			Volumes: []corev1.Volume{{Name: "shm", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{Medium: corev1.StorageMediumMemory}}}}}},
 			wantUnenforced: []string{`emptyDir.medium: Memory (volume "shm")`}},
