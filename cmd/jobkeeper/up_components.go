@@ -215,8 +215,8 @@ func limitsBanner(enforced bool, why string) string {
 		return "Pods and containers get cgroups with their cpu and memory limits (--cgroups=auto): a container over\n" +
 			"its memory limit is OOMKilled, and its CPU is held to its limit."
 	}
-	return "WARNING: resource limits are not enforced here (" + why + "):\n" +
-		"pods with limits run with a NotEnforced Warning event."
+	return "WARNING: cpu and memory limits are not enforced here (" + why + "):\n" +
+		"pods with them run with a NotEnforced Warning event (ephemeral-storage limits still evict)."
 }
 
 // serveMetrics serves jobkeeper's /metrics (and, with profiling, Go's
