@@ -12,6 +12,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/klog/v2"
 
+	"jobkeeper.dev/jobkeeper/pkg/nodeagent/allocation"
 	"jobkeeper.dev/jobkeeper/pkg/nodeagent/binder"
 	"jobkeeper.dev/jobkeeper/pkg/nodeagent/imagemanager"
 	"jobkeeper.dev/jobkeeper/pkg/nodeagent/lifecycle"
@@ -79,6 +80,7 @@ func (c *container) view() status.ContainerView {
 		WaitMessage:  s.WaitMessage,
 		User:         c.user,
 		Resources:    c.spec.Resources,
+		Allocated:    c.spec.Resources.Requests,
 	}
 }
 
@@ -155,7 +157,11 @@ type worker struct {
 	// lastStatus is the last status handed to the status manager.
 	lastStatus *corev1.PodStatus
 
-	// requests is what the pod asks of the node (fixed at creation).
+	// resizes are the pod's allocation and its in-place resizes
+	// (resize.go).
+	resizes resizeState
+	// requests is what the pod is allocated of the node (guarded by the
+	// agent's mu: the binder reads it).
 	requests binder.Requests
 	// released is true once the pod no longer counts against the node's
 	// capacity (guarded by the agent's mu).
@@ -175,8 +181,15 @@ func newWorker(a *Agent, pod *corev1.Pod) *worker {
 		wake:         make(chan struct{}, 1),
 		done:         make(chan struct{}),
 		finished:     make(chan struct{}),
-		requests:     binder.PodRequests(pod),
+		resizes:      restoreResize(pod),
 	}
+	// The containers run with what they are allocated, which a pending
+	// resize does not change.
+	spec := pod
+	if !allocation.FromSpec(pod).Equal(w.resizes.alloc) {
+		spec = w.resizes.alloc.Apply(pod)
+	}
+	w.requests = binder.PodRequests(spec)
 	now := a.clock.Now()
 	w.startTime = now
 	if pod.Status.StartTime != nil {
@@ -186,11 +199,11 @@ func newWorker(a *Agent, pod *corev1.Pod) *worker {
 	for _, st := range pod.Status.ContainerStatuses {
 		mainRan = mainRan || st.RestartCount > 0 || st.State.Running != nil || st.State.Terminated != nil || st.LastTerminationState.Terminated != nil
 	}
-	for i := range pod.Spec.InitContainers {
-		w.inits = append(w.inits, restoreContainer(pod, &pod.Spec.InitContainers[i], true, pod.Status.InitContainerStatuses, mainRan, now))
+	for i := range spec.Spec.InitContainers {
+		w.inits = append(w.inits, restoreContainer(pod, &spec.Spec.InitContainers[i], true, pod.Status.InitContainerStatuses, mainRan, now))
 	}
-	for i := range pod.Spec.Containers {
-		w.containers = append(w.containers, restoreContainer(pod, &pod.Spec.Containers[i], false, pod.Status.ContainerStatuses, mainRan, now))
+	for i := range spec.Spec.Containers {
+		w.containers = append(w.containers, restoreContainer(pod, &spec.Spec.Containers[i], false, pod.Status.ContainerStatuses, mainRan, now))
 	}
 	w.addEphemerals(pod, now)
 	for _, c := range w.all() {
@@ -358,8 +371,20 @@ func (w *worker) view() status.PodView {
 		}
 		return cv
 	}
+	// A running attempt has what was actuated for it, which differs from
+	// what is allocated while a resize is in progress.
+	actual := func(c *container, cv status.ContainerView) status.ContainerView {
+		if r, ok := w.resizes.actuated[c.spec.Name]; ok && c.handle != nil {
+			cv.Resources = r
+		}
+		return cv
+	}
+	v.ResizeConditions = w.resizes.conditions()
+	if w.resizes.alloc.Pod != nil {
+		v.PodResources, v.PodAllocated = w.resizes.actuatedPod, w.resizes.alloc.Pod.Requests
+	}
 	for _, c := range w.inits {
-		v.Inits = append(v.Inits, hold(c.view()))
+		v.Inits = append(v.Inits, hold(actual(c, c.view())))
 		switch c.info.Kind {
 		case lifecycle.KindSidecar:
 			through = through && c.state.Initialized
@@ -368,7 +393,7 @@ func (w *worker) view() status.PodView {
 		}
 	}
 	for _, c := range w.containers {
-		v.Containers = append(v.Containers, hold(c.view()))
+		v.Containers = append(v.Containers, hold(actual(c, c.view())))
 	}
 	for _, c := range w.ephemerals {
 		v.Ephemerals = append(v.Ephemerals, c.view())
@@ -420,6 +445,7 @@ func (w *worker) advance(ctx context.Context) time.Time {
 		pod := w.currentPod()
 		now := w.agent.clock.Now()
 		progress = w.addEphemerals(pod, now) || progress
+		progress = w.resize(ctx, pod, now) || progress
 		if p := w.shutdownRequested(); p != nil && !w.disrupted {
 			// The node shuts down, or evicts the pod: it stops for
 			// good, as a disruption (shutdown.go, eviction.go).
@@ -557,7 +583,7 @@ func (w *worker) start(ctx context.Context, pod *corev1.Pod, c *container, now t
 		err = w.agent.prepareAttempt(&spec, attempt)
 	}
 	if err == nil {
-		err = w.agent.cgroupFor(pod, c.spec, &spec)
+		err = w.agent.cgroupFor(w.resizes.alloc.Apply(pod), c.spec, &spec)
 	}
 	if err == nil {
 		var m *runtime.Mount

@@ -107,3 +107,32 @@ func resourceConfig(r *runtimeapi.LinuxContainerResources, unified bool) *cm.Res
 	}
 	return rc
 }
+
+// Widest is, field by field, the larger of two pod cgroup configs (a
+// lifted limit, -1, being the largest): what a pod's cgroup holds while
+// an in-place resize moves its containers from a to b, so that it is
+// never below what any of them has on the way.
+func Widest(a, b *cm.ResourceConfig) *cm.ResourceConfig {
+	limit := func(x, y *int64) *int64 {
+		switch {
+		case x == nil:
+			return y
+		case y == nil:
+			return x
+		case *x < 0 || *y < 0:
+			v := int64(-1)
+			return &v
+		case *x > *y:
+			return x
+		default:
+			return y
+		}
+	}
+	out := *b
+	out.Memory = limit(a.Memory, b.Memory)
+	out.CPUQuota = limit(a.CPUQuota, b.CPUQuota)
+	if a.CPUShares != nil && (b.CPUShares == nil || *a.CPUShares > *b.CPUShares) {
+		out.CPUShares = a.CPUShares
+	}
+	return &out
+}

@@ -424,3 +424,53 @@ func readKey(file, key string) (uint64, error) {
 	}
 	return 0, fmt.Errorf("%s has no %s", file, key)
 }
+
+// unlimited is what a cgroup takes for "no limit" (v1's -1; the kubelet's
+// manager writes it as v2's "max").
+const unlimited = int64(-1)
+
+// Update writes a running container's new resources into its cgroup, as a
+// CRI runtime's UpdateContainerResources does for an in-place resize: a
+// limit the resources no longer have is lifted.
+func (c *Container) Update(r *runtimeapi.LinuxContainerResources) error {
+	rc := resourceConfig(r, c.m.unified)
+	lift := unlimited
+	if rc.CPUQuota == nil {
+		rc.CPUQuota = &lift
+	}
+	if rc.Memory == nil {
+		rc.Memory = &lift
+	}
+	return c.m.cgroups.Update(c.m.logger, &cm.CgroupConfig{Name: c.name, ResourceParameters: rc})
+}
+
+// MemoryUsage is the memory the container's processes use now.
+func (c *Container) MemoryUsage() (int64, error) {
+	return c.m.cgroups.MemoryUsage(c.name)
+}
+
+// PodConfig is what the kubelet writes into the cgroup of pod (whose spec
+// carries what the pod is allocated), a lifted limit written as such, for
+// an in-place resize.
+func (m *Manager) PodConfig(pod *corev1.Pod) *cm.ResourceConfig {
+	rc := PodResources(pod)
+	if rc.CPUQuota == nil {
+		lift := unlimited
+		rc.CPUQuota = &lift
+	}
+	if rc.Memory == nil {
+		lift := unlimited
+		rc.Memory = &lift
+	}
+	return rc
+}
+
+// SetPodConfig writes the set fields of rc into the pod's cgroup.
+func (m *Manager) SetPodConfig(pod *corev1.Pod, rc *cm.ResourceConfig) error {
+	return m.cgroups.SetCgroupConfig(m.logger, PodName(m.root, pod), rc)
+}
+
+// PodMemoryUsage is the memory the pod's processes use now.
+func (m *Manager) PodMemoryUsage(pod *corev1.Pod) (int64, error) {
+	return m.cgroups.MemoryUsage(PodName(m.root, pod))
+}

@@ -114,6 +114,10 @@ type ContainerState struct {
 	// the exit, as after a crash, and restartsAfterKill may restart it
 	// whatever its exit code.
 	policyDecides bool
+	// resizeRestart is set while stopping a container killed because a
+	// resize of its resources requires a restart (its resizePolicy): it
+	// starts again at once, with no back-off, whatever its restart policy.
+	resizeRestart bool
 	// WaitReason and waitMessage say why the container is waiting.
 	WaitReason, WaitMessage string
 	// hooks are the lifecycle hooks of the running attempt.
@@ -188,6 +192,11 @@ const (
 	// a previous run of the agent, which this one took over; event.ok and
 	// event.ready are whether it had started and was ready.
 	EvAdopted
+	// EvResizeRestart: an in-place resize changed a resource whose
+	// resizePolicy is RestartContainer: the running attempt is stopped
+	// with event.grace and the container started again at once, as the
+	// kubelet restarts it with its new resources.
+	EvResizeRestart
 )
 
 // Event is one input of transition.
@@ -435,13 +444,20 @@ func Transition(s ContainerState, c ContainerInfo, ev Event) (ContainerState, []
 		}
 		s, stop := stopping(s, ev.At, ev.Grace)
 		return s, []Action{recordEvent(corev1.EventTypeNormal, "Killing", msg), stop}
+	case EvResizeRestart:
+		if s.Phase != PhaseRunning && s.Phase != PhaseStarting {
+			return s, nil
+		}
+		s.policyDecides, s.resizeRestart = true, true
+		s, stop := stopping(s, ev.At, ev.Grace)
+		return s, []Action{recordEvent(corev1.EventTypeNormal, "Killing", fmt.Sprintf("Container %s resize requires restart", c.Name)), stop}
 	case EvStop:
 		switch s.Phase {
 		case PhaseRunning, PhaseStarting:
 			s, stop := stopping(s, ev.At, ev.Grace)
 			return s, []Action{recordEvent(corev1.EventTypeNormal, "Killing", fmt.Sprintf("Stopping container %s", c.Name)), stop}
 		case phaseStopping:
-			s.policyDecides = false
+			s.policyDecides, s.resizeRestart = false, false
 		case PhaseWaiting, PhaseBackOff:
 			s.Phase = PhaseExited
 			s.WaitReason, s.WaitMessage = "", ""
@@ -482,7 +498,7 @@ func stopping(s ContainerState, at time.Time, grace time.Duration) (ContainerSta
 // finished records a finished attempt.
 func finished(s ContainerState, res runtime.Result) ContainerState {
 	s.Prev, s.Last = s.Last, &AttemptResult{Result: res, ContainerID: s.ContainerID}
-	s.Started, s.Ready, s.Probes, s.policyDecides = false, false, AttemptProbes{}, false
+	s.Started, s.Ready, s.Probes, s.policyDecides, s.resizeRestart = false, false, AttemptProbes{}, false, false
 	s.hooks, s.Hook, s.postStartFailed, s.postStartMessage = AttemptHooks{}, HookNone, false, ""
 	return s
 }
@@ -501,7 +517,13 @@ func finished(s ContainerState, res runtime.Result) ContainerState {
 func ended(s ContainerState, c ContainerInfo, res runtime.Result) (ContainerState, []Action) {
 	killed := s.policyDecides && !s.postStartFailed
 	hookFailed, hookMessage := s.postStartFailed, s.postStartMessage
+	resized := s.resizeRestart
 	s = finished(s, res)
+	if resized {
+		s.Phase, s.NotBefore = PhaseBackOff, res.FinishedAt
+		s.WaitReason, s.WaitMessage = "", ""
+		return s, nil
+	}
 	if !(killed && c.Restart.RestartsAfterKill(c.Kind)) && !ShouldRestart(c.Restart, c.Kind, res.ExitCode) {
 		s.Phase = PhaseExited
 		s.WaitReason, s.WaitMessage = "", ""

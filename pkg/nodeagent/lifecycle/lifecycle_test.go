@@ -187,6 +187,25 @@ func TestTransition(t *testing.T) {
 			want:        ContainerState{Phase: phaseStopping, Ran: true, StartedAt: t0, ContainerID: "process://1", policyDecides: true},
 			wantActions: []Action{recordEvent(corev1.EventTypeNormal, "Killing", "Container c failed startup probe, will be restarted"), {Kind: ActStop, Grace: time.Second}},
 		},
+		"a resize that requires a restart kills the container": {
+			info: main, state: ContainerState{Phase: PhaseRunning, Ran: true, StartedAt: t0, ContainerID: "process://1"},
+			ev:          Event{Kind: EvResizeRestart, At: t1, Grace: 30 * time.Second},
+			want:        ContainerState{Phase: phaseStopping, Ran: true, StartedAt: t0, ContainerID: "process://1", policyDecides: true, resizeRestart: true},
+			wantActions: []Action{recordEvent(corev1.EventTypeNormal, "Killing", "Container c resize requires restart"), {Kind: ActStop, Grace: 30 * time.Second}},
+		},
+		"a container restarted for a resize starts again at once, even under Never": {
+			info: main, state: ContainerState{Phase: phaseStopping, Ran: true, StartedAt: t0, ContainerID: "process://1", policyDecides: true, resizeRestart: true},
+			ev:   Event{Kind: EvExited, At: t1, Result: res(137)},
+			want: ContainerState{Phase: PhaseBackOff, Ran: true, StartedAt: t0, ContainerID: "process://1", Last: result(137, "process://1"), NotBefore: t1},
+		},
+		"a resize of a container not running restarts nothing": {
+			info: main, state: ContainerState{Phase: PhaseBackOff, Ran: true, NotBefore: t1}, ev: Event{Kind: EvResizeRestart, At: t0},
+			want: ContainerState{Phase: PhaseBackOff, Ran: true, NotBefore: t1},
+		},
+		"pod stop during a resize restart makes the exit final": {
+			info: main, state: ContainerState{Phase: phaseStopping, Ran: true, policyDecides: true, resizeRestart: true}, ev: Event{Kind: EvStop, At: t1},
+			want: ContainerState{Phase: phaseStopping, Ran: true},
+		},
 		"pod stop during a probe kill makes the exit final": {
 			info: sidecar, state: ContainerState{Phase: phaseStopping, Ran: true, policyDecides: true}, ev: Event{Kind: EvStop, At: t1},
 			want: ContainerState{Phase: phaseStopping, Ran: true},

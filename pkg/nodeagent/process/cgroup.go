@@ -1,10 +1,12 @@
 package process
 
 import (
+	"errors"
 	"os"
 	"path/filepath"
 	"strings"
 
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 	"k8s.io/klog/v2"
 
 	"jobkeeper.dev/jobkeeper/pkg/nodeagent/cgroup"
@@ -112,4 +114,23 @@ func (a *attemptCgroup) remove() {
 	if err := a.c.Remove(); err != nil {
 		klog.Background().V(2).Info("Removing a container's cgroup failed", "cgroup", a.c.Path(), "err", err)
 	}
+}
+
+// Resizable implements runtime.Resizer.
+func (h *handle) Resizable() bool { return h.cg != nil }
+
+// UpdateResources implements runtime.Resizer.
+func (h *handle) UpdateResources(r *runtimeapi.LinuxContainerResources) error {
+	if h.cg == nil {
+		return errors.New("the container has no cgroup")
+	}
+	return h.cg.c.Update(r)
+}
+
+// MemoryUsage implements runtime.Resizer.
+func (h *handle) MemoryUsage() (int64, error) {
+	if h.cg == nil {
+		return 0, errors.New("the container has no cgroup")
+	}
+	return h.cg.c.MemoryUsage()
 }

@@ -64,7 +64,7 @@ func (r *Runtime) startDurable(ctx context.Context, spec runtime.Spec, cfg sandb
 // ends once the sandbox has. Its output is in the log at logPath, which
 // the sandbox writes; scratch is removed at the end.
 func (r *Runtime) hold(sb *sandbox.Sandbox, what, stateDir, logPath string, startedAt time.Time, scratch string, cg *attemptCgroup) *handle {
-	h := &handle{rt: r, sb: sb, pid: sb.PID(), done: make(chan struct{}), started: startedAt, logPath: logPath}
+	h := &handle{rt: r, sb: sb, pid: sb.PID(), done: make(chan struct{}), started: startedAt, logPath: logPath, cg: cg}
 	spid := sb.SandboxPID()
 	pidFile := r.recordDurable(sb, what, stateDir)
 	r.mu.Lock()

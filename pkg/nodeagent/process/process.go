@@ -410,7 +410,7 @@ func (r *Runtime) start(ctx context.Context, spec runtime.Spec, cfg sandbox.Conf
 		return nil, startError(err, "")
 	}
 	std.started()
-	h := &handle{rt: r, sb: sb, pid: sb.PID(), done: make(chan struct{}), started: startedAt, stdio: std}
+	h := &handle{rt: r, sb: sb, pid: sb.PID(), done: make(chan struct{}), started: startedAt, stdio: std, cg: cg}
 	spid := sb.SandboxPID()
 	pidFile := r.recordSandbox(sb, spec.PodNamespace+"/"+spec.PodName+"/"+spec.ContainerName)
 	r.mu.Lock()
@@ -496,6 +496,9 @@ type handle struct {
 	// stopOnce makes Stop idempotent.
 	stopOnce sync.Once
 
+	// cg is the attempt's cgroup; nil when it has none.
+	cg *attemptCgroup
+
 	// mu guards result.
 	mu sync.Mutex
 	// result is set before done is closed.
@@ -507,6 +510,7 @@ var (
 	_ runtime.Execer       = (*handle)(nil)
 	_ runtime.Attacher     = (*handle)(nil)
 	_ runtime.UserReporter = (*handle)(nil)
+	_ runtime.Resizer      = (*handle)(nil)
 )
 
 // User implements runtime.UserReporter: who the sandbox says the main

@@ -322,6 +322,19 @@ type CgroupRuntime interface {
 	Cgroups() (ok bool, reason string)
 }
 
+// Resizer is implemented by handles whose resources can change while
+// they run, as CRI's UpdateContainerResources changes a container's (an
+// in-place pod resize).
+type Resizer interface {
+	// Resizable reports whether the attempt has a cgroup to resize; when
+	// not, its limits were never enforced and there is nothing to write.
+	Resizable() bool
+	// UpdateResources writes r into the attempt's cgroup.
+	UpdateResources(r *runtimeapi.LinuxContainerResources) error
+	// MemoryUsage is the memory the attempt's processes use now.
+	MemoryUsage() (int64, error)
+}
+
 // ReasonOOMKilled is the reason of a container one of whose processes the
 // kernel's OOM killer killed, as container runtimes report it.
 const ReasonOOMKilled = "OOMKilled"

@@ -53,9 +53,12 @@ type ContainerView struct {
 	// User is who the running or last attempt runs as, as the runtime
 	// reported it (nil: not reported).
 	User *runtime.ContainerUser
-	// Resources are the container's resources as allocated: its spec's
-	// (no in-place resize yet).
+	// Resources are the container's resources as its running attempt
+	// has them (which an in-place resize in progress has not changed
+	// yet), else as allocated.
 	Resources corev1.ResourceRequirements
+	// Allocated are the requests the container is allocated.
+	Allocated corev1.ResourceList
 }
 
 // PodView is what the status needs to know about the pod.
@@ -79,6 +82,14 @@ type PodView struct {
 	// RecursiveReadOnly says the runtime supports recursively read-only
 	// mounts, for the containers' volumeMounts statuses.
 	RecursiveReadOnly bool
+	// ResizeConditions are the PodResizePending and PodResizeInProgress
+	// conditions the pod has now (none when no resize waits or runs).
+	ResizeConditions []corev1.PodCondition
+	// PodResources and PodAllocated are the pod-level resources as the
+	// pod's cgroup has them and the pod-level requests allocated; nil
+	// when the pod has no pod-level resources.
+	PodResources *corev1.ResourceRequirements
+	PodAllocated corev1.ResourceList
 }
 
 // exitCode returns the last exit code of a container and whether it ran.
@@ -236,10 +247,10 @@ func containerStatus(c ContainerView, terminal bool) corev1.ContainerStatus {
 	}
 	if c.EverRan {
 		// As the kubelet (InPlacePodVerticalScaling, GA) for a container
-		// the runtime knows: what it was allocated, and what it got,
-		// which without a resize is the same.
+		// the runtime knows: what it got, and what it was allocated,
+		// which differ while an in-place resize is in progress.
 		s.Resources = c.Resources.DeepCopy()
-		s.AllocatedResources = c.Resources.Requests.DeepCopy()
+		s.AllocatedResources = c.Allocated.DeepCopy()
 	}
 	switch {
 	case c.Running:
@@ -409,6 +420,19 @@ func BuildStatus(pod *corev1.Pod, v PodView, now time.Time) *corev1.PodStatus {
 	if v.Disrupted {
 		// A node shutdown's or an eviction's message, as the kubelet's.
 		set(corev1.DisruptionTarget, true, corev1.PodReasonTerminationByKubelet, v.Message)
+	}
+	// The resize conditions are the agent's alone: those it has now
+	// replace whatever the status had.
+	kept := st.Conditions[:0]
+	for _, c := range st.Conditions {
+		if c.Type != corev1.PodResizePending && c.Type != corev1.PodResizeInProgress {
+			kept = append(kept, c)
+		}
+	}
+	st.Conditions = append(kept, v.ResizeConditions...)
+	st.Resources, st.AllocatedResources = nil, nil
+	if v.PodResources != nil {
+		st.Resources, st.AllocatedResources = v.PodResources.DeepCopy(), v.PodAllocated.DeepCopy()
 	}
 	if i := conditionIndex(st, corev1.PodScheduled); i < 0 {
 		set(corev1.PodScheduled, true, "", "")

@@ -92,7 +92,7 @@ func TestBuildStatus(t *testing.T) {
 		"running": {
 			view: PodView{StartTime: t0, Containers: []ContainerView{{Name: "main", Image: "busybox", Kind: lifecycle.KindMain, Running: true, Started: true, Ready: true, EverRan: true, StartedAt: t0, ContainerID: "process://42",
 				User:      &runtime.ContainerUser{UID: 1000, GID: 1000, SupplementalGroups: []int64{1000, 50000, 60000}},
-				Resources: res}}},
+				Resources: res, Allocated: res.Requests}}},
 			want: corev1.PodStatus{
 				Phase: corev1.PodRunning, QOSClass: corev1.PodQOSBestEffort,
 				HostIP: podconfig.NodeIP, HostIPs: []corev1.HostIP{{IP: podconfig.NodeIP}}, PodIP: podconfig.NodeIP, PodIPs: []corev1.PodIP{{IP: podconfig.NodeIP}},
