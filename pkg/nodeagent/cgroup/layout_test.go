@@ -87,3 +87,17 @@ func TestResourceConfigNoSwapOnV2(t *testing.T) {
 		t.Errorf("unified files on v1: %v", v1.Unified)
 	}
 }
+
+func TestWidest(t *testing.T) {
+	i := func(v int64) *int64 { return &v }
+	u := func(v uint64) *uint64 { return &v }
+	a := &cm.ResourceConfig{Memory: i(100), CPUQuota: i(-1), CPUShares: u(512), CPUPeriod: u(100000)}
+	b := &cm.ResourceConfig{Memory: i(200), CPUQuota: i(50000), CPUShares: u(256), CPUPeriod: u(100000)}
+	w := Widest(a, b)
+	if *w.Memory != 200 || *w.CPUQuota != -1 || *w.CPUShares != 512 {
+		t.Errorf("Widest = memory %d, quota %d, shares %d; want 200, -1 (none), 512", *w.Memory, *w.CPUQuota, *w.CPUShares)
+	}
+	if w = Widest(&cm.ResourceConfig{}, b); *w.Memory != 200 || *w.CPUQuota != 50000 {
+		t.Errorf("Widest of nothing and b = memory %d, quota %d; want b's", *w.Memory, *w.CPUQuota)
+	}
+}

@@ -59,6 +59,13 @@ func startAttempt(t *testing.T, rt *Runtime, spec runtime.Spec) runtime.Handle {
 // skipped where cgroups cannot be written (not root).
 func cgroupRuntime(t *testing.T, mode string, limits corev1.ResourceList) (*Runtime, runtime.Spec, *cgroup.Manager) {
 	t.Helper()
+	rt, spec, m, _ := cgroupRuntimeAndPod(t, mode, limits)
+	return rt, spec, m
+}
+
+// cgroupRuntimeAndPod is cgroupRuntime that also returns the pod.
+func cgroupRuntimeAndPod(t *testing.T, mode string, limits corev1.ResourceList) (*Runtime, runtime.Spec, *cgroup.Manager, *corev1.Pod) {
+	t.Helper()
 	m := testCgroups(t, "process-test")
 	rt, err := New(context.Background(), Options{StateDir: filepath.Join(t.TempDir(), "state"), Cgroups: m})
 	if err != nil {
@@ -72,7 +79,7 @@ func cgroupRuntime(t *testing.T, mode string, limits corev1.ResourceList) (*Runt
 	}
 	spec := childSpec(t, mode)
 	spec.CgroupParent, spec.Resources = name.ToCgroupfs(), cgroup.ContainerResources(&c, m.Unified())
-	return rt, spec, m
+	return rt, spec, m, pod
 }
 
 // TestMemoryLimit: a container that touches more memory than its limit
@@ -246,5 +253,67 @@ func BenchmarkStartWithCgroups(b *testing.B) {
 				}
 			}
 		})
+	}
+}
+
+// cgroupValue reads the first line of file in whichever of the
+// container's cgroup directories has it.
+func cgroupValue(t *testing.T, c *cgroup.Container, files ...string) string {
+	t.Helper()
+	for _, d := range c.Dirs() {
+		for _, f := range files {
+			if b, err := os.ReadFile(filepath.Join(d.Source, f)); err == nil {
+				return strings.TrimSpace(strings.SplitN(string(b), "\n", 2)[0])
+			}
+		}
+	}
+	t.Fatalf("no cgroup directory of %s has %v", c.Path(), files)
+	return ""
+}
+
+// TestUpdateResources: the resources of a running container change in its
+// cgroup (an in-place resize): raised, then lifted; the container runs on.
+func TestUpdateResources(t *testing.T) {
+	rt, spec, m, pod := cgroupRuntimeAndPod(t, "sleep", corev1.ResourceList{
+		corev1.ResourceMemory: resource.MustParse("64Mi"), corev1.ResourceCPU: resource.MustParse("100m")})
+	h := startAttempt(t, rt, spec)
+	cg := m.OpenContainer(spec.CgroupParent + "/" + cgroup.ContainerLeaf(spec.ContainerName, spec.Attempt))
+	memory := func() string { return cgroupValue(t, cg, "memory.max", "memory.limit_in_bytes") }
+	quota := func() string { return cgroupValue(t, cg, "cpu.max", "cpu.cfs_quota_us") }
+	if got := memory(); got != "67108864" {
+		t.Fatalf("memory limit %s before the update, want 67108864", got)
+	}
+	r, ok := h.(runtime.Resizer)
+	if !ok || !r.Resizable() {
+		t.Fatal("a container with a cgroup cannot be resized")
+	}
+	bigger := corev1.Container{Resources: corev1.ResourceRequirements{Limits: corev1.ResourceList{
+		corev1.ResourceMemory: resource.MustParse("128Mi"), corev1.ResourceCPU: resource.MustParse("300m")}}}
+	// The pod's cgroup first: on v1 a child's quota may not exceed its
+	// parent's.
+	lifted := pod.DeepCopy()
+	lifted.Spec.Containers[0].Resources = corev1.ResourceRequirements{}
+	if err := m.SetPodConfig(pod, m.PodConfig(lifted)); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.UpdateResources(cgroup.ContainerResources(&bigger, m.Unified())); err != nil {
+		t.Fatal(err)
+	}
+	if got, q := memory(), quota(); got != "134217728" || !strings.HasPrefix(q, "30000") {
+		t.Errorf("after raising: memory limit %s, cpu quota %s; want 134217728 and 30000", got, q)
+	}
+	if err := r.UpdateResources(cgroup.ContainerResources(&corev1.Container{}, m.Unified())); err != nil {
+		t.Fatal(err)
+	}
+	if got, q := memory(), quota(); got == "134217728" || !(strings.HasPrefix(q, "max") || q == "-1") {
+		t.Errorf("after lifting: memory limit %s, cpu quota %s; want none", got, q)
+	}
+	if used, err := r.MemoryUsage(); err != nil || used <= 0 {
+		t.Errorf("memory usage %d (err %v), want some", used, err)
+	}
+	select {
+	case <-h.Done():
+		t.Fatalf("the container ended: %+v", h.Result())
+	default:
 	}
 }

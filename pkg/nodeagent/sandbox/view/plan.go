@@ -113,9 +113,7 @@ func systemTrees(cfg Spec, masked []string, at func(string) string, view bool) [
 	ops = append(ops,
 		op{kind: opProc, target: at("/proc"), view: view},
 		op{kind: opRbind, source: "/sys", target: at("/sys"), readOnly: !cfg.Privileged, view: view})
-	for _, b := range cfg.Cgroups {
-		ops = append(ops, op{kind: opRbind, source: b.Source, target: at(b.Target), readOnly: !cfg.Privileged, view: view})
-	}
+	ops = append(ops, cgroupTree(cfg, at, view)...)
 	if cfg.Privileged || cfg.UnmaskedProc {
 		return ops
 	}
@@ -124,6 +122,47 @@ func systemTrees(cfg Spec, masked []string, at func(string) string, view bool) [
 	}
 	for _, p := range DefaultReadOnlyPaths {
 		ops = append(ops, op{kind: opReadOnlyPath, target: at(p), view: view})
+	}
+	return ops
+}
+
+// cgroupRoot is where cgroup hierarchies are mounted.
+const cgroupRoot = "/sys/fs/cgroup"
+
+// cgroupTree returns the steps that show the container its own cgroups
+// at /sys/fs/cgroup, as runc does: on cgroup v2 its cgroup's directory
+// over the hierarchy's mount point; on v1 a tmpfs at /sys/fs/cgroup
+// holding only the hierarchies it is in, each its own cgroup's directory,
+// with a link for each controller of a co-mounted hierarchy (cpu and
+// cpuacct to cpu,cpuacct), read-only unless privileged. The host's other
+// hierarchies (the hybrid unified one among them) are not shown: a
+// container that lists its cgroup2 mounts finds none on v1.
+func cgroupTree(cfg Spec, at func(string) string, view bool) []op {
+	if len(cfg.Cgroups) == 0 {
+		return nil
+	}
+	var ops []op
+	v1 := !(len(cfg.Cgroups) == 1 && filepath.Clean(cfg.Cgroups[0].Target) == cgroupRoot)
+	if v1 {
+		ops = append(ops, op{kind: opHide, target: at(cgroupRoot), view: view})
+	}
+	for _, b := range cfg.Cgroups {
+		ops = append(ops, op{kind: opRbind, source: b.Source, target: at(b.Target), readOnly: !cfg.Privileged, view: view})
+	}
+	if !v1 {
+		return ops
+	}
+	for _, b := range cfg.Cgroups {
+		dir, name := filepath.Split(filepath.Clean(b.Target))
+		if filepath.Clean(dir) != cgroupRoot || !strings.Contains(name, ",") {
+			continue
+		}
+		for _, c := range strings.Split(name, ",") {
+			ops = append(ops, op{kind: opSymlink, source: name, target: at(filepath.Join(cgroupRoot, c)), view: view})
+		}
+	}
+	if !cfg.Privileged {
+		ops = append(ops, op{kind: opReadOnlyPath, target: at(cgroupRoot), view: view})
 	}
 	return ops
 }

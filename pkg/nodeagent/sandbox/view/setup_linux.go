@@ -116,7 +116,16 @@ func apply(o op, scratch string, layer *int, mountProc func(target string) error
 			return fmt.Errorf("creating %s: %w", o.target, err)
 		}
 	case opSymlink:
-		if err := os.Symlink(o.source, o.target); err != nil {
+		target := o.target
+		if o.view {
+			// Below a directory of the view (the image has not run yet).
+			dir, err := viewTarget(op{target: filepath.Dir(o.target), view: true}, scratch, true)
+			if err != nil {
+				return err
+			}
+			target = filepath.Join(dir, filepath.Base(o.target))
+		}
+		if err := os.Symlink(o.source, target); err != nil {
 			return fmt.Errorf("creating link %s: %w", o.target, err)
 		}
 	case opOverlay:
