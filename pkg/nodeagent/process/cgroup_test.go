@@ -317,3 +317,42 @@ func TestUpdateResources(t *testing.T) {
 	default:
 	}
 }
+
+// TestContainerSeesOnlyItsCgroups: at /sys/fs/cgroup a container finds
+// its own cgroups and nothing else of the host's: on v1 only the
+// hierarchies it is in (with the host's links for co-mounted ones) and no
+// cgroup2 mount at all, even on a hybrid host; on v2 its own directory.
+func TestContainerSeesOnlyItsCgroups(t *testing.T) {
+	rt, spec, m := cgroupRuntime(t, "", corev1.ResourceList{corev1.ResourceMemory: resource.MustParse("96Mi")})
+	spec.Command = []string{"/bin/sh", "-c", "grep ' /sys/fs/cgroup' /proc/self/mounts | cut -d' ' -f2,3; echo files: $(ls /sys/fs/cgroup | tr '\\n' ' '); " +
+		"cat /sys/fs/cgroup/memory/memory.limit_in_bytes /sys/fs/cgroup/memory.max 2>/dev/null; touch /sys/fs/cgroup/x 2>/dev/null && echo writable; true"}
+	spec.Env = []string{"PATH=/usr/bin:/bin"}
+	if res := wait(t, startAttempt(t, rt, spec)); res.ExitCode != 0 {
+		t.Fatalf("result %+v: %s", res, readLog(t, spec.LogPath))
+	}
+	out := readLog(t, spec.LogPath)
+	t.Logf("container's view:\n%s", out)
+	if !strings.Contains(out, "100663296") {
+		t.Errorf("the container does not read its own memory limit (96Mi) at /sys/fs/cgroup")
+	}
+	if m.Unified() {
+		if !strings.Contains(out, "/sys/fs/cgroup cgroup2") {
+			t.Errorf("no cgroup2 mount at /sys/fs/cgroup on a v2 host")
+		}
+		return
+	}
+	if strings.Contains(out, "cgroup2") {
+		t.Errorf("a cgroup2 mount shows in the container on a v1 host")
+	}
+	if strings.Contains(out, "writable") {
+		t.Errorf("the container can write its /sys/fs/cgroup")
+	}
+	if strings.Count(out, "/sys/fs/cgroup tmpfs") != 1 {
+		t.Errorf("want /sys/fs/cgroup mounted once")
+	}
+	for _, hidden := range []string{"devices", "freezer", "systemd", "unified"} {
+		if strings.Contains(out, "/sys/fs/cgroup/"+hidden+" ") || strings.Contains(out, " "+hidden+" ") {
+			t.Errorf("the host's %s hierarchy shows in the container", hidden)
+		}
+	}
+}

@@ -67,6 +67,10 @@ const (
 	// tmpfs private to the attempt (mount points can be made in it), a
 	// file under the host's /dev/null.
 	opHide
+	// opDetach removes from the view what is mounted on target, with
+	// everything mounted below it, when target is a mount point: gone
+	// from the container's mount table, not only covered.
+	opDetach
 )
 
 // DefaultReadOnlyPaths are the paths of /proc a container that is not
@@ -135,13 +139,15 @@ const cgroupRoot = "/sys/fs/cgroup"
 // holding only the hierarchies it is in, each its own cgroup's directory,
 // with a link for each controller of a co-mounted hierarchy (cpu and
 // cpuacct to cpu,cpuacct), read-only unless privileged. The host's other
-// hierarchies (the hybrid unified one among them) are not shown: a
-// container that lists its cgroup2 mounts finds none on v1.
+// hierarchies (the hybrid unified one among them) are removed from the
+// view, not only covered: a container that lists its cgroup2 mounts (as
+// upstream's e2e specs tell v2 from v1) finds none on v1.
 func cgroupTree(cfg Spec, at func(string) string, view bool) []op {
 	if len(cfg.Cgroups) == 0 {
 		return nil
 	}
-	var ops []op
+	// The host's hierarchies came with /sys: they go first.
+	ops := []op{{kind: opDetach, target: at(cgroupRoot), view: view}}
 	v1 := !(len(cfg.Cgroups) == 1 && filepath.Clean(cfg.Cgroups[0].Target) == cgroupRoot)
 	if v1 {
 		ops = append(ops, op{kind: opHide, target: at(cgroupRoot), view: view})
@@ -162,7 +168,7 @@ func cgroupTree(cfg Spec, at func(string) string, view bool) []op {
 		}
 	}
 	if !cfg.Privileged {
-		ops = append(ops, op{kind: opReadOnlyPath, target: at(cgroupRoot), view: view})
+		ops = append(ops, op{kind: opReadOnly, target: at(cgroupRoot), view: view})
 	}
 	return ops
 }

@@ -138,6 +138,12 @@ func apply(o op, scratch string, layer *int, mountProc func(target string) error
 			if target, err = viewTarget(o, scratch, true); err != nil {
 				return err
 			}
+		} else if _, err := os.Lstat(target); errors.Is(err, os.ErrNotExist) {
+			// A mount point the steps before made room for (a
+			// container's cgroup in the tmpfs of /sys/fs/cgroup).
+			if err := ensure(target, true); err != nil {
+				return fmt.Errorf("creating %s: %w", o.target, err)
+			}
 		}
 		if o.readOnly {
 			return bindTreeReadOnly(o.source, target)
@@ -162,8 +168,15 @@ func apply(o op, scratch string, layer *int, mountProc func(target string) error
 	case opMountPoint:
 		return createMountPoint(rootDir(scratch), o.source, o.subPath, o.target)
 	case opReadOnly:
-		if err := remountReadOnly(o.target); err != nil {
-			return fmt.Errorf("making the root filesystem read-only (%s): %w", o.target, err)
+		target := o.target
+		if o.view {
+			var err error
+			if target, err = existingTarget(o, scratch); err != nil || target == "" {
+				return err
+			}
+		}
+		if err := remountReadOnly(target); err != nil {
+			return fmt.Errorf("making %s read-only: %w", o.target, err)
 		}
 	case opImage:
 		return imageOverlay(o.lowers, o.target, o.source, mountFlags(o))
@@ -206,6 +219,14 @@ func apply(o op, scratch string, layer *int, mountProc func(target string) error
 			return nil
 		}
 		return mask(p)
+	case opDetach:
+		p, err := existingTarget(o, scratch)
+		if err != nil || p == "" {
+			return err
+		}
+		if err := unix.Unmount(p, unix.MNT_DETACH); err != nil && !errors.Is(err, unix.EINVAL) {
+			return fmt.Errorf("removing the mounts on %s: %w", o.target, err)
+		}
 	case opReadOnlyPath:
 		p, err := existingTarget(o, scratch)
 		if err != nil || p == "" {
