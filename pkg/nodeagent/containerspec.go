@@ -10,6 +10,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/kubernetes/pkg/kubelet/qos"
+	"k8s.io/utils/ptr"
 
 	"jobkeeper.dev/jobkeeper/pkg/images"
 	"jobkeeper.dev/jobkeeper/pkg/nodeagent/lifecycle"
@@ -37,6 +39,10 @@ func (a *Agent) containerSpec(ctx context.Context, pod *corev1.Pod, c *container
 	if err != nil {
 		return spec, err
 	}
+	// As the kubelet asks its runtime, from the pod's QoS class and the
+	// container's memory request against the node's memory.
+	memory := a.capacity[corev1.ResourceMemory]
+	spec.OOMScoreAdj = ptr.To(qos.GetContainerOOMScoreAdjust(pod, c.spec, memory.Value()))
 	if sc := c.spec.SecurityContext; sc != nil {
 		// As the kubelet: no_new_privs when privilege escalation is
 		// disallowed; a read-only root only where there is a private view

@@ -574,7 +574,10 @@ func (w *worker) start(ctx context.Context, pod *corev1.Pod, c *container, now t
 		return
 	}
 	attempt := c.state.NextAttempt()
-	spec, err := w.agent.containerSpec(ctx, pod, c, img)
+	// The container runs with what it is allocated (a pending resize
+	// changes nothing yet).
+	allocated := w.resizes.alloc.Apply(pod)
+	spec, err := w.agent.containerSpec(ctx, allocated, c, img)
 	if err == nil {
 		spec.PIDNamespace, spec.PIDTarget, err = w.pidNamespaceFor(pod, c)
 	}
@@ -583,7 +586,7 @@ func (w *worker) start(ctx context.Context, pod *corev1.Pod, c *container, now t
 		err = w.agent.prepareAttempt(&spec, attempt)
 	}
 	if err == nil {
-		err = w.agent.cgroupFor(w.resizes.alloc.Apply(pod), c.spec, &spec)
+		err = w.agent.cgroupFor(allocated, c.spec, &spec)
 	}
 	if err == nil {
 		var m *runtime.Mount

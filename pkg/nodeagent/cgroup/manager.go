@@ -474,3 +474,33 @@ func (m *Manager) SetPodConfig(pod *corev1.Pod, rc *cm.ResourceConfig) error {
 func (m *Manager) PodMemoryUsage(pod *corev1.Pod) (int64, error) {
 	return m.cgroups.MemoryUsage(PodName(m.root, pod))
 }
+
+// Memory is what the container's processes use now, and their working
+// set as the kubelet (cAdvisor) counts it: that less the inactive file
+// cache, never below zero.
+func (c *Container) Memory() (usage, workingSet uint64, err error) {
+	mp, ok := c.m.memoryHierarchy()
+	if !ok {
+		return 0, 0, errors.New("no memory hierarchy")
+	}
+	dir := filepath.Join(mp, c.name.ToCgroupfs())
+	usageFile, inactiveKey := "memory.usage_in_bytes", "total_inactive_file"
+	if c.m.unified {
+		usageFile, inactiveKey = "memory.current", "inactive_file"
+	}
+	b, err := os.ReadFile(filepath.Join(dir, usageFile))
+	if err != nil {
+		return 0, 0, err
+	}
+	if usage, err = strconv.ParseUint(strings.TrimSpace(string(b)), 10, 64); err != nil {
+		return 0, 0, err
+	}
+	inactive, err := readKey(filepath.Join(dir, "memory.stat"), inactiveKey)
+	if err != nil {
+		return 0, 0, err
+	}
+	if inactive < usage {
+		workingSet = usage - inactive
+	}
+	return usage, workingSet, nil
+}

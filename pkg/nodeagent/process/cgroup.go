@@ -134,3 +134,19 @@ func (h *handle) MemoryUsage() (int64, error) {
 	}
 	return h.cg.c.MemoryUsage()
 }
+
+// Stats implements runtime.StatsReporter.
+func (h *handle) Stats() (runtime.ContainerStats, error) {
+	if h.cg == nil {
+		return runtime.ContainerStats{}, errors.New("the container has no cgroup")
+	}
+	cpu, err := h.cg.c.CPUUsage()
+	if err != nil {
+		return runtime.ContainerStats{}, err
+	}
+	usage, ws, err := h.cg.c.Memory()
+	if err != nil {
+		return runtime.ContainerStats{}, err
+	}
+	return runtime.ContainerStats{CPU: cpu, Memory: usage, WorkingSet: ws, StartedAt: h.started}, nil
+}

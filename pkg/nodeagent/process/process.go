@@ -338,7 +338,7 @@ func (r *Runtime) Start(ctx context.Context, spec runtime.Spec) (runtime.Handle,
 // directory is chosen. In host mode Spec.User is nil (the agent's user and
 // groups) or names the agent's user with the pod's supplemental groups.
 func sandboxConfig(spec runtime.Spec, isolate bool) sandbox.Config {
-	cfg := sandbox.Config{Isolate: isolate, Command: spec.Command, Env: spec.Env, WorkingDir: spec.WorkingDir, Hostname: spec.Hostname, TTY: spec.TTY, ReadOnlyRoot: spec.ReadOnlyRoot, NoNewPrivileges: spec.NoNewPrivileges,
+	cfg := sandbox.Config{Isolate: isolate, Command: spec.Command, Env: spec.Env, WorkingDir: spec.WorkingDir, Hostname: spec.Hostname, TTY: spec.TTY, ReadOnlyRoot: spec.ReadOnlyRoot, NoNewPrivileges: spec.NoNewPrivileges, OOMScoreAdj: spec.OOMScoreAdj,
 		Privileged: spec.Privileged, UnmaskedProc: spec.UnmaskedProc}
 	if !spec.Privileged {
 		// As containerd: its default set, with the container's additions
@@ -506,11 +506,12 @@ type handle struct {
 }
 
 var (
-	_ runtime.Handle       = (*handle)(nil)
-	_ runtime.Execer       = (*handle)(nil)
-	_ runtime.Attacher     = (*handle)(nil)
-	_ runtime.UserReporter = (*handle)(nil)
-	_ runtime.Resizer      = (*handle)(nil)
+	_ runtime.Handle        = (*handle)(nil)
+	_ runtime.Execer        = (*handle)(nil)
+	_ runtime.Attacher      = (*handle)(nil)
+	_ runtime.UserReporter  = (*handle)(nil)
+	_ runtime.Resizer       = (*handle)(nil)
+	_ runtime.StatsReporter = (*handle)(nil)
 )
 
 // User implements runtime.UserReporter: who the sandbox says the main

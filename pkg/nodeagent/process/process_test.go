@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"os/signal"
@@ -17,6 +18,7 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	"golang.org/x/sys/unix"
 	"k8s.io/utils/clock"
 	testingclock "k8s.io/utils/clock/testing"
 
@@ -708,4 +710,67 @@ func recorded(rt *Runtime) int {
 		}
 	}
 	return n
+}
+
+// canLowerOOMScore reports whether this process holds CAP_SYS_RESOURCE,
+// which lowering an oom_score_adj takes (root usually does; some
+// container sandboxes drop it).
+func canLowerOOMScore(t *testing.T) bool {
+	b, err := os.ReadFile("/proc/self/status")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, l := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(l, "CapEff:"); ok {
+			caps, err := strconv.ParseUint(strings.TrimSpace(v), 16, 64)
+			return err == nil && caps&(1<<unix.CAP_SYS_RESOURCE) != 0
+		}
+	}
+	return false
+}
+
+// TestOOMScoreAdj: the container's processes, main and exec'd, get the
+// oom_score_adj the agent asks for (the kubelet's, by QoS class); without
+// CAP_SYS_RESOURCE (a user) only a value above the agent's own can be set.
+func TestOOMScoreAdj(t *testing.T) {
+	rt := newRuntime(t, nil)
+	want := 1000 // above anyone's: always allowed
+	if canLowerOOMScore(t) {
+		want = -997 // a Guaranteed pod's
+	}
+	spec := childSpec(t, "")
+	spec.Command = []string{"sh", "-c", "cat /proc/self/oom_score_adj; sleep 30"}
+	spec.Env = []string{"PATH=/usr/bin:/bin"}
+	spec.OOMScoreAdj = &want
+	h := startAttempt(t, rt, spec)
+	got := ""
+	for i := 0; i < 100 && got == ""; i++ {
+		time.Sleep(20 * time.Millisecond)
+		got = strings.TrimSpace(readLog(t, spec.LogPath))
+	}
+	if got != strconv.Itoa(want) {
+		t.Errorf("main process's oom_score_adj %q, want %d", got, want)
+	}
+	ex, ok := h.(runtime.Execer)
+	if !ok {
+		t.Skip("the handle does not exec")
+	}
+	r, w, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	devNull, err := os.Open(os.DevNull)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = devNull.Close() }()
+	code, err := ex.Exec(context.Background(), runtime.ExecRequest{Command: []string{"/bin/cat", "/proc/self/oom_score_adj"}, Stdin: devNull, Stdout: w, Stderr: w})
+	_ = w.Close()
+	if err != nil || code != 0 {
+		t.Fatalf("exec: code %d, err %v", code, err)
+	}
+	b, _ := io.ReadAll(r)
+	if got := strings.TrimSpace(string(b)); got != strconv.Itoa(want) {
+		t.Errorf("exec'd command's oom_score_adj %q, want %d", got, want)
+	}
 }

@@ -70,6 +70,10 @@ type Spec struct {
 	// NoNewPrivileges runs the container's processes with no_new_privs
 	// (securityContext.allowPrivilegeEscalation: false).
 	NoNewPrivileges bool
+	// OOMScoreAdj is the oom_score_adj of the container's processes, as
+	// the kubelet computes it from the pod's QoS class; nil leaves the
+	// runtime's own.
+	OOMScoreAdj *int
 	// Privileged runs the container as a privileged one
 	// (securityContext.privileged): every capability, the host's devices,
 	// /proc without masked paths.
@@ -333,6 +337,27 @@ type Resizer interface {
 	UpdateResources(r *runtimeapi.LinuxContainerResources) error
 	// MemoryUsage is the memory the attempt's processes use now.
 	MemoryUsage() (int64, error)
+}
+
+// StatsReporter is implemented by handles that can tell what their
+// attempt uses, from its cgroup, for the kubelet's stats and resource
+// metrics endpoints.
+type StatsReporter interface {
+	// Stats is what the attempt has used so far; an error when it has no
+	// cgroup to read.
+	Stats() (ContainerStats, error)
+}
+
+// ContainerStats is what a container attempt uses.
+type ContainerStats struct {
+	// CPU is the CPU time its processes used, cumulative.
+	CPU time.Duration
+	// Memory is the memory they use now, and WorkingSet that memory less
+	// the inactive file cache the kernel can take back (the kubelet's
+	// working set, what eviction and `kubectl top` look at).
+	Memory, WorkingSet uint64
+	// StartedAt is when the attempt started.
+	StartedAt time.Time
 }
 
 // ReasonOOMKilled is the reason of a container one of whose processes the

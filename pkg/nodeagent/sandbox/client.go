@@ -8,6 +8,7 @@ import (
 	"net"
 	"os"
 	"os/exec"
+	"strconv"
 	"sync"
 	"syscall"
 	"time"
@@ -171,6 +172,7 @@ func Start(ctx context.Context, o StartOptions) (*Sandbox, error) {
 	}
 	s := &Sandbox{cmd: cmd, pid: cmd.Process.Pid, stateDir: o.Config.StateDir, ctrl: ctrl, done: make(chan struct{}), execs: map[uint64]chan message{}}
 	s.startTime = StartTime(cmd.Process.Pid)
+	setOOMScoreAdj(cmd.Process.Pid, o.Config.OOMScoreAdj)
 	first, err := s.handshake(ctx, cfgW, o.Config, deadline)
 	switch {
 	case ctx.Err() != nil && err != nil:
@@ -528,4 +530,18 @@ func extraFiles(peer, cfgR, join *os.File, cg *CgroupFiles, cfg *Config) []*os.F
 		}
 	}
 	return files
+}
+
+// setOOMScoreAdj writes the oom_score_adj of the sandbox of pid while it
+// waits for its config, so that every process it starts inherits it (the
+// init stage, the main process, exec'd commands), as runc sets a
+// container's. The sandbox itself may not lower it (a user namespace of
+// its own holds no CAP_SYS_RESOURCE that counts); the agent may as root.
+// Without the right (an agent that is not root asking for less than its
+// own) the sandbox keeps the agent's score.
+func setOOMScoreAdj(pid int, v *int) {
+	if v == nil {
+		return
+	}
+	_ = os.WriteFile(fmt.Sprintf("/proc/%d/oom_score_adj", pid), []byte(strconv.Itoa(*v)), 0)
 }

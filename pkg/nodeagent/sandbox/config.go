@@ -61,6 +61,10 @@ type Config struct {
 	// commands (allowPrivilegeEscalation: false): a setuid or file
 	// capability program gains nothing.
 	NoNewPrivileges bool `json:"noNewPrivileges,omitempty"`
+	// OOMScoreAdj is the oom_score_adj of the main process and exec'd
+	// commands; nil keeps the sandbox's. A value below the sandbox's needs
+	// CAP_SYS_RESOURCE: without it the sandbox's stays.
+	OOMScoreAdj *int `json:"oomScoreAdj,omitempty"`
 	// Capabilities are the capabilities the container's processes may
 	// hold, named as capabilities(7) names them ("CAP_CHOWN"): the bounding
 	// set of the main process and of every exec'd command, so that one
