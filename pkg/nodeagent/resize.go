@@ -41,13 +41,18 @@ type resizeState struct {
 	// retry is when a deferred resize or a failed actuation is tried
 	// again; zero when none waits.
 	retry time.Time
+	// restarting are the containers restarted for the resize that have
+	// not run again yet; waiting is set while a container to resize is
+	// starting or stopping.
+	restarting map[string]bool
+	waiting    bool
 }
 
 // restoreResize rebuilds the resize state of a pod the agent may have run
 // before (allocation.Restore), with the resize conditions its status
 // shows, as the kubelet's status manager backfills them.
 func restoreResize(pod *corev1.Pod) resizeState {
-	r := resizeState{alloc: allocation.Restore(pod), actuated: map[string]corev1.ResourceRequirements{}, decided: pod.Generation}
+	r := resizeState{alloc: allocation.Restore(pod), actuated: map[string]corev1.ResourceRequirements{}, decided: pod.Generation, restarting: map[string]bool{}}
 	for name, res := range r.alloc.Containers {
 		r.actuated[name] = res
 	}
@@ -170,58 +175,73 @@ func (w *worker) decideResize(ctx context.Context, pod *corev1.Pod, now time.Tim
 // actuateResize brings the running containers and the pod's cgroup to
 // the allocation, as the kubelet's runtime manager does: containers whose
 // resizePolicy asks for it are restarted; the others get their cgroups
-// written in place, the pod's cgroup widened first and narrowed last so
-// that it never holds less than its containers on the way. Once nothing
-// is left, the resize is complete.
+// written in place; the pod's cgroup is widened first and narrowed last
+// (once the restarted containers run again), so that it never holds less
+// than its containers on the way. The resize is complete once every
+// running container has its allocation.
 func (w *worker) actuateResize(ctx context.Context, pod *corev1.Pod, now time.Time) bool {
 	r := &w.resizes
 	logger := klog.FromContext(ctx)
 	allocated := r.alloc.Apply(pod)
 	var inPlace []*container
-	restarting, restarted := false, false
+	progress := false
 	for _, c := range append(append([]*container{}, w.inits...), w.containers...) {
-		want := r.alloc.Containers[c.spec.Name]
-		if c.handle == nil || c.state.Phase != lifecycle.PhaseRunning {
-			// Not running: its next attempt starts with its allocation.
-			if c.handle == nil {
-				r.actuated[c.spec.Name] = want
-			} else {
-				restarting = true
+		name := c.spec.Name
+		want := r.alloc.Containers[name]
+		if r.restarting[name] {
+			if c.state.Phase == lifecycle.PhaseExited {
+				// It will not run again (the pod finishes).
+				delete(r.restarting, name)
 			}
 			continue
 		}
-		if allocation.SameResources(r.actuated[c.spec.Name], want) {
+		if c.handle == nil {
+			// Not running: its next attempt starts with its allocation.
+			r.actuated[name] = want
 			continue
 		}
-		if allocation.NeedsRestart(c.spec, r.actuated[c.spec.Name], want) {
+		if allocation.SameResources(r.actuated[name], want) {
+			continue
+		}
+		if c.state.Phase != lifecycle.PhaseRunning {
+			// Starting or stopping: decided once it runs, or is gone.
+			r.waiting = true
+			continue
+		}
+		if allocation.NeedsRestart(c.spec, r.actuated[name], want) {
+			if err := w.widenPodCgroup(allocated); err != nil {
+				return w.resizeFailed(ctx, pod, allocated, now, err)
+			}
 			w.apply(ctx, pod, c, lifecycle.Event{Kind: lifecycle.EvResizeRestart, At: now, Grace: w.grace(pod)})
-			restarting, restarted = true, true
+			r.restarting[name] = true
+			progress = true
 			continue
 		}
 		inPlace = append(inPlace, c)
 	}
-	podChanged := !equalPodResources(r.actuatedPod, r.alloc.Pod)
-	if len(inPlace) > 0 || podChanged {
-		if err := w.resizeInPlace(allocated, inPlace); err != nil {
-			if r.inProgress.Reason != corev1.PodReasonError || r.inProgress.Message != err.Error() {
-				c := *r.inProgress
-				c.Reason, c.Message = corev1.PodReasonError, err.Error()
-				r.inProgress = &c
-				w.agent.event(pod, corev1.EventTypeWarning, events.ResizeError, events.PodResizeErrorMsg(logger, allocated, c.ObservedGeneration, err.Error()))
-			}
-			logger.V(2).Info("Pod resize not actuated", "pod", klog.KObj(pod), "err", err)
-			r.retry = now.Add(resizeRetry)
-			return true
+	if len(inPlace) > 0 {
+		if err := w.widenPodCgroup(allocated); err != nil {
+			return w.resizeFailed(ctx, pod, allocated, now, err)
+		}
+		if err := w.resizeInPlace(inPlace); err != nil {
+			return w.resizeFailed(ctx, pod, allocated, now, err)
 		}
 		for _, c := range inPlace {
 			r.actuated[c.spec.Name] = r.alloc.Containers[c.spec.Name]
 		}
-		r.actuatedPod = r.alloc.Pod.DeepCopy()
+		progress = true
 	}
-	if restarting {
-		// Done once the restarted containers run with their allocation.
+	if len(r.restarting) > 0 || r.waiting {
+		r.waiting = false
 		r.retry = time.Time{}
-		return restarted || len(inPlace) > 0 || podChanged
+		return progress
+	}
+	if err := w.narrowPodCgroup(allocated); err != nil {
+		return w.resizeFailed(ctx, pod, allocated, now, err)
+	}
+	r.actuatedPod = nil
+	if r.alloc.Pod != nil {
+		r.actuatedPod = r.alloc.Pod.DeepCopy()
 	}
 	gen := r.inProgress.ObservedGeneration
 	r.inProgress, r.retry = nil, time.Time{}
@@ -230,12 +250,80 @@ func (w *worker) actuateResize(ctx context.Context, pod *corev1.Pod, now time.Ti
 	return true
 }
 
-// resizeInPlace writes the allocation of the pod (allocated: the pod
-// with its allocated resources) into its cgroup and those of the running
-// containers in inPlace. Where the agent enforces no limits there is
-// nothing to write. A memory limit below what is used now is refused
-// before anything is written, with the kubelet's message.
-func (w *worker) resizeInPlace(allocated *corev1.Pod, inPlace []*container) error {
+// resizeStarted records that a container started with its allocation:
+// a restart a resize asked for is done.
+func (w *worker) resizeStarted(c *container) {
+	r := &w.resizes
+	r.actuated[c.spec.Name] = *c.spec.Resources.DeepCopy()
+	delete(r.restarting, c.spec.Name)
+}
+
+// resizeFailed records why the resize could not be actuated (the
+// PodResizeInProgress condition's reason Error, a ResizeError event) and
+// has it tried again.
+func (w *worker) resizeFailed(ctx context.Context, pod, allocated *corev1.Pod, now time.Time, err error) bool {
+	r := &w.resizes
+	logger := klog.FromContext(ctx)
+	logger.V(2).Info("Pod resize not actuated", "pod", klog.KObj(pod), "err", err)
+	r.retry = now.Add(resizeRetry)
+	if r.inProgress.Reason == corev1.PodReasonError && r.inProgress.Message == err.Error() {
+		return false
+	}
+	c := *r.inProgress
+	c.Reason, c.Message = corev1.PodReasonError, err.Error()
+	r.inProgress = &c
+	w.agent.event(pod, corev1.EventTypeWarning, events.ResizeError, events.PodResizeErrorMsg(logger, allocated, c.ObservedGeneration, err.Error()))
+	return true
+}
+
+// actualPod is the pod with the resources its containers and its cgroup
+// have now.
+func (w *worker) actualPod(allocated *corev1.Pod) *corev1.Pod {
+	r := &w.resizes
+	return allocation.Allocation{Containers: r.actuated, Pod: r.actuatedPod}.Apply(allocated)
+}
+
+// widenPodCgroup writes into the pod's cgroup the larger of what it has
+// and what it is allocated, before a container gets more; nothing where
+// limits are not enforced.
+func (w *worker) widenPodCgroup(allocated *corev1.Pod) error {
+	a := w.agent
+	if !a.enforcesLimits() {
+		return nil
+	}
+	old, want := a.cgroups.PodConfig(w.actualPod(allocated)), a.cgroups.PodConfig(allocated)
+	if err := a.cgroups.SetPodConfig(allocated, cgroup.Widest(old, want)); err != nil {
+		return fmt.Errorf("updating the pod's cgroup: %w", err)
+	}
+	return nil
+}
+
+// narrowPodCgroup writes the pod's allocation into its cgroup once its
+// containers have theirs, refusing, as the kubelet does, a memory limit
+// below what the pod uses now.
+func (w *worker) narrowPodCgroup(allocated *corev1.Pod) error {
+	a := w.agent
+	if !a.enforcesLimits() {
+		return nil
+	}
+	want := a.cgroups.PodConfig(allocated)
+	if want.Memory != nil && *want.Memory > 0 {
+		if used, err := a.cgroups.PodMemoryUsage(allocated); err == nil && used > *want.Memory {
+			return fmt.Errorf("attempting to set pod memory limit (%d) below current usage (%d)", *want.Memory, used)
+		}
+	}
+	if err := a.cgroups.SetPodConfig(allocated, want); err != nil {
+		return fmt.Errorf("updating the pod's cgroup: %w", err)
+	}
+	return nil
+}
+
+// resizeInPlace writes the allocation of the running containers in
+// inPlace into their cgroups (the pod's was widened). Where the agent
+// enforces no limits there is nothing to write. A memory limit below what
+// a container uses now is refused before anything is written, with the
+// kubelet's message.
+func (w *worker) resizeInPlace(inPlace []*container) error {
 	a := w.agent
 	if !a.enforcesLimits() {
 		return nil
@@ -257,31 +345,13 @@ func (w *worker) resizeInPlace(allocated *corev1.Pod, inPlace []*container) erro
 		}
 		updates = append(updates, update{h, c})
 	}
-	before := w.resizes.alloc
-	before.Containers = w.resizes.actuated
-	before.Pod = w.resizes.actuatedPod
-	oldConfig, newConfig := a.cgroups.PodConfig(before.Apply(allocated)), a.cgroups.PodConfig(allocated)
-	if newConfig.Memory != nil && *newConfig.Memory > 0 {
-		if used, err := a.cgroups.PodMemoryUsage(allocated); err == nil && used > *newConfig.Memory {
-			return fmt.Errorf("attempting to set pod memory limit (%d) below current usage (%d)", *newConfig.Memory, used)
-		}
-	}
-	if err := a.cgroups.SetPodConfig(allocated, cgroup.Widest(oldConfig, newConfig)); err != nil {
-		return fmt.Errorf("updating the pod's cgroup: %w", err)
-	}
 	var errs []error
 	for _, u := range updates {
 		if err := u.h.UpdateResources(cgroup.ContainerResources(u.c.spec, a.cgroups.Unified())); err != nil {
 			errs = append(errs, fmt.Errorf("updating the cgroup of container %q: %w", u.c.spec.Name, err))
 		}
 	}
-	if len(errs) > 0 {
-		return errors.Join(errs...)
-	}
-	if err := a.cgroups.SetPodConfig(allocated, newConfig); err != nil {
-		return fmt.Errorf("updating the pod's cgroup: %w", err)
-	}
-	return nil
+	return errors.Join(errs...)
 }
 
 // equalPodResources compares pod-level resources by value.

@@ -2,8 +2,10 @@ package nodeagent
 
 import (
 	"context"
+	"errors"
 	"strings"
 	"testing"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
@@ -147,4 +149,40 @@ func TestResizeRestartContainer(t *testing.T) {
 	if ev := ta.waitEvent(t, "Killing"); ev.Message != "Container main resize requires restart" {
 		t.Errorf("Killing event %q", ev.Message)
 	}
+}
+
+// TestResizeInProgressUntilTheRestartedContainerRuns: a resize whose
+// container must restart is not complete while the new attempt cannot
+// start (restartPolicy Always: it is tried again, backing off); it
+// completes once it runs.
+func TestResizeInProgressUntilTheRestartedContainerRuns(t *testing.T) {
+	pod := resizablePod(guaranteed("100m", "64Mi"),
+		corev1.ContainerResizePolicy{ResourceName: corev1.ResourceCPU, RestartPolicy: corev1.RestartContainer})
+	pod.Spec.RestartPolicy = corev1.RestartPolicyAlways
+	ta, rt := startAgentWithFake(t, pod)
+	rt.attempt(t, "main", 0)
+	ta.waitPod(t, "p", func(p *corev1.Pod) bool { return mainStatus(p).State.Running != nil })
+	rt.mu.Lock()
+	rt.failures["main"] = errors.New("no start for now")
+	rt.mu.Unlock()
+
+	want := guaranteed("200m", "64Mi")
+	gen := ta.resizePod(t, "p", want)
+	got := ta.waitPod(t, "p", func(p *corev1.Pod) bool {
+		return p.Status.ObservedGeneration == gen && mainStatus(p).State.Running == nil
+	})
+	if c := resizeCondition(got, corev1.PodResizeInProgress); c == nil || c.ObservedGeneration != gen {
+		t.Fatalf("PodResizeInProgress %+v while the restarted container cannot start", c)
+	}
+	if msgs := ta.eventMessages(t, "ResizeCompleted"); len(msgs) != 0 {
+		t.Errorf("ResizeCompleted before the restarted container ran: %q", msgs)
+	}
+	rt.mu.Lock()
+	delete(rt.failures, "main")
+	rt.mu.Unlock()
+	ta.stepUntil(t, 10*time.Second, func() bool {
+		p, err := ta.getPod("p")
+		return err == nil && resized(gen, want)(p) && mainStatus(p).State.Running != nil
+	})
+	ta.waitEvent(t, "ResizeCompleted")
 }

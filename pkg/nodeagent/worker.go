@@ -627,6 +627,7 @@ func (w *worker) start(ctx context.Context, pod *corev1.Pod, c *container, now t
 	id := runtimeContainerID(w.agent.runtime.Name(), pod.UID, c.spec.Name, attempt, h.PID())
 	probes, hooks := w.probesOf(pod, c, h), w.hooksOf(pod, c, h)
 	c.handle, c.user = h, userOf(h)
+	w.resizeStarted(c)
 	logger.V(2).Info("Container started", "pod", klog.KObj(pod), "container", c.spec.Name, "attempt", attempt, "pid", h.PID())
 	w.apply(ctx, pod, c, lifecycle.Event{Kind: lifecycle.EvStarted, At: now, ContainerID: id, Probes: probes, Hooks: hooks})
 	go func() {
