@@ -37,6 +37,7 @@ import (
 	"jobkeeper.dev/jobkeeper/pkg/nodeagent/runtime"
 	"jobkeeper.dev/jobkeeper/pkg/nodeagent/server"
 	"jobkeeper.dev/jobkeeper/pkg/nodeagent/simulated"
+	"jobkeeper.dev/jobkeeper/pkg/nodeagent/stats"
 	"jobkeeper.dev/jobkeeper/pkg/nodeagent/status"
 	"jobkeeper.dev/jobkeeper/pkg/nodeagent/volume"
 )
@@ -91,6 +92,8 @@ type Agent struct {
 	schedulerRecorder record.EventRecorder
 	// capacity is the node's capacity (and allocatable).
 	capacity corev1.ResourceList
+	// stats samples what the node and its containers use.
+	stats *stats.Collector
 	// listener is the log endpoint's listener, nil when not serving.
 	listener net.Listener
 
@@ -142,6 +145,7 @@ func New(client kubernetes.Interface, opts Options) (*Agent, error) {
 		nodeInfo:     hostInfo(),
 		euid:         os.Geteuid(),
 	}
+	a.stats = stats.NewCollector(a.statsSnapshot)
 	switch opts.Runtime {
 	case simulated.Name:
 		a.runtime = simulated.New(opts.Clock)
@@ -232,6 +236,8 @@ func (a *Agent) serverConfig() server.Config {
 		LogPath:                  a.logPath,
 		RuntimeName:              func() string { return a.runtime.Name() },
 		Container:                a.containerState,
+		Summary:                  a.summaryHandler(),
+		ResourceMetrics:          stats.ResourceMetricsHandler(a.stats),
 	}
 }
 
@@ -361,6 +367,7 @@ func (a *Agent) Run(ctx context.Context) error {
 	wg.Go(func() { a.binder.Run(ctx) })
 	wg.Go(func() { a.volumes.RefreshLoop(ctx, a.opts.SyncFrequency) })
 	wg.Go(func() { a.evictLoop(ctx) })
+	wg.Go(func() { a.statsLoop(ctx) })
 	if a.puller != nil {
 		wg.Go(func() { a.puller.CollectGarbage(ctx) })
 	}

@@ -104,16 +104,7 @@ func podContainerNames(pod *corev1.Pod) []string {
 
 // evictLoop checks local storage every EvictionInterval until ctx ends.
 func (a *Agent) evictLoop(ctx context.Context) {
-	t := a.clock.NewTicker(EvictionInterval)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C():
-			a.evictForLocalStorage(ctx)
-		}
-	}
+	every(ctx, a.clock, EvictionInterval, func() { a.evictForLocalStorage(ctx) })
 }
 
 // evictForLocalStorage evicts the running pods whose local storage exceeds

@@ -47,6 +47,9 @@ type Config struct {
 	// Container returns the state of a container of a pod the agent runs;
 	// false when the agent runs no such pod or has not seen the container.
 	Container func(uid types.UID, name string) (ContainerState, bool)
+	// Summary serves /stats/summary and ResourceMetrics /metrics/resource
+	// (the kubelet's); nil: not served.
+	Summary, ResourceMetrics http.Handler
 }
 
 // ContainerState is what the server needs of a container the agent runs.
@@ -112,12 +115,19 @@ func New(cfg Config) (*http.Server, net.Listener, error) {
 	return hs, tls.NewListener(ln, tlsConfig), nil
 }
 
-// logHandler serves /containerLogs/{namespace}/{pod}/{container}, /healthz
-// and the streaming endpoints (streaming.go).
+// logHandler serves /containerLogs/{namespace}/{pod}/{container}, /healthz,
+// the streaming endpoints (streaming.go) and the kubelet's /stats/summary
+// and /metrics/resource.
 func (srv *server) logHandler() http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("ok")) })
 	mux.HandleFunc("GET /containerLogs/{namespace}/{pod}/{container}", srv.serveContainerLogs)
+	if srv.cfg.Summary != nil {
+		mux.Handle("GET /stats/summary", srv.cfg.Summary)
+	}
+	if srv.cfg.ResourceMetrics != nil {
+		mux.Handle("GET /metrics/resource", srv.cfg.ResourceMetrics)
+	}
 	srv.addStreamingRoutes(mux)
 	return mux
 }

@@ -69,7 +69,12 @@ func (r *resourceCollector) CollectWithStability(ch chan<- metrics.Metric) {
 
 // ResourceMetricsHandler serves the kubelet's /metrics/resource from c.
 func ResourceMetricsHandler(c *Collector) http.Handler {
+	return metrics.HandlerFor(newRegistry(c), metrics.HandlerOpts{ErrorHandling: metrics.ContinueOnError})
+}
+
+// newRegistry is a registry of c's resource metrics alone.
+func newRegistry(c *Collector) metrics.KubeRegistry {
 	reg := metrics.NewKubeRegistry()
 	reg.CustomMustRegister(&resourceCollector{c: c})
-	return metrics.HandlerFor(reg, metrics.HandlerOpts{ErrorHandling: metrics.ContinueOnError})
+	return reg
 }
