@@ -119,7 +119,7 @@ func (a *Agent) cgroupFor(pod *corev1.Pod, c *corev1.Container, spec *runtime.Sp
 		a.podCgroupsMu.Unlock()
 	}
 	spec.CgroupParent = parent
-	spec.Resources = cgroup.ContainerResources(c, a.cgroups.Unified())
+	spec.Resources = cgroup.ContainerResources(pod, c, a.cgroups.Unified())
 	return nil
 }
 

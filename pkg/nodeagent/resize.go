@@ -8,6 +8,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 	"k8s.io/klog/v2"
 	"k8s.io/kubernetes/pkg/kubelet/events"
 
@@ -200,7 +201,10 @@ func (w *worker) actuateResize(ctx context.Context, pod *corev1.Pod, now time.Ti
 			r.actuated[name] = want
 			continue
 		}
-		if allocation.SameResources(r.actuated[name], want) {
+		// Compared as the cgroup has them: a change of the pod-level
+		// limits changes a container that sets none of its own.
+		have, will := allocation.Effective(r.actuatedPod, r.actuated[name]), allocation.Effective(r.alloc.Pod, want)
+		if allocation.SameResources(have, will) {
 			continue
 		}
 		if c.state.Phase != lifecycle.PhaseRunning {
@@ -208,7 +212,7 @@ func (w *worker) actuateResize(ctx context.Context, pod *corev1.Pod, now time.Ti
 			r.waiting = true
 			continue
 		}
-		if allocation.NeedsRestart(c.spec, r.actuated[name], want) {
+		if allocation.NeedsRestart(c.spec, have, will) {
 			if err := w.widenPodCgroup(allocated); err != nil {
 				return w.resizeFailed(ctx, pod, allocated, now, err)
 			}
@@ -223,11 +227,16 @@ func (w *worker) actuateResize(ctx context.Context, pod *corev1.Pod, now time.Ti
 		if err := w.widenPodCgroup(allocated); err != nil {
 			return w.resizeFailed(ctx, pod, allocated, now, err)
 		}
-		if err := w.resizeInPlace(inPlace); err != nil {
+		if err := w.resizeInPlace(allocated, inPlace); err != nil {
 			return w.resizeFailed(ctx, pod, allocated, now, err)
 		}
 		for _, c := range inPlace {
 			r.actuated[c.spec.Name] = r.alloc.Containers[c.spec.Name]
+		}
+		// What they inherit is the allocation's now.
+		r.actuatedPod = nil
+		if r.alloc.Pod != nil {
+			r.actuatedPod = r.alloc.Pod.DeepCopy()
 		}
 		progress = true
 	}
@@ -323,14 +332,15 @@ func (w *worker) narrowPodCgroup(allocated *corev1.Pod) error {
 // enforces no limits there is nothing to write. A memory limit below what
 // a container uses now is refused before anything is written, with the
 // kubelet's message.
-func (w *worker) resizeInPlace(inPlace []*container) error {
+func (w *worker) resizeInPlace(allocated *corev1.Pod, inPlace []*container) error {
 	a := w.agent
 	if !a.enforcesLimits() {
 		return nil
 	}
 	type update struct {
-		h runtime.Resizer
-		c *container
+		h    runtime.Resizer
+		name string
+		r    *runtimeapi.LinuxContainerResources
 	}
 	var updates []update
 	for _, c := range inPlace {
@@ -338,17 +348,18 @@ func (w *worker) resizeInPlace(inPlace []*container) error {
 		if !ok || !h.Resizable() {
 			continue
 		}
-		if lim, ok := c.spec.Resources.Limits[corev1.ResourceMemory]; ok {
-			if used, err := h.MemoryUsage(); err == nil && used > lim.Value() {
-				return fmt.Errorf("attempting to set container %q memory limit (%d) below current usage (%d)", c.spec.Name, lim.Value(), used)
+		r := cgroup.ContainerResources(allocated, c.spec, a.cgroups.Unified())
+		if lim := r.MemoryLimitInBytes; lim > 0 {
+			if used, err := h.MemoryUsage(); err == nil && used > lim {
+				return fmt.Errorf("attempting to set container %q memory limit (%d) below current usage (%d)", c.spec.Name, lim, used)
 			}
 		}
-		updates = append(updates, update{h, c})
+		updates = append(updates, update{h, c.spec.Name, r})
 	}
 	var errs []error
 	for _, u := range updates {
-		if err := u.h.UpdateResources(cgroup.ContainerResources(u.c.spec, a.cgroups.Unified())); err != nil {
-			errs = append(errs, fmt.Errorf("updating the cgroup of container %q: %w", u.c.spec.Name, err))
+		if err := u.h.UpdateResources(u.r); err != nil {
+			errs = append(errs, fmt.Errorf("updating the cgroup of container %q: %w", u.name, err))
 		}
 	}
 	return errors.Join(errs...)

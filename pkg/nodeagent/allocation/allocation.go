@@ -198,3 +198,24 @@ func sameValue(a, b corev1.ResourceList, name corev1.ResourceName) bool {
 	qb, okb := b[name]
 	return oka == okb && qa.Cmp(qb) == 0
 }
+
+// Effective are a container's resources as its cgroup gets them: a CPU or
+// memory limit it does not set is the pod's (pod-level resources).
+func Effective(podLevel *corev1.ResourceRequirements, c corev1.ResourceRequirements) corev1.ResourceRequirements {
+	if podLevel == nil {
+		return c
+	}
+	out := *c.DeepCopy()
+	for _, name := range []corev1.ResourceName{corev1.ResourceCPU, corev1.ResourceMemory} {
+		if q, ok := out.Limits[name]; ok && !q.IsZero() {
+			continue
+		}
+		if q, ok := podLevel.Limits[name]; ok {
+			if out.Limits == nil {
+				out.Limits = corev1.ResourceList{}
+			}
+			out.Limits[name] = q.DeepCopy()
+		}
+	}
+	return out
+}

@@ -4,6 +4,7 @@ import (
 	"fmt"
 
 	corev1 "k8s.io/api/core/v1"
+	resourcehelper "k8s.io/component-helpers/resource"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 	v1qos "k8s.io/kubernetes/pkg/apis/core/v1/helper/qos"
 	"k8s.io/kubernetes/pkg/kubelet/cm"
@@ -56,14 +57,25 @@ func PodResources(pod *corev1.Pod) *cm.ResourceConfig {
 }
 
 // ContainerResources is what the kubelet asks its runtime to write into
-// a container's cgroup, in CRI's terms: the memory limit (and no swap
-// beyond it), CPU shares from the request (or the limit when only that is
-// set), the CFS quota from the CPU limit over the default period, and, on
-// cgroup v2 (unified), an OOM kill of the whole container rather than of
-// one of its processes, as the kubelet asks by default there.
-func ContainerResources(c *corev1.Container, unified bool) *runtimeapi.LinuxContainerResources {
+// the cgroup of container c of pod, in CRI's terms: the memory limit (and
+// no swap beyond it), CPU shares from the request (or the limit when only
+// that is set), the CFS quota from the CPU limit over the default period,
+// and, on cgroup v2 (unified), an OOM kill of the whole container rather
+// than of one of its processes, as the kubelet asks by default there. A
+// limit the container does not set is the pod's (pod-level resources),
+// where the pod sets one. pod may be nil (no pod-level resources).
+func ContainerResources(pod *corev1.Pod, c *corev1.Container, unified bool) *runtimeapi.LinuxContainerResources {
 	req, hasReq := c.Resources.Requests[corev1.ResourceCPU]
 	lim, hasLim := c.Resources.Limits[corev1.ResourceCPU]
+	memLimit, hasMemLimit := c.Resources.Limits[corev1.ResourceMemory]
+	if pod != nil && resourcehelper.IsPodLevelResourcesSet(pod) {
+		if lim.IsZero() {
+			lim, hasLim = pod.Spec.Resources.Limits[corev1.ResourceCPU]
+		}
+		if memLimit.IsZero() {
+			memLimit, hasMemLimit = pod.Spec.Resources.Limits[corev1.ResourceMemory]
+		}
+	}
 	r := &runtimeapi.LinuxContainerResources{CpuPeriod: int64(cm.QuotaPeriod)}
 	if !hasReq && hasLim {
 		r.CpuShares = int64(cm.MilliCPUToShares(lim.MilliValue()))
@@ -71,8 +83,8 @@ func ContainerResources(c *corev1.Container, unified bool) *runtimeapi.LinuxCont
 		r.CpuShares = int64(cm.MilliCPUToShares(req.MilliValue()))
 	}
 	r.CpuQuota = cm.MilliCPUToQuota(lim.MilliValue(), r.CpuPeriod)
-	if m, ok := c.Resources.Limits[corev1.ResourceMemory]; ok && !m.IsZero() {
-		r.MemoryLimitInBytes = m.Value()
+	if hasMemLimit && !memLimit.IsZero() {
+		r.MemoryLimitInBytes = memLimit.Value()
 		r.MemorySwapLimitInBytes = r.MemoryLimitInBytes
 	}
 	if unified {

@@ -67,7 +67,7 @@ func TestContainerResources(t *testing.T) {
 	} {
 		t.Run(name, func(t *testing.T) {
 			c := &corev1.Container{Resources: corev1.ResourceRequirements{Requests: tc.requests, Limits: tc.limits}}
-			if diff := cmp.Diff(tc.want, ContainerResources(c, tc.unified), protocmp.Transform()); diff != "" {
+			if diff := cmp.Diff(tc.want, ContainerResources(nil, c, tc.unified), protocmp.Transform()); diff != "" {
 				t.Errorf("ContainerResources (-want +got):\n%s", diff)
 			}
 		})

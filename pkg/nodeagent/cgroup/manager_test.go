@@ -69,7 +69,7 @@ func TestOOMKillCounted(t *testing.T) {
 	if got, want := podName.ToCgroupfs(), m.Root()+"/kubepods/burstable/pod1234-abcd"; got != want {
 		t.Errorf("pod cgroup %s, want %s", got, want)
 	}
-	c, err := m.CreateContainer(podName.ToCgroupfs(), ContainerLeaf("main", 0), ContainerResources(&pod.Spec.Containers[0], m.Unified()))
+	c, err := m.CreateContainer(podName.ToCgroupfs(), ContainerLeaf("main", 0), ContainerResources(pod, &pod.Spec.Containers[0], m.Unified()))
 	if err != nil {
 		t.Fatal(err)
 	}

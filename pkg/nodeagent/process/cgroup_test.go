@@ -78,7 +78,7 @@ func cgroupRuntimeAndPod(t *testing.T, mode string, limits corev1.ResourceList) 
 		t.Fatal(err)
 	}
 	spec := childSpec(t, mode)
-	spec.CgroupParent, spec.Resources = name.ToCgroupfs(), cgroup.ContainerResources(&c, m.Unified())
+	spec.CgroupParent, spec.Resources = name.ToCgroupfs(), cgroup.ContainerResources(nil, &c, m.Unified())
 	return rt, spec, m, pod
 }
 
@@ -241,7 +241,7 @@ func BenchmarkStartWithCgroups(b *testing.B) {
 					if err != nil {
 						b.Fatal(err)
 					}
-					spec.CgroupParent, spec.Resources = name.ToCgroupfs(), cgroup.ContainerResources(&c, m.Unified())
+					spec.CgroupParent, spec.Resources = name.ToCgroupfs(), cgroup.ContainerResources(nil, &c, m.Unified())
 				}
 				h, err := rt.Start(context.Background(), spec)
 				if err != nil {
@@ -296,13 +296,13 @@ func TestUpdateResources(t *testing.T) {
 	if err := m.SetPodConfig(pod, m.PodConfig(lifted)); err != nil {
 		t.Fatal(err)
 	}
-	if err := r.UpdateResources(cgroup.ContainerResources(&bigger, m.Unified())); err != nil {
+	if err := r.UpdateResources(cgroup.ContainerResources(nil, &bigger, m.Unified())); err != nil {
 		t.Fatal(err)
 	}
 	if got, q := memory(), quota(); got != "134217728" || !strings.HasPrefix(q, "30000") {
 		t.Errorf("after raising: memory limit %s, cpu quota %s; want 134217728 and 30000", got, q)
 	}
-	if err := r.UpdateResources(cgroup.ContainerResources(&corev1.Container{}, m.Unified())); err != nil {
+	if err := r.UpdateResources(cgroup.ContainerResources(nil, &corev1.Container{}, m.Unified())); err != nil {
 		t.Fatal(err)
 	}
 	if got, q := memory(), quota(); got == "134217728" || !(strings.HasPrefix(q, "max") || q == "-1") {
