@@ -17,8 +17,16 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
+	utilversion "k8s.io/apimachinery/pkg/util/version"
 	"k8s.io/apimachinery/pkg/util/wait"
+	utilfeature "k8s.io/apiserver/pkg/util/feature"
+	"k8s.io/component-base/featuregate"
+	"k8s.io/component-helpers/nodedeclaredfeatures"
+	"k8s.io/component-helpers/nodedeclaredfeatures/features/inplacepodresize"
+	// The kube features the declared features are discovered from.
+	ndftypes "k8s.io/component-helpers/nodedeclaredfeatures/types"
 	"k8s.io/klog/v2"
+	_ "k8s.io/kubernetes/pkg/features"
 	"k8s.io/utils/ptr"
 
 	"jobkeeper.dev/jobkeeper/pkg/nodeagent/binder"
@@ -167,8 +175,38 @@ func nodeStatus(name string, capacity corev1.ResourceList, info corev1.NodeSyste
 		DaemonEndpoints: corev1.NodeDaemonEndpoints{KubeletEndpoint: corev1.DaemonEndpoint{Port: int32(port)}},
 		NodeInfo:        info,
 		// As a v1.36 kubelet on a runtime that honours the policy.
-		Features: &corev1.NodeFeatures{SupplementalGroupsPolicy: ptr.To(true)},
+		Features:         &corev1.NodeFeatures{SupplementalGroupsPolicy: ptr.To(true)},
+		DeclaredFeatures: declaredFeatures(),
 	}
+}
+
+// declaredFeatures are the node's declared features (NodeDeclaredFeatures,
+// beta and on in v1.36), by which the apiserver and the scheduler tell
+// what a node can do: the kubelet's discovery (component-helpers'
+// nodedeclaredfeatures, with the default feature gates) over the features
+// the agent has: in-place resize of pod-level resources and of init
+// containers. Those it lacks (RestartAllContainers, user namespaces with
+// the host's network, websockets to the kubelet) are not declared, so
+// pods that need them are refused at the apiserver or the scheduler, not
+// run without them.
+func declaredFeatures() []string {
+	fw := nodedeclaredfeatures.New([]ndftypes.Feature{
+		inplacepodresize.PodLevelResourcesResizeFeature,
+		inplacepodresize.NonSidecarInitContainerResizeFeature,
+	})
+	return fw.DiscoverNodeFeatures(&nodedeclaredfeatures.NodeConfiguration{
+		FeatureGates: defaultGates{},
+		Version:      utilversion.MustParseSemantic(strings.TrimSuffix(KubeletVersion, "-jobkeeper")),
+	})
+}
+
+// defaultGates are Kubernetes' default feature gates, as the discovery
+// reads them.
+type defaultGates struct{}
+
+// Enabled implements nodedeclaredfeatures' FeatureGate.
+func (defaultGates) Enabled(key string) bool {
+	return utilfeature.DefaultFeatureGate.Enabled(featuregate.Feature(key))
 }
 
 // registerNode creates the Node, or takes over an existing one, and writes
