@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net/url"
 	"os"
 	"path/filepath"
 	"slices"
@@ -13,6 +14,7 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/rest"
 	"k8s.io/klog/v2"
 
@@ -32,6 +34,9 @@ type upOptions struct {
 	// shutdownGrace is added to shutdownTimeout: the time the node agent
 	// gives running pods on a clean stop.
 	shutdownGrace time.Duration
+	// localServices are aggregated APIs served in this process
+	// (controlplane.Config.LocalServices).
+	localServices map[types.NamespacedName]*url.URL
 }
 
 // upComponent starts something that runs beside the control plane (the node
@@ -123,6 +128,17 @@ backups kept.`,
 			}
 			up.shutdownGrace = node.shutdownGrace()
 			bootstrap := []bootstrapFunc{installCRDs, installRefusals}
+			if node.enabled {
+				// The resource metrics API (kubectl top) from the node
+				// agent's samples.
+				m, err := newMetricsAPI()
+				if err != nil {
+					return err
+				}
+				defer func() { _ = m.ln.Close() }()
+				node.metrics, up.localServices = m, m.localServices()
+				bootstrap = append(bootstrap, m.register)
+			}
 			return runUp(cmd.OutOrStdout(), up, opts, bootstrap, []upComponent{runLocalControllers, node.volumesComponent(), node.component(cmd.OutOrStdout())})
 		},
 	}
@@ -237,6 +253,7 @@ func runUp(out io.Writer, up *upOptions, opts *manager.Options, bootstrap []boot
 		Port:          up.port,
 		KubeconfigOut: up.kubeconfigOut,
 		Bootstrap:     bootstrap,
+		LocalServices: up.localServices,
 		// runLocalControllers runs the serviceaccount controller and the
 		// root CA publisher, and the node agent mounts the token volume.
 		ServiceAccountAdmission: true,

@@ -44,6 +44,9 @@ func installCRDs(ctx context.Context, admin *rest.Config) error {
 type nodeAgentFlags struct {
 	// enabled runs the node agent at all.
 	enabled bool
+	// metrics is the resource metrics API served from the agent's
+	// samples; nil when none.
+	metrics *metricsAPI
 	// opts are the agent's options; certificate and data paths are filled in
 	// from the control plane.
 	opts nodeagent.Options
@@ -158,6 +161,11 @@ func (f *nodeAgentFlags) component(out io.Writer) upComponent {
 		agent, err := nodeagent.New(client, opts)
 		if err != nil {
 			return nil, fmt.Errorf("node agent: %w", err)
+		}
+		if f.metrics != nil {
+			if err := f.metrics.start(ctx, cp, agent); err != nil {
+				return nil, fmt.Errorf("resource metrics API: %w", err)
+			}
 		}
 		done := make(chan struct{})
 		go func() {

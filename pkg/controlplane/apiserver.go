@@ -4,14 +4,17 @@ import (
 	"context"
 	"fmt"
 	"net"
+	"net/url"
 	"runtime/debug"
 	"strings"
 	"time"
 
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/errors"
 	apimachineryversion "k8s.io/apimachinery/pkg/version"
 	genericapiserver "k8s.io/apiserver/pkg/server"
 	basecompatibility "k8s.io/component-base/compatibility"
+	aggregatorapiserver "k8s.io/kube-aggregator/pkg/apiserver"
 	"k8s.io/kubernetes/cmd/kube-apiserver/app"
 	"k8s.io/kubernetes/cmd/kube-apiserver/app/options"
 	"k8s.io/kubernetes/pkg/controlplane/reconcilers"
@@ -67,6 +70,25 @@ type apiserverConfig struct {
 	// serviceAccounts turns on the ServiceAccount admission plugin
 	// (Config.ServiceAccountAdmission).
 	serviceAccounts bool
+	// localServices are the Services served in this process
+	// (Config.LocalServices).
+	localServices map[types.NamespacedName]*url.URL
+}
+
+// localServices resolves the Services of aggregated APIs served in this
+// process to where they listen (nothing routes a Service's ClusterIP
+// here), and every other Service as the aggregator would.
+type localServices struct {
+	next aggregatorapiserver.ServiceResolver
+	urls map[types.NamespacedName]*url.URL
+}
+
+// ResolveEndpoint implements the aggregator's ServiceResolver.
+func (l localServices) ResolveEndpoint(namespace, name string, port int32) (*url.URL, error) {
+	if u, ok := l.urls[types.NamespacedName{Namespace: namespace, Name: name}]; ok {
+		return u, nil
+	}
+	return l.next.ResolveEndpoint(namespace, name, port)
 }
 
 // startAPIServer builds kube-apiserver from its own options structs, the way
@@ -83,6 +105,19 @@ func startAPIServer(ctx context.Context, c apiserverConfig) (<-chan error, error
 	s.SecureServing.ServerCert.CertKey.KeyFile = c.pki.ServingKey()
 	s.Authentication.ClientCert.ClientCA = c.pki.CACert()
 	s.Authentication.Anonymous.Allow = false
+	// The aggregator's front proxy, as kubeadm sets it up: it presents the
+	// front-proxy-client certificate to aggregated API servers (the
+	// resource metrics API), which take the user from its X-Remote-*
+	// headers only (they read this from kube-system's
+	// extension-apiserver-authentication ConfigMap).
+	s.Authentication.RequestHeader.ClientCAFile = c.pki.FrontProxyCACert()
+	s.Authentication.RequestHeader.AllowedNames = []string{FrontProxyClientCommonName}
+	s.Authentication.RequestHeader.UsernameHeaders = []string{"X-Remote-User"}
+	s.Authentication.RequestHeader.UIDHeaders = []string{"X-Remote-Uid"}
+	s.Authentication.RequestHeader.GroupHeaders = []string{"X-Remote-Group"}
+	s.Authentication.RequestHeader.ExtraHeaderPrefixes = []string{"X-Remote-Extra-"}
+	s.ProxyClientCertFile = c.pki.FrontProxyClientCert()
+	s.ProxyClientKeyFile = c.pki.FrontProxyClientKey()
 	s.Authorization.Modes = c.authorizationModes
 
 	// Without the controllers that create every namespace's default
@@ -150,6 +185,9 @@ func startAPIServer(ctx context.Context, c apiserverConfig) (<-chan error, error
 		return nil, fmt.Errorf("configuring kube-apiserver: %w", err)
 	}
 	overrideVersion(cfg)
+	if len(c.localServices) > 0 {
+		cfg.Aggregator.ExtraConfig.ServiceResolver = localServices{next: cfg.Aggregator.ExtraConfig.ServiceResolver, urls: c.localServices}
+	}
 	done, err := cfg.Complete()
 	if err != nil {
 		return nil, fmt.Errorf("completing kube-apiserver config: %w", err)

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"net/url"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -15,6 +16,7 @@ import (
 
 	"go.etcd.io/etcd/server/v3/embed"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/klog/v2"
@@ -58,6 +60,10 @@ type Config struct {
 	// both are done. They get an admin client configuration; an error fails
 	// Start.
 	Bootstrap []func(ctx context.Context, admin *rest.Config) error
+	// LocalServices are Services of aggregated APIs served in this process
+	// (the resource metrics API), and where: the aggregator proxies to
+	// them there.
+	LocalServices map[types.NamespacedName]*url.URL
 }
 
 // bootstrapChecks are the apiserver's readiness checks that only wait for its
@@ -212,6 +218,7 @@ func Start(ctx context.Context, cfg Config) (_ *ControlPlane, err error) {
 		pki:                cp.pki,
 		authorizationModes: cfg.AuthorizationModes,
 		serviceAccounts:    cfg.ServiceAccountAdmission,
+		localServices:      cfg.LocalServices,
 	})
 	if err != nil {
 		listener.Close()

@@ -50,6 +50,29 @@ func (p PKI) NodeServingCert() string   { return filepath.Join(p.Dir, "node-serv
 func (p PKI) NodeServingKey() string    { return filepath.Join(p.Dir, "node-serving.key") }
 func (p PKI) ServiceAccountKey() string { return filepath.Join(p.Dir, "service-account.key") }
 
+// The front proxy's CA and the client certificate the aggregator
+// presents to aggregated API servers (the kubeadm layout's
+// front-proxy-ca and front-proxy-client), and the serving certificate of
+// the resource metrics API (valid for its Service, MetricsServiceHost).
+func (p PKI) FrontProxyCACert() string     { return filepath.Join(p.Dir, "front-proxy-ca.crt") }
+func (p PKI) FrontProxyCAKey() string      { return filepath.Join(p.Dir, "front-proxy-ca.key") }
+func (p PKI) FrontProxyClientCert() string { return filepath.Join(p.Dir, "front-proxy-client.crt") }
+func (p PKI) FrontProxyClientKey() string  { return filepath.Join(p.Dir, "front-proxy-client.key") }
+func (p PKI) MetricsServingCert() string   { return filepath.Join(p.Dir, "metrics-serving.crt") }
+func (p PKI) MetricsServingKey() string    { return filepath.Join(p.Dir, "metrics-serving.key") }
+
+// FrontProxyClientCommonName is the aggregator's identity at the
+// aggregated API servers, the only one they take X-Remote-* headers from.
+const FrontProxyClientCommonName = "front-proxy-client"
+
+// The Service the resource metrics API is registered behind, and the
+// host name its serving certificate is for (the aggregator checks it).
+const (
+	MetricsServiceNamespace = "kube-system"
+	MetricsServiceName      = "jobkeeper-metrics"
+	MetricsServiceHost      = MetricsServiceName + "." + MetricsServiceNamespace + ".svc"
+)
+
 // leaf describes one certificate to issue.
 type leaf struct {
 	cert, key string
@@ -67,7 +90,11 @@ func (p PKI) Ensure(serviceIP net.IP) error {
 	if err := os.MkdirAll(p.Dir, 0o700); err != nil {
 		return fmt.Errorf("creating PKI directory: %w", err)
 	}
-	caCert, caKey, err := p.ensureCA()
+	caCert, caKey, err := p.ensureCA(p.CACert(), p.CAKey(), "jobkeeper-ca")
+	if err != nil {
+		return err
+	}
+	proxyCACert, proxyCAKey, err := p.ensureCA(p.FrontProxyCACert(), p.FrontProxyCAKey(), "jobkeeper-front-proxy-ca")
 	if err != nil {
 		return err
 	}
@@ -98,11 +125,28 @@ func (p PKI) Ensure(serviceIP net.IP) error {
 			ips:      loopback,
 		},
 	}
+	leaves = append(leaves, leaf{
+		cert: p.MetricsServingCert(), key: p.MetricsServingKey(),
+		subject:  pkix.Name{CommonName: MetricsServiceHost},
+		usage:    x509.ExtKeyUsageServerAuth,
+		dnsNames: []string{MetricsServiceHost, "localhost"},
+		ips:      loopback,
+	})
 	for _, l := range leaves {
 		if fileExists(l.cert) && fileExists(l.key) {
 			continue
 		}
 		if err := issueLeaf(l, caCert, caKey); err != nil {
+			return err
+		}
+	}
+	proxyClient := leaf{
+		cert: p.FrontProxyClientCert(), key: p.FrontProxyClientKey(),
+		subject: pkix.Name{CommonName: FrontProxyClientCommonName},
+		usage:   x509.ExtKeyUsageClientAuth,
+	}
+	if !fileExists(proxyClient.cert) || !fileExists(proxyClient.key) {
+		if err := issueLeaf(proxyClient, proxyCACert, proxyCAKey); err != nil {
 			return err
 		}
 	}
@@ -118,13 +162,15 @@ func (p PKI) Ensure(serviceIP net.IP) error {
 	return nil
 }
 
-func (p PKI) ensureCA() (*x509.Certificate, crypto.Signer, error) {
-	if fileExists(p.CACert()) && fileExists(p.CAKey()) {
-		cert, err := ReadCertificate(p.CACert())
+// ensureCA reads the CA at certPath and keyPath, or creates it, named
+// commonName.
+func (p PKI) ensureCA(certPath, keyPath, commonName string) (*x509.Certificate, crypto.Signer, error) {
+	if fileExists(certPath) && fileExists(keyPath) {
+		cert, err := ReadCertificate(certPath)
 		if err != nil {
 			return nil, nil, err
 		}
-		key, err := readKey(p.CAKey())
+		key, err := readKey(keyPath)
 		if err != nil {
 			return nil, nil, err
 		}
@@ -137,7 +183,7 @@ func (p PKI) ensureCA() (*x509.Certificate, crypto.Signer, error) {
 	now := time.Now()
 	tmpl := &x509.Certificate{
 		SerialNumber:          newSerial(),
-		Subject:               pkix.Name{CommonName: "jobkeeper-ca"},
+		Subject:               pkix.Name{CommonName: commonName},
 		NotBefore:             now.Add(-time.Hour),
 		NotAfter:              now.Add(caValidity),
 		KeyUsage:              x509.KeyUsageCertSign | x509.KeyUsageDigitalSignature | x509.KeyUsageCRLSign,
@@ -154,10 +200,10 @@ func (p PKI) ensureCA() (*x509.Certificate, crypto.Signer, error) {
 	}
 	// The key goes first: a CA certificate without its key would be useless
 	// and Ensure would keep it forever.
-	if err := writeKey(p.CAKey(), key); err != nil {
+	if err := writeKey(keyPath, key); err != nil {
 		return nil, nil, err
 	}
-	if err := writeFileAtomic(p.CACert(), pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), 0o644); err != nil {
+	if err := writeFileAtomic(certPath, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), 0o644); err != nil {
 		return nil, nil, err
 	}
 	return cert, key, nil

@@ -3,8 +3,8 @@ package nodeagent
 import (
 	"context"
 	"fmt"
-	"sync"
 	"slices"
+	"sync"
 	"testing"
 	"time"
 

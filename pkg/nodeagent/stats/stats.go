@@ -95,6 +95,16 @@ type Collector struct {
 	// of the node.
 	prev     map[key]sample
 	prevNode *sample
+	// notify are called with each snapshot.
+	notify []func(Snapshot)
+}
+
+// OnCollect has f called with each snapshot taken from now on (the
+// resource metrics API stores them).
+func (c *Collector) OnCollect(f func(Snapshot)) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.notify = append(c.notify, f)
 }
 
 // NewCollector returns a collector whose snapshots take takes.
@@ -106,7 +116,13 @@ func NewCollector(take func() Snapshot) *Collector {
 func (c *Collector) Collect() {
 	s := c.take()
 	c.mu.Lock()
-	defer c.mu.Unlock()
+	notify := c.notify
+	defer func() {
+		c.mu.Unlock()
+		for _, f := range notify {
+			f(s)
+		}
+	}()
 	if c.last != nil {
 		prev := map[key]sample{}
 		for _, p := range c.last.Pods {
