@@ -14,6 +14,7 @@ import (
 	"github.com/spf13/pflag"
 	corev1 "k8s.io/api/core/v1"
 	apiextensionsclientset "k8s.io/apiextensions-apiserver/pkg/client/clientset/clientset"
+	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/klog/v2"
@@ -52,6 +53,8 @@ type nodeAgentFlags struct {
 	opts nodeagent.Options
 	// extended are --extended-resource's NAME=COUNT pairs.
 	extended map[string]int64
+	// reserved are --system-reserved's NAME=QUANTITY pairs.
+	reserved map[string]string
 }
 
 func (f *nodeAgentFlags) addFlags(fs *pflag.FlagSet) {
@@ -65,6 +68,7 @@ func (f *nodeAgentFlags) addFlags(fs *pflag.FlagSet) {
 	fs.DurationVar(&f.opts.ShutdownGracePeriod, "shutdown-grace-period", nodeagent.DefaultShutdownGracePeriod, "On a clean stop (Ctrl-C, SIGTERM) the node shuts down gracefully, as a kubelet's graceful node shutdown: every running pod gets the DisruptionTarget condition and is stopped with its grace period capped to this, then ends Failed.")
 	fs.BoolVar(&f.opts.KeepRunningOnStop, "keep-running-on-stop", false, "On a clean stop, leave running containers alone, as a kubelet restart does: the next \"jobkeeper up\" on the same --data-dir takes them over (and a container that no agent takes over within 5 minutes is stopped). Without it a stop is a graceful node shutdown (--shutdown-grace-period).")
 	fs.StringVar(&f.opts.Isolation, "pod-isolation", process.IsolationAuto, "Filesystem isolation of the process runtime: \"auto\" gives each container a private copy-on-write view of this host where the machine allows it (root, or user and mount namespaces), with volumes mounted in it; \"off\" never does, and pods with volumes are then refused.")
+	fs.StringToStringVar(&f.reserved, "system-reserved", nil, "Resources kept for this machine's own processes, taken from the node's capacity to make its allocatable (the kubelet's --system-reserved): cpu, memory and ephemeral-storage, as cpu=500m,memory=1Gi. Pods are scheduled, and resized, against what is left.")
 	fs.StringToInt64Var(&f.extended, "extended-resource", nil, "An extended resource the local Node advertises, as NAME=COUNT (example.com/gpu=1; repeat or separate with commas): pods requesting it are scheduled while the count lasts, others stay Pending with the scheduler's \"Insufficient\" message. Nothing is attached to the container for it.")
 	fs.Int64Var(&f.opts.PodMaxPids, "pod-max-pids", -1, "The most processes a pod may have (its cgroup's pids.max, the kubelet's --pod-max-pids); -1: no limit. Needs cgroups (--cgroups=auto, as root).")
 	fs.StringVar(&f.opts.Cgroups, "cgroups", nodeagent.CgroupsAuto, "Resource limits of the process runtime: \"auto\" puts each pod and container in cgroups laid out as the kubelet's, with their cpu and memory limits (a container over its memory limit is OOMKilled), where the node agent can write cgroups (as root); \"off\" never does, and limits are only warned about (NotEnforced).")
@@ -96,6 +100,19 @@ func (f *nodeAgentFlags) validate() error {
 	}
 	if f.opts.Isolation != process.IsolationAuto && f.opts.Isolation != process.IsolationOff {
 		return fmt.Errorf("--pod-isolation %q is not one of %q, %q", f.opts.Isolation, process.IsolationAuto, process.IsolationOff)
+	}
+	for name, v := range f.reserved {
+		q, err := resource.ParseQuantity(v)
+		if err != nil {
+			return fmt.Errorf("--system-reserved %s=%s: %v", name, v, err)
+		}
+		if f.opts.SystemReserved == nil {
+			f.opts.SystemReserved = corev1.ResourceList{}
+		}
+		f.opts.SystemReserved[corev1.ResourceName(name)] = q
+	}
+	if err := nodeagent.ValidateSystemReserved(f.opts.SystemReserved); err != nil {
+		return fmt.Errorf("--%w", err)
 	}
 	for name, n := range f.extended {
 		if !v1helper.IsExtendedResourceName(corev1.ResourceName(name)) {

@@ -90,8 +90,10 @@ type Agent struct {
 	// schedulerRecorder emits the binder's events (source
 	// "default-scheduler"); nil when events are off.
 	schedulerRecorder record.EventRecorder
-	// capacity is the node's capacity (and allocatable).
-	capacity corev1.ResourceList
+	// capacity is the node's capacity, allocatable that less what is
+	// reserved for the system: what pods are scheduled and resized
+	// against, and what a container's resourceFieldRef defaults to.
+	capacity, allocatable corev1.ResourceList
 	// stats samples what the node and its containers use.
 	stats *stats.Collector
 	// listener is the log endpoint's listener, nil when not serving.
@@ -146,6 +148,7 @@ func New(client kubernetes.Interface, opts Options) (*Agent, error) {
 		euid:         os.Geteuid(),
 	}
 	a.stats = stats.NewCollector(a.statsSnapshot)
+	a.allocatable = allocatableOf(a.capacity, opts.SystemReserved)
 	switch opts.Runtime {
 	case simulated.Name:
 		a.runtime = simulated.New(opts.Clock)
@@ -200,7 +203,7 @@ func (a *Agent) binderConfig() binder.Config {
 		Client:       a.client,
 		NodeName:     a.opts.NodeName,
 		MaxPods:      a.opts.MaxPods,
-		Capacity:     a.capacity,
+		Capacity:     a.allocatable,
 		Clock:        a.clock,
 		Pods:         a.podLister,
 		FieldManager: status.FieldManager,
@@ -265,7 +268,7 @@ func (a *Agent) volumeConfig() volume.Config {
 		Client:   a.client,
 		Clock:    a.clock,
 		Pods:     a.podLister,
-		Capacity: a.capacity,
+		Capacity: a.allocatable,
 		EUID:     a.euid,
 		PodDir:   a.podDir,
 		Event:    a.event,

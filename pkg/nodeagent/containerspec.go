@@ -35,7 +35,7 @@ func (a *Agent) containerSpec(ctx context.Context, pod *corev1.Pod, c *container
 	if err != nil {
 		return spec, err
 	}
-	env, err := podconfig.ResolveEnv(ctx, pod, c.spec, a.capacity, services, envSources{a})
+	env, err := podconfig.ResolveEnv(ctx, pod, c.spec, a.allocatable, services, envSources{a})
 	if err != nil {
 		return spec, err
 	}

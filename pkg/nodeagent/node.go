@@ -148,7 +148,25 @@ func hostMemory() int64 {
 }
 
 // nodeStatus is the status the agent reports.
-func nodeStatus(name string, capacity corev1.ResourceList, info corev1.NodeSystemInfo, port int, now time.Time, old []corev1.NodeCondition) corev1.NodeStatus {
+// allocatableOf is capacity less reserved (never below zero), as the
+// kubelet computes a node's allocatable.
+func allocatableOf(capacity, reserved corev1.ResourceList) corev1.ResourceList {
+	out := capacity.DeepCopy()
+	for name, r := range reserved {
+		q, ok := out[name]
+		if !ok {
+			continue
+		}
+		q.Sub(r)
+		if q.Sign() < 0 {
+			q = *resource.NewQuantity(0, q.Format)
+		}
+		out[name] = q
+	}
+	return out
+}
+
+func nodeStatus(name string, capacity, allocatable corev1.ResourceList, info corev1.NodeSystemInfo, port int, now time.Time, old []corev1.NodeCondition) corev1.NodeStatus {
 	cond := func(t corev1.NodeConditionType, s corev1.ConditionStatus, reason, msg string) corev1.NodeCondition {
 		c := corev1.NodeCondition{Type: t, Status: s, Reason: reason, Message: msg, LastHeartbeatTime: metav1.NewTime(now), LastTransitionTime: metav1.NewTime(now)}
 		for _, o := range old {
@@ -160,7 +178,7 @@ func nodeStatus(name string, capacity corev1.ResourceList, info corev1.NodeSyste
 	}
 	return corev1.NodeStatus{
 		Capacity:    capacity,
-		Allocatable: capacity,
+		Allocatable: allocatable,
 		Phase:       corev1.NodeRunning,
 		Conditions: []corev1.NodeCondition{
 			cond(corev1.NodeMemoryPressure, corev1.ConditionFalse, "KubeletHasSufficientMemory", "kubelet has sufficient memory available"),
@@ -234,7 +252,7 @@ func (a *Agent) writeNode(ctx context.Context, port int) error {
 		return fmt.Errorf("getting or creating node: %w", err)
 	}
 	node = node.DeepCopy()
-	node.Status = nodeStatus(a.opts.NodeName, a.capacity, a.nodeInfo, port, a.clock.Now(), node.Status.Conditions)
+	node.Status = nodeStatus(a.opts.NodeName, a.capacity, a.allocatable, a.nodeInfo, port, a.clock.Now(), node.Status.Conditions)
 	node, err = nodes.UpdateStatus(ctx, node, metav1.UpdateOptions{FieldManager: status.FieldManager})
 	if err != nil {
 		return fmt.Errorf("writing node status: %w", err)

@@ -1,10 +1,15 @@
 package nodeagent
 
 import (
+	"context"
 	"strings"
 	"testing"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
 )
 
 // TestHostCapacity: the node advertises the filesystem of its data
@@ -52,5 +57,49 @@ func TestExtendedResourceOptions(t *testing.T) {
 				t.Errorf("complete() = %v, want %q", err, tc.want)
 			}
 		})
+	}
+}
+
+func TestAllocatableIsCapacityLessReserved(t *testing.T) {
+	capacity := corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("2"), corev1.ResourceMemory: resource.MustParse("4Gi"),
+		corev1.ResourcePods: resource.MustParse("110")}
+	got := allocatableOf(capacity, corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("500m"), corev1.ResourceMemory: resource.MustParse("8Gi"),
+		corev1.ResourceEphemeralStorage: resource.MustParse("1Gi")})
+	if cpu := got[corev1.ResourceCPU]; cpu.MilliValue() != 1500 {
+		t.Errorf("allocatable cpu %s, want 1500m", cpu.String())
+	}
+	if mem := got[corev1.ResourceMemory]; !mem.IsZero() {
+		t.Errorf("allocatable memory %s, want 0 (more reserved than there is)", mem.String())
+	}
+	if _, ok := got[corev1.ResourceEphemeralStorage]; ok {
+		t.Error("a reservation of a resource the node does not report added it")
+	}
+	if pods := got[corev1.ResourcePods]; pods.Value() != 110 {
+		t.Errorf("pods %s", pods.String())
+	}
+	if c := capacity[corev1.ResourceCPU]; c.MilliValue() != 2000 {
+		t.Error("allocatableOf changed the capacity")
+	}
+	if err := ValidateSystemReserved(corev1.ResourceList{corev1.ResourcePods: resource.MustParse("1")}); err == nil {
+		t.Error("reserving pods accepted")
+	}
+}
+
+// TestSystemReservedLeavesAllocatable: the Node reports its allocatable as
+// its capacity less --system-reserved (the binder and resizes use that).
+func TestSystemReservedLeavesAllocatable(t *testing.T) {
+	opts := Options{MaxPods: 5, Runtime: "simulated", SystemReserved: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("500m")}}
+	ta := startAgentWith(t, opts)
+	var node *corev1.Node
+	if err := wait.PollUntilContextTimeout(context.Background(), 5*time.Millisecond, 10*time.Second, true, func(ctx context.Context) (bool, error) {
+		n, err := ta.client.CoreV1().Nodes().Get(ctx, testNode, metav1.GetOptions{})
+		node = n
+		return err == nil && len(n.Status.Conditions) > 0, nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	capCPU, allocCPU := node.Status.Capacity[corev1.ResourceCPU], node.Status.Allocatable[corev1.ResourceCPU]
+	if capCPU.MilliValue()-allocCPU.MilliValue() != 500 {
+		t.Errorf("capacity cpu %s, allocatable %s: want 500m reserved", capCPU.String(), allocCPU.String())
 	}
 }

@@ -110,6 +110,10 @@ type Options struct {
 	// advertises in its capacity, with their counts (--extended-resource),
 	// for pods to request; nothing is attached to a container for them.
 	ExtendedResources map[corev1.ResourceName]int64
+	// SystemReserved is what the node keeps for the system, taken from
+	// its capacity to make its allocatable (the kubelet's
+	// --system-reserved): cpu, memory, ephemeral-storage.
+	SystemReserved corev1.ResourceList
 	// PodMaxPids limits the processes of each pod (the pod cgroup's
 	// pids.max, the kubelet's --pod-max-pids); 0 or less: no limit. Only
 	// with cgroups.
@@ -176,6 +180,9 @@ func (o *Options) complete() error {
 			return fmt.Errorf("extended resource %q: count %d is negative", name, n)
 		}
 	}
+	if err := ValidateSystemReserved(o.SystemReserved); err != nil {
+		return err
+	}
 	if o.Cgroups == "" {
 		o.Cgroups = CgroupsAuto
 	}
@@ -202,6 +209,22 @@ func (o *Options) complete() error {
 	}
 	if o.Clock == nil {
 		o.Clock = clock.RealClock{}
+	}
+	return nil
+}
+
+// ValidateSystemReserved checks a --system-reserved list: only cpu,
+// memory and ephemeral-storage, none negative.
+func ValidateSystemReserved(reserved corev1.ResourceList) error {
+	for name, q := range reserved {
+		switch name {
+		case corev1.ResourceCPU, corev1.ResourceMemory, corev1.ResourceEphemeralStorage:
+		default:
+			return fmt.Errorf("system-reserved %q: only cpu, memory and ephemeral-storage can be reserved", name)
+		}
+		if q.Sign() < 0 {
+			return fmt.Errorf("system-reserved %s=%s: negative", name, q.String())
+		}
 	}
 	return nil
 }

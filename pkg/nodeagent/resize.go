@@ -127,7 +127,7 @@ func (w *worker) decideResize(ctx context.Context, pod *corev1.Pod, now time.Tim
 		others = others.Sub(w.requests)
 	}
 	a.mu.Unlock()
-	v := allocation.Admit(request, others, a.capacity)
+	v := allocation.Admit(request, others, a.allocatable)
 	if !v.Fit {
 		r.retry = now.Add(resizeRetry)
 		old := r.pending
