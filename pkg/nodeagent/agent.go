@@ -409,12 +409,7 @@ func (a *Agent) Run(ctx context.Context) error {
 // stopWorkers waits for the workers (their context is done) and, unless
 // the containers are left to the next run, kills what they left running.
 func (a *Agent) stopWorkers() {
-	a.mu.Lock()
-	ws := make([]*worker, 0, len(a.workers))
-	for _, w := range a.workers {
-		ws = append(ws, w)
-	}
-	a.mu.Unlock()
+	ws := a.allWorkers()
 	for _, w := range ws {
 		<-w.done
 	}
@@ -846,4 +841,15 @@ func (a *Agent) closeImages() {
 	if a.puller != nil && a.opts.imageStore == nil {
 		_ = a.puller.Store.Close()
 	}
+}
+
+// allWorkers lists the agent's workers.
+func (a *Agent) allWorkers() []*worker {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	ws := make([]*worker, 0, len(a.workers))
+	for _, w := range a.workers {
+		ws = append(ws, w)
+	}
+	return ws
 }

@@ -10,6 +10,7 @@ import (
 	resourcehelper "k8s.io/component-helpers/resource"
 	"k8s.io/klog/v2"
 
+	"jobkeeper.dev/jobkeeper/pkg/nodeagent/internal/periodic"
 	"jobkeeper.dev/jobkeeper/pkg/nodeagent/volume"
 )
 
@@ -104,7 +105,7 @@ func podContainerNames(pod *corev1.Pod) []string {
 
 // evictLoop checks local storage every EvictionInterval until ctx ends.
 func (a *Agent) evictLoop(ctx context.Context) {
-	every(ctx, a.clock, EvictionInterval, func() { a.evictForLocalStorage(ctx) })
+	periodic.Every(ctx, a.clock, EvictionInterval, func() { a.evictForLocalStorage(ctx) })
 }
 
 // evictForLocalStorage evicts the running pods whose local storage exceeds

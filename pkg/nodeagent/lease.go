@@ -12,6 +12,7 @@ import (
 	"k8s.io/klog/v2"
 	"k8s.io/utils/ptr"
 
+	"jobkeeper.dev/jobkeeper/pkg/nodeagent/internal/periodic"
 	"jobkeeper.dev/jobkeeper/pkg/nodeagent/status"
 )
 
@@ -29,18 +30,11 @@ func (a *Agent) renewLease(ctx context.Context) {
 	if err := a.syncLease(ctx); err != nil {
 		logger.Error(err, "Renewing node lease")
 	}
-	t := a.clock.NewTicker(LeaseRenewInterval)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C():
-			if err := a.syncLease(ctx); err != nil {
-				logger.Error(err, "Renewing node lease")
-			}
+	periodic.Every(ctx, a.clock, LeaseRenewInterval, func() {
+		if err := a.syncLease(ctx); err != nil {
+			logger.Error(err, "Renewing node lease")
 		}
-	}
+	})
 }
 
 // syncLease creates or renews the lease.

@@ -30,6 +30,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"jobkeeper.dev/jobkeeper/pkg/nodeagent/binder"
+	"jobkeeper.dev/jobkeeper/pkg/nodeagent/internal/periodic"
 	"jobkeeper.dev/jobkeeper/pkg/nodeagent/podconfig"
 	"jobkeeper.dev/jobkeeper/pkg/nodeagent/status"
 )
@@ -289,16 +290,9 @@ func withoutReadinessTaints(taints []corev1.Taint) ([]corev1.Taint, bool) {
 
 // heartbeat rewrites the node status periodically.
 func (a *Agent) heartbeat(ctx context.Context, port int) {
-	t := a.clock.NewTicker(NodeStatusUpdatePeriod)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C():
-			if err := a.writeNode(ctx, port); err != nil {
-				klog.FromContext(ctx).Error(err, "Updating node status")
-			}
+	periodic.Every(ctx, a.clock, NodeStatusUpdatePeriod, func() {
+		if err := a.writeNode(ctx, port); err != nil {
+			klog.FromContext(ctx).Error(err, "Updating node status")
 		}
-	}
+	})
 }

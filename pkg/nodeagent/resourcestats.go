@@ -6,8 +6,7 @@ import (
 	"net/http"
 	"time"
 
-	"k8s.io/utils/clock"
-
+	"jobkeeper.dev/jobkeeper/pkg/nodeagent/internal/periodic"
 	"jobkeeper.dev/jobkeeper/pkg/nodeagent/runtime"
 	"jobkeeper.dev/jobkeeper/pkg/nodeagent/stats"
 )
@@ -17,24 +16,10 @@ import (
 // measured over it).
 var StatsInterval = 10 * time.Second
 
-// every calls f every interval of clk until ctx ends.
-func every(ctx context.Context, clk clock.WithTicker, interval time.Duration, f func()) {
-	t := clk.NewTicker(interval)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C():
-			f()
-		}
-	}
-}
-
 // statsLoop samples at once, then every StatsInterval until ctx ends.
 func (a *Agent) statsLoop(ctx context.Context) {
 	a.stats.Collect()
-	every(ctx, a.clock, StatsInterval, a.stats.Collect)
+	periodic.Every(ctx, a.clock, StatsInterval, a.stats.Collect)
 }
 
 // statsSnapshot is what the node and the running containers use now: the
@@ -44,13 +29,7 @@ func (a *Agent) statsSnapshot() stats.Snapshot {
 	if n, err := stats.ReadNode(); err == nil {
 		s.Node = n
 	}
-	a.mu.Lock()
-	ws := make([]*worker, 0, len(a.workers))
-	for _, w := range a.workers {
-		ws = append(ws, w)
-	}
-	a.mu.Unlock()
-	for _, w := range ws {
+	for _, w := range a.allWorkers() {
 		pod := w.currentPod()
 		p := stats.PodUsage{Namespace: pod.Namespace, Name: pod.Name, UID: pod.UID, StartTime: w.startTime}
 		w.mu.Lock()

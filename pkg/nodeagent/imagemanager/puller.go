@@ -17,6 +17,7 @@ import (
 	"k8s.io/utils/clock"
 
 	"jobkeeper.dev/jobkeeper/pkg/images"
+	"jobkeeper.dev/jobkeeper/pkg/nodeagent/internal/periodic"
 )
 
 // The kubelet's waiting reasons and event reasons of images.
@@ -267,14 +268,7 @@ const imageGCPeriod = 5 * time.Minute
 // imageGCPeriod, until ctx is done.
 func (p *Puller) CollectGarbage(ctx context.Context) {
 	logger := klog.FromContext(ctx)
-	t := p.cfg.Clock.NewTicker(imageGCPeriod)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C():
-		}
+	periodic.Every(ctx, p.cfg.Clock, imageGCPeriod, func() {
 		removed, err := p.Store.CollectGarbage(ctx, ImageGCPolicy)
 		if err != nil {
 			logger.Error(err, "Image garbage collection failed")
@@ -282,5 +276,5 @@ func (p *Puller) CollectGarbage(ctx context.Context) {
 		if len(removed) > 0 {
 			logger.Info("Removed unused images", "images", removed)
 		}
-	}
+	})
 }

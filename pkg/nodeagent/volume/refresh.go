@@ -10,6 +10,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/klog/v2"
 
+	"jobkeeper.dev/jobkeeper/pkg/nodeagent/internal/periodic"
 	"jobkeeper.dev/jobkeeper/pkg/nodeagent/runtime"
 )
 
@@ -65,16 +66,7 @@ type issuedToken struct {
 // RefreshLoop refreshes the volumes of running pods every syncFrequency
 // until ctx is done.
 func (m *Manager) RefreshLoop(ctx context.Context, syncFrequency time.Duration) {
-	t := m.cfg.Clock.NewTicker(syncFrequency)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C():
-			m.RefreshAll(ctx)
-		}
-	}
+	periodic.Every(ctx, m.cfg.Clock, syncFrequency, func() { m.RefreshAll(ctx) })
 }
 
 // RefreshAll writes again the refreshed volumes of every pod whose volumes
