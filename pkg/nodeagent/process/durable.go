@@ -45,6 +45,7 @@ func (r *Runtime) startDurable(ctx context.Context, spec runtime.Spec, cfg sandb
 	// start still finds it.
 	cg.record(cfg.StateDir)
 	sb, err := sandbox.Start(ctx, sandbox.StartOptions{
+		SubIDs:     r.subIDs,
 		Executable: r.opts.Executable,
 		Config:     cfg,
 		Namespaces: cfg.Isolate,

@@ -159,6 +159,7 @@ func (r *Runtime) startPause(ctx context.Context, spec runtime.Spec) (*podNamesp
 		return nil, fmt.Errorf("creating scratch directory: %w", err)
 	}
 	sb, err := sandbox.Start(ctx, sandbox.StartOptions{
+		SubIDs:     r.subIDs,
 		Executable: r.opts.Executable,
 		Namespaces: true,
 		Config: sandbox.Config{

@@ -97,6 +97,9 @@ type Runtime struct {
 	uts bool
 	// utsReason says why it does not.
 	utsReason string
+	// subIDs are the subordinate ids sandboxes map, for an agent that is
+	// not root; nil: they map the user alone.
+	subIDs *sandbox.SubIDs
 	// pidns is true when each container gets a PID namespace (only with
 	// isolated).
 	pidns bool
@@ -158,10 +161,31 @@ func New(ctx context.Context, opts Options) (*Runtime, error) {
 			r.isolated = true
 		}
 	}
+	r.probeSubIDs(ctx)
 	r.probeUTS(ctx)
 	r.probePID(ctx)
 	r.rro = r.isolated && sandbox.RecursiveReadOnlySupported()
 	return r, nil
+}
+
+// probeSubIDs finds out, for an agent that is not root, whether its
+// sandboxes can map the user's subordinate ids (so that containers may
+// run as other users than root), and logs the answer.
+func (r *Runtime) probeSubIDs(ctx context.Context) {
+	if !r.isolated || os.Getuid() == 0 {
+		return
+	}
+	logger := klog.FromContext(ctx)
+	ids, err := sandbox.DetectSubIDs()
+	if err == nil {
+		err = sandbox.ProbeSubIDs(ctx, r.opts.Executable, filepath.Join(r.scratchRoot(), "probe-subids"), r.opts.StartTimeout, ids)
+	}
+	if err != nil {
+		logger.Info("Containers can run as root only (their user namespace maps this user alone)", "reason", err.Error(), "advice", sandbox.SubIDAdvice)
+		return
+	}
+	r.subIDs = ids
+	logger.Info("Containers' user namespaces map this user's subordinate ids: containers may run as users 0 to 65536", "uid", ids.UID, "gid", ids.GID, "size", ids.Size)
 }
 
 // probeUTS finds out whether containers can have a UTS namespace of their
@@ -388,6 +412,7 @@ func (r *Runtime) start(ctx context.Context, spec runtime.Spec, cfg sandbox.Conf
 	}
 	startedAt := r.opts.Clock.Now()
 	sb, err := sandbox.Start(ctx, sandbox.StartOptions{
+		SubIDs:     r.subIDs,
 		Executable: r.opts.Executable,
 		Config:     cfg,
 		Namespaces: cfg.Isolate,

@@ -25,6 +25,10 @@ type StartOptions struct {
 	// user namespace (mapping the current user to root) when the current
 	// user is not root. Required by Config.Isolate.
 	Namespaces bool
+	// SubIDs, for an agent that is not root, maps the user's subordinate
+	// ids into the sandbox's user namespace (DetectSubIDs); nil maps the
+	// user alone, as 0.
+	SubIDs *SubIDs
 	// UTS also starts the sandbox in a new UTS namespace, where it sets
 	// Config.Hostname; it requires Namespaces (see ProbeUTS). Without it
 	// the sandbox keeps the host's name and Config.Hostname is ignored.
@@ -145,12 +149,20 @@ func Start(ctx context.Context, o StartOptions) (*Sandbox, error) {
 		// Only a UTS namespace of its own may be renamed.
 		o.Config.Hostname = ""
 	}
+	subIDs := o.SubIDs
+	if !o.Namespaces || os.Getuid() == 0 {
+		subIDs = nil
+	}
+	args := []string{ArgvName}
+	if subIDs != nil {
+		args = append(args, argIDMapWait)
+	}
 	cmd := &exec.Cmd{
 		Path:        o.Executable,
-		Args:        []string{ArgvName},
+		Args:        args,
 		Env:         []string{},
 		ExtraFiles:  extraFiles(peer, cfgR, o.JoinPIDNamespace, o.Cgroup, &o.Config),
-		SysProcAttr: sysProcAttr(o.Namespaces, uts),
+		SysProcAttr: sysProcAttr(o.Namespaces, uts, subIDs != nil),
 	}
 	// exec.Cmd treats a nil *os.File field as "no file"; keep nil as nil.
 	if o.Stdin != nil {
@@ -172,6 +184,13 @@ func Start(ctx context.Context, o StartOptions) (*Sandbox, error) {
 	}
 	s := &Sandbox{cmd: cmd, pid: cmd.Process.Pid, stateDir: o.Config.StateDir, ctrl: ctrl, done: make(chan struct{}), execs: map[uint64]chan message{}}
 	s.startTime = StartTime(cmd.Process.Pid)
+	if subIDs != nil {
+		if err := subIDs.mapIDs(cmd.Process.Pid); err != nil {
+			_ = cfgW.Close()
+			s.abandon()
+			return nil, &StartFailure{Reason: ReasonCreateContainerError, Message: "mapping the sandbox's subordinate ids: " + err.Error()}
+		}
+	}
 	setOOMScoreAdj(cmd.Process.Pid, o.Config.OOMScoreAdj)
 	first, err := s.handshake(ctx, cfgW, o.Config, deadline)
 	switch {
@@ -243,8 +262,9 @@ func interrupt(ctx context.Context, f func()) (stop func()) {
 
 // sysProcAttr starts the sandbox as the leader of a new session, in new
 // namespaces when asked: mount (and user, when not root) namespaces, and
-// with uts a UTS namespace.
-func sysProcAttr(namespaces, uts bool) *syscall.SysProcAttr {
+// with uts a UTS namespace. A user namespace maps the user as 0, unless
+// mappedLater: its parent then maps it with subordinate ids.
+func sysProcAttr(namespaces, uts, mappedLater bool) *syscall.SysProcAttr {
 	attr := &syscall.SysProcAttr{Setsid: true}
 	if !namespaces {
 		return attr
@@ -257,6 +277,9 @@ func sysProcAttr(namespaces, uts bool) *syscall.SysProcAttr {
 	}
 	if uid := os.Getuid(); uid != 0 {
 		attr.Cloneflags |= syscall.CLONE_NEWUSER
+		if mappedLater {
+			return attr
+		}
 		attr.UidMappings = []syscall.SysProcIDMap{{ContainerID: 0, HostID: uid, Size: 1}}
 		attr.GidMappings = []syscall.SysProcIDMap{{ContainerID: 0, HostID: os.Getgid(), Size: 1}}
 		attr.GidMappingsEnableSetgroups = false

@@ -128,16 +128,22 @@
 // device; a mount point the image already has is bound over, never opened;
 // and only a regular file is executed.
 //
-// Run by root, the sandbox has every id. Run by another user, it is in a
-// user namespace that maps only that user, as 0: a container can run as
-// root (uid 0, gid 0) and nothing else, and a container asking for any
-// other user, group or supplemental group fails to start with
-// CreateContainerError saying so; it never runs as someone else. Groups
-// only the image's /etc/group adds are dropped there, and the processes
-// keep the agent's groups (setgroups is denied in such a namespace).
-// Subordinate ids (newuidmap, /etc/subuid) are not used: files of a layer
-// that the agent's user does not own could not be mapped anyway, since the
-// layers are unpacked by that user.
+// Run by root, the sandbox has every id. Run by another user that has
+// subordinate ids (/etc/subuid, /etc/subgid) and newuidmap/newgidmap
+// (StartOptions.SubIDs, DetectSubIDs), its user namespace maps that user
+// as 0 and ids 1 to 65536 onto the user's range, as rootless Podman does:
+// the parent writes the mapping with the helpers while the sandbox waits,
+// and the sandbox then executes itself again as the namespace's root (a
+// process executed before the mapping holds no capability there). A
+// container may then run as any of those users; the image's files, which
+// the agent's user unpacked, all belong to root. Without subordinate ids
+// the namespace maps only that user, as 0: a container can run as root
+// (uid 0, gid 0) and nothing else, and a container asking for any other
+// user, group or supplemental group fails to start with
+// CreateContainerError saying so and what to configure; it never runs as
+// someone else. Groups only the image's /etc/group adds are dropped there,
+// and the processes keep the agent's groups (setgroups is denied in such a
+// namespace).
 //
 // # The process
 //

@@ -98,7 +98,7 @@ func describe(ranges []idRange) string {
 // namespace forbids setgroups (the processes then keep the agent's
 // groups, which the namespace shows as the overflow group).
 func credentialFor(id identity, ns namespaceIDs) (*syscall.Credential, error) {
-	const advice = "; run the agent as root, or run the container as root (securityContext runAsUser: 0 and runAsGroup: 0, no supplementalGroups)"
+	const advice = "; run the agent as root, or " + SubIDAdvice + ", or run the container as root (securityContext runAsUser: 0 and runAsGroup: 0, no supplementalGroups)"
 	if !has(ns.uids, id.uid) {
 		return nil, fmt.Errorf("the container's user is uid %d but the sandbox's user namespace maps uids %s%s", id.uid, describe(ns.uids), advice)
 	}

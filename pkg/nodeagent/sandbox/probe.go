@@ -21,6 +21,18 @@ func Probe(ctx context.Context, executable, scratch string, timeout time.Duratio
 	})
 }
 
+// ProbeSubIDs reports whether sandboxes can map ids (the user's
+// subordinate ids): Probe, with them.
+func ProbeSubIDs(ctx context.Context, executable, scratch string, timeout time.Duration, ids *SubIDs) error {
+	return probeOnScratch(ctx, scratch, StartOptions{
+		Executable: executable,
+		Namespaces: true,
+		SubIDs:     ids,
+		Config:     Config{Isolate: true, Scratch: scratch, Probe: true},
+		Timeout:    timeout,
+	})
+}
+
 // ProbeUTS reports whether sandboxes can have a UTS namespace of their own
 // with a hostname set in it: it starts one in new namespaces (those of
 // StartOptions.Namespaces and UTS) that sets a hostname and exits, within

@@ -42,6 +42,11 @@ const (
 
 func init() {
 	if len(os.Args) > 0 && os.Args[0] == ArgvName {
+		if len(os.Args) > 1 && os.Args[1] == argIDMapWait {
+			err := waitForIDMap()
+			fmt.Fprintln(os.Stderr, "jobkeeper sandbox: waiting for its user namespace's ids:", err)
+			os.Exit(2)
+		}
 		os.Exit(supervise())
 	}
 }

@@ -122,7 +122,7 @@ func TestCredentialFor(t *testing.T) {
 		},
 		"rootless user refused": {
 			id: identity{uid: 1000, gid: 1000}, ns: rootless,
-			wantErr: "the container's user is uid 1000 but the sandbox's user namespace maps uids only 0, the agent's own user; run the agent as root, or run the container as root",
+			wantErr: "the container's user is uid 1000 but the sandbox's user namespace maps uids only 0, the agent's own user; run the agent as root, or give the agent's user subordinate ids (a line user:100000:65536 in /etc/subuid and in /etc/subgid) and install newuidmap and newgidmap (Debian's uidmap package), or run the container as root",
 		},
 		"rootless group refused": {
 			id: identity{uid: 0, gid: 5}, ns: rootless, wantErr: "gid 5 but the sandbox's user namespace maps gids only 0",
