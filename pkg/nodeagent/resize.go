@@ -34,6 +34,9 @@ type resizeState struct {
 	// got, by name, and actuatedPod the pod cgroup's pod-level ones.
 	actuated    map[string]corev1.ResourceRequirements
 	actuatedPod *corev1.ResourceRequirements
+	// effective are the resources each running attempt's cgroup has: its
+	// own, with the pod-level limits it inherits (allocation.Effective).
+	effective map[string]corev1.ResourceRequirements
 	// decided is the pod generation last decided on.
 	decided int64
 	// pending and inProgress are the pod's PodResizePending and
@@ -54,8 +57,10 @@ type resizeState struct {
 // shows, as the kubelet's status manager backfills them.
 func restoreResize(pod *corev1.Pod) resizeState {
 	r := resizeState{alloc: allocation.Restore(pod), actuated: map[string]corev1.ResourceRequirements{}, decided: pod.Generation, restarting: map[string]bool{}}
+	r.effective = map[string]corev1.ResourceRequirements{}
 	for name, res := range r.alloc.Containers {
 		r.actuated[name] = res
+		r.effective[name] = allocation.Effective(r.alloc.Pod, res)
 	}
 	if r.alloc.Pod != nil {
 		r.actuatedPod = r.alloc.Pod.DeepCopy()
@@ -196,14 +201,15 @@ func (w *worker) actuateResize(ctx context.Context, pod *corev1.Pod, now time.Ti
 			}
 			continue
 		}
-		if c.handle == nil {
-			// Not running: its next attempt starts with its allocation.
-			r.actuated[name] = want
-			continue
-		}
 		// Compared as the cgroup has them: a change of the pod-level
 		// limits changes a container that sets none of its own.
-		have, will := allocation.Effective(r.actuatedPod, r.actuated[name]), allocation.Effective(r.alloc.Pod, want)
+		will := allocation.Effective(r.alloc.Pod, want)
+		if c.handle == nil {
+			// Not running: its next attempt starts with its allocation.
+			r.actuated[name], r.effective[name] = want, will
+			continue
+		}
+		have := r.effective[name]
 		if allocation.SameResources(have, will) {
 			continue
 		}
@@ -232,6 +238,7 @@ func (w *worker) actuateResize(ctx context.Context, pod *corev1.Pod, now time.Ti
 		}
 		for _, c := range inPlace {
 			r.actuated[c.spec.Name] = r.alloc.Containers[c.spec.Name]
+			r.effective[c.spec.Name] = allocation.Effective(r.alloc.Pod, r.alloc.Containers[c.spec.Name])
 		}
 		// What they inherit is the allocation's now.
 		r.actuatedPod = nil
@@ -264,6 +271,7 @@ func (w *worker) actuateResize(ctx context.Context, pod *corev1.Pod, now time.Ti
 func (w *worker) resizeStarted(c *container) {
 	r := &w.resizes
 	r.actuated[c.spec.Name] = *c.spec.Resources.DeepCopy()
+	r.effective[c.spec.Name] = allocation.Effective(r.alloc.Pod, c.spec.Resources)
 	delete(r.restarting, c.spec.Name)
 }
 

@@ -186,3 +186,40 @@ func TestResizeInProgressUntilTheRestartedContainerRuns(t *testing.T) {
 	})
 	ta.waitEvent(t, "ResizeCompleted")
 }
+
+// TestResizePodLevelRestartsSidecarAndMain: a resize of pod-level limits
+// that containers without limits of their own inherit restarts both a
+// sidecar and a main container whose resizePolicy asks for it; both run
+// again and the resize completes.
+func TestResizePodLevelRestartsSidecarAndMain(t *testing.T) {
+	restart := []corev1.ContainerResizePolicy{{ResourceName: corev1.ResourceCPU, RestartPolicy: corev1.RestartContainer},
+		{ResourceName: corev1.ResourceMemory, RestartPolicy: corev1.RestartContainer}}
+	pod := resizablePod(corev1.ResourceRequirements{}, restart...)
+	always := corev1.ContainerRestartPolicyAlways
+	pod.Spec.InitContainers = []corev1.Container{{Name: "side", Image: "busybox", Command: []string{"sleep", "1d"}, RestartPolicy: &always, ResizePolicy: restart}}
+	r := guaranteed("200m", "128Mi")
+	pod.Spec.Resources = &r
+	ta, rt := startAgentWithFake(t, pod)
+	rt.attempt(t, "side", 0)
+	rt.attempt(t, "main", 0)
+	ta.waitPod(t, "p", func(p *corev1.Pod) bool { return mainStatus(p).State.Running != nil })
+
+	ctx := context.Background()
+	got, err := ta.client.CoreV1().Pods("ns").Get(ctx, "p", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	bigger := guaranteed("300m", "256Mi")
+	got.Spec.Resources = &bigger
+	got.Generation++
+	if _, err := ta.client.CoreV1().Pods("ns").Update(ctx, got, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	rt.attempt(t, "side", 1)
+	rt.attempt(t, "main", 1)
+	ta.waitPod(t, "p", func(p *corev1.Pod) bool {
+		s, _ := initStatus(p, "side")
+		return p.Status.ObservedGeneration == got.Generation && resizeCondition(p, corev1.PodResizeInProgress) == nil &&
+			mainStatus(p).State.Running != nil && mainStatus(p).RestartCount == 1 && s.State.Running != nil && s.RestartCount == 1
+	})
+}
