@@ -108,7 +108,7 @@ func (m *metricsAPI) register(ctx context.Context, admin *rest.Config) error {
 // start serves the API from the agent's samples until ctx ends.
 func (m *metricsAPI) start(ctx context.Context, cp *controlplane.ControlPlane, agent *nodeagent.Agent) error {
 	pki := cp.PKI()
-	kubeconfig := filepath.Join(cp.DataDir(), "metrics-api.kubeconfig")
+	kubeconfig := filepath.Join(cp.DataDir(), controlplane.MetricsAPIKubeconfig)
 	kc, err := controlplane.AdminKubeconfig(cp.URL(), pki)
 	if err != nil {
 		return err

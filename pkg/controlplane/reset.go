@@ -27,11 +27,17 @@ var dataDirEntries = map[string]bool{
 	"volumes":              true, // the local-path PersistentVolumes (pkg/localpath)
 	portFileName:           true, // the apiserver's last port (port.go)
 	metricsAddressFileName: true, // where up serves /metrics while it runs (metricsaddr.go)
+	MetricsAPIKubeconfig:   true, // the resource metrics API's credentials (up)
 }
+
+// MetricsAPIKubeconfig is the file of the data directory that holds the
+// resource metrics API server's credentials (its delegated authentication
+// and authorization read a kubeconfig file).
+const MetricsAPIKubeconfig = "metrics-api.kubeconfig"
 
 // dataDirTempPrefixes name the temporary files an interrupted write can
 // leave at the top of a data directory.
-var dataDirTempPrefixes = []string{".write-test-", ".kubeconfig-test-", ".kubeconfig.tmp-", "." + portFileName + ".tmp-", "." + metricsAddressFileName + ".tmp-"}
+var dataDirTempPrefixes = []string{".write-test-", ".kubeconfig-test-", ".kubeconfig.tmp-", "." + portFileName + ".tmp-", "." + metricsAddressFileName + ".tmp-", "." + MetricsAPIKubeconfig + ".tmp-"}
 
 // Reset removes the data directory dir and everything in it, and returns the
 // entries it removed. It refuses, removing nothing, when dir is not a

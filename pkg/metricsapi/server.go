@@ -13,11 +13,14 @@ import (
 	"context"
 	"fmt"
 	"net"
+	"net/http"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	apitypes "k8s.io/apimachinery/pkg/types"
+	"k8s.io/apiserver/pkg/authentication/authenticator"
+	"k8s.io/apiserver/pkg/authentication/user"
 	openapinamer "k8s.io/apiserver/pkg/endpoints/openapi"
 	genericapiserver "k8s.io/apiserver/pkg/server"
 	genericoptions "k8s.io/apiserver/pkg/server/options"
@@ -115,6 +118,12 @@ func (s *Server) Run(ctx context.Context) error {
 	if err := authn.ApplyTo(&serverConfig.Authentication, serverConfig.SecureServing, nil); err != nil {
 		return fmt.Errorf("metrics API: authentication: %w", err)
 	}
+	// Every request is authenticated (/version and the health checks
+	// too), as by up's kube-apiserver, which allows no anonymous request:
+	// the aggregator presents its front proxy certificate. The delegating
+	// options always add an anonymous authenticator last; its answers are
+	// refused.
+	serverConfig.Authentication.Authenticator = noAnonymous{serverConfig.Authentication.Authenticator}
 	authz := genericoptions.NewDelegatingAuthorizationOptions()
 	authz.RemoteKubeConfigFile = s.cfg.Kubeconfig
 	if err := authz.ApplyTo(&serverConfig.Authorization); err != nil {
@@ -169,4 +178,19 @@ func openAPIDefinitions(ref common.ReferenceCallback) map[string]common.OpenAPID
 		out[openapiutil.ToRESTFriendlyName(name)] = def
 	}
 	return out
+}
+
+// noAnonymous refuses the requests the authenticator it wraps lets in as
+// the anonymous user.
+type noAnonymous struct {
+	next authenticator.Request
+}
+
+// AuthenticateRequest implements authenticator.Request.
+func (n noAnonymous) AuthenticateRequest(req *http.Request) (*authenticator.Response, bool, error) {
+	resp, ok, err := n.next.AuthenticateRequest(req)
+	if ok && resp != nil && resp.User != nil && resp.User.GetName() == user.Anonymous {
+		return nil, false, nil
+	}
+	return resp, ok, err
 }
