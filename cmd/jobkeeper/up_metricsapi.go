@@ -9,11 +9,13 @@ import (
 	"path/filepath"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
+	"k8s.io/client-go/util/retry"
 	"k8s.io/klog/v2"
 	apiregistrationv1 "k8s.io/kube-aggregator/pkg/apis/apiregistration/v1"
 	aggregator "k8s.io/kube-aggregator/pkg/client/clientset_generated/clientset"
@@ -90,15 +92,24 @@ func (m *metricsAPI) register(ctx context.Context, admin *rest.Config) error {
 			GroupPriorityMinimum: 100, VersionPriority: 100,
 		},
 	}
-	got, err := agg.ApiregistrationV1().APIServices().Get(ctx, metricsAPIService, metav1.GetOptions{})
-	switch {
-	case apierrors.IsNotFound(err):
-		_, err = agg.ApiregistrationV1().APIServices().Create(ctx, want, metav1.CreateOptions{})
-	case err == nil:
+	// The aggregator writes the APIService's status meanwhile (a restarted
+	// up finds the last run's): an update that conflicts is tried again.
+	err = retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		got, err := agg.ApiregistrationV1().APIServices().Get(ctx, metricsAPIService, metav1.GetOptions{})
+		switch {
+		case apierrors.IsNotFound(err):
+			_, err = agg.ApiregistrationV1().APIServices().Create(ctx, want, metav1.CreateOptions{})
+			return err
+		case err != nil:
+			return err
+		case equality.Semantic.DeepEqual(got.Spec, want.Spec):
+			return nil
+		}
 		// A metrics-server installed by hand is replaced by up's own.
 		got.Spec = want.Spec
 		_, err = agg.ApiregistrationV1().APIServices().Update(ctx, got, metav1.UpdateOptions{})
-	}
+		return err
+	})
 	if err != nil {
 		return fmt.Errorf("registering the resource metrics API: %w", err)
 	}
