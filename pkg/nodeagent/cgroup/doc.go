@@ -29,10 +29,12 @@
 //
 // Putting a container's processes in its cgroup is the sandbox's part: the
 // runtime opens the cgroup.procs files of the container cgroup (one per v1
-// hierarchy) and of the sandbox's own cgroups (Container.ProcsFiles), the
-// sandbox writes itself into the first just before it forks a process of
-// the container and back into the second right after, so that the
-// container's processes, and only they, are charged to the container.
+// hierarchy) and of the sandbox's own cgroups (Container.ProcsFiles); the
+// sandbox writes the container's init stage into the first before the
+// stage runs the container's command, and itself into the first just
+// before it forks another process of the container and back into the
+// second right after, so that the container's processes, and only they,
+// are charged to the container.
 //
 // Nothing here runs as a user other than root: the agent then probes no
 // cgroups (New fails) and says that limits are not enforced.

@@ -216,7 +216,7 @@ func TestContainerProcessesInTheirCgroup(t *testing.T) {
 // BenchmarkStartWithCgroups is the cost of an attempt's start and end
 // (`true` in its sandbox, the runtime's default namespaces) without and
 // with cgroups: the pod's cgroup ensured (as the agent does before each
-// attempt), the attempt's made, the sandbox moving around its fork, the
+// attempt), the attempt's made, the init stage moved into it, the
 // OOM count read and the cgroup removed. Skipped without cgroups.
 func BenchmarkStartWithCgroups(b *testing.B) {
 	m := testCgroups(b, "process-bench")
@@ -315,6 +315,36 @@ func TestUpdateResources(t *testing.T) {
 	case <-h.Done():
 		t.Fatalf("the container ended: %+v", h.Result())
 	default:
+	}
+}
+
+// TestContainerStartsInItsCgroup: the container's command is in its
+// cgroups from its first instruction (the init stage is moved into them
+// while the view is built, and runs the command only once it is there):
+// cat, the main process itself, reads its own /proc/self/cgroup.
+func TestContainerStartsInItsCgroup(t *testing.T) {
+	rt, spec, _ := cgroupRuntime(t, "", corev1.ResourceList{corev1.ResourceMemory: resource.MustParse("64Mi")})
+	spec.Command = []string{"/bin/cat", "/proc/self/cgroup"}
+	if res := wait(t, startAttempt(t, rt, spec)); res.ExitCode != 0 {
+		t.Fatalf("result %+v: %s", res, readLog(t, spec.LogPath))
+	}
+	out := readLog(t, spec.LogPath)
+	leaf := spec.CgroupParent + "/" + cgroup.ContainerLeaf(spec.ContainerName, spec.Attempt)
+	found := false
+	for _, l := range strings.Split(strings.TrimSpace(out), "\n") {
+		parts := strings.SplitN(l, ":", 3)
+		if len(parts) != 3 {
+			continue
+		}
+		if slices.Contains(strings.Split(parts[1], ","), "memory") || parts[0] == "0" && !strings.Contains(out, "memory") {
+			found = true
+			if parts[2] != leaf {
+				t.Errorf("the command started in memory cgroup %q, want %q", parts[2], leaf)
+			}
+		}
+	}
+	if !found {
+		t.Fatalf("no memory cgroup in the command's /proc/self/cgroup:\n%s", out)
 	}
 }
 

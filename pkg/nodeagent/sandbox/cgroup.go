@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"strconv"
 	"sync"
 	"syscall"
 )
@@ -14,11 +15,13 @@ import (
 // closes them; the sandbox gets copies.
 //
 // The sandbox moves itself into Enter just before it forks a process of
-// the container (the init stage, the main process, an exec'd command) and
-// back into Leave right after: the child is born in the container's
-// cgroups, before it runs anything of the container, and the sandbox's
-// own memory is not charged to the container. A sandbox that cannot move
-// itself fails the fork: a container never runs outside its limits.
+// the container (the main process where there is no init stage, an
+// exec'd command) and back into Leave right after: the child is born in
+// the container's cgroups, before it runs anything of the container, and
+// the sandbox's own memory is not charged to the container. A sandbox
+// that cannot move itself fails the fork: a container never runs outside
+// its limits. The init stage is moved instead (move), before it is given
+// the container's command.
 type CgroupFiles struct {
 	Enter, Leave []*os.File
 }
@@ -49,7 +52,27 @@ func newCgroupMover(cfg Config) (*cgroupMover, error) {
 		syscall.CloseOnExec(fd)
 		m.leave = append(m.leave, os.NewFile(uintptr(fd), "cgroup.procs"))
 	}
+	m.warm()
 	return m, nil
+}
+
+// warm makes the kernel's wait for the first move of a burst happen now,
+// beside the sandbox's own setup, instead of in the fork's first write.
+//
+// Moving a process between cgroups takes a lock that, on cgroup v1 (and
+// on v2 without favordynmods), first waits for an RCU grace period, some
+// 10 to 20 ms, unless another move took it within about one grace period
+// before. The sandbox writes its own cgroup once, in the background, as
+// soon as it starts: a move to where it already is, which changes
+// nothing but starts that wait, so the fork's moves, a few milliseconds
+// later, find it over or under way. The fork waits for this write (mu):
+// the two never interleave.
+func (m *cgroupMover) warm() {
+	m.mu.Lock()
+	go func() {
+		defer m.mu.Unlock()
+		_, _ = m.leave[0].Write([]byte("0"))
+	}()
 }
 
 // fork runs fork (which starts one process) with the sandbox in the
@@ -76,6 +99,41 @@ func (m *cgroupMover) fork(fork func() (int, error)) (int, error) {
 		return 0, fmt.Errorf("leaving the container's cgroup: %w", lerr)
 	}
 	return pid, err
+}
+
+// move puts process pid, a child just forked that runs nothing of the
+// container yet (the init stage, which waits for its configuration),
+// into the container's cgroups, in the background: the kernel's wait
+// that the first move of a burst pays (an RCU grace period, 10 to 20 ms
+// on cgroup v1) then overlaps the building of the container's view
+// instead of adding to it. The returned function waits for the move and
+// says whether it failed; the stage must not be given its command before
+// it returned nil. runc moves its init process the same way, after it
+// started and before it runs the container's command. Without a mover it
+// does nothing.
+func (m *cgroupMover) move(pid int) func() error {
+	if m == nil {
+		return func() error { return nil }
+	}
+	done := make(chan error, 1)
+	go func() {
+		id := []byte(strconv.Itoa(pid))
+		for _, f := range m.enter {
+			if _, err := f.Write(id); err != nil {
+				done <- fmt.Errorf("entering the container's cgroup: %w", err)
+				return
+			}
+		}
+		done <- nil
+	}()
+	var err error
+	var waited bool
+	return func() error {
+		if !waited {
+			err, waited = <-done, true
+		}
+		return err
+	}
 }
 
 // writeAll writes "0" to each file.

@@ -101,10 +101,13 @@
 //     container's is the host's (opDev: an overlay of it as root).
 //   - /sys: the host's, read-only but for a privileged container.
 //
-// Cgroups (cgroup.go): with StartOptions.Cgroup, the sandbox moves itself
-// into the container's cgroups just before each fork of a container
-// process (the init stage, the main process, an exec'd command) and back
-// right after, so the container's processes, and only they, are in them.
+// Cgroups (cgroup.go): with StartOptions.Cgroup, the sandbox moves the
+// init stage into the container's cgroups while it builds the view, and
+// the stage runs the container's command only once it is there; for the
+// other processes of the container (the main process where there is no
+// init stage, an exec'd command) it moves itself into them just before
+// the fork and back right after. The container's processes, and only
+// they, are in them.
 //
 // Not done: IPC and network namespaces (the container shares the host's
 // System V IPC and network).

@@ -247,7 +247,9 @@ func (s *supervisor) forkStage(files []*os.File, tty bool) error {
 	attr := &syscall.ProcAttr{Env: []string{}, Files: fds, Sys: sys}
 	// The stage keeps every capability: it mounts /proc and takes the
 	// container's user before it limits them itself.
-	pid, err := s.forkInNamespace("/proc/self/exe", []string{initArgvName}, attr, false)
+	// It is moved into the container's cgroups while the view is built
+	// (cgroupMover.move), not born in them.
+	pid, err := s.forkInNamespace("/proc/self/exe", []string{initArgvName}, attr, false, false)
 	_ = cfgR.Close()
 	_ = errW.Close()
 	if err != nil {
@@ -256,6 +258,7 @@ func (s *supervisor) forkStage(files []*os.File, tty bool) error {
 		return fmt.Errorf("starting the container's init stage: %w", err)
 	}
 	s.stagePID, s.stageCfg, s.stageErr = pid, cfgW, errR
+	s.stageCgroup = s.cgroups.move(pid)
 	var b [1]byte
 	if n, _ := io.ReadFull(errR, b[:]); n != 1 || b[0] != stageReady {
 		s.abandonStage()
@@ -330,6 +333,10 @@ func (s *supervisor) runStage(argv []string, probe bool) (int, string, error) {
 			cfg.Cred = &stageCred{UID: c.Uid, GID: c.Gid, Groups: c.Groups, NoSetGroups: c.NoSetGroups}
 		}
 	}
+	if err := s.stageCgroup(); err != nil {
+		s.abandonStage()
+		return 0, ReasonCreateContainerError, err
+	}
 	pid, cfgW, errR := s.stagePID, s.stageCfg, s.stageErr
 	s.stagePID = 0
 	defer func() { _ = errR.Close() }()
@@ -362,12 +369,16 @@ func (s *supervisor) runStage(argv []string, probe bool) (int, string, error) {
 // calling thread only, and the bounding set and no_new_privs are the
 // thread's, so the thread that forks is locked to the goroutine and thrown
 // away afterwards.
-func (s *supervisor) forkInNamespace(path string, argv []string, attr *syscall.ProcAttr, limit bool) (int, error) {
+func (s *supervisor) forkInNamespace(path string, argv []string, attr *syscall.ProcAttr, limit, inCgroup bool) (int, error) {
 	ns := s.pidNS
+	cgroups := s.cgroups
+	if !inCgroup {
+		cgroups = nil
+	}
 	limit = limit && !s.cfg.Privileged
 	if ns == nil && !limit && !s.cfg.NoNewPrivileges {
 		// Nothing of the thread's to change.
-		return s.cgroups.fork(func() (int, error) { return syscall.ForkExec(path, argv, attr) })
+		return cgroups.fork(func() (int, error) { return syscall.ForkExec(path, argv, attr) })
 	}
 	type result struct {
 		pid int
@@ -401,7 +412,7 @@ func (s *supervisor) forkInNamespace(path string, argv []string, attr *syscall.P
 				return
 			}
 		}
-		pid, err := s.cgroups.fork(func() (int, error) { return syscall.ForkExec(path, argv, attr) })
+		pid, err := cgroups.fork(func() (int, error) { return syscall.ForkExec(path, argv, attr) })
 		ch <- result{pid, err}
 	}()
 	r := <-ch

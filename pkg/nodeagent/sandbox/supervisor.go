@@ -75,6 +75,9 @@ type supervisor struct {
 	// 0 once it was given one (or without PID namespace).
 	stagePID           int
 	stageCfg, stageErr *os.File
+	// stageCgroup waits for the stage's move into the container's
+	// cgroups (cgroupMover.move).
+	stageCgroup func() error
 	// pidNS names the PID namespace commands exec'd into the container
 	// join: the main process's own (a pidfd), or the one joined; nil in
 	// the host's.
@@ -511,7 +514,7 @@ func (s *supervisor) spawn(argv []string, files []*os.File, tty bool) (int, stri
 		Files: fds,
 		Sys:   &syscall.SysProcAttr{Setpgid: !tty, Setsid: tty, Setctty: tty, Credential: s.cred},
 	}
-	pid, err := s.forkInNamespace(path, argv, attr, true)
+	pid, err := s.forkInNamespace(path, argv, attr, true, true)
 	if err != nil {
 		return 0, ReasonStartError, fmt.Errorf("exec: %q: %w", argv[0], err)
 	}
