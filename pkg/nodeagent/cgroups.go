@@ -21,7 +21,8 @@ import (
 // Cgroup modes (Options.Cgroups, --cgroups).
 const (
 	// CgroupsAuto puts pods and containers in cgroups, with their limits,
-	// where the agent can write cgroups (as root).
+	// where the agent can write cgroups (as root, or as a user in a
+	// delegated cgroup: package cgroup's delegated.go).
 	CgroupsAuto = "auto"
 	// CgroupsOff never does: limits are not enforced (a NotEnforced
 	// Warning event says so for each pod that has some).

@@ -2,9 +2,13 @@ package e2e
 
 import (
 	"context"
+	"fmt"
 	"os"
+	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -19,20 +23,146 @@ import (
 	"jobkeeper.dev/jobkeeper/test/builder"
 )
 
-// TestUpOOMKilledJobs runs, on up as root (where pods get cgroups), two
-// Jobs whose container touches 300 MB under a 32Mi memory limit: the
-// kernel kills it and the node reports the container terminated
-// OOMKilled with exit code 137, as a kubelet does. The Job with a
-// podFailurePolicy rule on exit code 137 fails at once by that rule; the
-// one without counts each failure against its backoffLimit. up's banner
-// says that limits are enforced.
+// TestUpOOMKilledJobs runs, on up as root (where pods get cgroups) and on
+// up as a user in a cgroup delegated to it, two Jobs whose container
+// touches 300 MB under a 32Mi memory limit: the kernel kills it and the
+// node reports the container terminated OOMKilled with exit code 137, as
+// a kubelet does. The Job with a podFailurePolicy rule on exit code 137
+// fails at once by that rule; the one without counts each failure against
+// its backoffLimit. up's banner says that limits are enforced.
 func TestUpOOMKilledJobs(t *testing.T) {
 	if os.Geteuid() != 0 {
-		t.Skip("pods get cgroups only when up runs as root (docs/node-agent.md)")
+		t.Skip("the test runs up as root, and delegates a cgroup to a user as root")
 	}
+	t.Run("root", func(t *testing.T) {
+		up, c, _ := startUp(t, t.TempDir())
+		defer up.stop(t)
+		oomKilledJobs(t, up, c)
+	})
+	t.Run("delegated", func(t *testing.T) {
+		// A tree the user may enter.
+		base, err := os.MkdirTemp("", "jobkeeper-delegated-")
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = os.RemoveAll(base) })
+		if err := os.Chmod(base, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		cred := &syscall.Credential{Uid: escapeUID, Gid: escapeUID}
+		dataDir := filepath.Join(base, "data")
+		if err := os.Mkdir(dataDir, 0o700); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Chown(dataDir, escapeUID, escapeUID); err != nil {
+			t.Fatal(err)
+		}
+		exe := filepath.Join(base, "jobkeeper")
+		copyFile(t, binary, exe, 0o755)
+		wrapper := delegateCgroup(t, base, exe, escapeUID)
+		up, c, _ := startUpAs(t, cred, []string{"HOME=" + base}, wrapper, dataDir)
+		defer up.stop(t)
+		oomKilledJobs(t, up, c)
+	})
+}
+
+// delegateCgroup hands uid a cgroup below this process's own, in every
+// cgroup v1 hierarchy, as an administrator does (cgcreate -a/-t), and
+// writes a script that starts exe in it: the path to run instead of exe.
+// The cgroups are removed at the test's end, and must then be empty: up
+// as a user removes what it made. cgroup v2 delegation is systemd's
+// (Delegate=yes), which this test does not set up: skipped there.
+func delegateCgroup(t *testing.T, base, exe string, uid int) string {
+	t.Helper()
+	if _, err := os.Stat("/sys/fs/cgroup/cgroup.controllers"); err == nil {
+		t.Skip("cgroup v2: a user's cgroups are delegated by systemd (Delegate=yes), not set up by this test")
+	}
+	b, err := os.ReadFile("/proc/self/cgroup")
+	if err != nil {
+		t.Fatal(err)
+	}
+	own := ""
+	for _, l := range strings.Split(string(b), "\n") {
+		if parts := strings.SplitN(l, ":", 3); len(parts) == 3 && slices.Contains(strings.Split(parts[1], ","), "memory") {
+			own = parts[2]
+		}
+	}
+	if own == "" {
+		t.Skip("no cgroup v1 memory hierarchy")
+	}
+	name := filepath.Join(own, fmt.Sprintf("jobkeeper-e2e-delegated-%d", os.Getpid()))
+	mounts, _ := filepath.Glob("/sys/fs/cgroup/*/cgroup.procs")
+	var script strings.Builder
+	script.WriteString("#!/bin/sh\nset -e\n")
+	var dirs []string
+	for _, procs := range mounts {
+		mp := filepath.Dir(procs)
+		dir := filepath.Join(mp, name)
+		if err := os.Mkdir(dir, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		dirs = append(dirs, dir)
+		if _, err := os.Stat(filepath.Join(dir, "cpuset.cpus")); err == nil {
+			// A cpuset cgroup takes no process before it has cpus and
+			// memory nodes: its parent's.
+			for _, f := range []string{"cpuset.cpus", "cpuset.mems"} {
+				v, err := os.ReadFile(filepath.Join(filepath.Dir(dir), f))
+				if err == nil {
+					err = os.WriteFile(filepath.Join(dir, f), v, 0)
+				}
+				if err != nil {
+					t.Fatal(err)
+				}
+			}
+		}
+		entries, err := os.ReadDir(dir)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, e := range append(entries, nil) {
+			p := dir
+			if e != nil {
+				p = filepath.Join(dir, e.Name())
+			}
+			if err := os.Chown(p, uid, uid); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if _, err := os.Stat(filepath.Join(mp, "cgroup.controllers")); err == nil {
+			// A hybrid host's v2 hierarchy: the kernel lets a user move
+			// a process there only within a subtree it owns from the
+			// common ancestor on, which an administrator's v1 delegation
+			// does not give; nor does up need it, as no controller is
+			// there. Its directory is the user's, for up to make its own.
+			continue
+		}
+		fmt.Fprintf(&script, "echo $$ > %s/cgroup.procs\n", dir)
+	}
+	fmt.Fprintf(&script, "exec %s \"$@\"\n", exe)
+	t.Cleanup(func() {
+		for _, dir := range dirs {
+			left, _ := filepath.Glob(filepath.Join(dir, "*", "cgroup.procs"))
+			if len(left) > 0 {
+				t.Errorf("up left cgroups below the delegated one: %v", left)
+			}
+			if err := os.Remove(dir); err != nil {
+				for _, l := range left {
+					_ = os.Remove(filepath.Dir(l))
+				}
+				t.Errorf("removing the delegated cgroup: %v", err)
+			}
+		}
+	})
+	wrapper := filepath.Join(base, "jobkeeper-in-cgroup")
+	if err := os.WriteFile(wrapper, []byte(script.String()), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	return wrapper
+}
+
+// oomKilledJobs is TestUpOOMKilledJobs on one up.
+func oomKilledJobs(t *testing.T, up *process, c kubernetes.Interface) {
 	ctx := context.Background()
-	up, c, _ := startUp(t, t.TempDir())
-	defer up.stop(t)
 	up.waitForOutput(t, regexp.MustCompile(`Pods and containers get cgroups with their cpu and memory limits`), 30*time.Second)
 	ns := "default"
 	hog := func(name string) *builder.JobWrapper {

@@ -36,6 +36,8 @@
 // second right after, so that the container's processes, and only they,
 // are charged to the container.
 //
-// Nothing here runs as a user other than root: the agent then probes no
-// cgroups (New fails) and says that limits are not enforced.
+// A user other than root gets cgroups only where one was delegated to it
+// (delegated.go): its root is then below its own cgroup; elsewhere New
+// fails, saying what to configure, and the agent says that limits are not
+// enforced.
 package cgroup

@@ -57,12 +57,23 @@ type Manager struct {
 // DefaultRoot is the root of an agent named instance (Manager's doc).
 func DefaultRoot(instance string) (string, error) {
 	base := "jobkeeper-" + instance
-	if libcontainercgroups.IsCgroup2UnifiedMode() {
+	unified := libcontainercgroups.IsCgroup2UnifiedMode()
+	if unified && os.Geteuid() == 0 {
 		return "/" + base, nil
 	}
 	own, err := libcontainercgroups.ParseCgroupFile("/proc/self/cgroup")
 	if err != nil {
 		return "", err
+	}
+	if unified {
+		// A user's: beside the agent's own, in the cgroup delegated to it
+		// (delegated.go). A delegated agent already moved to its leaf
+		// finds its root beside it again.
+		dir := own[""]
+		if path.Base(dir) == base+agentLeafSuffix {
+			dir = path.Dir(dir)
+		}
+		return path.Join(dir, base), nil
 	}
 	mem, ok := own["memory"]
 	if !ok {
@@ -75,9 +86,6 @@ func DefaultRoot(instance string) (string, error) {
 // cgroups. It fails, saying why, where the agent cannot write cgroups (not
 // root, no memory or cpu controller, a read-only cgroupfs).
 func New(ctx context.Context, root string) (*Manager, error) {
-	if os.Geteuid() != 0 {
-		return nil, errors.New("the agent does not run as root, and uses no delegated cgroup")
-	}
 	cs, err := cm.GetCgroupSubsystems()
 	if err != nil {
 		return nil, fmt.Errorf("finding the cgroup controllers: %w", err)
@@ -92,6 +100,12 @@ func New(ctx context.Context, root string) (*Manager, error) {
 		unified: libcontainercgroups.IsCgroup2UnifiedMode(),
 		logger:  klog.FromContext(ctx),
 		parents: map[string]bool{},
+	}
+	rootless := os.Geteuid() != 0
+	if rootless {
+		if err := prepareDelegated(m.unified, root); err != nil {
+			return nil, fmt.Errorf("the agent does not run as root and has no delegated cgroup: %w", err)
+		}
 	}
 	m.cgroups = cm.NewCgroupManager(m.logger, cs, "cgroupfs")
 	m.mounts = mountPoints(cs)
@@ -122,6 +136,10 @@ func New(ctx context.Context, root string) (*Manager, error) {
 		m.selfDirs = append(m.selfDirs, filepath.Join(mp, selfPath))
 	}
 	if err := m.ensureParent(cm.NewCgroupName(m.root, podsName), nil); err != nil {
+		if rootless {
+			_ = removeRoot(m.mounts, m.Root())
+			return nil, fmt.Errorf("the agent does not run as root and has no delegated cgroup (%w): %s", err, delegationAdvice(m.unified))
+		}
 		return nil, err
 	}
 	return m, nil
@@ -225,7 +243,14 @@ func Remove(root string) error {
 	if err != nil {
 		return nil
 	}
-	return removeRoot(mountPoints(cs), root)
+	err = removeRoot(mountPoints(cs), root)
+	if libcontainercgroups.IsCgroup2UnifiedMode() {
+		// A delegated agent's leaf, empty once it is gone.
+		if rerr := os.Remove(filepath.Join("/sys/fs/cgroup", root+agentLeafSuffix)); rerr != nil && !errors.Is(rerr, os.ErrNotExist) {
+			err = errors.Join(err, rerr)
+		}
+	}
+	return err
 }
 
 // removeRoot removes root with every cgroup below it from each mount.
