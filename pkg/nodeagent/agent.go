@@ -105,8 +105,10 @@ type Agent struct {
 	workers map[types.UID]*worker
 	// activePods counts the workers that have not finished.
 	activePods int
-	// activeRequests sums the requests of those workers' pods.
-	activeRequests binder.Requests
+	// activeRequests sums the requests of those workers' pods (what they
+	// are allocated: a resize is admitted against it), reservedRequests
+	// what they count for when the binder places a pod (worker.reserved).
+	activeRequests, reservedRequests binder.Requests
 	// runCtx is Run's context; workers derive theirs from it.
 	runCtx context.Context
 	// refused holds the pods refused at admission (their failed status is
@@ -214,12 +216,13 @@ func (a *Agent) binderConfig() binder.Config {
 }
 
 // withWorkers calls f with the agent's workers locked: what the workers
-// of pods not finished request, how many they are, and whether a pod has a
-// worker.
+// of pods not finished count for in the binder's placing (as the
+// scheduler counts bound pods: worker.reserved), how many they are, and
+// whether a pod has a worker.
 func (a *Agent) withWorkers(f func(active binder.Requests, pods int, hasWorker func(types.UID) bool)) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	f(a.activeRequests, a.activePods, func(uid types.UID) bool {
+	f(a.reservedRequests, a.activePods, func(uid types.UID) bool {
 		_, ok := a.workers[uid]
 		return ok
 	})
@@ -445,6 +448,7 @@ func (a *Agent) onPod(pod *corev1.Pod) {
 		a.workers[pod.UID] = w
 		a.activePods++
 		a.activeRequests = a.activeRequests.Add(w.requests)
+		a.reservedRequests = a.reservedRequests.Add(w.reserved)
 		created = true
 		go w.run(ctx)
 	}
@@ -502,6 +506,7 @@ func (a *Agent) releaseLocked(w *worker) {
 	w.released = true
 	a.activePods--
 	a.activeRequests = a.activeRequests.Sub(w.requests)
+	a.reservedRequests = a.reservedRequests.Sub(w.reserved)
 }
 
 // onPodDeleted forgets a pod that left the API: a force-deleted pod's

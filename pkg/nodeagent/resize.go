@@ -92,6 +92,20 @@ func (r *resizeState) conditions() []corev1.PodCondition {
 	return out
 }
 
+// reserve updates what the pod counts for when the binder places others:
+// as the scheduler counts it from the pod (a resize not yet allocated
+// included), and at least what the agent has allocated to it.
+func (w *worker) reserve(pod *corev1.Pod) {
+	a := w.agent
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	r := binder.BoundPodRequests(pod).Max(w.requests)
+	if !w.released {
+		a.reservedRequests = a.reservedRequests.Sub(w.reserved).Add(r)
+	}
+	w.reserved = r
+}
+
 // resize decides a resize asked since the last look (or a deferred one
 // whose retry is due) and actuates what is allocated but not yet in the
 // running containers. It reports whether anything changed.
@@ -101,6 +115,7 @@ func (w *worker) resize(ctx context.Context, pod *corev1.Pod, now time.Time) boo
 	}
 	r := &w.resizes
 	progress := false
+	defer w.reserve(pod)
 	if pod.Generation != r.decided || (r.pending != nil && !now.Before(r.retry)) {
 		r.decided = pod.Generation
 		progress = w.decideResize(ctx, pod, now)

@@ -10,8 +10,10 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 
 	"jobkeeper.dev/jobkeeper/pkg/nodeagent/allocation"
+	"jobkeeper.dev/jobkeeper/pkg/nodeagent/binder"
 	"jobkeeper.dev/jobkeeper/test/builder"
 )
 
@@ -120,9 +122,24 @@ func TestResizeDeferred(t *testing.T) {
 	if ev := ta.waitEvent(t, "ResizeDeferred"); ev.Type != corev1.EventTypeWarning || !strings.HasPrefix(ev.Message, "Pod resize Deferred: ") {
 		t.Errorf("ResizeDeferred event %s %q", ev.Type, ev.Message)
 	}
+	// The binder keeps the room the resize waits for, as the scheduler
+	// counts a bound pod; a resize is admitted against what is allocated.
+	placed := func() (reserved binder.Requests) {
+		ta.agent.withWorkers(func(r binder.Requests, _ int, _ func(types.UID) bool) { reserved = r })
+		return reserved
+	}
+	ta.agent.mu.Lock()
+	allocated := ta.agent.activeRequests
+	ta.agent.mu.Unlock()
+	if r := placed(); r.CPUMilli != 100000000 || allocated.CPUMilli != 100 {
+		t.Errorf("deferred resize: the binder counts %dm of cpu (want the asked 100000000m), admission %dm (want the allocated 100m)", r.CPUMilli, allocated.CPUMilli)
+	}
 
 	gen = ta.resizePod(t, "p", before)
 	ta.waitPod(t, "p", resized(gen, before))
+	if r := placed(); r.CPUMilli != 100 {
+		t.Errorf("the binder counts %dm of cpu once the resize is withdrawn, want 100m", r.CPUMilli)
+	}
 	if n := rt.count("main"); n != 1 {
 		t.Errorf("container started %d times", n)
 	}

@@ -163,6 +163,10 @@ type worker struct {
 	// requests is what the pod is allocated of the node (guarded by the
 	// agent's mu: the binder reads it).
 	requests binder.Requests
+	// reserved is what the pod counts for when the binder places others
+	// (binder.BoundPodRequests, at least requests; guarded by the agent's
+	// mu).
+	reserved binder.Requests
 	// released is true once the pod no longer counts against the node's
 	// capacity (guarded by the agent's mu).
 	released bool
@@ -190,6 +194,7 @@ func newWorker(a *Agent, pod *corev1.Pod) *worker {
 		spec = w.resizes.alloc.Apply(pod)
 	}
 	w.requests = binder.PodRequests(spec)
+	w.reserved = binder.BoundPodRequests(pod).Max(w.requests)
 	now := a.clock.Now()
 	w.startTime = now
 	if pod.Status.StartTime != nil {

@@ -31,6 +31,20 @@ func (r Requests) Add(o Requests) Requests {
 	return r.combine(o, 1)
 }
 
+// Max returns, resource by resource, the larger of r and o.
+func (r Requests) Max(o Requests) Requests {
+	out := Requests{CPUMilli: max(r.CPUMilli, o.CPUMilli), Memory: max(r.Memory, o.Memory)}
+	for _, s := range []map[corev1.ResourceName]int64{r.Scalar, o.Scalar} {
+		for name, v := range s {
+			if out.Scalar == nil {
+				out.Scalar = map[corev1.ResourceName]int64{}
+			}
+			out.Scalar[name] = max(out.Scalar[name], v)
+		}
+	}
+	return out
+}
+
 // Sub returns r-o.
 func (r Requests) Sub(o Requests) Requests {
 	return r.combine(o, -1)
@@ -57,7 +71,22 @@ func (r Requests) combine(o Requests, sign int64) Requests {
 // largest init container ask, pod-level requests where set, plus the pod
 // overhead.
 func PodRequests(pod *corev1.Pod) Requests {
-	list := resourcehelper.PodRequests(pod, resourcehelper.PodResourcesOptions{})
+	return requestsOf(resourcehelper.PodRequests(pod, resourcehelper.PodResourcesOptions{}))
+}
+
+// BoundPodRequests is what a pod already on the node counts for as the
+// scheduler counts it (its NodeInfo, with InPlacePodVerticalScaling):
+// container by container, the larger of what the spec asks (a resize
+// not yet allocated included) and what the status says the container is
+// allocated and runs with, so that room a resize waits for is not given to
+// another pod.
+func BoundPodRequests(pod *corev1.Pod) Requests {
+	return requestsOf(resourcehelper.PodRequests(pod, resourcehelper.PodResourcesOptions{
+		UseStatusResources: true, InPlacePodLevelResourcesVerticalScalingEnabled: true}))
+}
+
+// requestsOf converts the helper's list.
+func requestsOf(list corev1.ResourceList) Requests {
 	r := Requests{CPUMilli: list.Cpu().MilliValue(), Memory: list.Memory().Value()}
 	for name, q := range list {
 		switch name {

@@ -47,6 +47,40 @@ func TestPodRequests(t *testing.T) {
 	}
 }
 
+// TestBoundPodRequests: a pod on the node counts, container by
+// container, for the larger of its spec (a resize not yet allocated) and
+// its status (allocated, running with), as the scheduler counts it.
+func TestBoundPodRequests(t *testing.T) {
+	cpu := func(q string) corev1.ResourceList {
+		return corev1.ResourceList{corev1.ResourceCPU: resource.MustParse(q)}
+	}
+	withStatus := func(spec, allocated, running string) *corev1.Pod {
+		p := podWithCPU(spec)
+		p.Status.ContainerStatuses = []corev1.ContainerStatus{{Name: p.Spec.Containers[0].Name,
+			AllocatedResources: cpu(allocated), Resources: &corev1.ResourceRequirements{Requests: cpu(running)}}}
+		return p
+	}
+	cases := map[string]struct {
+		pod  *corev1.Pod
+		want int64
+	}{
+		"no status: the spec":            {pod: podWithCPU("100m"), want: 100},
+		"a resize up not yet allocated":  {pod: withStatus("500m", "100m", "100m"), want: 500},
+		"a resize down not yet actuated": {pod: withStatus("100m", "100m", "500m"), want: 500},
+		"allocated and running the spec": {pod: withStatus("200m", "200m", "200m"), want: 200},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			if got := BoundPodRequests(tc.pod).CPUMilli; got != tc.want {
+				t.Errorf("cpu %dm, want %dm", got, tc.want)
+			}
+		})
+	}
+	if got := (Requests{CPUMilli: 1, Memory: 5, Scalar: map[corev1.ResourceName]int64{"a": 1}}).Max(Requests{CPUMilli: 3, Memory: 2, Scalar: map[corev1.ResourceName]int64{"a": 2, "b": 1}}); !cmp.Equal(got, Requests{CPUMilli: 3, Memory: 5, Scalar: map[corev1.ResourceName]int64{"a": 2, "b": 1}}) {
+		t.Errorf("Max %+v", got)
+	}
+}
+
 func TestFit(t *testing.T) {
 	alloc := corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("2"), corev1.ResourceMemory: resource.MustParse("1Gi"), "example.com/gpu": resource.MustParse("1")}
 	gpus := func(n string, cpu string) *corev1.Pod {
