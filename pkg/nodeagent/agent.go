@@ -59,9 +59,9 @@ type Agent struct {
 	cgroups *cgroup.Manager
 	// podCgroupsMu guards podCgroups.
 	podCgroupsMu sync.Mutex
-	// podCgroups are the pods whose cgroup this run has ensured, and
-	// its path.
-	podCgroups map[types.UID]string
+	// podCgroups are the pods whose cgroup this run has ensured: its path
+	// and what the pod counts for in its QoS class's cgroup.
+	podCgroups map[types.UID]podCgroup
 	// status writes pod status.
 	status *status.Manager
 	// binder binds pending pods to the node.
@@ -305,7 +305,7 @@ func (a *Agent) Run(ctx context.Context) error {
 		// other pods' files.
 		hide := hiddenPaths(append([]string{a.opts.DataDir, a.opts.ImageDir}, a.opts.HiddenPaths...))
 		cg, noCgroups := newCgroups(ctx, a.opts)
-		a.cgroups, a.podCgroups = cg, map[types.UID]string{}
+		a.cgroups, a.podCgroups = cg, map[types.UID]podCgroup{}
 		rt, err := process.New(ctx, process.Options{StateDir: filepath.Join(a.opts.DataDir, "process-state"), LogMaxSize: a.opts.LogMaxSize, Clock: a.clock, Isolation: a.opts.Isolation, Hide: hide,
 			Cgroups: cg, CgroupsReason: noCgroups})
 		if err != nil {

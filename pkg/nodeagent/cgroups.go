@@ -12,7 +12,9 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/klog/v2"
+	v1qos "k8s.io/kubernetes/pkg/apis/core/v1/helper/qos"
 
+	"jobkeeper.dev/jobkeeper/pkg/nodeagent/binder"
 	"jobkeeper.dev/jobkeeper/pkg/nodeagent/cgroup"
 	"jobkeeper.dev/jobkeeper/pkg/nodeagent/podconfig"
 	"jobkeeper.dev/jobkeeper/pkg/nodeagent/runtime"
@@ -104,22 +106,27 @@ func (a *Agent) cgroupFor(pod *corev1.Pod, c *corev1.Container, spec *runtime.Sp
 		return nil
 	}
 	a.podCgroupsMu.Lock()
-	parent, ok := a.podCgroups[pod.UID]
+	pc := a.podCgroups[pod.UID]
 	a.podCgroupsMu.Unlock()
-	if !ok {
+	if pc.parent == "" {
 		// Once per pod and run of the agent, as the kubelet ensures it
-		// before the pod's first container: its limits do not change
-		// (no in-place resize yet).
+		// before the pod's first container (a resize writes it again:
+		// resize.go). The QoS cgroups first, as the kubelet's QoS
+		// manager updates them before a pod's cgroup is made.
+		if err := a.setQoSShare(pod); err != nil {
+			return &podconfig.CreateError{Msg: "updating the QoS cgroups: " + err.Error()}
+		}
 		name, err := a.cgroups.EnsurePod(pod)
 		if err != nil {
 			return &podconfig.CreateError{Msg: "creating the pod's cgroup: " + err.Error()}
 		}
-		parent = name.ToCgroupfs()
+		pc.parent = name.ToCgroupfs()
 		a.podCgroupsMu.Lock()
-		a.podCgroups[pod.UID] = parent
+		pc.burstableMilli = a.podCgroups[pod.UID].burstableMilli
+		a.podCgroups[pod.UID] = pc
 		a.podCgroupsMu.Unlock()
 	}
-	spec.CgroupParent = parent
+	spec.CgroupParent = pc.parent
 	spec.Resources = cgroup.ContainerResources(pod, c, a.cgroups.Unified())
 	return nil
 }
@@ -136,6 +143,53 @@ func (a *Agent) removePodCgroup(ctx context.Context, uid types.UID) {
 	if err := a.cgroups.RemovePod(string(uid)); err != nil {
 		klog.FromContext(ctx).V(2).Info("Removing a pod's cgroup failed", "uid", uid, "err", err)
 	}
+	if err := a.writeQoSCgroups(); err != nil {
+		klog.FromContext(ctx).Info("Updating the QoS cgroups failed", "err", err)
+	}
+}
+
+// podCgroup is a pod whose cgroup this run of the agent has ensured.
+type podCgroup struct {
+	// parent is its cgroup, as a cgroupfs path.
+	parent string
+	// burstableMilli is its CPU request in millicores if it is
+	// Burstable: what it adds to the Burstable cgroup's CPU weight.
+	burstableMilli int64
+}
+
+// setQoSShare records what pod, as allocated, adds to its QoS class's
+// cgroup and writes the QoS cgroups: the kubelet's QoS manager gives the
+// Burstable cgroup the CPU weight of its pods' requests together (the
+// BestEffort one has the least weight, Guaranteed pods are directly
+// below kubepods with their own), so that under contention each class
+// gets CPU in proportion to what its pods request.
+func (a *Agent) setQoSShare(pod *corev1.Pod) error {
+	var milli int64
+	if v1qos.GetPodQOS(pod) == corev1.PodQOSBurstable {
+		milli = binder.PodRequests(pod).CPUMilli
+	}
+	a.podCgroupsMu.Lock()
+	pc := a.podCgroups[pod.UID]
+	pc.burstableMilli = milli
+	a.podCgroups[pod.UID] = pc
+	a.podCgroupsMu.Unlock()
+	return a.writeQoSCgroups()
+}
+
+// writeQoSCgroups writes the Burstable cgroup's CPU weight from the pods
+// recorded (setQoSShare).
+func (a *Agent) writeQoSCgroups() error {
+	if a.cgroups == nil {
+		return nil
+	}
+	// Held while writing: two writers never leave an older sum.
+	a.podCgroupsMu.Lock()
+	defer a.podCgroupsMu.Unlock()
+	var milli int64
+	for _, pc := range a.podCgroups {
+		milli += pc.burstableMilli
+	}
+	return a.cgroups.SetBurstableCPU(milli)
 }
 
 // removeOrphanCgroups removes the cgroups of pods no longer in the API

@@ -327,6 +327,9 @@ func (w *worker) widenPodCgroup(allocated *corev1.Pod) error {
 	if err := a.cgroups.SetPodConfig(allocated, cgroup.Widest(old, want)); err != nil {
 		return fmt.Errorf("updating the pod's cgroup: %w", err)
 	}
+	if err := a.setQoSShare(allocated); err != nil {
+		return fmt.Errorf("updating the QoS cgroups: %w", err)
+	}
 	return nil
 }
 

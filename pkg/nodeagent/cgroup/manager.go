@@ -52,6 +52,9 @@ type Manager struct {
 	mu sync.Mutex
 	// parents are the QoS cgroups created so far.
 	parents map[string]bool
+	// burstableShares is the CPU weight last written to the Burstable
+	// cgroup (SetBurstableCPU); 0: none yet.
+	burstableShares uint64
 }
 
 // DefaultRoot is the root of an agent named instance (Manager's doc).
@@ -206,6 +209,28 @@ func (m *Manager) EnsurePod(pod *corev1.Pod) (Name, error) {
 	return name, m.create(name, rc)
 }
 
+// SetBurstableCPU gives the Burstable QoS cgroup the CPU weight of milli
+// millicores, what its pods request together, as the kubelet's QoS
+// manager does; unchanged, nothing is written.
+func (m *Manager) SetBurstableCPU(milli int64) error {
+	shares := cm.MilliCPUToShares(milli)
+	name := cm.NewCgroupName(m.root, podsName, "burstable")
+	if err := m.ensureParent(name, nil); err != nil {
+		return err
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.burstableShares == shares {
+		return nil
+	}
+	cfg := &cm.CgroupConfig{Name: name, ResourceParameters: &cm.ResourceConfig{CPUShares: &shares}}
+	if err := m.cgroups.Update(m.logger, cfg); err != nil {
+		return fmt.Errorf("setting the CPU weight of %s: %w", name.ToCgroupfs(), err)
+	}
+	m.burstableShares = shares
+	return nil
+}
+
 // SetPodPidsLimit limits the processes of each pod's cgroup to n, as the
 // kubelet's --pod-max-pids; n <= 0: no limit.
 func (m *Manager) SetPodPidsLimit(n int64) { m.podPids = max(n, 0) }
@@ -231,7 +256,7 @@ func (m *Manager) RemovePod(uid string) error {
 // says so).
 func (m *Manager) RemoveAll() error {
 	m.mu.Lock()
-	m.parents = map[string]bool{}
+	m.parents, m.burstableShares = map[string]bool{}, 0
 	m.mu.Unlock()
 	return removeRoot(m.mounts, m.Root())
 }

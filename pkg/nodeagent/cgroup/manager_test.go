@@ -145,3 +145,40 @@ func TestPodPidsLimit(t *testing.T) {
 		t.Errorf("pids.max = %q, %v; want 42", b, err)
 	}
 }
+
+// TestBurstableCPU: the Burstable QoS cgroup gets the CPU weight of what
+// its pods request together, as the kubelet's QoS manager writes it (v1
+// shares; v2 the weight converted from them), and again when it changes.
+func TestBurstableCPU(t *testing.T) {
+	m := newManager(t)
+	read := func() string {
+		name := filepath.Join(m.Root(), podsName, "burstable")
+		for _, f := range []string{filepath.Join("/sys/fs/cgroup/cpu", name, "cpu.shares"), filepath.Join("/sys/fs/cgroup", name, "cpu.weight")} {
+			if b, err := os.ReadFile(f); err == nil {
+				return strings.TrimSpace(string(b))
+			}
+		}
+		t.Fatal("the Burstable cgroup has no CPU weight file")
+		return ""
+	}
+	for _, tc := range []struct {
+		milli        int64
+		shares, v2wt string
+	}{
+		// 1.5 CPUs: 1536 shares; v2: 1 + ((1536-2)*9999)/262142.
+		{1500, "1536", "59"},
+		{0, "2", "1"},
+		{250, "256", "10"},
+	} {
+		if err := m.SetBurstableCPU(tc.milli); err != nil {
+			t.Fatal(err)
+		}
+		want := tc.shares
+		if m.Unified() {
+			want = tc.v2wt
+		}
+		if got := read(); got != want {
+			t.Errorf("%dm: weight %s, want %s", tc.milli, got, want)
+		}
+	}
+}
