@@ -40,15 +40,7 @@ func TestUpOOMKilledJobs(t *testing.T) {
 		oomKilledJobs(t, up, c)
 	})
 	t.Run("delegated", func(t *testing.T) {
-		// A tree the user may enter.
-		base, err := os.MkdirTemp("", "jobkeeper-delegated-")
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { _ = os.RemoveAll(base) })
-		if err := os.Chmod(base, 0o755); err != nil {
-			t.Fatal(err)
-		}
+		base := enterableDir(t, "jobkeeper-delegated-")
 		cred := &syscall.Credential{Uid: escapeUID, Gid: escapeUID}
 		dataDir := filepath.Join(base, "data")
 		if err := os.Mkdir(dataDir, 0o700); err != nil {

@@ -88,16 +88,9 @@ func TestUpEscape(t *testing.T) {
 // stand-in loaded as the pods' image) and makes the secret directory.
 func startEscapeRun(t *testing.T, cred *syscall.Credential, mode, busybox string) *escapeRun {
 	t.Helper()
-	// A tree every user may enter: the binary, the data directory and the
-	// secret directory are the running user's.
-	base, err := os.MkdirTemp("", "jobkeeper-escape-")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = os.RemoveAll(base) })
-	if err := os.Chmod(base, 0o755); err != nil {
-		t.Fatal(err)
-	}
+	// The binary, the data directory and the secret directory are the
+	// running user's.
+	base := enterableDir(t, "jobkeeper-escape-")
 	r := &escapeRun{cred: cred, root: os.Getuid() == 0 && cred == nil,
 		dataDir: filepath.Join(base, "data"), secretDir: filepath.Join(base, "private"),
 		secret: fmt.Sprintf("host secret %d", time.Now().UnixNano())}
@@ -145,6 +138,21 @@ func startEscapeRun(t *testing.T, cred *syscall.Credential, mode, busybox string
 	t.Cleanup(func() { up.stop(t) })
 	r.c = c
 	return r
+}
+
+// enterableDir is a directory every user may enter (a test's TempDir is
+// below one only its owner may), removed at the test's end.
+func enterableDir(t *testing.T, prefix string) string {
+	t.Helper()
+	base, err := os.MkdirTemp("", prefix)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = os.RemoveAll(base) })
+	if err := os.Chmod(base, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	return base
 }
 
 // copyFile copies from to to with mode.
