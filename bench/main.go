@@ -63,6 +63,10 @@ type suiteConfig struct {
 	profiles string
 	// childVmodule is passed to the controller children as -vmodule.
 	childVmodule string
+	// jobkeeperAs is how the jobkeeper child runs its manager: inprocess
+	// (the bench's settings, HTTP endpoints off) or user (the flags a user
+	// runs jobkeeper-controller with: userFlags).
+	jobkeeperAs string
 }
 
 // budget is a client rate limit.
@@ -108,10 +112,14 @@ func parseFlags(args []string) (*suiteConfig, error) {
 	keep := fs.Bool("keep", false, "keep the control plane's data directory and the logs")
 	profiles := fs.String("cpuprofile-dir", "", "write each controller child's CPU profile to this directory (for go tool pprof)")
 	childVmodule := fs.String("child-vmodule", "", "klog -vmodule of the controller children, e.g. reflector=4 (their logs are kept with -keep)")
+	jobkeeperAs := fs.String("jobkeeper-as", "inprocess", "how jobkeeper's manager runs: inprocess (the bench's settings, metrics and health endpoints off) or user (parsed from the flags a user runs jobkeeper-controller with, metrics and health endpoints on, --server-check)")
 	if err := fs.Parse(args); err != nil {
 		return nil, err
 	}
-	cfg := &suiteConfig{args: args, repeats: *repeats, workers: *workers, scale: *scale, out: *out, jsonPath: *jsonPath, keep: *keep, profiles: *profiles, childVmodule: *childVmodule}
+	cfg := &suiteConfig{args: args, repeats: *repeats, workers: *workers, scale: *scale, out: *out, jsonPath: *jsonPath, keep: *keep, profiles: *profiles, childVmodule: *childVmodule, jobkeeperAs: *jobkeeperAs}
+	if cfg.jobkeeperAs != "inprocess" && cfg.jobkeeperAs != "user" {
+		return nil, fmt.Errorf("-jobkeeper-as: %q is neither inprocess nor user", cfg.jobkeeperAs)
+	}
 	if cfg.repeats < 1 || cfg.workers < 1 || cfg.scale <= 0 {
 		return nil, fmt.Errorf("-repeats and -workers must be at least 1, -scale above 0")
 	}

@@ -819,6 +819,9 @@ func (e *env) startChild(ctx context.Context, impl string, w workload, b budget)
 		}
 		cmd.Args = append(cmd.Args, "-cpuprofile", filepath.Join(e.cfg.profiles, fmt.Sprintf("%03d-%s-%s-%s.pprof", e.seq, w.Name, impl, strings.ReplaceAll(b.String(), "/", "-"))))
 	}
+	if impl == implJobkeeper && e.cfg.jobkeeperAs == "user" {
+		cmd.Env = append(os.Environ(), "JOBKEEPER_CHILD_FLAGS="+strings.Join(userFlags(w.controllers(), b, e.cfg.workers), " "))
+	}
 	cmd.Stderr = logFile
 	// The controller must not outlive the benchmark if it is interrupted.
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
@@ -855,6 +858,20 @@ func (e *env) startChild(ctx context.Context, impl string, w workload, b budget)
 		close(c.exited)
 	}()
 	return c, nil
+}
+
+// userFlags are the flags a user runs jobkeeper-controller with for the
+// same controllers, budget and workers (-jobkeeper-as user): every
+// setting spelled out as an outside harness passes them, the metrics and
+// health endpoints on, the rest (--server-check) the command's defaults.
+// --manage-unclaimed-jobs: the workloads' Jobs set no spec.managedBy.
+func userFlags(controllers string, b budget, workers int) []string {
+	return []string{"--controllers", controllers, "--manage-unclaimed-jobs",
+		"--kube-api-qps", strconv.FormatFloat(b.QPS, 'g', -1, 64), "--kube-api-burst", strconv.Itoa(b.Burst),
+		"--concurrent-job-syncs", strconv.Itoa(workers), "--concurrent-ttl-syncs", strconv.Itoa(workers),
+		"--sync-batch-period", "1s", "--pod-failure-backoff", "10s", "--max-pod-failure-backoff", "10m0s",
+		"--max-uncounted-pods", "500", "--max-pod-create-delete-per-sync", "500", "--leader-elect=false",
+		"--metrics-bind-address", "127.0.0.1:0", "--health-probe-bind-address", "127.0.0.1:0"}
 }
 
 // waitSynced waits until the child's informers have synced.

@@ -8,6 +8,7 @@ import (
 	"syscall"
 
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/klog/v2"
@@ -19,16 +20,7 @@ import (
 // existing cluster. Both binaries have it (cmd/jobkeeper and the lean
 // cmd/jobkeeper-controller); use names the command.
 func NewControllerCommand(use string) *cobra.Command {
-	opts := manager.NewOptions()
-	// In a pod, the Lease lives next to the Deployment unless a flag says
-	// otherwise (the chart sets POD_NAMESPACE from the downward API).
-	if ns := os.Getenv("POD_NAMESPACE"); ns != "" {
-		opts.LeaderElectionNamespace = ns
-	}
-	// Unlike `up`, whose apiserver is the v1.36 it embeds, a cluster may be
-	// older or have turned off a Job feature the Job controller relies on.
-	opts.ServerCheck = true
-	var kubeconfig string
+	fs, opts, kubeconfig := ControllerFlags()
 	cmd := &cobra.Command{
 		Use:   use,
 		Short: "Run the controllers against an existing cluster",
@@ -37,7 +29,7 @@ configuration when running in a pod). The Job controller manages the Jobs whose 
 is --managed-by; the TTL-after-finished controller cleans up finished objects.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			config, err := LoadClientConfig(kubeconfig)
+			config, err := LoadClientConfig(*kubeconfig)
 			if err != nil {
 				return err
 			}
@@ -50,11 +42,30 @@ is --managed-by; the TTL-after-finished controller cleans up finished objects.`,
 			return m.Run(ctx)
 		},
 	}
-	cmd.Flags().StringVar(&kubeconfig, "kubeconfig", "", "Path to a kubeconfig. Empty: $KUBECONFIG, then the in-cluster configuration.")
-	AddControllerFlags(cmd.Flags(), opts)
-	cmd.Flags().BoolVar(&opts.ServerCheck, "server-check", opts.ServerCheck, "With the Job controller: before starting, check that the apiserver is Kubernetes "+
-		manager.MinServerVersion.String()+" or later and keeps the Job fields the controller relies on (a dry-run create of a Job in the leader election namespace), and refuse to start, saying what is missing, if not.")
+	cmd.Flags().AddFlagSet(fs)
 	return cmd
+}
+
+// ControllerFlags are the controller command's flags, bound to the
+// options (with the command's defaults) and to the kubeconfig path it
+// runs with: what the command parses, for a benchmark that runs the
+// controllers as a user does.
+func ControllerFlags() (*pflag.FlagSet, *manager.Options, *string) {
+	opts := manager.NewOptions()
+	// In a pod, the Lease lives next to the Deployment unless a flag says
+	// otherwise (the chart sets POD_NAMESPACE from the downward API).
+	if ns := os.Getenv("POD_NAMESPACE"); ns != "" {
+		opts.LeaderElectionNamespace = ns
+	}
+	// Unlike `up`, whose apiserver is the v1.36 it embeds, a cluster may be
+	// older or have turned off a Job feature the Job controller relies on.
+	opts.ServerCheck = true
+	fs := pflag.NewFlagSet("controller", pflag.ContinueOnError)
+	kubeconfig := fs.String("kubeconfig", "", "Path to a kubeconfig. Empty: $KUBECONFIG, then the in-cluster configuration.")
+	AddControllerFlags(fs, opts)
+	fs.BoolVar(&opts.ServerCheck, "server-check", opts.ServerCheck, "With the Job controller: before starting, check that the apiserver is Kubernetes "+
+		manager.MinServerVersion.String()+" or later and keeps the Job fields the controller relies on (a dry-run create of a Job in the leader election namespace), and refuse to start, saying what is missing, if not.")
+	return fs, opts, kubeconfig
 }
 
 // LoadClientConfig reads the kubeconfig at path, or $KUBECONFIG, or falls
