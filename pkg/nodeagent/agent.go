@@ -306,6 +306,18 @@ func (a *Agent) Run(ctx context.Context) error {
 		hide := hiddenPaths(append([]string{a.opts.DataDir, a.opts.ImageDir}, a.opts.HiddenPaths...))
 		cg, noCgroups := newCgroups(ctx, a.opts)
 		a.cgroups, a.podCgroups = cg, map[types.UID]podCgroup{}
+		if cg != nil && !a.opts.KeepRunningOnStop {
+			// Last, whichever way Run returns: after a clean stop every
+			// container was stopped and nothing is left in them; a stop
+			// during start-up (before the caches synced) leaves the root
+			// made above, which would otherwise stay behind. A cgroup that
+			// still holds processes is not removed.
+			defer func() {
+				if err := cg.RemoveAll(); err != nil {
+					logger.Info("Removing the pods' cgroups failed", "root", cg.Root(), "err", err)
+				}
+			}()
+		}
 		rt, err := process.New(ctx, process.Options{StateDir: filepath.Join(a.opts.DataDir, "process-state"), LogMaxSize: a.opts.LogMaxSize, Clock: a.clock, Isolation: a.opts.Isolation, Hide: hide,
 			Cgroups: cg, CgroupsReason: noCgroups})
 		if err != nil {
@@ -398,12 +410,6 @@ func (a *Agent) Run(ctx context.Context) error {
 		// The pods' containers are stopped: their memory-backed
 		// emptyDirs go, so that nothing stays mounted on the host.
 		a.unmountAllVolumes(ctx)
-	}
-	if a.cgroups != nil && !a.opts.KeepRunningOnStop {
-		// Every container was stopped: nothing is left in them.
-		if err := a.cgroups.RemoveAll(); err != nil {
-			logger.V(2).Info("Removing the pods' cgroups failed", "err", err)
-		}
 	}
 	logger.Info("Node agent stopped")
 	return nil

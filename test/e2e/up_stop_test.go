@@ -91,6 +91,9 @@ func TestUpStopsWithWatchers(t *testing.T) {
 		if m := stackTrace.FindString(p.output()); m != "" {
 			t.Fatalf("run %d: up's output holds a stack trace (%q):\n%s", i, m, p.output())
 		}
+		if left := cgroupRootLeft(dataDir); left != "" {
+			t.Errorf("run %d: up left its cgroups at %s after a clean stop", i, left)
+		}
 	}
 	t.Logf("stop times with watchers attached: %v", took)
 	for _, name := range []string{"jobkeeper.log", "etcd.log"} {
@@ -115,6 +118,23 @@ func TestUpStopsWithWatchers(t *testing.T) {
 	if _, err := c.CoreV1().ConfigMaps("default").List(ctx, metav1.ListOptions{}); err != nil {
 		t.Errorf("listing ConfigMaps after the restarts: %v", err)
 	}
+}
+
+// cgroupRootLeft is the directory of the cgroup root the up of dataDir
+// recorded (<data-dir>/node/cgroup-root) if it still exists in the memory
+// hierarchy (v1) or the unified one (v2); "" if it is gone or up made none.
+func cgroupRootLeft(dataDir string) string {
+	b, err := os.ReadFile(filepath.Join(dataDir, "node", "cgroup-root"))
+	if err != nil {
+		return ""
+	}
+	root := strings.TrimSpace(string(b))
+	for _, dir := range []string{filepath.Join("/sys/fs/cgroup/memory", root), filepath.Join("/sys/fs/cgroup", root)} {
+		if _, err := os.Stat(dir); err == nil && root != "" && root != "/" {
+			return dir
+		}
+	}
+	return ""
 }
 
 // openWatchers opens watchersPerResource watches on pods, Jobs and events

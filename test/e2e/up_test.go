@@ -126,7 +126,12 @@ func TestUpLifecycle(t *testing.T) {
 	if got.UID != kept.UID {
 		t.Errorf("Job UID changed across restart: %s != %s", got.UID, kept.UID)
 	}
+	// Stopped soon after it started (its node agent may still be starting):
+	// its cgroups go all the same.
 	p2.stop(t)
+	if left := cgroupRootLeft(dataDir); left != "" {
+		t.Errorf("up left its cgroups at %s after a clean stop", left)
+	}
 }
 
 func pollGone(t *testing.T, get func(ctx context.Context) error) {
