@@ -111,14 +111,14 @@ func (a *Agent) cgroupFor(pod *corev1.Pod, c *corev1.Container, spec *runtime.Sp
 	if pc.parent == "" {
 		// Once per pod and run of the agent, as the kubelet ensures it
 		// before the pod's first container (a resize writes it again:
-		// resize.go). The QoS cgroups first, as the kubelet's QoS
-		// manager updates them before a pod's cgroup is made.
-		if err := a.setQoSShare(pod); err != nil {
-			return &podconfig.CreateError{Msg: "updating the QoS cgroups: " + err.Error()}
-		}
+		// resize.go); then the QoS cgroups' weights, once the pod's QoS
+		// cgroup exists.
 		name, err := a.cgroups.EnsurePod(pod)
 		if err != nil {
 			return &podconfig.CreateError{Msg: "creating the pod's cgroup: " + err.Error()}
+		}
+		if err := a.setQoSShare(pod); err != nil {
+			return &podconfig.CreateError{Msg: "updating the QoS cgroups: " + err.Error()}
 		}
 		pc.parent = name.ToCgroupfs()
 		a.podCgroupsMu.Lock()

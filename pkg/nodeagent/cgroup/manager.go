@@ -211,16 +211,15 @@ func (m *Manager) EnsurePod(pod *corev1.Pod) (Name, error) {
 
 // SetBurstableCPU gives the Burstable QoS cgroup the CPU weight of milli
 // millicores, what its pods request together, as the kubelet's QoS
-// manager does; unchanged, nothing is written.
+// manager does; unchanged, nothing is written. It never makes the cgroup:
+// until a Burstable pod's cgroup made it (EnsurePod), or once RemoveAll
+// removed it, there is nothing to write.
 func (m *Manager) SetBurstableCPU(milli int64) error {
 	shares := cm.MilliCPUToShares(milli)
 	name := cm.NewCgroupName(m.root, podsName, "burstable")
-	if err := m.ensureParent(name, nil); err != nil {
-		return err
-	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	if m.burstableShares == shares {
+	if !m.parents[name.ToCgroupfs()] || m.burstableShares == shares {
 		return nil
 	}
 	cfg := &cm.CgroupConfig{Name: name, ResourceParameters: &cm.ResourceConfig{CPUShares: &shares}}

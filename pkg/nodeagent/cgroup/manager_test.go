@@ -151,6 +151,17 @@ func TestPodPidsLimit(t *testing.T) {
 // shares; v2 the weight converted from them), and again when it changes.
 func TestBurstableCPU(t *testing.T) {
 	m := newManager(t)
+	burstable := filepath.Join(m.mounts[0], m.Root(), podsName, "burstable")
+	// Not made by it: no Burstable pod yet.
+	if err := m.SetBurstableCPU(100); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(burstable); !os.IsNotExist(err) {
+		t.Fatalf("SetBurstableCPU made the Burstable cgroup (%v)", err)
+	}
+	if _, err := m.EnsurePod(limitedPod("16Mi")); err != nil {
+		t.Fatal(err)
+	}
 	read := func() string {
 		name := filepath.Join(m.Root(), podsName, "burstable")
 		for _, f := range []string{filepath.Join("/sys/fs/cgroup/cpu", name, "cpu.shares"), filepath.Join("/sys/fs/cgroup", name, "cpu.weight")} {
@@ -180,5 +191,16 @@ func TestBurstableCPU(t *testing.T) {
 		if got := read(); got != want {
 			t.Errorf("%dm: weight %s, want %s", tc.milli, got, want)
 		}
+	}
+	// Once removed, a later update (a pod's cgroup removed during the
+	// stop) does not make it again.
+	if err := m.RemoveAll(); err != nil {
+		t.Fatal(err)
+	}
+	if err := m.SetBurstableCPU(700); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(filepath.Join(m.mounts[0], m.Root())); !os.IsNotExist(err) {
+		t.Errorf("SetBurstableCPU after RemoveAll made the root again (%v)", err)
 	}
 }
