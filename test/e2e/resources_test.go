@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -82,30 +83,30 @@ func delegateCgroup(t *testing.T, base, exe string, uid int) string {
 	if own == "" {
 		t.Skip("no cgroup v1 memory hierarchy")
 	}
+	// One name in every hierarchy, as cgcreate -g '*:PATH' makes it: this
+	// process may be elsewhere in the other hierarchies (a runtime that
+	// only gives it a memory cgroup), where the parents are made too.
 	name := filepath.Join(own, fmt.Sprintf("jobkeeper-e2e-delegated-%d", os.Getpid()))
 	mounts, _ := filepath.Glob("/sys/fs/cgroup/*/cgroup.procs")
 	var script strings.Builder
 	script.WriteString("#!/bin/sh\nset -e\n")
 	var dirs []string
+	t.Cleanup(func() {
+		// Deepest first: the delegated cgroups, then the parents made,
+		// which another package's agent run as root at the same time may
+		// still use (it removes them then).
+		for i := len(dirs) - 1; i >= 0; i-- {
+			err := os.Remove(dirs[i])
+			if err != nil && (strings.HasSuffix(dirs[i], name) || !errors.Is(err, syscall.EBUSY) && !errors.Is(err, syscall.ENOTEMPTY)) {
+				t.Errorf("removing %s: %v", dirs[i], err)
+			}
+		}
+	})
 	for _, procs := range mounts {
 		mp := filepath.Dir(procs)
 		dir := filepath.Join(mp, name)
-		if err := os.Mkdir(dir, 0o755); err != nil {
+		if err := mkdirCgroup(mp, dir, &dirs); err != nil {
 			t.Fatal(err)
-		}
-		dirs = append(dirs, dir)
-		if _, err := os.Stat(filepath.Join(dir, "cpuset.cpus")); err == nil {
-			// A cpuset cgroup takes no process before it has cpus and
-			// memory nodes: its parent's.
-			for _, f := range []string{"cpuset.cpus", "cpuset.mems"} {
-				v, err := os.ReadFile(filepath.Join(filepath.Dir(dir), f))
-				if err == nil {
-					err = os.WriteFile(filepath.Join(dir, f), v, 0)
-				}
-				if err != nil {
-					t.Fatal(err)
-				}
-			}
 		}
 		entries, err := os.ReadDir(dir)
 		if err != nil {
@@ -132,16 +133,13 @@ func delegateCgroup(t *testing.T, base, exe string, uid int) string {
 	}
 	fmt.Fprintf(&script, "exec %s \"$@\"\n", exe)
 	t.Cleanup(func() {
-		for _, dir := range dirs {
-			left, _ := filepath.Glob(filepath.Join(dir, "*", "cgroup.procs"))
+		for _, mp := range mounts {
+			left, _ := filepath.Glob(filepath.Join(filepath.Dir(mp), name, "*", "cgroup.procs"))
 			if len(left) > 0 {
 				t.Errorf("up left cgroups below the delegated one: %v", left)
-			}
-			if err := os.Remove(dir); err != nil {
 				for _, l := range left {
 					_ = os.Remove(filepath.Dir(l))
 				}
-				t.Errorf("removing the delegated cgroup: %v", err)
 			}
 		}
 	})
@@ -150,6 +148,39 @@ func delegateCgroup(t *testing.T, base, exe string, uid int) string {
 		t.Fatal(err)
 	}
 	return wrapper
+}
+
+// mkdirCgroup makes cgroup dir in the hierarchy mounted at mp, with the
+// parents it lacks, appending each one made to made (parents first). A
+// cpuset cgroup takes no process before it has cpus and memory nodes: each
+// made gets its parent's.
+func mkdirCgroup(mp, dir string, made *[]string) error {
+	if _, err := os.Stat(dir); err == nil {
+		return fmt.Errorf("%s exists", dir)
+	}
+	if parent := filepath.Dir(dir); parent != mp {
+		if _, err := os.Stat(parent); os.IsNotExist(err) {
+			if err := mkdirCgroup(mp, parent, made); err != nil {
+				return err
+			}
+		}
+	}
+	if err := os.Mkdir(dir, 0o755); err != nil {
+		return err
+	}
+	*made = append(*made, dir)
+	if _, err := os.Stat(filepath.Join(dir, "cpuset.cpus")); err == nil {
+		for _, f := range []string{"cpuset.cpus", "cpuset.mems"} {
+			v, err := os.ReadFile(filepath.Join(filepath.Dir(dir), f))
+			if err == nil {
+				err = os.WriteFile(filepath.Join(dir, f), v, 0)
+			}
+			if err != nil {
+				return err
+			}
+		}
+	}
+	return nil
 }
 
 // oomKilledJobs is TestUpOOMKilledJobs on one up.

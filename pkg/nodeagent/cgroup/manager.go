@@ -42,6 +42,9 @@ type Manager struct {
 	// mounts are the mount points of every hierarchy, where the kubelet's
 	// manager creates a pod's cgroups.
 	mounts []string
+	// above are the directories above root this manager made or shares
+	// with another of this process (above.go), removed with the root.
+	above []string
 	// logger logs the cgroup manager's own messages.
 	logger klog.Logger
 
@@ -138,9 +141,11 @@ func New(ctx context.Context, root string) (*Manager, error) {
 		m.hierarchies = append(m.hierarchies, mp)
 		m.selfDirs = append(m.selfDirs, filepath.Join(mp, selfPath))
 	}
+	m.above = claimAbove(m.mounts, m.Root(), ownByMount(cs, own, m.unified), own[memoryKey(m.unified)], !rootless)
 	if err := m.ensureParent(cm.NewCgroupName(m.root, podsName), nil); err != nil {
+		_ = removeRoot(m.mounts, m.Root())
+		_ = releaseAbove(m.above)
 		if rootless {
-			_ = removeRoot(m.mounts, m.Root())
 			return nil, fmt.Errorf("the agent does not run as root and has no delegated cgroup (%w): %s", err, delegationAdvice(m.unified))
 		}
 		return nil, err
@@ -256,8 +261,16 @@ func (m *Manager) RemovePod(uid string) error {
 func (m *Manager) RemoveAll() error {
 	m.mu.Lock()
 	m.parents, m.burstableShares = map[string]bool{}, 0
+	above := m.above
+	m.above = nil
 	m.mu.Unlock()
-	return removeRoot(m.mounts, m.Root())
+	if err := removeRoot(m.mounts, m.Root()); err != nil {
+		m.mu.Lock()
+		m.above = append(m.above, above...)
+		m.mu.Unlock()
+		return err
+	}
+	return releaseAbove(above)
 }
 
 // Remove removes what an agent left below root (a crashed one, for
@@ -286,6 +299,33 @@ func removeRoot(mounts []string, root string) error {
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// memoryKey is the memory controller's key in /proc/self/cgroup's lines.
+func memoryKey(unified bool) string {
+	if unified {
+		return ""
+	}
+	return "memory"
+}
+
+// ownByMount is this process's cgroup (own, from /proc/self/cgroup) in
+// the hierarchy of each mount point.
+func ownByMount(cs *cm.CgroupSubsystems, own map[string]string, unified bool) map[string]string {
+	byMount := map[string]string{}
+	for c, mp := range cs.MountPoints {
+		key := c
+		if unified {
+			key = ""
+		}
+		if p, ok := own[key]; ok {
+			byMount[mp] = p
+		}
+	}
+	if p, ok := own[""]; ok && !unified {
+		byMount["/sys/fs/cgroup/unified"] = p
+	}
+	return byMount
 }
 
 // mountPoints are the mount points of every hierarchy, where the kubelet's

@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -25,6 +26,7 @@ func newManager(t *testing.T) *Manager {
 	if err != nil {
 		t.Skip(err)
 	}
+	missing := missingAncestors(root)
 	m, err := New(context.Background(), root)
 	if err != nil {
 		t.Skipf("no cgroups here: %v", err)
@@ -38,8 +40,33 @@ func newManager(t *testing.T) *Manager {
 				t.Errorf("%s left in %s (%v)", m.Root(), mp, err)
 			}
 		}
+		for _, dir := range missing {
+			if _, err := os.Stat(dir); !os.IsNotExist(err) {
+				t.Errorf("%s, made above the root, left (%v)", dir, err)
+			}
+		}
 	})
 	return m
+}
+
+// missingAncestors are the directories above root that do not exist yet,
+// in every hierarchy: where this process's cgroup differs between
+// hierarchies (v1), the manager makes them for its root.
+func missingAncestors(root string) []string {
+	var dirs []string
+	mounts, _ := filepath.Glob("/sys/fs/cgroup/*/cgroup.procs")
+	if _, err := os.Stat("/sys/fs/cgroup/cgroup.procs"); err == nil {
+		mounts = append(mounts, "/sys/fs/cgroup/cgroup.procs")
+	}
+	for _, procs := range mounts {
+		for dir := filepath.Dir(root); dir != "/"; dir = filepath.Dir(dir) {
+			p := filepath.Join(filepath.Dir(procs), dir)
+			if _, err := os.Stat(p); os.IsNotExist(err) {
+				dirs = append(dirs, p)
+			}
+		}
+	}
+	return dirs
 }
 
 // limitedPod is a Burstable pod whose one container has a memory limit.
@@ -202,5 +229,53 @@ func TestBurstableCPU(t *testing.T) {
 	}
 	if _, err := os.Stat(filepath.Join(m.mounts[0], m.Root())); !os.IsNotExist(err) {
 		t.Errorf("SetBurstableCPU after RemoveAll made the root again (%v)", err)
+	}
+}
+
+// TestAboveRootShared starts two managers whose roots share directories
+// made above them (where this process's cgroup differs between v1
+// hierarchies): the first removal keeps them for the second manager,
+// whose removal takes them away.
+func TestAboveRootShared(t *testing.T) {
+	roots := make([]string, 2)
+	for i := range roots {
+		r, err := DefaultRoot(fmt.Sprintf("test-shared-%d-%d", os.Getpid(), i))
+		if err != nil {
+			t.Skip(err)
+		}
+		roots[i] = r
+	}
+	made := missingAncestors(roots[0])
+	if len(made) == 0 {
+		t.Skip("this process's cgroup is the same in every hierarchy: nothing is made above a root")
+	}
+	var ms []*Manager
+	for _, r := range roots {
+		m, err := New(context.Background(), r)
+		if err != nil {
+			t.Skipf("no cgroups here: %v", err)
+		}
+		ms = append(ms, m)
+	}
+	// Those of the hierarchies the manager makes cgroups in.
+	made = slices.DeleteFunc(made, func(dir string) bool {
+		_, err := os.Stat(dir)
+		return err != nil
+	})
+	if err := ms[0].RemoveAll(); err != nil {
+		t.Fatal(err)
+	}
+	for _, dir := range made {
+		if _, err := os.Stat(dir); err != nil {
+			t.Errorf("%s removed while the second manager's root is below it: %v", dir, err)
+		}
+	}
+	if err := ms[1].RemoveAll(); err != nil {
+		t.Fatal(err)
+	}
+	for _, dir := range made {
+		if _, err := os.Stat(dir); !os.IsNotExist(err) {
+			t.Errorf("%s left after both managers removed their roots (%v)", dir, err)
+		}
 	}
 }
