@@ -307,6 +307,9 @@ func runUp(out io.Writer, up *upOptions, opts *manager.Options, bootstrap []boot
 	if line := controllersBanner(opts.Controllers); line != "" {
 		fmt.Fprintln(out, line)
 	}
+	if gates := cli.NonDefaultGates(); len(gates) > 0 {
+		fmt.Fprintf(out, "Feature gates not at their v1.36 defaults (--feature-gates), for the apiserver, the controllers and the node: %s\n", strings.Join(gates, ","))
+	}
 	if servedMetrics != "" {
 		fmt.Fprintf(out, "jobkeeper's metrics: https://%s/metrics (read them with: jobkeeper metrics%s)\n", servedMetrics, metricsCommandFlags(up.dataDir, up.kubeconfigOut))
 	}

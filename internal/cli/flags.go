@@ -36,4 +36,5 @@ func AddControllerFlags(fs *pflag.FlagSet, o *manager.Options) {
 	fs.DurationVar(&o.LeaseDuration, "leader-elect-lease-duration", o.LeaseDuration, "How long a non-leader waits after the last renewal before taking the Lease.")
 	fs.DurationVar(&o.RenewDeadline, "leader-elect-renew-deadline", o.RenewDeadline, "How long the leader keeps trying to renew before giving up.")
 	fs.DurationVar(&o.RetryPeriod, "leader-elect-retry-period", o.RetryPeriod, "Interval between attempts to acquire or renew the Lease.")
+	addFeatureGatesFlag(fs)
 }

@@ -13,6 +13,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/errors"
 	apimachineryversion "k8s.io/apimachinery/pkg/version"
 	genericapiserver "k8s.io/apiserver/pkg/server"
+	utilfeature "k8s.io/apiserver/pkg/util/feature"
 	basecompatibility "k8s.io/component-base/compatibility"
 	aggregatorapiserver "k8s.io/kube-aggregator/pkg/apiserver"
 	"k8s.io/kubernetes/cmd/kube-apiserver/app"
@@ -172,6 +173,13 @@ func startAPIServer(ctx context.Context, c apiserverConfig) (<-chan error, error
 
 	if err := s.GenericServerRunOptions.ComponentGlobalsRegistry.Set(); err != nil {
 		return nil, fmt.Errorf("setting component globals: %w", err)
+	}
+	// The API versions that gates turned on (up --feature-gates) need.
+	for _, gv := range apiVersionsForGates(utilfeature.DefaultFeatureGate.Enabled) {
+		if s.APIEnablement.RuntimeConfig == nil {
+			s.APIEnablement.RuntimeConfig = map[string]string{}
+		}
+		s.APIEnablement.RuntimeConfig[gv] = "true"
 	}
 	completed, err := s.Complete(ctx)
 	if err != nil {

@@ -4,6 +4,9 @@ import (
 	"context"
 	"fmt"
 
+	utilfeature "k8s.io/apiserver/pkg/util/feature"
+	"k8s.io/kubernetes/pkg/features"
+
 	"jobkeeper.dev/jobkeeper/pkg/controller/job"
 )
 
@@ -19,6 +22,13 @@ func startJobController(ctx context.Context, cc ControllerContext) (RunFunc, err
 	if batch == 0 {
 		// --sync-batch-period=0 means no batching; the controller reads 0 as "default".
 		batch = -1
+	}
+	var workloads *job.WorkloadInformers
+	if utilfeature.DefaultFeatureGate.Enabled(features.WorkloadWithJob) {
+		workloads = &job.WorkloadInformers{
+			Workloads: cc.InformerFactory.Scheduling().V1alpha2().Workloads(),
+			PodGroups: cc.InformerFactory.Scheduling().V1alpha2().PodGroups(),
+		}
 	}
 	c, err := job.NewController(ctx,
 		cc.JobPodFactory.Core().V1().Pods(),
@@ -37,6 +47,7 @@ func startJobController(ctx context.Context, cc ControllerContext) (RunFunc, err
 			ContentType:               cc.RestConfig.ContentType,
 			JobPodsOnly:               true,
 			PodTransform:              CacheTransform,
+			Workloads:                 workloads,
 			Clock:                     cc.Clock,
 			Registerer:                cc.Registerer,
 		})

@@ -14,8 +14,10 @@ import (
 	utilversion "k8s.io/apimachinery/pkg/util/version"
 	"k8s.io/apimachinery/pkg/util/wait"
 	apimachineryversion "k8s.io/apimachinery/pkg/version"
+	utilfeature "k8s.io/apiserver/pkg/util/feature"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/klog/v2"
+	"k8s.io/kubernetes/pkg/features"
 	"k8s.io/utils/ptr"
 )
 
@@ -82,7 +84,17 @@ type serverFacts struct {
 	// stored is the probe Job as the apiserver would store it: the answer
 	// to its dry-run create.
 	stored *batchv1.Job
+	// workloadsMissing, when WorkloadWithJob is on, are the resources of
+	// scheduling.k8s.io/v1alpha2 the Job controller reads that the
+	// apiserver does not serve.
+	workloadsMissing []string
 }
+
+// workloadsGroupVersion and workloadResources are the API that
+// WorkloadWithJob's Job controller reads and writes.
+const workloadsGroupVersion = "scheduling.k8s.io/v1alpha2"
+
+var workloadResources = []string{"workloads", "podgroups"}
 
 // serverProblems returns what keeps the Job controller from working on the
 // apiserver of facts, one sentence each saying what is missing and how to
@@ -97,6 +109,11 @@ func serverProblems(facts serverFacts) []string {
 			problems = append(problems, fmt.Sprintf("%s is older than Kubernetes %s, which jobkeeper's Job controller needs (spec.managedBy of Jobs is on by default from 1.32): "+
 				"upgrade the cluster, or run only --controllers=%s", where, MinServerVersion, TTLAfterFinishedController))
 		}
+	}
+	if len(facts.workloadsMissing) > 0 {
+		problems = append(problems, fmt.Sprintf("%s does not serve %s %s, which the Job controller's WorkloadWithJob gate (--feature-gates) needs: "+
+			"turn on --feature-gates=GenericWorkload=true and --runtime-config=%s=true on kube-apiserver, or turn WorkloadWithJob off",
+			where, workloadsGroupVersion, strings.Join(facts.workloadsMissing, " and "), workloadsGroupVersion))
 	}
 	if facts.stored == nil {
 		return problems
@@ -212,6 +229,23 @@ func readServerFacts(ctx context.Context, client kubernetes.Interface, namespace
 	}
 	if err != nil {
 		return facts, fmt.Errorf("dry-run create of a Job in namespace %s: %w", namespace, err)
+	}
+	if utilfeature.DefaultFeatureGate.Enabled(features.WorkloadWithJob) {
+		served := map[string]bool{}
+		list, err := client.Discovery().ServerResourcesForGroupVersion(workloadsGroupVersion)
+		if err != nil && !apierrors.IsNotFound(err) {
+			return facts, fmt.Errorf("reading the resources of %s: %w", workloadsGroupVersion, err)
+		}
+		if list != nil {
+			for _, r := range list.APIResources {
+				served[r.Name] = true
+			}
+		}
+		for _, r := range workloadResources {
+			if !served[r] {
+				facts.workloadsMissing = append(facts.workloadsMissing, r)
+			}
+		}
 	}
 	return facts, nil
 }

@@ -90,6 +90,10 @@ func TestServerProblems(t *testing.T) {
 			facts: serverFacts{version: v("unknown", "", ""), stored: stored(noManagedBy)},
 			want:  [][]string{{"kube-apiserver drops spec.managedBy"}},
 		},
+		"WorkloadWithJob on, the API not served": {
+			facts: serverFacts{version: v("v1.36.3", "1", "36"), stored: stored(), workloadsMissing: []string{"workloads", "podgroups"}},
+			want:  [][]string{{"does not serve scheduling.k8s.io/v1alpha2 workloads and podgroups", "--runtime-config=scheduling.k8s.io/v1alpha2=true", "GenericWorkload=true"}},
+		},
 		"an admission policy set another managedBy: not a gate": {
 			facts: serverFacts{version: v("v1.34.1", "1", "34"), stored: stored(func(j *batchv1.Job) {
 				other := "example.com/other"

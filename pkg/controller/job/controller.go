@@ -120,6 +120,10 @@ type Controller struct {
 	// Options.JobPodsOnly (pod_sources.go); nil otherwise.
 	sources *podSources
 
+	// gang reads Workloads and PodGroups (WorkloadWithJob, workload.go);
+	// nil when Options.Workloads is.
+	gang *gangState
+
 	// syncHandler is syncJob; tests may replace it.
 	syncHandler func(ctx context.Context, key string) error
 }
@@ -159,6 +163,14 @@ func NewController(ctx context.Context, podInformer coreinformers.PodInformer, j
 			workqueue.TypedRateLimitingQueueConfig[orphanKey]{Name: orphanQueueName, Clock: opts.Clock}),
 	}
 	c.syncHandler = c.syncJob
+	if opts.Workloads != nil {
+		gang, synced, err := newGangState(opts.Workloads)
+		if err != nil {
+			return nil, err
+		}
+		c.gang = gang
+		c.synced = append(c.synced, synced...)
+	}
 	if opts.JobPodsOnly {
 		if opts.Metadata == nil {
 			return nil, fmt.Errorf("job controller: JobPodsOnly needs a metadata client (Options.Metadata)")

@@ -12,7 +12,9 @@ import (
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/klog/v2"
+	"k8s.io/utils/ptr"
 
 	"jobkeeper.dev/jobkeeper/pkg/controller/job/metrics"
 )
@@ -123,6 +125,12 @@ func (c *Controller) createPods(ctx context.Context, sc *syncContext, n int, ind
 	}
 	if !slices.Contains(tmpl.Finalizers, batchv1.JobTrackingFinalizer) {
 		tmpl.Finalizers = append(tmpl.Finalizers, batchv1.JobTrackingFinalizer)
+	}
+	// A template's own owner references are never a pod's.
+	tmpl.OwnerReferences = nil
+	if pg := sc.podGroup; pg != nil {
+		tmpl.Spec.SchedulingGroup = &corev1.PodSchedulingGroup{PodGroupName: ptr.To(pg.Name)}
+		tmpl.OwnerReferences = []metav1.OwnerReference{podGroupOwnerRef(pg)}
 	}
 	var created, failed atomic.Int32
 	var errs []error

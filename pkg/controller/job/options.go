@@ -58,6 +58,10 @@ type Options struct {
 	// tracking finalizer is missed (pod_sources.go). Needs Metadata.
 	// Default false: the pod informer holds every pod, as upstream's.
 	JobPodsOnly bool
+	// Workloads turns on WorkloadWithJob (alpha in v1.36, workload.go):
+	// the informers of Workloads and PodGroups, which the controller
+	// indexes. Default nil: off, as the gate.
+	Workloads *WorkloadInformers
 	// PodTransform is the transform of the narrow informers JobPodsOnly
 	// starts (the shared pod informer's own). Default none.
 	PodTransform cache.TransformFunc

@@ -38,8 +38,8 @@ const (
 	maxThrottleWait     = 10 * time.Second
 )
 
-// create creates one pod from tmpl, controlled by job, and returns its
-// name. An empty generateName means "<job>-". On an error whose outcome is
+// create creates one pod from tmpl, controlled by job (and owned by the
+// template's owners too: the Job's PodGroup), and returns its name. An empty generateName means "<job>-". On an error whose outcome is
 // unknown, the name returned is the one the pod may exist under.
 func (c *podControl) create(ctx context.Context, job *batchv1.Job, tmpl *corev1.PodTemplateSpec, generateName string) (string, error) {
 	if generateName == "" {
@@ -57,7 +57,7 @@ func (c *podControl) create(ctx context.Context, job *batchv1.Job, tmpl *corev1.
 			Labels:          copyMap(tmpl.Labels),
 			Annotations:     copyMap(tmpl.Annotations),
 			Finalizers:      append([]string(nil), tmpl.Finalizers...),
-			OwnerReferences: []metav1.OwnerReference{*metav1.NewControllerRef(job, batchv1.SchemeGroupVersion.WithKind("Job"))},
+			OwnerReferences: append([]metav1.OwnerReference{*metav1.NewControllerRef(job, batchv1.SchemeGroupVersion.WithKind("Job"))}, tmpl.OwnerReferences...),
 		},
 		Spec: *tmpl.Spec.DeepCopy(),
 	}

@@ -8,6 +8,7 @@ import (
 
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
+	schedulingv1alpha2 "k8s.io/api/scheduling/v1alpha2"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -67,6 +68,9 @@ type syncContext struct {
 	// failedIndexes is, with backoffLimitPerIndex, status.failedIndexes plus
 	// the indexes failed by unaccounted pods; nil without it.
 	failedIndexes *indexSet
+	// podGroup is the PodGroup the Job's new pods name (WorkloadWithJob);
+	// nil: plain scheduling.
+	podGroup *schedulingv1alpha2.PodGroup
 	// awaitingReplacement is, with backoffLimitPerIndex, the failed pod per
 	// index that keeps its finalizer until the index has a replacement.
 	awaitingReplacement map[int]*corev1.Pod
@@ -170,6 +174,14 @@ func (c *Controller) syncJob(ctx context.Context, key string) (rErr error) {
 	if err != nil {
 		return err
 	}
+	// The gang's Workload and PodGroup exist before any of its pods, which
+	// name the PodGroup.
+	var podGroup *schedulingv1alpha2.PodGroup
+	if c.gang != nil && gangEligible(job) {
+		if podGroup, err = c.ensurePodGroup(ctx, job, pods); err != nil {
+			return fmt.Errorf("ensuring Workload and PodGroup for Job %s: %w", key, err)
+		}
+	}
 	now := c.clock.Now()
 	sc := &syncContext{
 		key:                  key,
@@ -180,6 +192,7 @@ func (c *Controller) syncJob(ctx context.Context, key string) (rErr error) {
 		uncountedSucceeded:   sets.New(job.Status.UncountedTerminatedPods.Succeeded...),
 		uncountedFailed:      sets.New(job.Status.UncountedTerminatedPods.Failed...),
 		expectedRmFinalizers: expectedRmFinalizers,
+		podGroup:             podGroup,
 	}
 	sc.ready = countPods(sc.active, isReady)
 	active := int32(len(sc.active))

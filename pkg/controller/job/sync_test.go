@@ -64,6 +64,10 @@ func newHarness(t *testing.T, opts Options, job *batchv1.Job, pods ...*corev1.Po
 	opts.Clock = clk
 	opts.SyncBatchPeriod = -1
 	factory := informers.NewSharedInformerFactory(client, 0)
+	if opts.Workloads != nil {
+		// WorkloadWithJob on: the informers of this factory.
+		opts.Workloads = &WorkloadInformers{Workloads: factory.Scheduling().V1alpha2().Workloads(), PodGroups: factory.Scheduling().V1alpha2().PodGroups()}
+	}
 	c, err := NewController(ctx, factory.Core().V1().Pods(), factory.Batch().V1().Jobs(), client, opts)
 	if err != nil {
 		t.Fatal(err)
