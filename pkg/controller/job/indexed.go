@@ -261,13 +261,17 @@ func pendingIndexes(succeeded indexSet, active []*corev1.Pod, n, completions int
 }
 
 // excessIndexedPods splits active pods of an Indexed Job into the ones to
-// remove (no index, an index at or above completions, or a duplicate of an
-// index: all but the best pod per index, as ranked by activePodsLess) and
-// the ones to keep.
-func excessIndexedPods(active []*corev1.Pod, completions int32) (remove, keep []*corev1.Pod) {
+// remove (no index, an index at or above completions, an index already
+// succeeded (done), or a duplicate of an index: all but the best pod per
+// index, as ranked by activePodsLess) and the ones to keep. A pod of an
+// index that succeeded can only run it a second time: two pods created for
+// one index around a restart, the first finished before the second was
+// seen. Upstream's controller lets it run (and, at the end of a Job, waits
+// for it before creating the last indexes).
+func excessIndexedPods(active []*corev1.Pod, completions int32, done indexSet) (remove, keep []*corev1.Pod) {
 	byIndex := map[int][]*corev1.Pod{}
 	for _, p := range active {
-		if !validIndex(p, completions) {
+		if !validIndex(p, completions) || done.has(podIndex(p)) {
 			remove = append(remove, p)
 			continue
 		}

@@ -104,7 +104,7 @@ func TestExcessIndexedPods(t *testing.T) {
 		p("noindex", "", corev1.PodRunning),
 		p("big", "7", corev1.PodRunning),
 	}
-	rm, keep := excessIndexedPods(active, 3)
+	rm, keep := excessIndexedPods(active, 3, nil)
 	names := func(ps []*corev1.Pod) []string {
 		var out []string
 		for _, p := range ps {

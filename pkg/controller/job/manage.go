@@ -46,7 +46,7 @@ func (c *Controller) manageJob(ctx context.Context, sc *syncContext) (int32, str
 	active := int32(len(sc.active))
 
 	if isSuspended(job) {
-		rm := podsForRemoval(job, sc.active, len(sc.active))
+		rm := podsForRemoval(job, sc.active, len(sc.active), sc.succeededIndexes)
 		logger.V(4).Info("Deleting all active pods of suspended job", "job", klog.KObj(job), "active", active)
 		removedReady, removed, err := c.deletePodsUncounted(ctx, sc, rm)
 		sc.ready -= removedReady
@@ -55,7 +55,7 @@ func (c *Controller) manageJob(ctx context.Context, sc *syncContext) (int32, str
 	}
 
 	want := wantActive(job.Spec.Completions, *job.Spec.Parallelism, sc.succeeded, active)
-	rm := podsForRemoval(job, sc.active, int(max(0, active-want)))
+	rm := podsForRemoval(job, sc.active, int(max(0, active-want)), sc.succeededIndexes)
 	if len(rm) > c.opts.MaxPodCreateDeletePerSync {
 		rm = rm[:c.opts.MaxPodCreateDeletePerSync]
 	}

@@ -78,12 +78,12 @@ func sortForDeletion(pods []*corev1.Pod) {
 }
 
 // podsForRemoval returns the active pods to delete so that at least n go:
-// for Indexed Jobs first pods with an invalid or duplicated index, then the
-// cheapest pods to lose.
-func podsForRemoval(job *batchv1.Job, active []*corev1.Pod, n int) []*corev1.Pod {
+// for Indexed Jobs first pods with an invalid or duplicated index, or of an
+// index already succeeded (done), then the cheapest pods to lose.
+func podsForRemoval(job *batchv1.Job, active []*corev1.Pod, n int, done indexSet) []*corev1.Pod {
 	var rm, rest []*corev1.Pod
 	if isIndexed(job) {
-		rm, rest = excessIndexedPods(active, *job.Spec.Completions)
+		rm, rest = excessIndexedPods(active, *job.Spec.Completions, done)
 	} else {
 		rest = slices.Clone(active)
 	}

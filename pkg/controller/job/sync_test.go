@@ -678,3 +678,46 @@ func TestSyncCompletionWaitsForExpectations(t *testing.T) {
 		t.Errorf("conditions once the create is seen (-want +got):\n%s", diff)
 	}
 }
+
+// TestSyncIndexedDeletesActivePodOfSucceededIndex: an active pod of an
+// index that already succeeded (created twice around a restart, the first
+// finished before the second was seen) can only run the index a second
+// time: it is deleted, and the index left without a pod gets one.
+func TestSyncIndexedDeletesActivePodOfSucceededIndex(t *testing.T) {
+	started := metav1.NewTime(t0.Add(-time.Minute))
+	job := builder.MakeJob("idx", ns).Selector("u").ManagedBy(DefaultManagedBy).Indexed().Parallelism(3).Completions(3).
+		Status(batchv1.JobStatus{StartTime: &started, Succeeded: 1, CompletedIndexes: "0", Active: 2, Ready: ptr.To[int32](0), Terminating: ptr.To[int32](0)}).Obj()
+	p := func(name, ix string) *builder.PodWrapper {
+		return builder.MakePod(name, ns).UID(name).OwnedByJob(job).Finalizer(batchv1.JobTrackingFinalizer).Index(ix).NodeName("n")
+	}
+	h := newHarness(t, Options{}, job,
+		p("again", "0").Phase(corev1.PodPending).Obj(),
+		p("one", "1").Phase(corev1.PodRunning).Obj(),
+	)
+	got, pods := h.sync(t, job)
+	if diff := cmp.Diff(statusCounts{Active: 1, Terminating: 1, Succeeded: 1, CompletedIndexes: "0", Started: true}, countsOf(got), cmpopts.EquateEmpty()); diff != "" {
+		t.Errorf("status after the first sync (-want +got):\n%s", diff)
+	}
+	for _, pod := range pods {
+		if pod.Name == "again" {
+			t.Errorf("the second pod of index 0 is still there")
+		}
+	}
+	// The next sync, once the deletion is seen, gives index 2 its pod.
+	if err := h.factory.Core().V1().Pods().Informer().GetIndexer().Delete(p("again", "0").Obj()); err != nil {
+		t.Fatal(err)
+	}
+	h.c.expectations.observe(jobKey(job), 0, 1)
+	if err := refreshJob(h, job); err != nil {
+		t.Fatal(err)
+	}
+	_, pods = h.sync(t, job)
+	var indexes []string
+	for _, pod := range pods {
+		indexes = append(indexes, pod.Annotations[batchv1.JobCompletionIndexAnnotation])
+	}
+	sort.Strings(indexes)
+	if diff := cmp.Diff([]string{"1", "2"}, indexes); diff != "" {
+		t.Errorf("pods' indexes after the second sync (-want +got):\n%s", diff)
+	}
+}
