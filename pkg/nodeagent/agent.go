@@ -16,6 +16,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/types"
+	utilfeature "k8s.io/apiserver/pkg/util/feature"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/kubernetes/scheme"
@@ -25,6 +26,7 @@ import (
 	"k8s.io/client-go/tools/record"
 	"k8s.io/client-go/tools/reference"
 	"k8s.io/klog/v2"
+	"k8s.io/kubernetes/pkg/features"
 	"k8s.io/utils/clock"
 
 	"jobkeeper.dev/jobkeeper/pkg/images"
@@ -212,6 +214,9 @@ func (a *Agent) binderConfig() binder.Config {
 		Transform:    stripManagedFields,
 		Event:        a.schedulerEvent,
 		Workers:      a.withWorkers,
+		// One gate set with the apiserver and the controllers (up
+		// --feature-gates).
+		GangScheduling: utilfeature.DefaultFeatureGate.Enabled(features.GangScheduling),
 	}
 }
 

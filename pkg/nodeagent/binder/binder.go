@@ -61,6 +61,10 @@ type Binder struct {
 	// unschedulable holds, per pod marked PodScheduled=False, the message
 	// it was marked with.
 	unschedulable map[types.UID]string
+
+	// gang is the view of PodGroups (gang.go); nil without
+	// Config.GangScheduling.
+	gang *gangState
 }
 
 // everything selects all objects.
@@ -86,6 +90,10 @@ type Config struct {
 	Transform cache.TransformFunc
 	// Event records a scheduler event on a pod.
 	Event func(pod *corev1.Pod, eventType, reason, message string)
+	// GangScheduling turns on gang scheduling (the gate of that name,
+	// alpha in v1.36, gang.go): pods naming a PodGroup are bound as the
+	// scheduler's GangScheduling plugin would let them.
+	GangScheduling bool
 	// Workers calls f, under the lock of the agent's pod workers, with
 	// what the pods that have a worker and have not finished request, how
 	// many they are, and whether a pod has a worker.
@@ -129,6 +137,17 @@ func New(cfg Config) (*Binder, error) {
 			return nil, err
 		}
 		synced = append(synced, i.HasSynced)
+	}
+	if cfg.GangScheduling {
+		pgs := b.volumeFactory.Scheduling().V1alpha2().PodGroups()
+		b.gang = &gangState{podGroups: pgs.Lister(), waitingSince: map[groupKey]time.Time{}}
+		// A gang waiting for its PodGroup is looked at again when it comes.
+		if _, err := pgs.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
+			AddFunc: func(any) { b.Enqueue() },
+		}); err != nil {
+			return nil, err
+		}
+		synced = append(synced, pgs.Informer().HasSynced)
 	}
 	b.Synced = func() bool {
 		for _, s := range synced {
@@ -218,40 +237,82 @@ func (b *Binder) sync(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	inGang := func(*corev1.Pod) *gang { return nil }
+	if b.gang != nil {
+		bound, err := b.cfg.Pods.List(everything)
+		if err != nil {
+			return err
+		}
+		plain, gangs, err := b.gang.groupPods(pending, bound)
+		if err != nil {
+			return err
+		}
+		isPlain := make(map[types.UID]bool, len(plain))
+		for _, p := range plain {
+			isPlain[p.UID] = true
+		}
+		inGang = func(pod *corev1.Pod) *gang {
+			if isPlain[pod.UID] {
+				return nil
+			}
+			key, _ := groupOf(pod)
+			if g := gangs[key]; g != nil {
+				return g
+			}
+			// Its PodGroup does not exist yet: not tried.
+			return &gang{handled: true}
+		}
+	}
 	nodeLabels := NodeLabels(b.cfg.NodeName)
 	view := b.volumeView(nodeLabels)
 	var toBind []*corev1.Pod
 	var volumesFailed error
-	for _, pod := range pending {
-		if usedPods >= b.cfg.MaxPods {
-			break
-		}
-		if b.alreadyBound(pod.UID) {
+	// fits decides one pod against what the pass placed so far: whether
+	// it can be bound now, with its requests.
+	fits := func(pod *corev1.Pod, used Requests, usedPods int) (bool, Requests) {
+		if usedPods >= b.cfg.MaxPods || b.alreadyBound(pod.UID) {
 			// Bound, and counted in used, but this informer has not seen
 			// it leave yet: binding it again would only be refused.
-			continue
+			return false, Requests{}
 		}
 		if msg := neverFits(pod, nodeLabels, b.cfg.Capacity); msg != "" {
 			b.markUnschedulable(ctx, pod, msg)
-			continue
+			return false, Requests{}
 		}
 		r := PodRequests(pod)
 		if !fitsNow(r, used, usedPods, b.cfg.MaxPods, b.cfg.Capacity) {
-			continue
+			return false, r
 		}
 		d, err := decideVolumes(pod, view.view)
 		if err != nil {
 			volumesFailed = err
-			continue
+			return false, r
 		}
 		if d.unschedulable != "" {
 			b.markUnschedulable(ctx, pod, d.unschedulable)
-			continue
+			return false, r
 		}
 		if !d.ready() {
 			if err := b.bindVolumes(ctx, pod, d); err != nil {
 				volumesFailed = err
 			}
+			return false, r
+		}
+		return true, r
+	}
+	for _, pod := range pending {
+		if usedPods >= b.cfg.MaxPods {
+			break
+		}
+		if g := inGang(pod); g != nil {
+			if !g.handled {
+				g.handled = true
+				used, usedPods, toBind = b.placeGang(ctx, pod, g, fits, view, used, usedPods, toBind)
+			}
+			continue
+		}
+		ok, r := fits(pod, used, usedPods)
+		if !ok {
 			continue
 		}
 		used, usedPods = used.Add(r), usedPods+1

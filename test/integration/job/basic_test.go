@@ -22,12 +22,12 @@ func TestNonParallelJob(t *testing.T) {
 	job := createJob(t, c, builder.MakeJob("simple", ns).ManagedBy(jobcontroller.DefaultManagedBy).Obj())
 	framework.WaitForJobPodsStatus(t, c, job, framework.PodsStatus{Active: 1})
 
-	run.stop()
+	run.Stop()
 	run = startController(t, testOptions())
 	framework.SetJobPodsPhase(ctx, t, c, job, corev1.PodFailed, 1)
 	framework.WaitForJobPodsStatus(t, c, job, framework.PodsStatus{Active: 1, Failed: 1})
 
-	run.stop()
+	run.Stop()
 	startController(t, testOptions())
 	framework.SetJobPodsPhase(ctx, t, c, job, corev1.PodSucceeded, 1)
 	got := framework.WaitForJobCondition(t, c, job, batchv1.JobComplete)

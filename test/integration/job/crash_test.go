@@ -158,7 +158,7 @@ func testCrashSafety(t *testing.T, mode batchv1.CompletionMode) {
 			case <-time.After(time.Duration(100+rng.Intn(600)) * time.Millisecond):
 			}
 			mu.Lock()
-			run.stop()
+			run.Stop()
 			run = startController(t, opts)
 			restarted++
 			mu.Unlock()

@@ -2,10 +2,7 @@ package job
 
 import (
 	"context"
-	"jobkeeper.dev/jobkeeper/pkg/manager"
-	"k8s.io/client-go/metadata"
 	"net/http"
-	"sync"
 	"testing"
 	"time"
 
@@ -13,7 +10,6 @@ import (
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 
@@ -28,33 +24,20 @@ func testOptions() jobcontroller.Options {
 }
 
 // controllerRun is one running controller instance with its own informers.
-type controllerRun struct {
-	cancel context.CancelFunc
-	done   chan struct{}
-	once   sync.Once
-}
-
-// stop cancels the controller and waits until its workers returned, like a
-// process being killed and gone.
-func (r *controllerRun) stop() {
-	r.once.Do(func() {
-		r.cancel()
-		<-r.done
-	})
-}
+type controllerRun = framework.JobControllerRun
 
 // startController starts a fresh controller (fresh client and informers)
 // and stops it when the test ends.
 func startController(t testing.TB, opts jobcontroller.Options) *controllerRun {
 	t.Helper()
-	return startControllerWithTransport(t, opts, nil)
+	return framework.StartJobController(t, opts, nil)
 }
 
 // startControllerWithTransport is startController with the client's
 // transport wrapped by wrap (if not nil), e.g. to make some requests fail.
 func startControllerWithTransport(t testing.TB, opts jobcontroller.Options, wrap func(http.RoundTripper) http.RoundTripper) *controllerRun {
 	t.Helper()
-	return startControllerWithConfig(t, opts, func(cfg *rest.Config) {
+	return framework.StartJobController(t, opts, func(cfg *rest.Config) {
 		if wrap != nil {
 			cfg.Wrap(wrap)
 		}
@@ -65,48 +48,7 @@ func startControllerWithTransport(t testing.TB, opts jobcontroller.Options, wrap
 // changed by configure, e.g. its encoding or its transport.
 func startControllerWithConfig(t testing.TB, opts jobcontroller.Options, configure func(*rest.Config)) *controllerRun {
 	t.Helper()
-	cfg := framework.Config()
-	cfg.QPS, cfg.Burst = 500, 1000
-	configure(cfg)
-	client, err := kubernetes.NewForConfig(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	// As the manager wires it: pod writes answered in the client's encoding,
-	// the metadata client for the pods outside the Job label (JobPodsOnly).
-	if opts.ContentType == "" {
-		opts.ContentType = cfg.ContentType
-	}
-	if opts.Metadata == nil {
-		if opts.Metadata, err = metadata.NewForConfig(cfg); err != nil {
-			t.Fatal(err)
-		}
-	}
-	// Logs go to klog, which the framework sends to the control plane's log file.
-	ctx, cancel := context.WithCancel(context.Background())
-	// As the manager wires it: Jobs from the shared factory, pods from an
-	// informer of the pods with the Job label only, the rest watched by the
-	// controller itself (JobPodsOnly).
-	factory := informers.NewSharedInformerFactoryWithOptions(client, 0, informers.WithTransform(manager.CacheTransform))
-	podFactory := informers.NewSharedInformerFactoryWithOptions(client, 0, informers.WithTransform(manager.CacheTransform),
-		informers.WithTweakListOptions(func(o *metav1.ListOptions) { o.LabelSelector = batchv1.ControllerUidLabel }))
-	opts.JobPodsOnly, opts.PodTransform = true, manager.CacheTransform
-	c, err := jobcontroller.NewController(ctx, podFactory.Core().V1().Pods(), factory.Batch().V1().Jobs(), client, opts)
-	if err != nil {
-		cancel()
-		t.Fatal(err)
-	}
-	factory.Start(ctx.Done())
-	podFactory.Start(ctx.Done())
-	r := &controllerRun{cancel: cancel, done: make(chan struct{})}
-	go func() {
-		defer close(r.done)
-		c.Run(ctx, 5)
-		factory.Shutdown()
-		podFactory.Shutdown()
-	}()
-	t.Cleanup(r.stop)
-	return r
+	return framework.StartJobController(t, opts, configure)
 }
 
 // createJob creates the Job and returns it as stored.

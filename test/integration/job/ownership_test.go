@@ -33,7 +33,7 @@ func TestOrphanFinalizersRemovedOnJobDeletion(t *testing.T) {
 				framework.SetJobPodsPhase(ctx, t, c, job, corev1.PodSucceeded, 1)
 				framework.WaitForJobPodsStatus(t, c, job, framework.PodsStatus{Active: 3, Succeeded: 1})
 				if restart {
-					run.stop()
+					run.Stop()
 				}
 				if err := c.BatchV1().Jobs(ns).Delete(ctx, job.Name, metav1.DeleteOptions{PropagationPolicy: &policy}); err != nil {
 					t.Fatal(err)
@@ -71,7 +71,7 @@ func testFinishedBySomeoneElse(t *testing.T, restart bool) {
 	framework.WaitForJobPodsStatus(t, c, job, framework.PodsStatus{Active: 2})
 	// Stop the controller so the pods stay failed with their finalizer
 	// while someone else finishes the Job.
-	run.stop()
+	run.Stop()
 	framework.SetJobPodsPhase(ctx, t, c, job, corev1.PodFailed, 2)
 	markFailed := func() {
 		framework.WaitFor(t, "marking the job failed", func(ctx context.Context) (bool, error) {

@@ -234,7 +234,7 @@ func TestPodFailurePolicyFailJobControllerRestart(t *testing.T) {
 	framework.WaitFor(t, "the first controller to try removing a finalizer", func(context.Context) (bool, error) {
 		return failedPatches.Load() > 0, nil
 	})
-	first.stop()
+	first.Stop()
 	if n, err := podsWithFinalizer(context.Background(), c, ns); err != nil || n != 3 {
 		t.Fatalf("after the first controller: %d pods hold the finalizer (err %v), want 3", n, err)
 	}
