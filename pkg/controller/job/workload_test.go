@@ -146,7 +146,7 @@ func TestGangFallsBack(t *testing.T) {
 		workloads []*schedulingv1alpha2.Workload
 		wantPods  int
 	}{
-		"NonIndexed": {job: builder.MakeJob("gang", ns).Selector("u").ManagedBy(DefaultManagedBy).Parallelism(3).Completions(3).Obj(), wantPods: 3},
+		"NonIndexed":    {job: builder.MakeJob("gang", ns).Selector("u").ManagedBy(DefaultManagedBy).Parallelism(3).Completions(3).Obj(), wantPods: 3},
 		"parallelism 1": {job: gangJob(1).Obj(), wantPods: 1},
 		"completions other than parallelism": {
 			job: builder.MakeJob("gang", ns).Selector("u").ManagedBy(DefaultManagedBy).Indexed().Parallelism(2).Completions(5).Obj(), wantPods: 2,
@@ -164,7 +164,7 @@ func TestGangFallsBack(t *testing.T) {
 			wantPods: 4,
 		},
 		"a Workload the Job does not control": {job: gangJob(4).Obj(), workloads: []*schedulingv1alpha2.Workload{foreign("other")}, wantPods: 4},
-		"two Workloads for the Job": {job: gangJob(4).Obj(), workloads: []*schedulingv1alpha2.Workload{foreign("a"), foreign("b")}, wantPods: 4},
+		"two Workloads for the Job":           {job: gangJob(4).Obj(), workloads: []*schedulingv1alpha2.Workload{foreign("a"), foreign("b")}, wantPods: 4},
 	} {
 		t.Run(name, func(t *testing.T) {
 			h := newHarness(t, Options{Workloads: &WorkloadInformers{}}, tc.job)
