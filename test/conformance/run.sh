@@ -30,6 +30,9 @@ usage: test/conformance/run.sh [options]
   --nice N             niceness of the e2e.test build, of up and of the runs (default 15)
   --images MODE        up's --images: oci (default: the specs' images are offline
                        stand-ins loaded into up's store first) or host
+  --feature-gates G    up's --feature-gates (e.g. GenericWorkload=true,GangScheduling=true,
+                       WorkloadWithJob=true, which the alpha gang spec needs); every
+                       spec of the run then meets a cluster with those gates
   --busybox PATH       the static busybox the busybox stand-in is built from
                        (default /bin/busybox: apt-get install busybox-static)
   -h, --help
@@ -50,6 +53,7 @@ rebuild=0
 niceness=15
 images=oci
 busybox=/bin/busybox
+feature_gates=""
 cache="${JOBKEEPER_CONFORMANCE_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/jobkeeper/conformance}"
 command_line="test/conformance/run.sh${*:+ $*}"
 
@@ -66,6 +70,7 @@ while [ $# -gt 0 ]; do
 	--nice) niceness=$2; shift 2 ;;
 	--images) images=$2; shift 2 ;;
 	--busybox) busybox=$2; shift 2 ;;
+	--feature-gates) feature_gates=$2; shift 2 ;;
 	-h | --help) usage; exit 0 ;;
 	*) echo "unknown argument: $1" >&2; usage >&2; exit 2 ;;
 	esac
@@ -292,10 +297,10 @@ if [ "$images" = oci ]; then
 	load_images "$up_dir/data"
 fi
 
-log "starting jobkeeper up (data dir $up_dir/data, --images=$images)"
+log "starting jobkeeper up (data dir $up_dir/data, --images=$images${feature_gates:+, --feature-gates=$feature_gates})"
 # Not through a function: up_pid must be jobkeeper's own pid.
 nice -n "$niceness" "$results/jobkeeper" up --data-dir "$up_dir/data" --port 0 --kubeconfig-out "$kubeconfig" \
-	"--images=$images" >"$results/up.out" 2>&1 &
+	"--images=$images" ${feature_gates:+"--feature-gates=$feature_gates"} >"$results/up.out" 2>&1 &
 up_pid=$!
 for _ in $(seq 240); do
 	grep -q '^jobkeeper is up in' "$results/up.out" && break
