@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/spf13/pflag"
+	utilfeature "k8s.io/apiserver/pkg/util/feature"
+	featuregatetesting "k8s.io/component-base/featuregate/testing"
 
 	"jobkeeper.dev/jobkeeper/internal/cli"
 	"jobkeeper.dev/jobkeeper/pkg/manager"
@@ -242,5 +244,51 @@ func TestRootVersionFlag(t *testing.T) {
 	flag, command := run("--version"), run("version")
 	if flag != command || !strings.HasPrefix(flag, "jobkeeper ") {
 		t.Errorf("--version printed %q, version printed %q", flag, command)
+	}
+}
+
+// TestNodeAgentRefusesGatesItDoesNotHonour: a gate that changes what a
+// kubelet does for pods, turned on, stops up before it starts, naming the
+// gate; without the node agent it is no concern of up's.
+func TestNodeAgentRefusesGatesItDoesNotHonour(t *testing.T) {
+	featuregatetesting.SetFeatureGateDuringTest(t, utilfeature.DefaultFeatureGate, "ContainerStopSignals", true)
+	for _, tc := range []struct {
+		args    []string
+		wantErr string
+	}{
+		{nil, "ContainerStopSignals (containers' lifecycle.stopSignal)"},
+		{[]string{"--node-agent=false"}, ""},
+	} {
+		f := &nodeAgentFlags{}
+		fs := pflag.NewFlagSet("up", pflag.ContinueOnError)
+		f.addFlags(fs)
+		if err := fs.Parse(tc.args); err != nil {
+			t.Fatal(err)
+		}
+		err := f.validate()
+		if (err == nil) != (tc.wantErr == "") || err != nil && !strings.Contains(err.Error(), tc.wantErr) {
+			t.Errorf("%v: err = %v, want %q", tc.args, err, tc.wantErr)
+		}
+	}
+}
+
+// TestFeatureGatesRefused: --feature-gates is checked as kube-apiserver
+// checks it, with its messages, on both commands.
+func TestFeatureGatesRefused(t *testing.T) {
+	for _, tc := range []struct{ value, want string }{
+		{"NoSuchGate=true", "unrecognized feature gate: NoSuchGate"},
+		{"JobManagedBy=false", "cannot set feature gate JobManagedBy to false, feature is locked to true"},
+		{"GangScheduling", "missing bool value for GangScheduling"},
+	} {
+		for _, cmd := range []string{"controller", "up"} {
+			root := newRootCommand()
+			root.SetArgs([]string{cmd, "--feature-gates=" + tc.value})
+			root.SetOut(&bytes.Buffer{})
+			root.SetErr(&bytes.Buffer{})
+			err := root.Execute()
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Errorf("%s --feature-gates=%s: %v, want %q", cmd, tc.value, err, tc.want)
+			}
+		}
 	}
 }

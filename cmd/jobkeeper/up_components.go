@@ -8,6 +8,7 @@ import (
 	"net/http/pprof"
 	"net/url"
 	"path/filepath"
+	"strings"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus/promhttp"
@@ -15,6 +16,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apiextensionsclientset "k8s.io/apiextensions-apiserver/pkg/client/clientset/clientset"
 	"k8s.io/apimachinery/pkg/api/resource"
+	utilfeature "k8s.io/apiserver/pkg/util/feature"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/klog/v2"
@@ -86,6 +88,10 @@ func (f *nodeAgentFlags) shutdownGrace() time.Duration {
 
 // validate checks the node agent flags before anything starts.
 func (f *nodeAgentFlags) validate() error {
+	if gates := nodeagent.GatesNotHonoured(utilfeature.DefaultFeatureGate.Enabled); f.enabled && len(gates) > 0 {
+		return fmt.Errorf("--feature-gates turns on what the node agent does not do for pods, so pods using it would run without it: %s; "+
+			"turn them off, or run up with --node-agent=false and a node of your own (docs/node-agent.md lists the gates)", strings.Join(gates, ", "))
+	}
 	if f.opts.ShutdownGracePeriod <= 0 {
 		return fmt.Errorf("--shutdown-grace-period must be positive")
 	}
