@@ -56,6 +56,9 @@ type rbacCombo struct {
 	name string
 	// job and ttl say which controllers the combination runs.
 	job, ttl bool
+	// gates are the render's featureGates, as up's --feature-gates (the
+	// cluster's), and the chart's own; "" for none.
+	gates string
 	// upControllers are the controllers `jobkeeper up` runs itself: none
 	// when the tested process runs the Job controller (both would manage
 	// the same Jobs), the Job controller when only the TTL controller is
@@ -85,6 +88,7 @@ func TestChartRBACPerControllers(t *testing.T) {
 		{name: "job", job: true, upControllers: ""},
 		{name: "ttl-after-finished", ttl: true, upControllers: "job"},
 		{name: "both", job: true, ttl: true, upControllers: ""},
+		{name: "gang", job: true, gates: "GenericWorkload=true,WorkloadWithJob=true", upControllers: ""},
 	} {
 		t.Run(combo.name, func(t *testing.T) { testChartRBAC(t, combo) })
 	}
@@ -106,14 +110,27 @@ func testChartRBAC(t *testing.T, combo rbacCombo) {
 		t.Fatalf("the render runs --controllers=%s, want %s", got, strings.Join(want, ","))
 	}
 
-	up, c, kc := startUp(t, t.TempDir(), "--controllers="+combo.upControllers)
+	gates := ""
+	for _, a := range args {
+		if v, ok := strings.CutPrefix(a, "--feature-gates="); ok {
+			gates = v
+		}
+	}
+	if gates != combo.gates {
+		t.Fatalf("the render runs --feature-gates=%q, want %q", gates, combo.gates)
+	}
+	upArgs := []string{"--controllers=" + combo.upControllers}
+	if combo.gates != "" {
+		upArgs = append(upArgs, "--feature-gates="+combo.gates+",GangScheduling=true")
+	}
+	up, c, kc := startUp(t, t.TempDir(), upArgs...)
 	defer up.stop(t)
 	admin, err := clientcmd.BuildConfigFromFlags("", kc)
 	if err != nil {
 		t.Fatal(err)
 	}
 	applyRBACObjects(t, admin, objs)
-	checkChartAccess(t, c, combo.job, combo.ttl)
+	checkChartAccess(t, c, combo.job, combo.ttl, combo.gates != "")
 
 	proxy := startFaultProxy(t, admin, proxyFaults{loseCreate: combo.job})
 	p := startChartReplica(t, args, tokenKubeconfig(t, c, proxy.url, proxy.caData))
@@ -123,6 +140,10 @@ func testChartRBAC(t *testing.T, combo rbacCombo) {
 	var jobs []*batchv1.Job
 	if combo.job {
 		b := builder.MakeJob("managed", ns).ManagedBy(managedBy).Parallelism(2).Completions(3)
+		if combo.gates != "" {
+			// Gang-eligible: a Workload and a PodGroup come first.
+			b = builder.MakeJob("managed", ns).ManagedBy(managedBy).Indexed().Parallelism(2).Completions(2)
+		}
 		if combo.ttl {
 			b = b.TTLSecondsAfterFinished(2)
 		}
@@ -204,6 +225,12 @@ func testChartRBAC(t *testing.T, combo rbacCombo) {
 		})
 	}
 
+	if combo.gates != "" {
+		pgs, err := c.SchedulingV1alpha2().PodGroups(ns).List(ctx, metav1.ListOptions{})
+		if err != nil || len(pgs.Items) != 1 {
+			t.Errorf("PodGroups %v (%v), want the gang Job's one", pgs, err)
+		}
+	}
 	p.stop(t)
 	if checked := strings.Contains(p.output(), serverCheckPassed); checked != combo.job {
 		t.Errorf("the controller logged %q: %v, want %v (the start-up check runs with the Job controller)", serverCheckPassed, checked, combo.job)
@@ -310,6 +337,8 @@ func (a saAccess) String() string {
 const (
 	byJob = 1 << iota
 	byTTL
+	// byGang is the Job controller with WorkloadWithJob on.
+	byGang
 	byAny = byJob | byTTL
 )
 
@@ -345,6 +374,12 @@ var chartCalls = []struct {
 	{saAccess{"coordination.k8s.io", "leases", "", "create", chartNamespace, ""}, byAny},
 	{saAccess{"coordination.k8s.io", "leases", "", "get", chartNamespace, chartLease}, byAny},
 	{saAccess{"coordination.k8s.io", "leases", "", "update", chartNamespace, chartLease}, byAny},
+	{saAccess{"scheduling.k8s.io", "workloads", "", "list", "", ""}, byGang},
+	{saAccess{"scheduling.k8s.io", "workloads", "", "watch", "", ""}, byGang},
+	{saAccess{"scheduling.k8s.io", "workloads", "", "create", "team-a", ""}, byGang},
+	{saAccess{"scheduling.k8s.io", "podgroups", "", "list", "", ""}, byGang},
+	{saAccess{"scheduling.k8s.io", "podgroups", "", "watch", "", ""}, byGang},
+	{saAccess{"scheduling.k8s.io", "podgroups", "", "create", "team-a", ""}, byGang},
 }
 
 // neverCalled is a sample of what no controller does, denied to every
@@ -357,6 +392,8 @@ var neverCalled = []saAccess{
 	{"batch", "jobs", "", "update", "team-a", ""},
 	{"batch", "jobs", "", "patch", "team-a", ""},
 	{"batch", "cronjobs", "", "list", "", ""},
+	{"scheduling.k8s.io", "workloads", "", "delete", "team-a", ""},
+	{"scheduling.k8s.io", "podgroups", "", "update", "team-a", ""},
 	{"", "nodes", "", "list", "", ""},
 	{"jobkeeper.dev", "ttlpolicies", "", "create", "", ""},
 	{"jobkeeper.dev", "ttlpolicies", "", "delete", "", ""},
@@ -370,11 +407,14 @@ var neverCalled = []saAccess{
 // applied: every call of those controllers is allowed, the calls only the
 // other controller makes and a sample of calls no controller makes are
 // denied. It first waits until the authorizer has seen the new roles.
-func checkChartAccess(t *testing.T, c kubernetes.Interface, job, ttl bool) {
+func checkChartAccess(t *testing.T, c kubernetes.Interface, job, ttl, gang bool) {
 	t.Helper()
 	mask := 0
 	if job {
 		mask |= byJob
+	}
+	if gang {
+		mask |= byGang
 	}
 	if ttl {
 		mask |= byTTL

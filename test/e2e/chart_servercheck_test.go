@@ -26,7 +26,7 @@ func TestControllerRefusesServerWithoutJobManagedBy(t *testing.T) {
 		t.Fatal(err)
 	}
 	applyRBACObjects(t, admin, objs)
-	checkChartAccess(t, c, true, false)
+	checkChartAccess(t, c, true, false, false)
 	proxy := startFaultProxy(t, admin, proxyFaults{dropManagedBy: true})
 
 	p := startChartReplica(t, args, tokenKubeconfig(t, c, proxy.url, proxy.caData))

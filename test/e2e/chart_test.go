@@ -145,5 +145,5 @@ func checkServiceAccountAccess(t *testing.T, admin *rest.Config) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	checkChartAccess(t, c, true, true)
+	checkChartAccess(t, c, true, true, false)
 }
