@@ -193,6 +193,13 @@ func NewController(ctx context.Context, podInformer coreinformers.PodInformer, j
 		if c.sources != nil {
 			c.writes.podStore = c.sources.podStore
 		}
+		if c.gang != nil {
+			// The Workload and PodGroup a sync creates are in the caches
+			// before the next sync, which would otherwise take the Job,
+			// its pods created, for one that ran before the gate.
+			c.writes.stores[workloadsResource] = opts.Workloads.Workloads.Informer().GetStore()
+			c.writes.stores[podGroupsResource] = opts.Workloads.PodGroups.Informer().GetStore()
+		}
 	}
 	c.pods = &podControl{client: client, contentType: opts.ContentType, recorder: recorder, onWrite: c.writes.wrotePod}
 

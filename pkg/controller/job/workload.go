@@ -39,6 +39,12 @@ const (
 	podGroupByWorkloadIndex = "podGroupByWorkloadName"
 )
 
+// Group-resources of the read-your-writes records (consistency.go).
+var (
+	workloadsResource = schedulingv1alpha2.SchemeGroupVersion.WithResource("workloads").GroupResource()
+	podGroupsResource = schedulingv1alpha2.SchemeGroupVersion.WithResource("podgroups").GroupResource()
+)
+
 // WorkloadInformers are the informers WorkloadWithJob reads.
 type WorkloadInformers struct {
 	Workloads schedulinginformers.WorkloadInformer
@@ -225,6 +231,7 @@ func (c *Controller) ensurePodGroup(ctx context.Context, job *batchv1.Job, pods 
 			if err != nil {
 				return err
 			}
+			c.writes.wrote(jobKey(job), job.UID, podGroupsResource, created.ResourceVersion)
 			pg = created
 		case 1:
 			got := found[0].(*schedulingv1alpha2.PodGroup)
@@ -259,6 +266,7 @@ func (c *Controller) ensureWorkload(ctx context.Context, job *batchv1.Job, pods 
 			if err != nil {
 				return err
 			}
+			c.writes.wrote(jobKey(job), job.UID, workloadsResource, created.ResourceVersion)
 			c.recorder.Eventf(job, corev1.EventTypeNormal, ReasonWorkloadCreated, "Created Workload %s for Job %s", created.Name, job.Name)
 			wl = created
 		case 1:

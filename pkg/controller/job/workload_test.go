@@ -234,3 +234,31 @@ func TestGangReusesItsObjects(t *testing.T) {
 		t.Errorf("writes %v, want none", w)
 	}
 }
+
+// TestGangCreatesAreReadBeforeTheNextSync: the next sync waits until the
+// informers show the Workload and PodGroup a sync created (read-your-writes),
+// so that it never takes the Job, its pods created, for one that ran
+// before the gate and creates plain pods.
+func TestGangCreatesAreReadBeforeTheNextSync(t *testing.T) {
+	job := gangJob(2).Obj()
+	h := newHarness(t, Options{Workloads: &WorkloadInformers{}}, job)
+	uidOnCreate(h)
+	h.client.PrependReactor("create", "*", func(a k8stesting.Action) (bool, runtime.Object, error) {
+		if o, ok := a.(k8stesting.CreateAction).GetObject().(metav1.Object); ok {
+			o.SetResourceVersion("100")
+		}
+		return false, nil, nil
+	})
+	h.sync(t, job)
+	for _, gr := range []string{"workloads", "podgroups"} {
+		found := false
+		for vk, rv := range h.c.writes.jobs[jobKey(job)].versions {
+			if vk.resource.Resource == gr && rv == "100" {
+				found = true
+			}
+		}
+		if !found {
+			t.Errorf("the %s create is not recorded for read-your-writes: %v", gr, h.c.writes.jobs[jobKey(job)].versions)
+		}
+	}
+}
