@@ -22,14 +22,14 @@ var unhonouredGates = map[featuregate.Feature]string{
 	"ImageVolumeWithDigest":                    "the image digest in the status of image volumes",
 	"InPlacePodVerticalScalingExclusiveCPUs":   "resizing pods with exclusive CPUs",
 	"InPlacePodVerticalScalingExclusiveMemory": "resizing pods with exclusive memory",
-	"MemoryQoS":                                "memory.high throttling (cgroup v2 memory QoS)",
-	"PodLevelResourceManagers":                 "pod-level resources in the CPU, memory and topology managers",
-	"PodLogsQuerySplitStreams":                 "logs of one stream (stdout or stderr) only",
-	"ReduceDefaultCrashLoopBackOffDecay":       "a shorter crash-loop back-off",
-	"SELinuxMount":                             "SELinux labels by mount option",
-	"DRAWorkloadResourceClaims":                "resource claims of workloads",
-	"QOSReserved":                              "memory reserved from lower QoS classes",
-	"PodsAPI":                                  "the kubelet's pods API",
+	"MemoryQoS":                          "memory.high throttling (cgroup v2 memory QoS)",
+	"PodLevelResourceManagers":           "pod-level resources in the CPU, memory and topology managers",
+	"PodLogsQuerySplitStreams":           "logs of one stream (stdout or stderr) only",
+	"ReduceDefaultCrashLoopBackOffDecay": "a shorter crash-loop back-off",
+	"SELinuxMount":                       "SELinux labels by mount option",
+	"DRAWorkloadResourceClaims":          "resource claims of workloads",
+	"QOSReserved":                        "memory reserved from lower QoS classes",
+	"PodsAPI":                            "the kubelet's pods API",
 }
 
 // GatesNotHonoured lists, sorted, the gates enabled (by enabled) that the
