@@ -373,7 +373,8 @@ func sandboxConfig(spec runtime.Spec, isolate bool) sandbox.Config {
 		cfg.Seccomp = &sandbox.Seccomp{RuntimeDefault: sc.RuntimeDefault, Profile: sc.Profile, Name: sc.Name}
 	}
 	for _, m := range spec.Mounts {
-		cfg.Mounts = append(cfg.Mounts, sandbox.Mount{Source: m.Source, SubPath: m.SubPath, Target: m.Target, ReadOnly: m.ReadOnly, RecursiveReadOnly: m.RecursiveReadOnly})
+		cfg.Mounts = append(cfg.Mounts, sandbox.Mount{Source: m.Source, SubPath: m.SubPath, Target: m.Target, ReadOnly: m.ReadOnly, RecursiveReadOnly: m.RecursiveReadOnly,
+			Image: m.ImageVolume != "", Layers: m.Layers})
 	}
 	if spec.Rootfs != nil {
 		cfg.Rootfs = &sandbox.Rootfs{Layers: spec.Rootfs.Layers}

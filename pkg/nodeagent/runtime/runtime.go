@@ -209,6 +209,12 @@ type Mount struct {
 	// (recursiveReadOnly Enabled); with ReadOnly alone only the top one
 	// is. Only for a RecursiveReadOnlyMounter that supports it.
 	RecursiveReadOnly bool
+	// ImageVolume names the pod's image volume this mounts (an image
+	// volume source): Source is empty, and the volume is a read-only
+	// overlay of Layers, its image's unpacked layer directories, bottom
+	// first, which the agent fills once the image is pulled.
+	ImageVolume string
+	Layers      []string
 }
 
 // RecursiveReadOnlyMounter is implemented by runtimes that may support

@@ -191,4 +191,10 @@ type Mount struct {
 	// RecursiveReadOnly makes every mount below Source read-only too
 	// (with ReadOnly; needs mount_setattr, RecursiveReadOnlySupported).
 	RecursiveReadOnly bool `json:"recursiveReadOnly,omitempty"`
+	// Image makes this an image volume (an image volume source of the
+	// pod): Source is ignored, and the volume is a read-only overlay of
+	// Layers, the image's unpacked layer directories, bottom first (none:
+	// an empty directory).
+	Image  bool     `json:"image,omitempty"`
+	Layers []string `json:"layers,omitempty"`
 }

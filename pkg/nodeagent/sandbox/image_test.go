@@ -362,3 +362,37 @@ func sandboxes() []int {
 	}
 	return out
 }
+
+// TestImageVolume mounts another image as a volume, whole and by subPath:
+// its layers are overlaid (the top layer's whiteout hides the file below),
+// read-only, and nothing the container does reaches the layers.
+func TestImageVolume(t *testing.T) {
+	requireNamespaces(t)
+	vol := imagetest.Layers(t, t.TempDir())
+	for _, hostMode := range []bool{false, true} {
+		cfg := Config{
+			Mounts: []Mount{
+				{Image: true, Layers: vol, Target: "/vol"},
+				{Image: true, Layers: vol, SubPath: "etc", Target: "/cfg"},
+			},
+			Command: []string{imagetest.Tool(t),
+				"cat:/vol/etc/added", "absent:/vol/etc/gone", "cat:/cfg/added",
+				"write:/vol/etc/new=1", "write:/cfg/new=1",
+			},
+		}
+		if !hostMode {
+			cfg.Rootfs = &Rootfs{Layers: imagetest.Layers(t, t.TempDir())}
+			cfg.Command[0] = "tool"
+		}
+		got := runImage(t, cfg)
+		if len(got) != 5 || got[0] != "added" || got[1] != "absent /vol/etc/gone" || got[2] != "added" ||
+			!strings.Contains(got[3], "read-only file system") || !strings.Contains(got[4], "read-only file system") {
+			t.Errorf("host mode %v: %q, want the volume's files, read-only", hostMode, got)
+		}
+		for _, l := range vol {
+			if _, err := os.Stat(filepath.Join(l, "etc/new")); !errors.Is(err, os.ErrNotExist) {
+				t.Errorf("a write reached layer %s: %v", l, err)
+			}
+		}
+	}
+}

@@ -651,7 +651,8 @@ func viewSpec(cfg Config) view.Spec {
 		spec.Rootfs = &view.Rootfs{Layers: cfg.Rootfs.Layers}
 	}
 	for _, m := range cfg.Mounts {
-		spec.Mounts = append(spec.Mounts, view.Mount{Source: m.Source, SubPath: m.SubPath, Target: m.Target, ReadOnly: m.ReadOnly, RecursiveReadOnly: m.RecursiveReadOnly})
+		spec.Mounts = append(spec.Mounts, view.Mount{Source: m.Source, SubPath: m.SubPath, Target: m.Target, ReadOnly: m.ReadOnly, RecursiveReadOnly: m.RecursiveReadOnly,
+			Image: m.Image, Layers: m.Layers})
 	}
 	for _, c := range cfg.CgroupViews {
 		spec.Cgroups = append(spec.Cgroups, view.CgroupBind{Source: c.Source, Target: c.Target})

@@ -3,7 +3,9 @@ package view
 import (
 	"fmt"
 	"path/filepath"
+	"slices"
 	"sort"
+	"strconv"
 	"strings"
 
 	"github.com/moby/sys/mountinfo"
@@ -30,7 +32,8 @@ const (
 	// opMkdir creates the directory target.
 	opMkdir
 	// opImage mounts the overlay of an image's layers (lowers, top first)
-	// on target, its upper and work directories under source.
+	// on target, its upper and work directories under source; read-only
+	// with readOnly (an image volume).
 	opImage
 	// opDev gives the container a private /dev (target) showing the
 	// host's (source): an overlay of it where its device nodes can be
@@ -264,12 +267,17 @@ func rootDir(scratch string) string { return filepath.Join(scratch, "root") }
 // The root is assembled entry by entry rather than as one overlay of /: in
 // a user namespace the kernel refuses to use / as a lower layer while
 // filesystems are mounted below it.
-func plan(host []*mountinfo.Info, entries []rootEntry, cfg Spec, masked []string) []op {
+func plan(host []*mountinfo.Info, entries []rootEntry, cfg Spec, masked []string) ([]op, error) {
 	root := rootDir(cfg.Scratch)
 	ops := []op{
 		{kind: opTmpfs, target: cfg.Scratch, mode: "0700"},
 		{kind: opMkdir, target: root},
 	}
+	volumes, err := imageVolumes(&cfg)
+	if err != nil {
+		return nil, err
+	}
+	ops = append(ops, volumes...)
 	if cfg.ReadOnlyRoot {
 		// The root becomes a mount of its own, so that it can be made
 		// read-only at the end.
@@ -322,7 +330,7 @@ func plan(host []*mountinfo.Info, entries []rootEntry, cfg Spec, masked []string
 	for _, m := range cfg.Mounts {
 		ops = append(ops, op{kind: opVolume, source: m.Source, subPath: m.SubPath, target: filepath.Clean(m.Target), readOnly: m.ReadOnly, recursiveRO: m.ReadOnly && m.RecursiveReadOnly, nodev: !cfg.Privileged})
 	}
-	return ops
+	return ops, nil
 }
 
 // planImage returns the steps that build the view of cfg in image mode, in
@@ -342,24 +350,16 @@ func planImage(cfg Spec, masked []string) ([]op, error) {
 	if strings.ContainsAny(cfg.Scratch, ",:\\") {
 		return nil, fmt.Errorf("scratch directory %q cannot be named in overlay options (it holds ',', ':' or a backslash)", cfg.Scratch)
 	}
-	layers := cfg.Rootfs.Layers
-	lowers := make([]string, 0, len(layers))
-	for i := len(layers) - 1; i >= 0; i-- {
-		l := layers[i]
-		if !filepath.IsAbs(l) {
-			return nil, fmt.Errorf("image layer %q is not an absolute path", l)
-		}
-		if strings.ContainsAny(l, ",:\\") {
-			return nil, fmt.Errorf("image layer %q cannot be named in overlay options (it holds ',', ':' or a backslash)", l)
-		}
-		lowers = append(lowers, filepath.Clean(l))
+	volumes, err := imageVolumes(&cfg)
+	if err != nil {
+		return nil, err
 	}
-	if len(lowers) == 0 {
-		// An image without layers is an empty directory.
-		empty := filepath.Join(cfg.Scratch, "empty")
-		ops = append(ops, op{kind: opMkdir, target: empty})
-		lowers = append(lowers, empty)
+	ops = append(ops, volumes...)
+	lowers, empty, err := imageLowers(cfg.Rootfs.Layers, filepath.Join(cfg.Scratch, "empty"))
+	if err != nil {
+		return nil, err
 	}
+	ops = append(ops, empty...)
 	ops = append(ops, op{kind: opImage, source: filepath.Join(cfg.Scratch, "image"), target: root, lowers: lowers, nodev: !cfg.Privileged})
 	ops = append(ops, systemTrees(cfg, masked, func(p string) string { return p }, true)...)
 	if cfg.Privileged {
@@ -372,6 +372,55 @@ func planImage(cfg Spec, masked []string) ([]op, error) {
 	for _, m := range cfg.Mounts {
 		ops = append(ops, op{kind: opVolume, source: m.Source, subPath: m.SubPath, target: filepath.Clean(m.Target), readOnly: m.ReadOnly, recursiveRO: m.ReadOnly && m.RecursiveReadOnly, nodev: !cfg.Privileged})
 	}
+	return ops, nil
+}
+
+// imageLowers are an image's layers (bottom first) as overlay lower
+// directories (top first), checked; an image without layers is the empty
+// directory empty, made by the steps returned.
+func imageLowers(layers []string, empty string) ([]string, []op, error) {
+	lowers := make([]string, 0, len(layers))
+	for i := len(layers) - 1; i >= 0; i-- {
+		l := layers[i]
+		if !filepath.IsAbs(l) {
+			return nil, nil, fmt.Errorf("image layer %q is not an absolute path", l)
+		}
+		if strings.ContainsAny(l, ",:\\") {
+			return nil, nil, fmt.Errorf("image layer %q cannot be named in overlay options (it holds ',', ':' or a backslash)", l)
+		}
+		lowers = append(lowers, filepath.Clean(l))
+	}
+	if len(lowers) > 0 {
+		return lowers, nil, nil
+	}
+	return []string{empty}, []op{{kind: opMkdir, target: empty}}, nil
+}
+
+// imageVolumes returns the steps that assemble cfg's image volumes on the
+// scratch tmpfs, each a read-only overlay of its image's layers (its upper
+// and work directories beside it, never written), and points their mounts
+// at them: the volume steps then bind them (with a subPath, the path below)
+// as any volume.
+func imageVolumes(cfg *Spec) ([]op, error) {
+	var ops []op
+	mounts := slices.Clone(cfg.Mounts)
+	for i := range mounts {
+		m := &mounts[i]
+		if !m.Image {
+			continue
+		}
+		dir := filepath.Join(cfg.Scratch, "imagevolumes", strconv.Itoa(i))
+		lowers, empty, err := imageLowers(m.Layers, filepath.Join(dir, "empty"))
+		if err != nil {
+			return nil, fmt.Errorf("image volume at %s: %w", m.Target, err)
+		}
+		root := filepath.Join(dir, "root")
+		ops = append(ops, empty...)
+		ops = append(ops, op{kind: opMkdir, target: root},
+			op{kind: opImage, source: dir, target: root, lowers: lowers, readOnly: true, nodev: true})
+		m.Source, m.ReadOnly = root, true
+	}
+	cfg.Mounts = mounts
 	return ops, nil
 }
 

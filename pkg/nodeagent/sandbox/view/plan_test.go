@@ -66,7 +66,7 @@ func TestPlan(t *testing.T) {
 		{kind: opVolume, source: "/etc/cfg", target: "/etc/cfg", readOnly: true, nodev: true},
 	}
 	masked := []string{"/proc/kcore", "/sys/firmware"}
-	if got := plan(host, entries, cfg, masked); !reflect.DeepEqual(got, want) {
+	if got, err := plan(host, entries, cfg, masked); err != nil || !reflect.DeepEqual(got, want) {
 		t.Errorf("plan:\n got %+v\nwant %+v", got, want)
 	}
 
@@ -90,7 +90,7 @@ func TestPlan(t *testing.T) {
 		op{kind: opReadOnly, target: root},
 	)
 	ro = append(ro, want[22:]...)
-	if got := plan(host, entries, cfg, masked); !reflect.DeepEqual(got, ro) {
+	if got, err := plan(host, entries, cfg, masked); err != nil || !reflect.DeepEqual(got, ro) {
 		t.Errorf("plan with ReadOnlyRoot:\n got %+v\nwant %+v", got, ro)
 	}
 }
@@ -296,5 +296,43 @@ func TestSystemTrees(t *testing.T) {
 				t.Errorf("systemTrees:\n got %+v\nwant %+v", got, tc.want)
 			}
 		})
+	}
+}
+
+// TestImageVolumes: an image volume is assembled on the scratch tmpfs, a
+// read-only overlay of its layers (top first), before anything else of
+// the view, and its mount then binds it read-only like any volume; other
+// mounts are left as they are, and bad layer paths are refused.
+func TestImageVolumes(t *testing.T) {
+	cfg := Spec{Scratch: "/s", Mounts: []Mount{
+		{Source: "/v/a", Target: "/a"},
+		{Image: true, Layers: []string{"/img/l1", "/img/l2"}, SubPath: "models", Target: "/models"},
+		{Image: true, Target: "/empty"},
+	}}
+	ops, err := imageVolumes(&cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []op{
+		{kind: opMkdir, target: "/s/imagevolumes/1/root"},
+		{kind: opImage, source: "/s/imagevolumes/1", target: "/s/imagevolumes/1/root", lowers: []string{"/img/l2", "/img/l1"}, readOnly: true, nodev: true},
+		{kind: opMkdir, target: "/s/imagevolumes/2/empty"},
+		{kind: opMkdir, target: "/s/imagevolumes/2/root"},
+		{kind: opImage, source: "/s/imagevolumes/2", target: "/s/imagevolumes/2/root", lowers: []string{"/s/imagevolumes/2/empty"}, readOnly: true, nodev: true},
+	}
+	if !reflect.DeepEqual(ops, want) {
+		t.Errorf("steps:\n got %+v\nwant %+v", ops, want)
+	}
+	wantMounts := []Mount{
+		{Source: "/v/a", Target: "/a"},
+		{Source: "/s/imagevolumes/1/root", Image: true, Layers: []string{"/img/l1", "/img/l2"}, SubPath: "models", Target: "/models", ReadOnly: true},
+		{Source: "/s/imagevolumes/2/root", Image: true, Target: "/empty", ReadOnly: true},
+	}
+	if !reflect.DeepEqual(cfg.Mounts, wantMounts) {
+		t.Errorf("mounts:\n got %+v\nwant %+v", cfg.Mounts, wantMounts)
+	}
+	bad := Spec{Scratch: "/s", Mounts: []Mount{{Image: true, Layers: []string{"/img/a:b"}, Target: "/x"}}}
+	if _, err := imageVolumes(&bad); err == nil {
+		t.Error("a layer path with ':' was accepted")
 	}
 }

@@ -46,7 +46,9 @@ func SetUp(cfg Spec, mountProc func(target string) error) error {
 		if err != nil {
 			return err
 		}
-		ops = plan(host, entries, cfg, masked)
+		if ops, err = plan(host, entries, cfg, masked); err != nil {
+			return err
+		}
 	}
 	layer := 0
 	for _, o := range ops {
@@ -179,7 +181,11 @@ func apply(o op, scratch string, layer *int, mountProc func(target string) error
 			return fmt.Errorf("making %s read-only: %w", o.target, err)
 		}
 	case opImage:
-		return imageOverlay(o.lowers, o.target, o.source, mountFlags(o))
+		flags := mountFlags(o)
+		if o.readOnly {
+			flags |= unix.MS_RDONLY
+		}
+		return imageOverlay(o.lowers, o.target, o.source, flags)
 	case opShm:
 		return shm(rootDir(scratch), o.target)
 	case opMinimalDev:

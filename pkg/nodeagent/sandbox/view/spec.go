@@ -57,4 +57,11 @@ type Mount struct {
 	ReadOnly bool
 	// RecursiveReadOnly makes every mount below Source read-only too.
 	RecursiveReadOnly bool
+	// Image makes this an image volume: Source is ignored, and the volume
+	// is a read-only overlay of Layers, the image's unpacked layer
+	// directories (bottom first; absolute paths without ',', ':' or a
+	// backslash; none: an empty directory), assembled on the scratch
+	// tmpfs.
+	Image  bool
+	Layers []string
 }
