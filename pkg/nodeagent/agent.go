@@ -832,13 +832,31 @@ func askRuntime[I any](ctx context.Context, a *Agent, ask func(I) (bool, string)
 	return yes, why, nil
 }
 
-// openImages opens the image store in image mode.
+// imageMode reports whether containers run their images (else the
+// host's files).
+func (a *Agent) imageMode() bool {
+	return a.opts.imageStore != nil || a.opts.Images == ImagesOCI
+}
+
+// openImages opens the image store: in image mode for the containers'
+// images and the pods' image volumes; in host mode, where containers get
+// a private view, for image volumes only.
 func (a *Agent) openImages(ctx context.Context) error {
-	if a.opts.Images != ImagesOCI {
-		klog.FromContext(ctx).Info("Containers run their command on this host's files: images are not pulled", "images", a.opts.Images)
+	if a.opts.imageStore != nil {
+		// The tests' own store, its puller made with the agent.
 		return nil
 	}
-	if rt, ok := a.runtime.(runtime.Isolator); ok {
+	rt, isolator := a.runtime.(runtime.Isolator)
+	if !a.imageMode() {
+		klog.FromContext(ctx).Info("Containers run their command on this host's files: their images are not pulled", "images", a.opts.Images)
+		if !isolator {
+			return nil
+		}
+		if yes, _ := rt.Isolation(); !yes {
+			// Pods with volumes are refused: no image volume either.
+			return nil
+		}
+	} else if isolator {
 		if yes, why := rt.Isolation(); !yes {
 			return fmt.Errorf("containers cannot get a private filesystem view here (%s), so their images cannot be run: use the host's files (Images %q) instead", why, ImagesHost)
 		}
@@ -848,7 +866,11 @@ func (a *Agent) openImages(ctx context.Context) error {
 		return fmt.Errorf("opening the image store: %w", err)
 	}
 	a.puller = imagemanager.NewPuller(a.pullerConfig(), store)
-	klog.FromContext(ctx).Info("Containers run their images", "imageStore", a.opts.ImageDir)
+	if a.imageMode() {
+		klog.FromContext(ctx).Info("Containers run their images", "imageStore", a.opts.ImageDir)
+	} else {
+		klog.FromContext(ctx).Info("Image volumes are pulled into the image store", "imageStore", a.opts.ImageDir)
+	}
 	return nil
 }
 

@@ -104,6 +104,7 @@ func (a *Agent) containerSpec(ctx context.Context, pod *corev1.Pod, c *container
 	if err != nil {
 		return spec, err
 	}
+	mounts = withImageLayers(mounts, c.volumeLayers)
 	resolv, err := a.hostModeResolvConf(pod, mounts)
 	if err != nil {
 		return spec, err
@@ -160,6 +161,7 @@ func (a *Agent) imageContainerSpec(ctx context.Context, pod *corev1.Pod, c *cont
 	if err != nil {
 		return spec, err
 	}
+	mounts = withImageLayers(mounts, c.volumeLayers)
 	files, err := a.podEtcFiles(pod, hostname)
 	if err != nil {
 		return spec, err
@@ -267,7 +269,7 @@ func (a *Agent) hostModeIDs() (uid, gid int64) {
 
 // podFeatures returns the node features decideFeatures needs.
 func (a *Agent) podFeatures() podconfig.NodeFeatures {
-	return podconfig.NodeFeatures{Isolated: a.isolated(), Root: a.euid == 0, HostMode: a.puller == nil, Limits: a.enforcesLimits(),
+	return podconfig.NodeFeatures{Isolated: a.isolated(), Root: a.euid == 0, HostMode: !a.imageMode(), Limits: a.enforcesLimits(),
 		MemoryMedium: a.volumes != nil && a.volumes.MemoryMediumHonoured()}
 }
 

@@ -27,55 +27,82 @@ type imageWait struct {
 	retry           time.Time
 }
 
+// pullTarget is what an image is resolved for: a container (its image)
+// or an image volume of the pod.
+type pullTarget struct {
+	// requested is the image reference as the spec gives it.
+	requested string
+	// policy is the spec's pull policy ("": the default for requested).
+	policy corev1.PullPolicy
+	// pull is the pull in flight for it, if any.
+	pull **imagemanager.PullState
+	// held is the image it holds a store reference on.
+	held *runImage
+	// event records an event about it: a container's carries its field
+	// path; an image volume's is the pod's, as the kubelet records it.
+	event func(eventType, reason, message string)
+}
+
 // imageFor returns the image container c runs, pulling it as its policy
 // says, with the kubelet's events; or, when c must wait, why. In host mode
-// (no store) there is no image to resolve.
+// (or with no image store) there is no image to resolve.
 func (w *worker) imageFor(ctx context.Context, pod *corev1.Pod, c *container, now time.Time) (*images.Image, *imageWait) {
-	p := w.agent.puller
-	if p == nil {
+	if !w.agent.imageMode() || w.agent.puller == nil {
 		return nil, nil
 	}
-	requested := c.spec.Image
+	return w.resolveImage(ctx, pod, pullTarget{
+		requested: c.spec.Image, policy: c.spec.ImagePullPolicy, pull: &c.pull, held: &c.image,
+		event: func(eventType, reason, message string) {
+			w.agent.containerEvent(pod, c.info, eventType, reason, message)
+		},
+	}, now)
+}
+
+// resolveImage returns the image of t, pulling it as its policy says, with
+// the kubelet's events; or, when t must wait, why.
+func (w *worker) resolveImage(ctx context.Context, pod *corev1.Pod, t pullTarget, now time.Time) (*images.Image, *imageWait) {
+	p := w.agent.puller
+	requested := t.requested
 	// The kubelet names the image with its default tag in pull events.
 	image := podconfig.WithDefaultTag(requested)
-	if st := c.pull; st != nil {
+	if st := *t.pull; st != nil {
 		select {
 		case <-st.Done:
 		default:
 			return nil, &imageWait{reason: lifecycle.ReasonContainerCreating, retry: now.Add(imagemanager.PullWaitCheck)}
 		}
-		c.pull = nil
+		*t.pull = nil
 		if st.Err == nil {
 			p.Forget(pod.UID, image)
 			waited := w.agent.clock.Since(st.Asked).Truncate(time.Millisecond)
-			w.agent.containerEvent(pod, c.info, corev1.EventTypeNormal, imagemanager.EventPulled, fmt.Sprintf("Successfully pulled image %q in %v (%v including waiting). Image size: %v bytes.",
+			t.event(corev1.EventTypeNormal, imagemanager.EventPulled, fmt.Sprintf("Successfully pulled image %q in %v (%v including waiting). Image size: %v bytes.",
 				image, st.Took.Truncate(time.Millisecond), waited, st.Img.Size))
-			return w.hold(c, st.Img, st.Ref, now)
+			return w.hold(t.held, st.Img, st.Ref, now)
 		}
 		if ctx.Err() != nil {
 			return nil, &imageWait{reason: lifecycle.ReasonContainerCreating, retry: now.Add(imagemanager.PullWaitCheck)}
 		}
 		msg := st.Err.Error()
-		w.agent.containerEvent(pod, c.info, corev1.EventTypeWarning, imagemanager.EventFailed, fmt.Sprintf("Failed to pull image %q: %s", image, imagemanager.PullAdvice(msg)))
-		w.agent.containerEvent(pod, c.info, corev1.EventTypeWarning, imagemanager.EventFailed, "Error: "+imagemanager.ReasonErrImagePull)
+		t.event(corev1.EventTypeWarning, imagemanager.EventFailed, fmt.Sprintf("Failed to pull image %q: %s", image, imagemanager.PullAdvice(msg)))
+		t.event(corev1.EventTypeWarning, imagemanager.EventFailed, "Error: "+imagemanager.ReasonErrImagePull)
 		p.Failed(pod.UID, image, imagemanager.ReasonErrImagePull+": "+msg, now)
 		return nil, &imageWait{reason: imagemanager.ReasonErrImagePull, message: msg, retry: now.Add(pullRetryAfterError)}
 	}
 	ref, err := images.Normalize(requested)
 	if err != nil {
 		msg := fmt.Sprintf("Failed to apply default image tag %q: %v", requested, err)
-		w.agent.containerEvent(pod, c.info, corev1.EventTypeWarning, imagemanager.EventInspectFailed, msg)
-		w.agent.containerEvent(pod, c.info, corev1.EventTypeWarning, imagemanager.EventFailed, "Error: "+imagemanager.ReasonInvalidImageName)
+		t.event(corev1.EventTypeWarning, imagemanager.EventInspectFailed, msg)
+		t.event(corev1.EventTypeWarning, imagemanager.EventFailed, "Error: "+imagemanager.ReasonInvalidImageName)
 		return nil, &imageWait{reason: imagemanager.ReasonInvalidImageName, message: msg, retry: now.Add(lifecycle.RetryConfigError)}
 	}
 	local, err := p.Store.Lookup(ref)
 	if err != nil && !errors.Is(err, images.ErrNotFound) {
 		msg := fmt.Sprintf("Failed to inspect image %q: %v", requested, err)
-		w.agent.containerEvent(pod, c.info, corev1.EventTypeWarning, imagemanager.EventInspectFailed, msg)
-		w.agent.containerEvent(pod, c.info, corev1.EventTypeWarning, imagemanager.EventFailed, "Error: ImageInspectError")
+		t.event(corev1.EventTypeWarning, imagemanager.EventInspectFailed, msg)
+		t.event(corev1.EventTypeWarning, imagemanager.EventFailed, "Error: ImageInspectError")
 		return nil, &imageWait{reason: "ImageInspectError", message: msg, retry: now.Add(lifecycle.RetryConfigError)}
 	}
-	policy := c.spec.ImagePullPolicy
+	policy := t.policy
 	if policy == "" {
 		policy = podconfig.DefaultPullPolicy(requested)
 	}
@@ -84,21 +111,21 @@ func (w *worker) imageFor(ctx context.Context, pod *corev1.Pod, c *container, no
 		// The kubelet's text without KubeletEnsureSecretPulledImages: the
 		// agent does not check that this pod's credentials could pull an
 		// image another pod's pulled (docs/node-agent.md).
-		w.agent.containerEvent(pod, c.info, corev1.EventTypeNormal, imagemanager.EventPulled, fmt.Sprintf("Container image %q already present on machine", requested))
-		return w.hold(c, local, ref, now)
+		t.event(corev1.EventTypeNormal, imagemanager.EventPulled, fmt.Sprintf("Container image %q already present on machine", requested))
+		return w.hold(t.held, local, ref, now)
 	case podconfig.NeverPulled:
 		msg := fmt.Sprintf("Container image %q is not present with pull policy of Never", requested)
-		w.agent.containerEvent(pod, c.info, corev1.EventTypeWarning, imagemanager.ReasonErrImageNeverPull, msg+" (load it with `jobkeeper image load`)")
-		w.agent.containerEvent(pod, c.info, corev1.EventTypeWarning, imagemanager.EventFailed, "Error: "+imagemanager.ReasonErrImageNeverPull)
+		t.event(corev1.EventTypeWarning, imagemanager.ReasonErrImageNeverPull, msg+" (load it with `jobkeeper image load`)")
+		t.event(corev1.EventTypeWarning, imagemanager.EventFailed, "Error: "+imagemanager.ReasonErrImageNeverPull)
 		return nil, &imageWait{reason: imagemanager.ReasonErrImageNeverPull, message: msg, retry: now.Add(lifecycle.RetryConfigError)}
 	}
 	if b := p.InBackoff(pod.UID, image, now); b != nil {
-		w.agent.containerEvent(pod, c.info, corev1.EventTypeNormal, imagemanager.EventBackOff, fmt.Sprintf("Back-off pulling image %q", image))
-		w.agent.containerEvent(pod, c.info, corev1.EventTypeWarning, imagemanager.EventFailed, "Error: "+imagemanager.ReasonImagePullBackOff)
+		t.event(corev1.EventTypeNormal, imagemanager.EventBackOff, fmt.Sprintf("Back-off pulling image %q", image))
+		t.event(corev1.EventTypeWarning, imagemanager.EventFailed, "Error: "+imagemanager.ReasonImagePullBackOff)
 		return nil, &imageWait{reason: imagemanager.ReasonImagePullBackOff, message: fmt.Sprintf("Back-off pulling image %q: %s", image, b.Message), retry: b.Until}
 	}
-	w.agent.containerEvent(pod, c.info, corev1.EventTypeNormal, imagemanager.EventPulling, fmt.Sprintf("Pulling image %q", image))
-	c.pull = p.Start(ctx, pod, image, ref, w.poke)
+	t.event(corev1.EventTypeNormal, imagemanager.EventPulling, fmt.Sprintf("Pulling image %q", image))
+	*t.pull = p.Start(ctx, pod, image, ref, w.poke)
 	return nil, &imageWait{reason: lifecycle.ReasonContainerCreating, retry: now.Add(imagemanager.PullWaitCheck)}
 }
 
@@ -107,8 +134,17 @@ func (w *worker) imageFor(ctx context.Context, pod *corev1.Pod, c *container, no
 func (w *worker) collectPulls() bool {
 	progress := false
 	now := w.agent.clock.Now()
+	volumes := w.volumePullsDone()
 	for _, c := range w.all() {
-		if c.pull == nil || !c.state.NotBefore.After(now) {
+		if !c.state.NotBefore.After(now) {
+			continue
+		}
+		if volumes && c.waitsForVolume {
+			c.state.NotBefore = now
+			progress = true
+			continue
+		}
+		if c.pull == nil {
 			continue
 		}
 		select {
@@ -151,21 +187,22 @@ func (r *runImage) release() {
 	}
 }
 
-// hold makes img the image of c, holding a store reference on it for the
-// container's life, and checks that the store still has it (an `image rm`
-// or a garbage collection may have come between the look-up and the
-// reference). When it is gone, c waits a moment and resolves its image
-// again, pulling it as its policy says.
-func (w *worker) hold(c *container, img *images.Image, ref string, now time.Time) (*images.Image, *imageWait) {
+// hold makes img the image held (a container's or an image volume's),
+// holding a store reference on it for the container's or the pod's life,
+// and checks that the store still has it (an `image rm` or a garbage
+// collection may have come between the look-up and the reference). When
+// it is gone, the container waits a moment and the image is resolved
+// again, pulled as its policy says.
+func (w *worker) hold(held *runImage, img *images.Image, ref string, now time.Time) (*images.Image, *imageWait) {
 	store := w.agent.puller.Store
-	if c.image.storeID != img.ID || c.image.done == nil {
+	if held.storeID != img.ID || held.done == nil {
 		release := store.Use(img.ID)
 		if got, err := store.Lookup(ref); err != nil || got.ID != img.ID {
 			release()
 			return nil, &imageWait{reason: lifecycle.ReasonContainerCreating, retry: now}
 		}
-		c.image.release()
-		c.image = runImage{name: ref, id: imagemanager.ImageIDOf(img, ref), storeID: img.ID, done: release}
+		held.release()
+		*held = runImage{name: ref, id: imagemanager.ImageIDOf(img, ref), storeID: img.ID, done: release}
 	}
 	return img, nil
 }
@@ -180,6 +217,7 @@ func (w *worker) releaseImages() {
 			c.pull.Cancel()
 		}
 	}
+	w.releaseVolumeImages()
 	if p := w.agent.puller; p != nil {
 		p.Forget(w.currentPod().UID, "")
 	}

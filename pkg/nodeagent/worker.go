@@ -12,6 +12,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/klog/v2"
 
+	"jobkeeper.dev/jobkeeper/pkg/images"
 	"jobkeeper.dev/jobkeeper/pkg/nodeagent/allocation"
 	"jobkeeper.dev/jobkeeper/pkg/nodeagent/binder"
 	"jobkeeper.dev/jobkeeper/pkg/nodeagent/imagemanager"
@@ -45,6 +46,11 @@ type container struct {
 	pull *imagemanager.PullState
 	// image is the image of the running or last attempt (image mode).
 	image runImage
+	// volumeLayers are the layers of the image volumes it mounts, by
+	// volume name, for the attempt being started (imagevolumes.go);
+	// waitsForVolume is set while it waits for one to be pulled.
+	volumeLayers   map[string][]string
+	waitsForVolume bool
 	// api is the running attempt the API showed when the worker was
 	// created, until recover has decided what became of it.
 	api *apiRun
@@ -156,6 +162,9 @@ type worker struct {
 	graceCap     time.Duration
 	// lastStatus is the last status handed to the status manager.
 	lastStatus *corev1.PodStatus
+	// volImages are the pod's image volumes' images, by volume name
+	// (worker goroutine only; imagevolumes.go).
+	volImages map[string]*volumeImage
 
 	// resizes are the pod's allocation and its in-place resizes
 	// (resize.go).
@@ -567,7 +576,14 @@ func (w *worker) collectExits(ctx context.Context) bool {
 // (a finished attempt), evStarted otherwise.
 func (w *worker) start(ctx context.Context, pod *corev1.Pod, c *container, now time.Time) {
 	logger := klog.FromContext(ctx)
-	img, wait := w.imageFor(ctx, pod, c, now)
+	// As the kubelet: the image volumes first, then the container's image.
+	var img *images.Image
+	var wait *imageWait
+	c.volumeLayers, wait = w.imageVolumesFor(ctx, pod, c, now)
+	c.waitsForVolume = wait != nil
+	if wait == nil {
+		img, wait = w.imageFor(ctx, pod, c, now)
+	}
 	if wait != nil {
 		w.apply(ctx, pod, c, lifecycle.Event{Kind: lifecycle.EvImageWait, At: now, Reason: wait.reason, Message: wait.message, Retry: wait.retry})
 		return

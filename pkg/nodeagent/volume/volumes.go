@@ -135,7 +135,7 @@ func (m *Manager) Forget(uid types.UID) {
 func UnsupportedVolume(v *corev1.Volume) string {
 	s := v.VolumeSource
 	switch {
-	case s.EmptyDir != nil, s.ConfigMap != nil, s.Secret != nil, s.DownwardAPI != nil, s.HostPath != nil, s.PersistentVolumeClaim != nil:
+	case s.EmptyDir != nil, s.ConfigMap != nil, s.Secret != nil, s.DownwardAPI != nil, s.HostPath != nil, s.PersistentVolumeClaim != nil, s.Image != nil:
 		return ""
 	case s.Projected != nil:
 		for _, p := range s.Projected.Sources {
@@ -145,7 +145,7 @@ func UnsupportedVolume(v *corev1.Volume) string {
 		}
 		return ""
 	}
-	return fmt.Sprintf("volume %q: only emptyDir, configMap, secret, downwardAPI, projected, hostPath and persistentVolumeClaim volumes are supported by the local node agent", v.Name)
+	return fmt.Sprintf("volume %q: only emptyDir, configMap, secret, downwardAPI, projected, hostPath, persistentVolumeClaim and image volumes are supported by the local node agent", v.Name)
 }
 
 // Mounts returns the mounts of container c, preparing the pod's volumes
@@ -183,8 +183,13 @@ func (m *Manager) Mounts(ctx context.Context, pod *corev1.Pod, c *corev1.Contain
 		if err != nil {
 			return nil, err
 		}
-		out = append(out, runtime.Mount{Source: source, SubPath: sub, Target: vm.MountPath,
-			ReadOnly: vm.ReadOnly || alwaysReadOnly(v) || claimReadOnly(v), RecursiveReadOnly: rro})
+		m := runtime.Mount{Source: source, SubPath: sub, Target: vm.MountPath,
+			ReadOnly: vm.ReadOnly || alwaysReadOnly(v) || claimReadOnly(v), RecursiveReadOnly: rro}
+		if v.Image != nil {
+			// Its layers are the image's, which the caller fills.
+			m.Source, m.ImageVolume = "", v.Name
+		}
+		out = append(out, m)
 	}
 	return out, nil
 }
@@ -211,7 +216,7 @@ func ServiceAccountVolume(v *corev1.Volume) bool {
 // alwaysReadOnly reports volumes the kubelet always mounts read-only.
 func alwaysReadOnly(v *corev1.Volume) bool {
 	s := v.VolumeSource
-	return s.ConfigMap != nil || s.Secret != nil || s.DownwardAPI != nil || s.Projected != nil
+	return s.ConfigMap != nil || s.Secret != nil || s.DownwardAPI != nil || s.Projected != nil || s.Image != nil
 }
 
 // volumeNamed returns the pod's volume called name.
@@ -284,8 +289,9 @@ func (m *Manager) prepareVolume(ctx context.Context, pod *corev1.Pod, v *corev1.
 	if v.HostPath != nil {
 		return checkHostPath(v.HostPath)
 	}
-	if v.PersistentVolumeClaim != nil {
-		// Looked up by prepareClaims.
+	if v.PersistentVolumeClaim != nil || v.Image != nil {
+		// Looked up by prepareClaims; an image volume is its image,
+		// resolved by the pod's worker, made by the runtime.
 		return nil
 	}
 	dir := m.source(pod, v)

@@ -1,0 +1,108 @@
+package nodeagent
+
+import (
+	"context"
+	"reflect"
+	"testing"
+	"time"
+
+	v1 "github.com/google/go-containerregistry/pkg/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
+	testingclock "k8s.io/utils/clock/testing"
+
+	"jobkeeper.dev/jobkeeper/internal/testimages"
+	"jobkeeper.dev/jobkeeper/pkg/images"
+	"jobkeeper.dev/jobkeeper/pkg/nodeagent/imagemanager"
+	"jobkeeper.dev/jobkeeper/pkg/nodeagent/runtime"
+)
+
+// imageVolumePod runs image with an image volume of volImage mounted at
+// /data, and its "models" directory at /models.
+func imageVolumePod(name, image, volImage string) *corev1.Pod {
+	p := imagePod(name, image, corev1.PullIfNotPresent)
+	p.Spec.Volumes = append(p.Spec.Volumes, corev1.Volume{Name: "data", VolumeSource: corev1.VolumeSource{
+		Image: &corev1.ImageVolumeSource{Reference: volImage, PullPolicy: corev1.PullIfNotPresent},
+	}})
+	p.Spec.Containers[0].VolumeMounts = []corev1.VolumeMount{
+		{Name: "data", MountPath: "/data"},
+		{Name: "data", MountPath: "/models", SubPath: "models"},
+	}
+	return p
+}
+
+// TestImageVolumePulledAndMounted: an image volume's image is pulled as
+// the kubelet pulls it (events on the pod) and the container gets it as
+// read-only mounts of the image's layers, whole and by subPath; an image
+// volume that cannot be pulled keeps the container waiting with the
+// pull's reason, and nothing runs.
+func TestImageVolumePulledAndMounted(t *testing.T) {
+	app, err := testimages.Static(map[string][]byte{"/bin/app": []byte("#!not really\n")}, "/bin/app")
+	if err != nil {
+		t.Fatal(err)
+	}
+	data, err := testimages.Static(map[string][]byte{"/models/m.bin": []byte("weights")}, "/models/m.bin")
+	if err != nil {
+		t.Fatal(err)
+	}
+	host := testimages.Serve(t, map[string]v1.Image{"test/app:v1": app, "test/data:v1": data})
+	appRef, dataRef := host+"/test/app:v1", host+"/test/data:v1"
+
+	store, err := images.Open(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = store.Close() })
+	var rt *fakeRuntime
+	ta := startAgentOn(t, Options{MaxPods: 10, Runtime: "simulated", imageStore: store}, func(clk *testingclock.FakeClock) runtime.Runtime {
+		rt = newFakeRuntime(clk)
+		return isolatingRuntime{Runtime: rt, ok: true}
+	}, imageVolumePod("p", appRef, dataRef), imageVolumePod("missing", appRef, host+"/test/absent:v1"))
+
+	h := rt.attempt(t, "main", 0)
+	local, err := store.Lookup(dataRef)
+	if err != nil {
+		t.Fatalf("the image volume's image is not in the store: %v", err)
+	}
+	var got []runtime.Mount
+	for _, m := range h.spec.Mounts {
+		if m.ImageVolume != "" {
+			got = append(got, m)
+		}
+	}
+	want := []runtime.Mount{
+		{Target: "/data", ReadOnly: true, ImageVolume: "data", Layers: local.Layers},
+		{Target: "/models", SubPath: "models", ReadOnly: true, ImageVolume: "data", Layers: local.Layers},
+	}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("image volume mounts %+v, want %+v", got, want)
+	}
+	ta.waitPod(t, "p", phaseIs(corev1.PodRunning))
+	if !ta.eventWith(t, "Pulling", `Pulling image "`+dataRef+`"`) {
+		t.Error("no Pulling event for the image volume")
+	}
+	// Pull events of an image volume are the pod's, as the kubelet's.
+	if err := wait.PollUntilContextTimeout(context.Background(), 5*time.Millisecond, 10*time.Second, true, func(ctx context.Context) (bool, error) {
+		evs, err := ta.client.CoreV1().Events("ns").List(ctx, metav1.ListOptions{})
+		for _, e := range evs.Items {
+			if e.Reason == "Pulling" && e.InvolvedObject.Name == "p" && e.InvolvedObject.FieldPath == "" {
+				return true, nil
+			}
+		}
+		return false, err
+	}); err != nil {
+		t.Error("no Pulling event on the pod itself for the image volume")
+	}
+
+	m := ta.waitPod(t, "missing", func(p *corev1.Pod) bool { return waitingReason(p) == imagemanager.ReasonErrImagePull })
+	if m.Status.Phase != corev1.PodPending {
+		t.Errorf("phase %s, want Pending while the image volume cannot be pulled", m.Status.Phase)
+	}
+	if !ta.eventWith(t, "Failed", "Error: "+imagemanager.ReasonErrImagePull) {
+		t.Error("no Failed event for the container whose image volume cannot be pulled")
+	}
+	if n := rt.count("main"); n != 1 {
+		t.Errorf("%d attempts of main ran, want pod p's only (pod missing's waits for its image volume)", n)
+	}
+}
