@@ -12,6 +12,7 @@ import (
 
 	"github.com/spf13/pflag"
 	utilfeature "k8s.io/apiserver/pkg/util/feature"
+	"k8s.io/component-base/featuregate"
 	featuregatetesting "k8s.io/component-base/featuregate/testing"
 
 	"jobkeeper.dev/jobkeeper/internal/cli"
@@ -142,6 +143,7 @@ func TestUpValidate(t *testing.T) {
 func TestNodeAgentFlagsValidate(t *testing.T) {
 	cases := map[string]struct {
 		args    []string
+		gate    featuregate.Feature
 		wantErr string
 	}{
 		"defaults":                      {},
@@ -155,9 +157,17 @@ func TestNodeAgentFlagsValidate(t *testing.T) {
 		"extended resources":            {args: []string{"--extended-resource", "example.com/gpu=1", "--extended-resource", "example.com/fpga=2,vendor.io/x=0"}},
 		"not an extended resource name": {args: []string{"--extended-resource", "gpu=1"}, wantErr: "--extended-resource gpu: not an extended resource name"},
 		"a negative count":              {args: []string{"--extended-resource", "example.com/gpu=-1"}, wantErr: "--extended-resource example.com/gpu=-1"},
+		// A gate that changes what a kubelet does for pods, turned on,
+		// stops up before it starts, naming it; without the node agent
+		// it is no concern of up's.
+		"a gate the agent does not honour": {gate: "ContainerStopSignals", wantErr: "ContainerStopSignals (containers' lifecycle.stopSignal)"},
+		"that gate without the agent":      {gate: "ContainerStopSignals", args: []string{"--node-agent=false"}},
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
+			if tc.gate != "" {
+				featuregatetesting.SetFeatureGateDuringTest(t, utilfeature.DefaultFeatureGate, tc.gate, true)
+			}
 			f := &nodeAgentFlags{}
 			fs := pflag.NewFlagSet("up", pflag.ContinueOnError)
 			f.addFlags(fs)
@@ -247,31 +257,6 @@ func TestRootVersionFlag(t *testing.T) {
 	flag, command := run("--version"), run("version")
 	if flag != command || !strings.HasPrefix(flag, "jobkeeper ") {
 		t.Errorf("--version printed %q, version printed %q", flag, command)
-	}
-}
-
-// TestNodeAgentRefusesGatesItDoesNotHonour: a gate that changes what a
-// kubelet does for pods, turned on, stops up before it starts, naming the
-// gate; without the node agent it is no concern of up's.
-func TestNodeAgentRefusesGatesItDoesNotHonour(t *testing.T) {
-	featuregatetesting.SetFeatureGateDuringTest(t, utilfeature.DefaultFeatureGate, "ContainerStopSignals", true)
-	for _, tc := range []struct {
-		args    []string
-		wantErr string
-	}{
-		{nil, "ContainerStopSignals (containers' lifecycle.stopSignal)"},
-		{[]string{"--node-agent=false"}, ""},
-	} {
-		f := &nodeAgentFlags{}
-		fs := pflag.NewFlagSet("up", pflag.ContinueOnError)
-		f.addFlags(fs)
-		if err := fs.Parse(tc.args); err != nil {
-			t.Fatal(err)
-		}
-		err := f.validate()
-		if (err == nil) != (tc.wantErr == "") || err != nil && !strings.Contains(err.Error(), tc.wantErr) {
-			t.Errorf("%v: err = %v, want %q", tc.args, err, tc.wantErr)
-		}
 	}
 }
 

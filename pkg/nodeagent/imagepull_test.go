@@ -28,6 +28,13 @@ import (
 // store of its own, and returns the store.
 func startAgentWithImages(t *testing.T, objs ...kruntime.Object) (*testAgent, *fakeRuntime, *images.Store) {
 	t.Helper()
+	return startAgentWithImagesOn(t, func(rt *fakeRuntime) runtime.Runtime { return rt }, objs...)
+}
+
+// startAgentWithImagesOn is startAgentWithImages with the fake runtime
+// wrapped by wrap (one that isolates, say).
+func startAgentWithImagesOn(t *testing.T, wrap func(*fakeRuntime) runtime.Runtime, objs ...kruntime.Object) (*testAgent, *fakeRuntime, *images.Store) {
+	t.Helper()
 	store, err := images.Open(t.TempDir())
 	if err != nil {
 		t.Fatal(err)
@@ -36,7 +43,7 @@ func startAgentWithImages(t *testing.T, objs ...kruntime.Object) (*testAgent, *f
 	var rt *fakeRuntime
 	ta := startAgentOn(t, Options{MaxPods: 10, Runtime: "simulated", imageStore: store}, func(clk *testingclock.FakeClock) runtime.Runtime {
 		rt = newFakeRuntime(clk)
-		return rt
+		return wrap(rt)
 	}, objs...)
 	return ta, rt, store
 }

@@ -10,10 +10,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
-	testingclock "k8s.io/utils/clock/testing"
 
 	"jobkeeper.dev/jobkeeper/internal/testimages"
-	"jobkeeper.dev/jobkeeper/pkg/images"
 	"jobkeeper.dev/jobkeeper/pkg/nodeagent/imagemanager"
 	"jobkeeper.dev/jobkeeper/pkg/nodeagent/runtime"
 )
@@ -49,16 +47,8 @@ func TestImageVolumePulledAndMounted(t *testing.T) {
 	host := testimages.Serve(t, map[string]v1.Image{"test/app:v1": app, "test/data:v1": data})
 	appRef, dataRef := host+"/test/app:v1", host+"/test/data:v1"
 
-	store, err := images.Open(t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = store.Close() })
-	var rt *fakeRuntime
-	ta := startAgentOn(t, Options{MaxPods: 10, Runtime: "simulated", imageStore: store}, func(clk *testingclock.FakeClock) runtime.Runtime {
-		rt = newFakeRuntime(clk)
-		return isolatingRuntime{Runtime: rt, ok: true}
-	}, imageVolumePod("p", appRef, dataRef), imageVolumePod("missing", appRef, host+"/test/absent:v1"))
+	ta, rt, store := startAgentWithImagesOn(t, func(rt *fakeRuntime) runtime.Runtime { return isolatingRuntime{Runtime: rt, ok: true} },
+		imageVolumePod("p", appRef, dataRef), imageVolumePod("missing", appRef, host+"/test/absent:v1"))
 
 	h := rt.attempt(t, "main", 0)
 	local, err := store.Lookup(dataRef)

@@ -124,3 +124,20 @@ func WaitForNoFinalizer(t testing.TB, c kubernetes.Interface, job *batchv1.Job) 
 		return true, nil
 	})
 }
+
+// UpdateJob applies mutate to the latest Job, retrying on conflicts, and
+// returns the Job as updated.
+func UpdateJob(t testing.TB, c kubernetes.Interface, job *batchv1.Job, mutate func(*batchv1.Job)) *batchv1.Job {
+	t.Helper()
+	var out *batchv1.Job
+	WaitFor(t, "updating job "+job.Name, func(ctx context.Context) (bool, error) {
+		j, err := c.BatchV1().Jobs(job.Namespace).Get(ctx, job.Name, metav1.GetOptions{})
+		if err != nil {
+			return false, err
+		}
+		mutate(j)
+		out, err = c.BatchV1().Jobs(job.Namespace).Update(ctx, j, metav1.UpdateOptions{})
+		return err == nil, err
+	})
+	return out
+}

@@ -134,13 +134,13 @@ func TestJobGangScheduling(t *testing.T) {
 				if pods, err := framework.JobPods(ctx, c, job); err != nil || len(pods) != 0 {
 					t.Fatalf("a suspended Job has %d pods (%v), want none", len(pods), err)
 				}
-				job = updateJob(t, c, job, func(j *batchv1.Job) { j.Spec.Suspend = ptr.To(false) })
+				job = framework.UpdateJob(t, c, job, func(j *batchv1.Job) { j.Spec.Suspend = ptr.To(false) })
 			}
 			if tc.restart {
 				first, _ := waitForGang(t, c, job)
 				run.Stop()
 				framework.StartJobController(t, options(), nil)
-				job = updateJob(t, c, job, func(j *batchv1.Job) { metav1.SetMetaDataAnnotation(&j.ObjectMeta, "test-resync", "true") })
+				job = framework.UpdateJob(t, c, job, func(j *batchv1.Job) { metav1.SetMetaDataAnnotation(&j.ObjectMeta, "test-resync", "true") })
 				framework.WaitForJobPodsStatus(t, c, job, framework.PodsStatus{Active: tc.wantActive})
 				if l, err := c.SchedulingV1alpha2().Workloads(job.Namespace).List(ctx, metav1.ListOptions{}); err != nil || len(l.Items) != 1 {
 					t.Errorf("Workloads after the restart: %v (%v), want one", l, err)
@@ -234,20 +234,4 @@ func TestJobAdmissionParallelismUpdate(t *testing.T) {
 			}
 		})
 	}
-}
-
-// updateJob applies mutate to the latest Job, retrying on conflicts.
-func updateJob(t *testing.T, c kubernetes.Interface, job *batchv1.Job, mutate func(*batchv1.Job)) *batchv1.Job {
-	t.Helper()
-	var out *batchv1.Job
-	framework.WaitFor(t, "updating Job "+job.Name, func(ctx context.Context) (bool, error) {
-		j, err := c.BatchV1().Jobs(job.Namespace).Get(ctx, job.Name, metav1.GetOptions{})
-		if err != nil {
-			return false, err
-		}
-		mutate(j)
-		out, err = c.BatchV1().Jobs(job.Namespace).Update(ctx, j, metav1.UpdateOptions{})
-		return err == nil, err
-	})
-	return out
 }

@@ -72,20 +72,7 @@ func getJob(t testing.TB, c kubernetes.Interface, job *batchv1.Job) *batchv1.Job
 }
 
 // updateJob applies mutate to the latest Job, retrying on conflicts.
-func updateJob(t testing.TB, c kubernetes.Interface, job *batchv1.Job, mutate func(*batchv1.Job)) *batchv1.Job {
-	t.Helper()
-	var out *batchv1.Job
-	framework.WaitFor(t, "updating job "+job.Name, func(ctx context.Context) (bool, error) {
-		j, err := c.BatchV1().Jobs(job.Namespace).Get(ctx, job.Name, metav1.GetOptions{})
-		if err != nil {
-			return false, err
-		}
-		mutate(j)
-		out, err = c.BatchV1().Jobs(job.Namespace).Update(ctx, j, metav1.UpdateOptions{})
-		return err == nil, err
-	})
-	return out
-}
+var updateJob = framework.UpdateJob
 
 // conditionSummary lists the Job's conditions as "Type=Status/Reason".
 func conditionSummary(job *batchv1.Job) []string {
