@@ -524,7 +524,7 @@ func TestUpUnrunnablePodReported(t *testing.T) {
 		t.Fatalf("the Job's pods: %v, %d; want one", err, len(pods.Items))
 	}
 	pod := pods.Items[0]
-	const why = `volume "data": only emptyDir, configMap, secret, downwardAPI, projected, hostPath and persistentVolumeClaim volumes are supported by the local node agent`
+	const why = `volume "data": only emptyDir, configMap, secret, downwardAPI, projected, hostPath, persistentVolumeClaim and image volumes are supported by the local node agent`
 	if pod.Status.Phase != corev1.PodFailed || pod.Status.Reason != nodeagent.ReasonUnsupportedVolume || pod.Status.Message != "Pod was rejected: "+why {
 		t.Errorf("pod status %s %q %q; want Failed, %s, the rejection", pod.Status.Phase, pod.Status.Reason, pod.Status.Message, nodeagent.ReasonUnsupportedVolume)
 	}
