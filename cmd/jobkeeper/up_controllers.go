@@ -10,6 +10,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/util/wait"
+	utilfeature "k8s.io/apiserver/pkg/util/feature"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/metadata"
@@ -18,7 +19,9 @@ import (
 	"k8s.io/kubernetes/pkg/controller/cronjob"
 	namespacecontroller "k8s.io/kubernetes/pkg/controller/namespace"
 	"k8s.io/kubernetes/pkg/controller/podgc"
+	"k8s.io/kubernetes/pkg/controller/scheduling/podgroupprotection"
 	serviceaccountcontroller "k8s.io/kubernetes/pkg/controller/serviceaccount"
+	"k8s.io/kubernetes/pkg/features"
 
 	"jobkeeper.dev/jobkeeper/pkg/controlplane"
 	"jobkeeper.dev/jobkeeper/pkg/manager"
@@ -41,6 +44,8 @@ const (
 	// root-ca-cert-publisher controllers with.
 	serviceAccountWorkers  = 1
 	rootCAPublisherWorkers = 1
+	// podGroupProtectionWorkers is kube-controller-manager's (fixed).
+	podGroupProtectionWorkers = 1
 )
 
 // runLocalControllers is the upComponent that runs upstream's namespace,
@@ -110,6 +115,21 @@ func runLocalControllers(ctx context.Context, cp *controlplane.ControlPlane) (fu
 	if err != nil {
 		return nil, err
 	}
+	names := []string{"namespace", "cronjob", "podgc", "serviceaccount", "root-ca-cert-publisher", "persistentvolume-binder", "pvc-protection", "pv-protection"}
+	if utilfeature.DefaultFeatureGate.Enabled(features.GenericWorkload) {
+		// With GenericWorkload the apiserver's PodGroupProtection
+		// admission plugin puts a finalizer on every PodGroup, which only
+		// this controller of kube-controller-manager's removes: without
+		// it no PodGroup, and no Job deleted in the foreground with its
+		// gang, would ever go.
+		pg, err := podgroupprotection.NewPodGroupProtectionController(klog.FromContext(ctx),
+			factory.Scheduling().V1alpha2().PodGroups(), factory.Core().V1().Pods(), client)
+		if err != nil {
+			return nil, fmt.Errorf("PodGroup protection controller: %w", err)
+		}
+		volumes = append(volumes, func() { pg.Run(ctx, podGroupProtectionWorkers) })
+		names = append(names, "podgroup-protection")
+	}
 	factory.Start(ctx.Done())
 	caFactory.Start(ctx.Done())
 	runs := []func(){
@@ -133,7 +153,7 @@ func runLocalControllers(ctx context.Context, cp *controlplane.ControlPlane) (fu
 		factory.Shutdown()
 		caFactory.Shutdown()
 	}()
-	klog.FromContext(ctx).Info("Started upstream controllers", "controllers", []string{"namespace", "cronjob", "podgc", "serviceaccount", "root-ca-cert-publisher", "persistentvolume-binder", "pvc-protection", "pv-protection"})
+	klog.FromContext(ctx).Info("Started upstream controllers", "controllers", names)
 	waitDefaultServiceAccount(ctx, client, defaultServiceAccountWait)
 	return func() { <-done }, nil
 }

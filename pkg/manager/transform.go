@@ -67,6 +67,9 @@ func slimPod(p *corev1.Pod) {
 		NodeName:       p.Spec.NodeName,
 		RestartPolicy:  p.Spec.RestartPolicy,
 		InitContainers: inits,
+		// The PodGroup protection controller under up (GenericWorkload)
+		// finds the pods of a PodGroup by it.
+		SchedulingGroup: p.Spec.SchedulingGroup,
 	}
 	slimConditions(p.Status.Conditions)
 	slimContainerStatuses(p.Status.InitContainerStatuses)

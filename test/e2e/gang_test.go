@@ -8,8 +8,10 @@ import (
 
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/utils/ptr"
 
 	"jobkeeper.dev/jobkeeper/test/builder"
@@ -53,6 +55,25 @@ func TestUpGangScheduling(t *testing.T) {
 		if g := p.Spec.SchedulingGroup; g == nil || ptr.Deref(g.PodGroupName, "") != pgs.Items[0].Name {
 			t.Errorf("pod %s names %v, want PodGroup %s", p.Name, g, pgs.Items[0].Name)
 		}
+	}
+
+	// Deleted in the foreground (as the TTL controller deletes), the Job
+	// goes with its PodGroup and Workload: the PodGroup's protection
+	// finalizer is lifted once no pod uses it.
+	if err := c.BatchV1().Jobs(ns).Delete(ctx, job.Name, metav1.DeleteOptions{PropagationPolicy: ptr.To(metav1.DeletePropagationForeground)}); err != nil {
+		t.Fatal(err)
+	}
+	if err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, nodeTimeout, true, func(ctx context.Context) (bool, error) {
+		_, jerr := c.BatchV1().Jobs(ns).Get(ctx, job.Name, metav1.GetOptions{})
+		pgs, err := c.SchedulingV1alpha2().PodGroups(ns).List(ctx, metav1.ListOptions{})
+		if err != nil {
+			return false, nil
+		}
+		wls, err := c.SchedulingV1alpha2().Workloads(ns).List(ctx, metav1.ListOptions{})
+		return err == nil && apierrors.IsNotFound(jerr) && len(pgs.Items) == 0 && len(wls.Items) == 0, nil
+	}); err != nil {
+		pgs, _ := c.SchedulingV1alpha2().PodGroups(ns).List(ctx, metav1.ListOptions{})
+		t.Fatalf("the gang Job, deleted in the foreground, did not go with its PodGroup and Workload: PodGroups left %+v", pgs)
 	}
 
 	// Each pod asks for 40% of the node's CPU: one fits, two fit, four
