@@ -6,6 +6,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 
+	"jobkeeper.dev/jobkeeper/pkg/images"
 	"jobkeeper.dev/jobkeeper/pkg/nodeagent/imagemanager"
 	"jobkeeper.dev/jobkeeper/pkg/nodeagent/lifecycle"
 	"jobkeeper.dev/jobkeeper/pkg/nodeagent/runtime"
@@ -135,4 +136,35 @@ func podVolume(pod *corev1.Pod, name string) *corev1.Volume {
 		}
 	}
 	return nil
+}
+
+// holdAdoptedVolumeImages takes store references on the images of the
+// image volumes an adopted container mounts (a previous run of the agent
+// started it), so that garbage collection and `image rm` leave the layers
+// it has mounted; an image no longer in the store is left out (the next
+// start resolves it again).
+func (w *worker) holdAdoptedVolumeImages(pod *corev1.Pod, c *container) {
+	store := w.agent.puller.Store
+	for _, vm := range c.spec.VolumeMounts {
+		v := podVolume(pod, vm.Name)
+		if v == nil || v.Image == nil || (w.volImages[v.Name] != nil && w.volImages[v.Name].layers != nil) {
+			continue
+		}
+		ref, err := images.Normalize(v.Image.Reference)
+		if err != nil {
+			continue
+		}
+		img, err := store.Lookup(ref)
+		if err != nil {
+			continue
+		}
+		if w.volImages == nil {
+			w.volImages = map[string]*volumeImage{}
+		}
+		vi := &volumeImage{image: runImage{name: ref, id: imagemanager.ImageIDOf(img, ref), storeID: img.ID, done: store.Use(img.ID)}, layers: img.Layers}
+		if vi.layers == nil {
+			vi.layers = []string{}
+		}
+		w.volImages[v.Name] = vi
+	}
 }

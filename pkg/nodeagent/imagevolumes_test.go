@@ -2,6 +2,9 @@ package nodeagent
 
 import (
 	"context"
+	"errors"
+	"os"
+	"path/filepath"
 	"reflect"
 	"testing"
 	"time"
@@ -10,8 +13,10 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
+	testingclock "k8s.io/utils/clock/testing"
 
 	"jobkeeper.dev/jobkeeper/internal/testimages"
+	"jobkeeper.dev/jobkeeper/pkg/images"
 	"jobkeeper.dev/jobkeeper/pkg/nodeagent/imagemanager"
 	"jobkeeper.dev/jobkeeper/pkg/nodeagent/runtime"
 )
@@ -94,5 +99,60 @@ func TestImageVolumePulledAndMounted(t *testing.T) {
 	}
 	if n := rt.count("main"); n != 1 {
 		t.Errorf("%d attempts of main ran, want pod p's only (pod missing's waits for its image volume)", n)
+	}
+}
+
+// TestAdoptedContainerHoldsItsImageVolume: a restarted agent that takes
+// over a running container holds the image of the image volume it mounts,
+// so that garbage collection and `image rm` leave the layers it uses.
+func TestAdoptedContainerHoldsItsImageVolume(t *testing.T) {
+	data, err := testimages.Static(map[string][]byte{"/models/m.bin": []byte("weights")}, "/models/m.bin")
+	if err != nil {
+		t.Fatal(err)
+	}
+	store, err := images.Open(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = store.Close() })
+	archive := filepath.Join(t.TempDir(), "data.tar")
+	if err := testimages.WriteDockerArchive(archive, map[string]v1.Image{"example.com/data:1": data}); err != nil {
+		t.Fatal(err)
+	}
+	f, err := os.Open(archive)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	if _, err := store.Load(context.Background(), f); err != nil {
+		t.Fatal(err)
+	}
+	started := t0.Add(-time.Minute).Truncate(time.Second)
+	h := &fakeHandle{pid: 42, started: started, done: make(chan struct{})}
+	pod := runningPod("p", "u1", started)
+	pod.Spec.Volumes = []corev1.Volume{{Name: "data", VolumeSource: corev1.VolumeSource{Image: &corev1.ImageVolumeSource{Reference: "example.com/data:1"}}}}
+	pod.Spec.Containers[0].VolumeMounts = []corev1.VolumeMount{{Name: "data", MountPath: "/data"}}
+	dataDir := t.TempDir()
+	prev := &Agent{opts: Options{DataDir: dataDir}}
+	dir := prev.attemptStateDir("u1", "main", 0)
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	rt := &adoptingRuntime{left: map[string]runtime.Adopted{dir: {Found: true, Handle: h, PID: 42, StartedAt: started}}}
+	ta := startAgentOn(t, Options{MaxPods: 10, Runtime: "simulated", DataDir: dataDir, Images: ImagesHost, imageStore: store}, func(clk *testingclock.FakeClock) runtime.Runtime {
+		rt.fakeRuntime = newFakeRuntime(clk)
+		return isolatingAdopter{rt}
+	}, pod)
+	h.rt = rt.fakeRuntime
+	ta.waitPod(t, "p", func(p *corev1.Pod) bool { return getCondition(p, corev1.PodReady) != nil })
+	img, err := store.Lookup("example.com/data:1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := store.Remove(img.ID); !errors.Is(err, images.ErrInUse) {
+		t.Error("the image of an adopted container's image volume was removed while the container runs")
+	}
+	if n := rt.count("main"); n != 0 {
+		t.Errorf("%d attempts started, want none", n)
 	}
 }

@@ -246,6 +246,11 @@ func (w *worker) holdAdoptedImage(pod *corev1.Pod, c *container) {
 	if p == nil {
 		return
 	}
+	w.holdAdoptedVolumeImages(pod, c)
+	if !w.agent.imageMode() {
+		// Host mode: the container runs no image.
+		return
+	}
 	for _, st := range append(append([]corev1.ContainerStatus(nil), pod.Status.InitContainerStatuses...), pod.Status.ContainerStatuses...) {
 		if st.Name != c.spec.Name || st.Image == "" {
 			continue
