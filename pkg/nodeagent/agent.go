@@ -862,6 +862,12 @@ func (a *Agent) openImages(ctx context.Context) error {
 		}
 	}
 	store, err := images.Open(a.opts.ImageDir)
+	if err != nil && !a.imageMode() {
+		// Host mode needs the store for image volumes only: their pods
+		// then wait, saying so; the others run.
+		klog.FromContext(ctx).Error(err, "Opening the image store for image volumes failed: pods with image volumes cannot start", "imageStore", a.opts.ImageDir)
+		return nil
+	}
 	if err != nil {
 		return fmt.Errorf("opening the image store: %w", err)
 	}

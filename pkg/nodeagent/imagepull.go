@@ -41,6 +41,17 @@ type pullTarget struct {
 	// event records an event about it: a container's carries its field
 	// path; an image volume's is the pod's, as the kubelet records it.
 	event func(eventType, reason, message string)
+	// volume is set for an image volume: its "Error: ..." events are the
+	// container's that mounts it (imagevolumes.go), not the pod's.
+	volume bool
+}
+
+// errorEvent records the "Error: <reason>" event of a container that
+// cannot get its image.
+func (t pullTarget) errorEvent(reason string) {
+	if !t.volume {
+		t.event(corev1.EventTypeWarning, imagemanager.EventFailed, "Error: "+reason)
+	}
 }
 
 // imageFor returns the image container c runs, pulling it as its policy
@@ -84,7 +95,7 @@ func (w *worker) resolveImage(ctx context.Context, pod *corev1.Pod, t pullTarget
 		}
 		msg := st.Err.Error()
 		t.event(corev1.EventTypeWarning, imagemanager.EventFailed, fmt.Sprintf("Failed to pull image %q: %s", image, imagemanager.PullAdvice(msg)))
-		t.event(corev1.EventTypeWarning, imagemanager.EventFailed, "Error: "+imagemanager.ReasonErrImagePull)
+		t.errorEvent(imagemanager.ReasonErrImagePull)
 		p.Failed(pod.UID, image, imagemanager.ReasonErrImagePull+": "+msg, now)
 		return nil, &imageWait{reason: imagemanager.ReasonErrImagePull, message: msg, retry: now.Add(pullRetryAfterError)}
 	}
@@ -92,14 +103,14 @@ func (w *worker) resolveImage(ctx context.Context, pod *corev1.Pod, t pullTarget
 	if err != nil {
 		msg := fmt.Sprintf("Failed to apply default image tag %q: %v", requested, err)
 		t.event(corev1.EventTypeWarning, imagemanager.EventInspectFailed, msg)
-		t.event(corev1.EventTypeWarning, imagemanager.EventFailed, "Error: "+imagemanager.ReasonInvalidImageName)
+		t.errorEvent(imagemanager.ReasonInvalidImageName)
 		return nil, &imageWait{reason: imagemanager.ReasonInvalidImageName, message: msg, retry: now.Add(lifecycle.RetryConfigError)}
 	}
 	local, err := p.Store.Lookup(ref)
 	if err != nil && !errors.Is(err, images.ErrNotFound) {
 		msg := fmt.Sprintf("Failed to inspect image %q: %v", requested, err)
 		t.event(corev1.EventTypeWarning, imagemanager.EventInspectFailed, msg)
-		t.event(corev1.EventTypeWarning, imagemanager.EventFailed, "Error: ImageInspectError")
+		t.errorEvent("ImageInspectError")
 		return nil, &imageWait{reason: "ImageInspectError", message: msg, retry: now.Add(lifecycle.RetryConfigError)}
 	}
 	policy := t.policy
@@ -116,12 +127,12 @@ func (w *worker) resolveImage(ctx context.Context, pod *corev1.Pod, t pullTarget
 	case podconfig.NeverPulled:
 		msg := fmt.Sprintf("Container image %q is not present with pull policy of Never", requested)
 		t.event(corev1.EventTypeWarning, imagemanager.ReasonErrImageNeverPull, msg+" (load it with `jobkeeper image load`)")
-		t.event(corev1.EventTypeWarning, imagemanager.EventFailed, "Error: "+imagemanager.ReasonErrImageNeverPull)
+		t.errorEvent(imagemanager.ReasonErrImageNeverPull)
 		return nil, &imageWait{reason: imagemanager.ReasonErrImageNeverPull, message: msg, retry: now.Add(lifecycle.RetryConfigError)}
 	}
 	if b := p.InBackoff(pod.UID, image, now); b != nil {
 		t.event(corev1.EventTypeNormal, imagemanager.EventBackOff, fmt.Sprintf("Back-off pulling image %q", image))
-		t.event(corev1.EventTypeWarning, imagemanager.EventFailed, "Error: "+imagemanager.ReasonImagePullBackOff)
+		t.errorEvent(imagemanager.ReasonImagePullBackOff)
 		return nil, &imageWait{reason: imagemanager.ReasonImagePullBackOff, message: fmt.Sprintf("Back-off pulling image %q: %s", image, b.Message), retry: b.Until}
 	}
 	t.event(corev1.EventTypeNormal, imagemanager.EventPulling, fmt.Sprintf("Pulling image %q", image))
@@ -139,7 +150,7 @@ func (w *worker) collectPulls() bool {
 		if !c.state.NotBefore.After(now) {
 			continue
 		}
-		if volumes && c.waitsForVolume {
+		if c.waitsForVolume != "" && volumes[c.waitsForVolume] {
 			c.state.NotBefore = now
 			progress = true
 			continue

@@ -49,7 +49,7 @@ func (w *worker) imageVolumesFor(ctx context.Context, pod *corev1.Pod, c *contai
 			continue
 		}
 		if w.agent.puller == nil {
-			return nil, &imageWait{reason: imagemanager.ReasonErrImagePull, message: "image volumes need the image store, which this node did not open", retry: now.Add(pullRetryAfterError)}
+			return nil, &imageWait{reason: imagemanager.ReasonErrImagePull, message: "image volumes need the image store, which this node could not open (see its log)", retry: now.Add(pullRetryAfterError)}
 		}
 		if w.volImages == nil {
 			w.volImages = map[string]*volumeImage{}
@@ -70,13 +70,15 @@ func (w *worker) imageVolumesFor(ctx context.Context, pod *corev1.Pod, c *contai
 		}
 		img, wait := w.resolveImage(ctx, pod, pullTarget{
 			requested: v.Image.Reference, policy: v.Image.PullPolicy, pull: &vi.pull, held: &vi.image,
-			event: func(eventType, reason, message string) { w.agent.event(pod, eventType, reason, message) },
+			event:  func(eventType, reason, message string) { w.agent.event(pod, eventType, reason, message) },
+			volume: true,
 		}, now)
 		if wait != nil {
 			if wait.reason != lifecycle.ReasonContainerCreating {
 				// As the kubelet, on the container that cannot be created.
-				w.agent.containerEvent(pod, c.info, corev1.EventTypeWarning, "Failed", "Error: "+wait.reason)
+				w.agent.containerEvent(pod, c.info, corev1.EventTypeWarning, imagemanager.EventFailed, "Error: "+wait.reason)
 			}
+			c.waitsForVolume = v.Name
 			return nil, wait
 		}
 		if layers == nil {
@@ -112,20 +114,24 @@ func (w *worker) releaseVolumeImages() {
 	}
 }
 
-// volumePullsDone reports whether a pull of an image volume ended (the
-// containers waiting for it are then due).
-func (w *worker) volumePullsDone() bool {
-	for _, vi := range w.volImages {
+// volumePullsDone returns the image volumes whose pull ended (the
+// containers waiting for them are then due).
+func (w *worker) volumePullsDone() map[string]bool {
+	var done map[string]bool
+	for name, vi := range w.volImages {
 		if vi.pull == nil {
 			continue
 		}
 		select {
 		case <-vi.pull.Done:
-			return true
+			if done == nil {
+				done = map[string]bool{}
+			}
+			done[name] = true
 		default:
 		}
 	}
-	return false
+	return done
 }
 
 // podVolume returns the pod's volume called name.

@@ -97,6 +97,17 @@ func TestImageVolumePulledAndMounted(t *testing.T) {
 	if !ta.eventWith(t, "Failed", "Error: "+imagemanager.ReasonErrImagePull) {
 		t.Error("no Failed event for the container whose image volume cannot be pulled")
 	}
+	// As the kubelet: the "Error:" event is the container's, once, not
+	// the pod's as well.
+	evs, err := ta.client.CoreV1().Events("ns").List(context.Background(), metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range evs.Items {
+		if e.InvolvedObject.Name == "missing" && e.Message == "Error: "+imagemanager.ReasonErrImagePull && e.InvolvedObject.FieldPath != "spec.containers{main}" {
+			t.Errorf("an %q event on %q, want it on the container only", e.Message, e.InvolvedObject.FieldPath)
+		}
+	}
 	if n := rt.count("main"); n != 1 {
 		t.Errorf("%d attempts of main ran, want pod p's only (pod missing's waits for its image volume)", n)
 	}

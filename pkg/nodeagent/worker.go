@@ -48,9 +48,9 @@ type container struct {
 	image runImage
 	// volumeLayers are the layers of the image volumes it mounts, by
 	// volume name, for the attempt being started (imagevolumes.go);
-	// waitsForVolume is set while it waits for one to be pulled.
+	// waitsForVolume names the image volume it waits for, if any.
 	volumeLayers   map[string][]string
-	waitsForVolume bool
+	waitsForVolume string
 	// api is the running attempt the API showed when the worker was
 	// created, until recover has decided what became of it.
 	api *apiRun
@@ -579,8 +579,8 @@ func (w *worker) start(ctx context.Context, pod *corev1.Pod, c *container, now t
 	// As the kubelet: the image volumes first, then the container's image.
 	var img *images.Image
 	var wait *imageWait
+	c.waitsForVolume = ""
 	c.volumeLayers, wait = w.imageVolumesFor(ctx, pod, c, now)
-	c.waitsForVolume = wait != nil
 	if wait == nil {
 		img, wait = w.imageFor(ctx, pod, c, now)
 	}

@@ -247,6 +247,9 @@ func (b *Binder) sync(ctx context.Context) error {
 		if err != nil {
 			return err
 		}
+		b.mu.Lock()
+		b.gang.forgetGone(gangs)
+		b.mu.Unlock()
 		isPlain := make(map[types.UID]bool, len(plain))
 		for _, p := range plain {
 			isPlain[p.UID] = true

@@ -112,6 +112,16 @@ func (s *gangState) groupPods(pending, bound []*corev1.Pod) (plain []*corev1.Pod
 	return plain, gangs, nil
 }
 
+// forgetGone drops the waits of gangs that have no pending pod any more
+// (bound, deleted), so that one coming back waits its full time again.
+func (s *gangState) forgetGone(gangs map[groupKey]*gang) {
+	for key := range s.waitingSince {
+		if gangs[key] == nil {
+			delete(s.waitingSince, key)
+		}
+	}
+}
+
 // permitRejection is the scheduler's message for a gang rejected at its
 // permit stage after waiting PermitTimeout.
 func permitRejection() string {
@@ -128,7 +138,11 @@ func (b *Binder) placeGang(ctx context.Context, first *corev1.Pod, g *gang, fits
 	key, _ := groupOf(first)
 	if !g.quorum() {
 		// Not all of it exists yet: not tried (no condition, as the
-		// scheduler's PreEnqueue).
+		// scheduler's PreEnqueue), and its wait for room starts again
+		// once it is.
+		b.mu.Lock()
+		delete(b.gang.waitingSince, key)
+		b.mu.Unlock()
 		return used, usedPods, toBind
 	}
 	var placed []*corev1.Pod

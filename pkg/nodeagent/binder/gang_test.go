@@ -182,3 +182,17 @@ func TestGangBinding(t *testing.T) {
 		})
 	}
 }
+
+// TestGangWaitStartsAgain: a gang's wait for room starts again when it
+// loses its quorum or its pending pods go, so that it is not reported
+// unschedulable at once when it is back.
+func TestGangWaitStartsAgain(t *testing.T) {
+	s := &gangState{waitingSince: map[groupKey]time.Time{{Namespace: "ns", Name: "gone"}: t0, {Namespace: "ns", Name: "here"}: t0}}
+	s.forgetGone(map[groupKey]*gang{{Namespace: "ns", Name: "here"}: {}})
+	if _, ok := s.waitingSince[groupKey{Namespace: "ns", Name: "gone"}]; ok {
+		t.Error("the wait of a gang with no pending pod is kept")
+	}
+	if _, ok := s.waitingSince[groupKey{Namespace: "ns", Name: "here"}]; !ok {
+		t.Error("the wait of a gang still pending was dropped")
+	}
+}

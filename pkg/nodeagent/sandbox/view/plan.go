@@ -409,6 +409,9 @@ func imageVolumes(cfg *Spec) ([]op, error) {
 		if !m.Image {
 			continue
 		}
+		if strings.ContainsAny(cfg.Scratch, ",:\\") {
+			return nil, fmt.Errorf("scratch directory %q cannot be named in overlay options (it holds ',', ':' or a backslash)", cfg.Scratch)
+		}
 		dir := filepath.Join(cfg.Scratch, "imagevolumes", strconv.Itoa(i))
 		lowers, empty, err := imageLowers(m.Layers, filepath.Join(dir, "empty"))
 		if err != nil {
