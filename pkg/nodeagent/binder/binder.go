@@ -271,37 +271,40 @@ func (b *Binder) sync(ctx context.Context) error {
 	var toBind []*corev1.Pod
 	var volumesFailed error
 	// fits decides one pod against what the pass placed so far: whether
-	// it can be bound now, with its requests.
-	fits := func(pod *corev1.Pod, used Requests, usedPods int) (bool, Requests) {
+	// it fits, with its requests, and the claims that must be bound first
+	// (nil: none; the pod is bound only in a later pass, once they are).
+	fits := func(pod *corev1.Pod, used Requests, usedPods int) fit {
 		if usedPods >= b.cfg.MaxPods || b.alreadyBound(pod.UID) {
 			// Bound, and counted in used, but this informer has not seen
 			// it leave yet: binding it again would only be refused.
-			return false, Requests{}
+			return fit{}
 		}
 		if msg := neverFits(pod, nodeLabels, b.cfg.Capacity); msg != "" {
 			b.markUnschedulable(ctx, pod, msg)
-			return false, Requests{}
+			return fit{}
 		}
 		r := PodRequests(pod)
 		if !fitsNow(r, used, usedPods, b.cfg.MaxPods, b.cfg.Capacity) {
-			return false, r
+			return fit{requests: r}
 		}
 		d, err := decideVolumes(pod, view.view)
 		if err != nil {
 			volumesFailed = err
-			return false, r
+			return fit{requests: r}
 		}
 		if d.unschedulable != "" {
 			b.markUnschedulable(ctx, pod, d.unschedulable)
-			return false, r
+			return fit{requests: r}
 		}
 		if !d.ready() {
-			if err := b.bindVolumes(ctx, pod, d); err != nil {
-				volumesFailed = err
-			}
-			return false, r
+			return fit{ok: true, requests: r, claims: &d}
 		}
-		return true, r
+		return fit{ok: true, requests: r}
+	}
+	bindClaims := func(pod *corev1.Pod, d *volumeDecision) {
+		if err := b.bindVolumes(ctx, pod, *d); err != nil {
+			volumesFailed = err
+		}
 	}
 	for _, pod := range pending {
 		if usedPods >= b.cfg.MaxPods {
@@ -310,15 +313,19 @@ func (b *Binder) sync(ctx context.Context) error {
 		if g := inGang(pod); g != nil {
 			if !g.handled {
 				g.handled = true
-				used, usedPods, toBind = b.placeGang(ctx, pod, g, fits, view, used, usedPods, toBind)
+				used, usedPods, toBind = b.placeGang(ctx, pod, g, fits, bindClaims, view, used, usedPods, toBind)
 			}
 			continue
 		}
-		ok, r := fits(pod, used, usedPods)
-		if !ok {
+		f := fits(pod, used, usedPods)
+		if !f.ok {
 			continue
 		}
-		used, usedPods = used.Add(r), usedPods+1
+		if f.claims != nil {
+			bindClaims(pod, f.claims)
+			continue
+		}
+		used, usedPods = used.Add(f.requests), usedPods+1
 		view.add(pod)
 		toBind = append(toBind, pod)
 	}
@@ -336,6 +343,17 @@ func (b *Binder) sync(ctx context.Context) error {
 		return fmt.Errorf("some bindings failed")
 	}
 	return volumesFailed
+}
+
+// fit is what a binding pass decides of one pod.
+type fit struct {
+	// ok: the pod fits beside what the pass placed so far.
+	ok bool
+	// requests is what it asks of the node.
+	requests Requests
+	// claims, when set, are claims to bind before the pod (it is bound in
+	// a later pass, once they are).
+	claims *volumeDecision
 }
 
 // AssumeTimeout is how long a bound pod counts against the node before

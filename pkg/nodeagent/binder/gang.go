@@ -133,7 +133,7 @@ func permitRejection() string {
 // bound together if, with those of the group already bound, they make
 // minCount; else none is, and a gang that has waited PermitTimeout is
 // reported unschedulable. It returns the pass's new totals.
-func (b *Binder) placeGang(ctx context.Context, first *corev1.Pod, g *gang, fits func(*corev1.Pod, Requests, int) (bool, Requests),
+func (b *Binder) placeGang(ctx context.Context, first *corev1.Pod, g *gang, fits func(*corev1.Pod, Requests, int) fit, bindClaims func(*corev1.Pod, *volumeDecision),
 	view *passVolumes, used Requests, usedPods int, toBind []*corev1.Pod) (Requests, int, []*corev1.Pod) {
 	key, _ := groupOf(first)
 	if !g.quorum() {
@@ -146,14 +146,18 @@ func (b *Binder) placeGang(ctx context.Context, first *corev1.Pod, g *gang, fits
 		return used, usedPods, toBind
 	}
 	var placed []*corev1.Pod
+	claims := map[*corev1.Pod]*volumeDecision{}
 	tryUsed, tryPods := used, usedPods
 	for _, pod := range g.pending {
 		if tryPods >= b.cfg.MaxPods {
 			break
 		}
-		if ok, r := fits(pod, tryUsed, tryPods); ok {
-			tryUsed, tryPods = tryUsed.Add(r), tryPods+1
+		if f := fits(pod, tryUsed, tryPods); f.ok {
+			tryUsed, tryPods = tryUsed.Add(f.requests), tryPods+1
 			placed = append(placed, pod)
+			if f.claims != nil {
+				claims[pod] = f.claims
+			}
 		}
 	}
 	now := b.cfg.Clock.Now()
@@ -161,6 +165,15 @@ func (b *Binder) placeGang(ctx context.Context, first *corev1.Pod, g *gang, fits
 	if g.bound+len(placed) >= g.minCount {
 		delete(b.gang.waitingSince, key)
 		b.mu.Unlock()
+		if len(claims) > 0 {
+			// As the scheduler binds volumes after the gang's Permit:
+			// the members' claims now, the gang in a pass once they are
+			// bound (their events bring it), all together still.
+			for pod, d := range claims {
+				bindClaims(pod, d)
+			}
+			return used, usedPods, toBind
+		}
 		for _, pod := range placed {
 			view.add(pod)
 		}
