@@ -15,26 +15,26 @@ import (
 // cgroup (DefaultRoot). Where the process sits elsewhere in another
 // hierarchy (a container runtime that only places it in a memory cgroup,
 // for one), the manager makes the directories above the root there too.
-// They are the agents' to remove with their roots.
+// They are the agent's to remove with its root.
 //
-// aboveRoots counts, per such directory, the managers of this process
-// below it, so that only the last one removes it (no agent of this process
-// finds its parent gone while it makes its root). Another process's agent
-// below the same name (tests of several packages at once) keeps it busy:
-// a removal that finds it busy leaves it to that agent.
+// aboveRoots counts, per such directory this process made, the managers
+// of this process below it, so that only the last one removes it (no agent
+// of this process finds its parent gone while it makes its root). One that
+// another process's agent also uses (tests of several packages at once) is
+// removed by whichever of them made it, when it is empty by then; else it
+// stays, empty. Directories that existed before are never removed: an
+// administrator's (cgcreate -g memory,cpu:/jk, then up in memory:/jk) are
+// theirs.
 var aboveRoots = struct {
 	sync.Mutex
 	users map[string]int
 }{users: map[string]int{}}
 
 // claimAbove records the directories above root, in each hierarchy of
-// mounts, that are the agent's: below the hierarchy's root and not this
-// process's own cgroup there (own, by mount point) or above it, and either
-// missing yet or, for an agent run as root, named as this process's memory
-// cgroup (memory), which only an agent makes in another hierarchy (a
-// user's agent has all above its root made by whoever delegated it).
-// releaseAbove removes them.
-func claimAbove(mounts []string, root string, own map[string]string, memory string, asRoot bool) []string {
+// mounts, that do not exist yet or that another manager of this process
+// made, below the hierarchy's root and not this process's own cgroup there
+// (own, by mount point) or above it: those releaseAbove removes.
+func claimAbove(mounts []string, root string, own map[string]string) []string {
 	aboveRoots.Lock()
 	defer aboveRoots.Unlock()
 	var claimed []string
@@ -44,7 +44,7 @@ func claimAbove(mounts []string, root string, own map[string]string, memory stri
 				break
 			}
 			p := filepath.Join(mp, dir)
-			if _, err := os.Stat(p); aboveRoots.users[p] == 0 && err == nil && !(asRoot && isWithin(dir, memory)) {
+			if _, err := os.Stat(p); aboveRoots.users[p] == 0 && err == nil {
 				continue
 			}
 			aboveRoots.users[p]++

@@ -141,7 +141,7 @@ func New(ctx context.Context, root string) (*Manager, error) {
 		m.hierarchies = append(m.hierarchies, mp)
 		m.selfDirs = append(m.selfDirs, filepath.Join(mp, selfPath))
 	}
-	m.above = claimAbove(m.mounts, m.Root(), ownByMount(cs, own, m.unified), own[memoryKey(m.unified)], !rootless)
+	m.above = claimAbove(m.mounts, m.Root(), ownByMount(cs, own, m.unified))
 	if err := m.ensureParent(cm.NewCgroupName(m.root, podsName), nil); err != nil {
 		_ = removeRoot(m.mounts, m.Root())
 		_ = releaseAbove(m.above)
@@ -299,14 +299,6 @@ func removeRoot(mounts []string, root string) error {
 		}
 	}
 	return errors.Join(errs...)
-}
-
-// memoryKey is the memory controller's key in /proc/self/cgroup's lines.
-func memoryKey(unified bool) string {
-	if unified {
-		return ""
-	}
-	return "memory"
 }
 
 // ownByMount is this process's cgroup (own, from /proc/self/cgroup) in
