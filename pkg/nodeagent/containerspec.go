@@ -3,10 +3,13 @@ package nodeagent
 import (
 	"context"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"strconv"
 
+	pathrs "github.com/cyphar/filepath-securejoin/pathrs-lite"
+	"golang.org/x/sys/unix"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
@@ -289,8 +292,63 @@ func (a *Agent) ephemeralRefusal(pod *corev1.Pod, c *container) (string, string)
 }
 
 // envSources gives podconfig.ResolveEnv the agent's reads of the
-// ConfigMaps and Secrets a container's environment refers to.
+// ConfigMaps, Secrets and volume files a container's environment refers
+// to.
 type envSources struct{ a *Agent }
+
+// VolumeFile implements podconfig.SourceLookup: the file is opened inside
+// the volume's host directory with openat2's RESOLVE_IN_ROOT (or
+// pathrs-lite's emulation of it), so that neither a symbolic link nor ..
+// written by a container leads out of it. As the kubelet, only a volume
+// some container mounts can be read (the kubelet sets up no other).
+func (s envSources) VolumeFile(ctx context.Context, pod *corev1.Pod, name, path string) (io.ReadCloser, string, error) {
+	root := s.a.volumes.Source(pod, name)
+	if root == "" || !volumeMounted(pod, name) {
+		return nil, "", fmt.Errorf("cannot find the volume %q referenced by FileKeyRef", name)
+	}
+	hostPath := filepath.Join(root, path)
+	h, err := pathrs.OpenInRoot(root, path)
+	if err != nil {
+		return nil, hostPath, &podconfig.FileOpenError{Path: hostPath, Err: err}
+	}
+	defer func() { _ = h.Close() }()
+	f, err := pathrs.Reopen(h, unix.O_RDONLY|unix.O_CLOEXEC)
+	if err != nil {
+		return nil, hostPath, &podconfig.FileOpenError{Path: hostPath, Err: err}
+	}
+	return f, hostPath, nil
+}
+
+// volumeMounted reports whether one of the pod's containers mounts its
+// volume called name.
+func volumeMounted(pod *corev1.Pod, name string) bool {
+	mounts := func(mounts []corev1.VolumeMount, devices []corev1.VolumeDevice) bool {
+		for _, m := range mounts {
+			if m.Name == name {
+				return true
+			}
+		}
+		for _, d := range devices {
+			if d.Name == name {
+				return true
+			}
+		}
+		return false
+	}
+	for _, cs := range [][]corev1.Container{pod.Spec.InitContainers, pod.Spec.Containers} {
+		for _, c := range cs {
+			if mounts(c.VolumeMounts, c.VolumeDevices) {
+				return true
+			}
+		}
+	}
+	for _, c := range pod.Spec.EphemeralContainers {
+		if mounts(c.VolumeMounts, c.VolumeDevices) {
+			return true
+		}
+	}
+	return false
+}
 
 // ConfigMap implements podconfig.SourceLookup.
 func (s envSources) ConfigMap(ctx context.Context, ns, name string) (map[string]string, error) {

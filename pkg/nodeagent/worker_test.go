@@ -84,6 +84,31 @@ func (r *fakeRuntime) attempt(t *testing.T, name string, n int) *fakeHandle {
 	return h
 }
 
+// podAttempt returns attempt n of a container of the named pod once it
+// exists (attempt keys containers by name alone).
+func (r *fakeRuntime) podAttempt(t *testing.T, pod, name string, n int) *fakeHandle {
+	t.Helper()
+	var h *fakeHandle
+	if err := wait.PollUntilContextTimeout(context.Background(), time.Millisecond, 10*time.Second, true, func(context.Context) (bool, error) {
+		r.mu.Lock()
+		defer r.mu.Unlock()
+		i := 0
+		for _, a := range r.attempts[name] {
+			if a.spec.PodName != pod {
+				continue
+			}
+			if i == n {
+				h = a
+			}
+			i++
+		}
+		return h != nil, nil
+	}); err != nil {
+		t.Fatalf("attempt %d of container %s of pod %s never started", n, name, pod)
+	}
+	return h
+}
+
 // count returns how many attempts of a container started.
 func (r *fakeRuntime) count(name string) int {
 	r.mu.Lock()

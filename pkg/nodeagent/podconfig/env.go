@@ -2,21 +2,31 @@ package podconfig
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"io"
 	"math"
 	"strconv"
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
+	"k8s.io/klog/v2"
 )
 
-// SourceLookup fetches the ConfigMaps and Secrets that env refers to.
+// SourceLookup fetches the ConfigMaps, Secrets and volume files that env
+// refers to.
 type SourceLookup interface {
 	// ConfigMap returns the data of a ConfigMap, nil if it does not exist.
 	ConfigMap(ctx context.Context, ns, name string) (map[string]string, error)
 	// Secret returns the data of a Secret, nil if it does not exist.
 	Secret(ctx context.Context, ns, name string) (map[string][]byte, error)
+	// VolumeFile opens the file at path inside the pod's volume called
+	// volume, resolved so that it cannot leave the volume, and returns
+	// where it is on the host (for messages). A file that cannot be
+	// opened is a *FileOpenError; other errors (no such volume) are ones
+	// the container is told.
+	VolumeFile(ctx context.Context, pod *corev1.Pod, volume, path string) (io.ReadCloser, string, error)
 }
 
 // EnvVar is one resolved variable.
@@ -123,7 +133,7 @@ func ResolveEnv(ctx context.Context, pod *corev1.Pod, c *corev1.Container, alloc
 		}
 		v, ok, err := valueFrom(ctx, pod, c, e.ValueFrom, allocatable, src)
 		if err != nil {
-			return nil, fmt.Errorf("resolving env %s: %w", e.Name, err)
+			return nil, err
 		}
 		if ok {
 			env.Set(e.Name, v)
@@ -157,7 +167,7 @@ func valueFrom(ctx context.Context, pod *corev1.Pod, c *corev1.Container, from *
 			if Optional(ref.Optional) {
 				return "", false, nil
 			}
-			return "", false, fmt.Errorf("key %q of configmap %q not found", ref.Key, ref.Name)
+			return "", false, fmt.Errorf("couldn't find key %v in ConfigMap %v/%v", ref.Key, pod.Namespace, ref.Name)
 		}
 		return v, true, nil
 	case from.SecretKeyRef != nil:
@@ -171,12 +181,59 @@ func valueFrom(ctx context.Context, pod *corev1.Pod, c *corev1.Container, from *
 			if Optional(ref.Optional) {
 				return "", false, nil
 			}
-			return "", false, fmt.Errorf("key %q of secret %q not found", ref.Key, ref.Name)
+			return "", false, fmt.Errorf("couldn't find key %v in Secret %v/%v", ref.Key, pod.Namespace, ref.Name)
 		}
 		return string(v), true, nil
+	case from.FileKeyRef != nil:
+		return fileValue(ctx, pod, from.FileKeyRef, src)
 	}
 	return "", false, fmt.Errorf("unsupported env source")
 }
+
+// fileValue resolves an env valueFrom.fileKeyRef as the kubelet does, at
+// each start of the container: the key's value in the file, which must be
+// there and well formed (optional excuses only a key the file lacks, or
+// leaves empty). Why a file could not be read or parsed goes to the log;
+// the container is told only ErrEnvFileUnparsable.
+func fileValue(ctx context.Context, pod *corev1.Pod, ref *corev1.FileKeySelector, src SourceLookup) (string, bool, error) {
+	f, hostPath, err := src.VolumeFile(ctx, pod, ref.VolumeName, ref.Path)
+	if openErr := (*FileOpenError)(nil); errors.As(err, &openErr) {
+		klog.FromContext(ctx).Error(err, "Failed to parse env file", "pod", klog.KObj(pod))
+		return "", false, errors.New(ErrEnvFileUnparsable)
+	}
+	if err != nil {
+		return "", false, err
+	}
+	defer func() { _ = f.Close() }()
+	v, err := LookupEnvFile(f, ref.Key)
+	if err != nil {
+		klog.FromContext(ctx).Error(err, "Failed to parse env file", "pod", klog.KObj(pod), "file", hostPath)
+		return "", false, errors.New(ErrEnvFileUnparsable)
+	}
+	if v == "" {
+		if Optional(ref.Optional) {
+			return "", false, nil
+		}
+		return "", false, fmt.Errorf("environment variable key %q not found in file %q", ref.Key, hostPath)
+	}
+	return v, true, nil
+}
+
+// FileOpenError is a file of a volume that could not be opened.
+type FileOpenError struct {
+	// Path is the file's host path.
+	Path string
+	// Err is why.
+	Err error
+}
+
+// Error implements error.
+func (e *FileOpenError) Error() string {
+	return fmt.Sprintf("failed to open environment variable file %q: %v", e.Path, e.Err)
+}
+
+// Unwrap returns why.
+func (e *FileOpenError) Unwrap() error { return e.Err }
 
 // PodField resolves a downward-API field path.
 func PodField(pod *corev1.Pod, path string) (string, error) {

@@ -170,11 +170,6 @@ func DecideFeatures(pod *corev1.Pod, node NodeFeatures) FeatureDecision {
 				return refuse(ReasonPodFeatureUnsupported, "%s: restartPolicyRules action RestartAllContainers is not supported by the local node agent", where)
 			}
 		}
-		for _, e := range c.spec.Env {
-			if e.ValueFrom != nil && e.ValueFrom.FileKeyRef != nil {
-				return refuse(ReasonPodFeatureUnsupported, "%s: env %s: valueFrom.fileKeyRef (EnvFiles) is not supported by the local node agent", where, e.Name)
-			}
-		}
 		for _, f := range unenforcedLimits(c.spec.Resources.Limits, node.Limits) {
 			warn(f, where)
 		}

@@ -77,9 +77,8 @@ func TestDecideFeatures(t *testing.T) {
 			RestartPolicy: ptr.To(corev1.ContainerRestartPolicyNever), RestartPolicyRules: []corev1.ContainerRestartRule{{
 				Action: corev1.ContainerRestartRuleActionRestartAllContainers, ExitCodes: &corev1.ContainerRestartRuleOnExitCodes{Operator: corev1.ContainerRestartRuleOnExitCodesOpIn, Values: []int32{42}}}}}}}},
 			wantReason: ReasonPodFeatureUnsupported, wantIn: `container "c": restartPolicyRules action RestartAllContainers`},
-		{name: "env from a file", node: full, pod: &corev1.Pod{Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "c", Env: []corev1.EnvVar{{
-			Name: "CONFIG", ValueFrom: &corev1.EnvVarSource{FileKeyRef: &corev1.FileKeySelector{VolumeName: "v", Path: "env", Key: "CONFIG"}}}}}}}},
-			wantReason: ReasonPodFeatureUnsupported, wantIn: `container "c": env CONFIG: valueFrom.fileKeyRef`},
+		{name: "env from a file runs (EnvFiles)", node: full, pod: &corev1.Pod{Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "c", Env: []corev1.EnvVar{{
+			Name: "CONFIG", ValueFrom: &corev1.EnvVarSource{FileKeyRef: &corev1.FileKeySelector{VolumeName: "v", Path: "env", Key: "CONFIG"}}}}}}}}},
 		{name: "hostUsers false as root", node: full, pod: &corev1.Pod{Spec: corev1.PodSpec{HostUsers: ptr.To(false), Containers: []corev1.Container{{Name: "c"}}}},
 			wantReason: ReasonPodFeatureUnsupported, wantIn: "spec.hostUsers: false"},
 		{name: "hostUsers false as another user (a user namespace per sandbox)", node: NodeFeatures{Isolated: true}, pod: &corev1.Pod{Spec: corev1.PodSpec{HostUsers: ptr.To(false), Containers: []corev1.Container{{Name: "c"}}}}},
