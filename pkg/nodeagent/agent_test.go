@@ -165,7 +165,7 @@ func TestNodeAndLease(t *testing.T) {
 	if got := node.Status.Allocatable.Pods().Value(); got != 7 {
 		t.Errorf("allocatable pods = %d, want 7", got)
 	}
-	if want := []string{"InPlacePodLevelResourcesVerticalScaling", "InPlacePodVerticalScalingInitContainers"}; !slices.Equal(node.Status.DeclaredFeatures, want) {
+	if want := []string{"InPlacePodLevelResourcesVerticalScaling", "InPlacePodVerticalScalingInitContainers", "RestartAllContainersOnContainerExits"}; !slices.Equal(node.Status.DeclaredFeatures, want) {
 		t.Errorf("declared features %v, want %v", node.Status.DeclaredFeatures, want)
 	}
 	if node.Status.Allocatable.Cpu().IsZero() {

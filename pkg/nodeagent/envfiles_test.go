@@ -88,8 +88,11 @@ func TestEnvFiles(t *testing.T) {
 	waiting := func(name, msg string) {
 		t.Helper()
 		ta.waitPod(t, name, func(p *corev1.Pod) bool {
+			if len(p.Status.ContainerStatuses) != 1 {
+				return false
+			}
 			w := p.Status.ContainerStatuses[0].State.Waiting
-			return len(p.Status.ContainerStatuses) == 1 && w != nil && w.Reason == lifecycle.ReasonCreateContainerConfigError && w.Message == msg
+			return w != nil && w.Reason == lifecycle.ReasonCreateContainerConfigError && w.Message == msg
 		})
 	}
 	waiting("nokey", `environment variable key "MISSING" not found in file "`+filepath.Join(ta.agent.volumes.Source(noKey, "config"), "config.env")+`"`)

@@ -23,6 +23,7 @@ import (
 	"k8s.io/component-base/featuregate"
 	"k8s.io/component-helpers/nodedeclaredfeatures"
 	"k8s.io/component-helpers/nodedeclaredfeatures/features/inplacepodresize"
+	"k8s.io/component-helpers/nodedeclaredfeatures/features/restartallcontainers"
 	// The kube features the declared features are discovered from.
 	ndftypes "k8s.io/component-helpers/nodedeclaredfeatures/types"
 	"k8s.io/klog/v2"
@@ -202,16 +203,17 @@ func nodeStatus(name string, capacity, allocatable corev1.ResourceList, info cor
 // declaredFeatures are the node's declared features (NodeDeclaredFeatures,
 // beta and on in v1.36), by which the apiserver and the scheduler tell
 // what a node can do: the kubelet's discovery (component-helpers'
-// nodedeclaredfeatures, with the default feature gates) over the features
-// the agent has: in-place resize of pod-level resources and of init
-// containers. Those it lacks (RestartAllContainers, user namespaces with
-// the host's network, websockets to the kubelet) are not declared, so
+// nodedeclaredfeatures, with the process's feature gates) over the
+// features the agent has: in-place resize of pod-level resources and of
+// init containers, RestartAllContainers. Those it lacks (user namespaces
+// with the host's network, websockets to the kubelet) are not declared, so
 // pods that need them are refused at the apiserver or the scheduler, not
 // run without them.
 func declaredFeatures() []string {
 	fw := nodedeclaredfeatures.New([]ndftypes.Feature{
 		inplacepodresize.PodLevelResourcesResizeFeature,
 		inplacepodresize.NonSidecarInitContainerResizeFeature,
+		restartallcontainers.Feature,
 	})
 	return fw.DiscoverNodeFeatures(&nodedeclaredfeatures.NodeConfiguration{
 		FeatureGates: defaultGates{},

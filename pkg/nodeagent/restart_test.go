@@ -73,8 +73,8 @@ func TestShouldRestart(t *testing.T) {
 		"rule NotIn misses":                {pod: corev1.RestartPolicyNever, container: never, rules: []corev1.ContainerRestartRule{exitCodesRule(notIn, 0, 2)}, kind: lifecycle.KindMain, code: 2, want: false},
 		"rule on success code":             {pod: corev1.RestartPolicyNever, container: never, rules: []corev1.ContainerRestartRule{exitCodesRule(in, 0)}, kind: lifecycle.KindMain, code: 0, want: true},
 		"second rule matches":              {pod: corev1.RestartPolicyNever, container: never, rules: []corev1.ContainerRestartRule{exitCodesRule(in, 1), exitCodesRule(in, 2)}, kind: lifecycle.KindMain, code: 2, want: true},
-		"rule of another action falls through to the policy": {
-			pod: corev1.RestartPolicyAlways, container: never, kind: lifecycle.KindMain, code: 42, want: false,
+		"a RestartAllContainers rule restarts it too, with its pod": {
+			pod: corev1.RestartPolicyNever, container: never, kind: lifecycle.KindMain, code: 42, want: true,
 			rules: []corev1.ContainerRestartRule{{Action: corev1.ContainerRestartRuleActionRestartAllContainers, ExitCodes: &corev1.ContainerRestartRuleOnExitCodes{Operator: in, Values: []int32{42}}}},
 		},
 		"rule without exit codes never matches": {

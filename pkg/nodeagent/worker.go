@@ -77,7 +77,7 @@ func (c *container) view() status.ContainerView {
 		Ready:        s.Ready,
 		StartedAt:    s.StartedAt,
 		ContainerID:  s.ContainerID,
-		RestartCount: s.Attempt,
+		RestartCount: s.RestartCount(),
 		Last:         s.Last,
 		Prev:         s.Prev,
 		Final:        s.Phase == lifecycle.PhaseExited,
@@ -154,6 +154,14 @@ type worker struct {
 	stopDeadline time.Time
 	// reason and message explain why the pod stopped.
 	reason, message string
+	// restartingAll is set while the pod restarts its containers in place
+	// (restartall.go); resumeRestartAll when the API showed it restarting
+	// as the worker was made (the agent restarted meanwhile).
+	restartingAll, resumeRestartAll bool
+	// showThenGoOn makes run write the status advance left and call
+	// advance again at once: a state that must reach the API even when
+	// the next step follows without waiting.
+	showThenGoOn bool
 	// nodeShutdown is the node shutdown asked of the worker (guarded by
 	// mu), nil if none; disrupted is set once the worker acts on it, and
 	// graceCap then caps the pod's grace period.
@@ -211,6 +219,11 @@ func newWorker(a *Agent, pod *corev1.Pod) *worker {
 	}
 	mainRan := false
 	for _, st := range pod.Status.ContainerStatuses {
+		if wt := st.State.Waiting; wt != nil && wt.Reason == lifecycle.ReasonRestartingAllContainers {
+			// Reset by a restart in place: it runs again after the
+			// init containers.
+			continue
+		}
 		mainRan = mainRan || st.RestartCount > 0 || st.State.Running != nil || st.State.Terminated != nil || st.LastTerminationState.Terminated != nil
 	}
 	for i := range spec.Spec.InitContainers {
@@ -220,6 +233,7 @@ func newWorker(a *Agent, pod *corev1.Pod) *worker {
 		w.containers = append(w.containers, restoreContainer(pod, &spec.Spec.Containers[i], false, pod.Status.ContainerStatuses, mainRan, now))
 	}
 	w.addEphemerals(pod, now)
+	w.resumeRestartAll = restartingInAPI(pod)
 	for _, c := range w.all() {
 		w.logs[c.spec.Name] = logState{attempt: c.state.Attempt, ran: c.state.Ran}
 	}
@@ -348,6 +362,10 @@ func (w *worker) run(ctx context.Context) {
 			w.lastStatus = st
 			w.agent.status.Set(pod, st)
 		}
+		if w.showThenGoOn && !terminal {
+			w.showThenGoOn = false
+			continue
+		}
 		if terminal {
 			logger.V(2).Info("Pod finished", "pod", klog.KObj(pod), "phase", st.Phase)
 			close(w.finished)
@@ -377,7 +395,7 @@ func (w *worker) run(ctx context.Context) {
 // init container that is not through yet waits with PodInitializing.
 func (w *worker) view() status.PodView {
 	v := status.PodView{StartTime: w.startTime, Terminal: w.stopping && w.noneRunning(), Reason: w.reason, Message: w.message, Disrupted: w.disrupted,
-		RecursiveReadOnly: volume.SupportsRecursiveReadOnly(w.agent.runtime)}
+		RecursiveReadOnly: volume.SupportsRecursiveReadOnly(w.agent.runtime), RestartingAll: w.restartingAll}
 	through := true
 	hold := func(cv status.ContainerView) status.ContainerView {
 		if !through && !cv.Running && cv.Last == nil && cv.WaitReason == "" {
@@ -479,6 +497,20 @@ func (w *worker) advance(ctx context.Context) time.Time {
 				w.stopping = true
 				w.reason, w.message = lifecycle.ReasonDeadlineExceeded, lifecycle.MessageDeadlineExceeded
 				w.agent.event(pod, corev1.EventTypeNormal, lifecycle.ReasonDeadlineExceeded, lifecycle.MessageDeadlineExceeded)
+			}
+		}
+		if !w.stopping {
+			if underway, begun := w.restartAll(ctx, pod, now); begun {
+				// The status shows the restart before anything starts
+				// again, even when every container had stopped.
+				w.showThenGoOn = true
+				return time.Time{}
+			} else if underway {
+				// Nothing starts until every container stopped.
+				if !progress {
+					return time.Time{}
+				}
+				continue
 			}
 		}
 		all := w.all()

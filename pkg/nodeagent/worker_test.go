@@ -160,6 +160,16 @@ func (h *fakeHandle) Stop(grace time.Duration) {
 	h.finish(143, 15)
 }
 
+// stopped reports whether the attempt ended.
+func (h *fakeHandle) stopped() bool {
+	select {
+	case <-h.done:
+		return true
+	default:
+		return false
+	}
+}
+
 // exit ends the attempt with code.
 func (h *fakeHandle) exit(code int32) { h.finish(code, 0) }
 

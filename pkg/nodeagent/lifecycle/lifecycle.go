@@ -118,6 +118,16 @@ type ContainerState struct {
 	// resize of its resources requires a restart (its resizePolicy): it
 	// starts again at once, with no back-off, whatever its restart policy.
 	resizeRestart bool
+	// RestartAll is set when the attempt that ended last asks for its
+	// whole pod to restart in place (TriggersRestartAll): the worker then
+	// hands every container of the pod an EvRestartAll, which clears it.
+	RestartAll bool
+	// resetting is set while stopping an attempt because its pod restarts
+	// in place: its exit resets the container instead of ending it.
+	resetting bool
+	// restarted is set from such a reset until the next start: the
+	// container counts the restart already, as the kubelet shows it.
+	restarted bool
 	// WaitReason and waitMessage say why the container is waiting.
 	WaitReason, WaitMessage string
 	// hooks are the lifecycle hooks of the running attempt.
@@ -143,6 +153,16 @@ func (s ContainerState) NextAttempt() int32 {
 		return s.Attempt + 1
 	}
 	return 0
+}
+
+// RestartCount is the restart count the status shows: the number of the
+// current or last attempt, one more once the pod restarted it in place
+// (the kubelet counts the restart when it removes the container).
+func (s ContainerState) RestartCount() int32 {
+	if s.restarted {
+		return s.NextAttempt()
+	}
+	return s.Attempt
 }
 
 // due reports whether a waiting or backing-off container may start at now.
@@ -197,6 +217,12 @@ const (
 	// with event.grace and the container started again at once, as the
 	// kubelet restarts it with its new resources.
 	EvResizeRestart
+	// EvRestartAll: a container of the pod exited with a
+	// RestartAllContainers rule; every init and regular container is
+	// stopped at once (no preStop hook, MinStopGrace) and reset, to start
+	// again from the first init container, as the kubelet removes and
+	// recreates them in the same sandbox.
+	EvRestartAll
 )
 
 // Event is one input of transition.
@@ -308,7 +334,7 @@ func Transition(s ContainerState, c ContainerInfo, ev Event) (ContainerState, []
 		if s.Phase != PhaseWaiting && s.Phase != PhaseBackOff {
 			return s, nil
 		}
-		s.Attempt, s.Ran = s.NextAttempt(), true
+		s.Attempt, s.Ran, s.restarted = s.NextAttempt(), true, false
 		s.StartedAt, s.ContainerID, s.Probes, s.hooks = ev.At, ev.ContainerID, ev.Probes, ev.Hooks
 		s.policyDecides = false
 		created := recordEvent(corev1.EventTypeNormal, "Created", "Container created")
@@ -325,7 +351,7 @@ func Transition(s ContainerState, c ContainerInfo, ev Event) (ContainerState, []
 		if s.Phase != PhaseWaiting && s.Phase != PhaseBackOff {
 			return s, nil
 		}
-		s.Attempt, s.Ran = s.NextAttempt(), true
+		s.Attempt, s.Ran, s.restarted = s.NextAttempt(), true, false
 		s.ContainerID = ""
 		res := ev.Result
 		if res.StartedAt.IsZero() {
@@ -354,6 +380,9 @@ func Transition(s ContainerState, c ContainerInfo, ev Event) (ContainerState, []
 	case EvExited:
 		if !s.Active() {
 			return s, nil
+		}
+		if s.resetting {
+			return reset(finished(s, ev.Result)), nil
 		}
 		if s.Phase == phaseStopping && !s.policyDecides {
 			s = finished(s, ev.Result)
@@ -451,15 +480,27 @@ func Transition(s ContainerState, c ContainerInfo, ev Event) (ContainerState, []
 		s.policyDecides, s.resizeRestart = true, true
 		s, stop := stopping(s, ev.At, ev.Grace)
 		return s, []Action{recordEvent(corev1.EventTypeNormal, "Killing", fmt.Sprintf("Container %s resize requires restart", c.Name)), stop}
+	case EvRestartAll:
+		switch s.Phase {
+		case PhaseRunning, PhaseStarting:
+			// As the kubelet's reset: killed with a zero grace period,
+			// so no preStop hook, the runtime given its minimum.
+			s.resetting, s.Phase, s.Hook = true, phaseStopping, HookNone
+			return s, []Action{recordEvent(corev1.EventTypeNormal, "Killing", MessageKillingRestartAll), {Kind: ActStop, Grace: MinStopGrace}}
+		case phaseStopping:
+			s.resetting = true
+			return s, nil
+		}
+		return reset(s), nil
 	case EvStop:
 		switch s.Phase {
 		case PhaseRunning, PhaseStarting:
 			s, stop := stopping(s, ev.At, ev.Grace)
 			return s, []Action{recordEvent(corev1.EventTypeNormal, "Killing", fmt.Sprintf("Stopping container %s", c.Name)), stop}
 		case phaseStopping:
-			s.policyDecides, s.resizeRestart = false, false
+			s.policyDecides, s.resizeRestart, s.resetting = false, false, false
 		case PhaseWaiting, PhaseBackOff:
-			s.Phase = PhaseExited
+			s.Phase, s.RestartAll = PhaseExited, false
 			s.WaitReason, s.WaitMessage = "", ""
 		}
 		return s, nil
@@ -519,8 +560,11 @@ func ended(s ContainerState, c ContainerInfo, res runtime.Result) (ContainerStat
 	hookFailed, hookMessage := s.postStartFailed, s.postStartMessage
 	resized := s.resizeRestart
 	s = finished(s, res)
-	if resized {
+	if resized || TriggersRestartAll(c.Restart, c.Kind, res.ExitCode) {
+		// Started again at once: by itself after a resize, with the
+		// whole pod (the worker's EvRestartAll) after RestartAll.
 		s.Phase, s.NotBefore = PhaseBackOff, res.FinishedAt
+		s.RestartAll = !resized
 		s.WaitReason, s.WaitMessage = "", ""
 		return s, nil
 	}
@@ -541,6 +585,35 @@ func ended(s ContainerState, c ContainerInfo, res runtime.Result) (ContainerStat
 	s.WaitReason = ReasonCrashLoopBackOff
 	s.WaitMessage = fmt.Sprintf("back-off %s restarting failed container=%s pod=%s", delay, c.Name, c.PodRef)
 	return s, []Action{recordEvent(corev1.EventTypeWarning, "BackOff", fmt.Sprintf("Back-off restarting failed container %s in pod %s", c.Name, c.PodRef))}
+}
+
+// reset is a container its pod restarts in place, once no attempt of it
+// runs: it waits to start again as soon as its turn comes (no back-off),
+// from the first init container on, so a sidecar must start again before
+// the containers after it. One that ran shows, as the kubelet's, a last
+// termination of ReasonRestartingAllContainers with exit code 137 in place
+// of its real one, and counts the restart at once; one that never ran is
+// left as it was.
+func reset(s ContainerState) ContainerState {
+	s.RestartAll, s.resetting, s.Initialized = false, false, false
+	s.Phase, s.NotBefore = PhaseWaiting, time.Time{}
+	if !s.Ran {
+		return s
+	}
+	s.restarted = true
+	s.WaitReason, s.WaitMessage = ReasonRestartingAllContainers, MessageRestartingAllContainers
+	s.Last = &AttemptResult{Result: runtime.Result{ExitCode: ExitCodeRestartingAllContainers, Reason: ReasonRestartingAllContainers, Message: MessageRestartingAllContainers}}
+	return s
+}
+
+// RestoreReset rebuilds the state of a container the API shows waiting
+// after its pod restarted it in place, from its restart count (which
+// counts that restart already).
+func RestoreReset(s ContainerState, restartCount int32) ContainerState {
+	s.Attempt, s.Ran, s.restarted = restartCount-1, true, true
+	s.Phase, s.NotBefore = PhaseWaiting, time.Time{}
+	s.WaitReason, s.WaitMessage = ReasonRestartingAllContainers, MessageRestartingAllContainers
+	return s
 }
 
 // MinStopGrace is the shortest grace period a sidecar stopped in its turn

@@ -20,12 +20,20 @@ func TestTransition(t *testing.T) {
 	containerOnFailure := main
 	containerOnFailure.Restart.Container = ptr.To(corev1.ContainerRestartPolicyOnFailure)
 	sidecar := ContainerInfo{Name: "s", Kind: KindSidecar, Restart: RestartPolicy{Pod: corev1.RestartPolicyNever}, PodRef: "p_ns(u)"}
+	// restartAll is the e2e specs' source container: restartPolicy Never
+	// of its own, RestartAllContainers on exit code 42.
+	restartAll := main
+	restartAll.Restart.Container = ptr.To(corev1.ContainerRestartPolicyNever)
+	restartAll.Restart.Rules = []corev1.ContainerRestartRule{{Action: corev1.ContainerRestartRuleActionRestartAllContainers,
+		ExitCodes: &corev1.ContainerRestartRuleOnExitCodes{Operator: corev1.ContainerRestartRuleOnExitCodesOpIn, Values: []int32{42}}}}
 	t1 := t0.Add(time.Minute)
 	res := func(code int32) runtime.Result {
 		return runtime.Result{ExitCode: code, Reason: runtime.ReasonFor(code), StartedAt: t0, FinishedAt: t1}
 	}
 	result := func(code int32, id string) *AttemptResult { return &AttemptResult{Result: res(code), ContainerID: id} }
 	running := ContainerState{Phase: PhaseRunning, Ran: true, StartedAt: t0, ContainerID: "process://1", Started: true, Ready: true}
+	withPreStop := running
+	withPreStop.hooks = AttemptHooks{PreStop: true}
 	created := recordEvent(corev1.EventTypeNormal, "Created", "Container created")
 	started := recordEvent(corev1.EventTypeNormal, "Started", "Container started")
 	cases := map[string]struct {
@@ -37,6 +45,58 @@ func TestTransition(t *testing.T) {
 		want        ContainerState
 		wantActions []Action
 	}{
+		// RestartAllContainers (KEP-5532), as the kubelet's reset.
+		"exit matching a RestartAllContainers rule asks for the pod's restart, overriding Never": {
+			info: restartAll, state: running, ev: Event{Kind: EvExited, At: t1, Result: res(42)},
+			want: ContainerState{Phase: PhaseBackOff, Ran: true, StartedAt: t0, ContainerID: "process://1", Last: result(42, "process://1"), NotBefore: t1, RestartAll: true},
+		},
+		"exit matching no rule: the container's own Never decides": {
+			info: restartAll, state: running, ev: Event{Kind: EvExited, At: t1, Result: res(1)},
+			want: ContainerState{Phase: PhaseExited, Ran: true, StartedAt: t0, ContainerID: "process://1", Last: result(1, "process://1")},
+		},
+		"restart all: a running container is killed at once, no preStop hook": {
+			info: main, state: withPreStop, ev: Event{Kind: EvRestartAll, At: t1},
+			want:        ContainerState{Phase: phaseStopping, Ran: true, StartedAt: t0, ContainerID: "process://1", Started: true, Ready: true, hooks: AttemptHooks{PreStop: true}, resetting: true},
+			wantActions: []Action{recordEvent(corev1.EventTypeNormal, "Killing", "killing"), {Kind: ActStop, Grace: MinStopGrace}},
+		},
+		"restart all: its exit resets it, the restart counted, the real exit hidden": {
+			info: main, state: ContainerState{Phase: phaseStopping, Ran: true, Attempt: 2, StartedAt: t0, ContainerID: "process://1", resetting: true, Initialized: true},
+			ev:   Event{Kind: EvExited, At: t1, Result: res(143)},
+			want: ContainerState{Phase: PhaseWaiting, Ran: true, Attempt: 2, StartedAt: t0, ContainerID: "process://1", restarted: true, Prev: nil,
+				Last:       &AttemptResult{Result: runtime.Result{ExitCode: 137, Reason: ReasonRestartingAllContainers, Message: MessageRestartingAllContainers}},
+				WaitReason: ReasonRestartingAllContainers, WaitMessage: MessageRestartingAllContainers},
+		},
+		"restart all: the trigger itself resets at once": {
+			info:  restartAll,
+			state: ContainerState{Phase: PhaseBackOff, Ran: true, ContainerID: "process://1", Last: result(42, "process://1"), NotBefore: t1, RestartAll: true},
+			ev:    Event{Kind: EvRestartAll, At: t1},
+			want: ContainerState{Phase: PhaseWaiting, Ran: true, ContainerID: "process://1", restarted: true,
+				Last:       &AttemptResult{Result: runtime.Result{ExitCode: 137, Reason: ReasonRestartingAllContainers, Message: MessageRestartingAllContainers}},
+				WaitReason: ReasonRestartingAllContainers, WaitMessage: MessageRestartingAllContainers},
+		},
+		"restart all: a container that never ran waits as before": {
+			info: main, state: ContainerState{Phase: PhaseWaiting, WaitReason: ReasonPodInitializing}, ev: Event{Kind: EvRestartAll, At: t1},
+			want: ContainerState{Phase: PhaseWaiting, WaitReason: ReasonPodInitializing},
+		},
+		"restart all: a sidecar must start again before the containers after it": {
+			info: sidecar, state: ContainerState{Phase: PhaseExited, Ran: true, Initialized: true, Last: result(0, "process://1")}, ev: Event{Kind: EvRestartAll, At: t1},
+			want: ContainerState{Phase: PhaseWaiting, Ran: true, restarted: true,
+				Last:       &AttemptResult{Result: runtime.Result{ExitCode: 137, Reason: ReasonRestartingAllContainers, Message: MessageRestartingAllContainers}},
+				WaitReason: ReasonRestartingAllContainers, WaitMessage: MessageRestartingAllContainers},
+		},
+		"restart all: the next start takes the next attempt number": {
+			info: main, state: ContainerState{Phase: PhaseWaiting, Ran: true, Attempt: 2, restarted: true, WaitReason: ReasonRestartingAllContainers}, ev: Event{Kind: EvStarted, At: t1, ContainerID: "process://2"},
+			want:        ContainerState{Phase: PhaseRunning, Ran: true, Attempt: 3, StartedAt: t1, ContainerID: "process://2", Started: true, Ready: true},
+			wantActions: []Action{created, started},
+		},
+		"restart all asked while the pod stops for good: it ends": {
+			info: restartAll, state: ContainerState{Phase: PhaseBackOff, Ran: true, Last: result(42, "process://1"), RestartAll: true}, ev: Event{Kind: EvStop, At: t1},
+			want: ContainerState{Phase: PhaseExited, Ran: true, Last: result(42, "process://1")},
+		},
+		"restart all: the pod stopping for good meanwhile ends it": {
+			info: main, state: ContainerState{Phase: phaseStopping, Ran: true, resetting: true}, ev: Event{Kind: EvStop, At: t1, Grace: time.Second},
+			want: ContainerState{Phase: phaseStopping, Ran: true},
+		},
 		"first start": {
 			info: main, state: ContainerState{}, ev: Event{Kind: EvStarted, At: t0, ContainerID: "process://1"},
 			want:        running,

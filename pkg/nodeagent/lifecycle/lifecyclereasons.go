@@ -41,3 +41,24 @@ const (
 	// whose process was lost because the agent stopped.
 	ReasonContainerStatusUnknown = "ContainerStatusUnknown"
 )
+
+// Reasons and messages of RestartAllContainers (a container restartPolicyRules
+// action, RestartAllContainersOnContainerExits, beta and on in v1.36), as
+// the kubelet's.
+const (
+	// ReasonRestartingAllContainers is the waiting reason, and the reason
+	// of the last termination, of a container its pod restarted in place.
+	ReasonRestartingAllContainers = "RestartingAllContainers"
+	// MessageRestartingAllContainers goes with it.
+	MessageRestartingAllContainers = "The container is removed because RestartAllContainers in place"
+	// ExitCodeRestartingAllContainers is the exit code the last
+	// termination of such a container reports, whatever it was.
+	ExitCodeRestartingAllContainers = 137
+	// MessageKillingRestartAll is the message of the Killing event of a
+	// container stopped because its pod restarts in place.
+	MessageKillingRestartAll = "killing"
+	// ReasonRestartAllContainersStarted and MessageRestartAllContainersStarted
+	// are the pod's AllContainersRestarting condition's while it restarts.
+	ReasonRestartAllContainersStarted  = "RestartAllContainersStarted"
+	MessageRestartAllContainersStarted = "container exited with restart policy rule"
+)

@@ -40,17 +40,15 @@ func ShouldRestart(p RestartPolicy, kind ContainerKind, exitCode int32) bool {
 
 // restartsAfter is the kubelet's ContainerShouldRestart: the container's
 // restartPolicyRules in order, the first whose exit codes match deciding
-// (action Restart restarts); without a match the container's
+// (action Restart restarts it, RestartAllContainers restarts it with the
+// rest of its pod: TriggersRestartAll); without a match the container's
 // restartPolicy; without one the pod's (Always when unset). Rules count
 // only when the container has a restartPolicy, as the API requires.
 func (p RestartPolicy) restartsAfter(exitCode int32) bool {
 	if p.Container != nil {
-		if rule, ok := matchingRestartRule(p.Rules, exitCode); ok && rule.Action == corev1.ContainerRestartRuleActionRestart {
+		if _, ok := matchingRestartRule(p.Rules, exitCode); ok {
 			return true
 		}
-		// RestartAllContainers (beta and on in v1.36) is not done: the
-		// agent refuses such pods (podconfig.DecideFeatures), so it
-		// never comes here.
 		switch *p.Container {
 		case corev1.ContainerRestartPolicyAlways:
 			return true
@@ -68,6 +66,36 @@ func (p RestartPolicy) restartsAfter(exitCode int32) bool {
 	default:
 		return true
 	}
+}
+
+// TriggersRestartAll reports whether a container of the given kind that
+// exited with exitCode restarts its whole pod in place: its first rule
+// matching the exit code has action RestartAllContainers (KEP-5532,
+// RestartAllContainersOnContainerExits, beta and on in v1.36). As the
+// kubelet, whatever the container's kind (init, sidecar or main; an
+// ephemeral container has no rules) and whatever it exited for.
+func TriggersRestartAll(p RestartPolicy, kind ContainerKind, exitCode int32) bool {
+	if kind == KindEphemeral || p.Container == nil {
+		return false
+	}
+	rule, ok := matchingRestartRule(p.Rules, exitCode)
+	return ok && rule.Action == corev1.ContainerRestartRuleActionRestartAllContainers
+}
+
+// HasRestartAll reports whether any init or regular container of the pod
+// has a rule with action RestartAllContainers: such a pod's status carries
+// the AllContainersRestarting condition.
+func HasRestartAll(pod *corev1.Pod) bool {
+	for _, cs := range [][]corev1.Container{pod.Spec.InitContainers, pod.Spec.Containers} {
+		for _, c := range cs {
+			for _, r := range c.RestartPolicyRules {
+				if r.Action == corev1.ContainerRestartRuleActionRestartAllContainers {
+					return true
+				}
+			}
+		}
+	}
+	return false
 }
 
 // RestartsAfterKill reports whether a container the agent killed on its own

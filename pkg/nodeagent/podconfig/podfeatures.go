@@ -162,14 +162,6 @@ func DecideFeatures(pod *corev1.Pod, node NodeFeatures) FeatureDecision {
 	}
 	for _, c := range podContainers(pod) {
 		where := fmt.Sprintf("%s %q", c.kind, c.spec.Name)
-		for _, r := range c.spec.RestartPolicyRules {
-			if r.Action == corev1.ContainerRestartRuleActionRestartAllContainers {
-				// The kubelet of v1.36 (RestartAllContainersOnContainerExits,
-				// beta and on) restarts every container in place; the agent
-				// does not, and would apply the container's restartPolicy.
-				return refuse(ReasonPodFeatureUnsupported, "%s: restartPolicyRules action RestartAllContainers is not supported by the local node agent", where)
-			}
-		}
 		for _, f := range unenforcedLimits(c.spec.Resources.Limits, node.Limits) {
 			warn(f, where)
 		}

@@ -73,10 +73,9 @@ func TestDecideFeatures(t *testing.T) {
 		{name: "resourceClaims", node: full, pod: &corev1.Pod{Spec: corev1.PodSpec{
 			ResourceClaims: []corev1.PodResourceClaim{{Name: "gpu", ResourceClaimName: ptr.To("gpu-claim")}}, Containers: []corev1.Container{{Name: "c"}}}},
 			wantReason: ReasonPodFeatureUnsupported, wantIn: "spec.resourceClaims"},
-		{name: "restart all containers", node: full, pod: &corev1.Pod{Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "c",
+		{name: "restart all containers runs", node: full, pod: &corev1.Pod{Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "c",
 			RestartPolicy: ptr.To(corev1.ContainerRestartPolicyNever), RestartPolicyRules: []corev1.ContainerRestartRule{{
-				Action: corev1.ContainerRestartRuleActionRestartAllContainers, ExitCodes: &corev1.ContainerRestartRuleOnExitCodes{Operator: corev1.ContainerRestartRuleOnExitCodesOpIn, Values: []int32{42}}}}}}}},
-			wantReason: ReasonPodFeatureUnsupported, wantIn: `container "c": restartPolicyRules action RestartAllContainers`},
+				Action: corev1.ContainerRestartRuleActionRestartAllContainers, ExitCodes: &corev1.ContainerRestartRuleOnExitCodes{Operator: corev1.ContainerRestartRuleOnExitCodesOpIn, Values: []int32{42}}}}}}}}},
 		{name: "env from a file runs (EnvFiles)", node: full, pod: &corev1.Pod{Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "c", Env: []corev1.EnvVar{{
 			Name: "CONFIG", ValueFrom: &corev1.EnvVarSource{FileKeyRef: &corev1.FileKeySelector{VolumeName: "v", Path: "env", Key: "CONFIG"}}}}}}}}},
 		{name: "hostUsers false as root", node: full, pod: &corev1.Pod{Spec: corev1.PodSpec{HostUsers: ptr.To(false), Containers: []corev1.Container{{Name: "c"}}}},

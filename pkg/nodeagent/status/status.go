@@ -79,6 +79,9 @@ type PodView struct {
 	// Disrupted is set when the pod is stopped by a node shutdown or an
 	// eviction; Reason and Message then say which.
 	Disrupted bool
+	// RestartingAll is set while the pod restarts its containers in place
+	// (RestartAllContainers), until none of them runs any more.
+	RestartingAll bool
 	// RecursiveReadOnly says the runtime supports recursively read-only
 	// mounts, for the containers' volumeMounts statuses.
 	RecursiveReadOnly bool
@@ -440,6 +443,20 @@ func BuildStatus(pod *corev1.Pod, v PodView, now time.Time) *corev1.PodStatus {
 		// The kubelet regenerates it with every status, as it does the
 		// conditions above.
 		st.Conditions[i].ObservedGeneration = pod.Generation
+	}
+	if lifecycle.HasRestartAll(pod) {
+		// As the kubelet's, on every pod that may restart in place, with
+		// no observedGeneration.
+		switch {
+		case phase == corev1.PodSucceeded:
+			setCondition(st, corev1.AllContainersRestarting, false, "PodCompleted", "", now)
+		case phase == corev1.PodFailed:
+			setCondition(st, corev1.AllContainersRestarting, false, "PodFailed", "", now)
+		case v.RestartingAll:
+			setCondition(st, corev1.AllContainersRestarting, true, lifecycle.ReasonRestartAllContainersStarted, lifecycle.MessageRestartAllContainersStarted, now)
+		default:
+			setCondition(st, corev1.AllContainersRestarting, false, "", "", now)
+		}
 	}
 	return st
 }

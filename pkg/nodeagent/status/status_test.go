@@ -265,3 +265,55 @@ func TestVolumeMountsInStatus(t *testing.T) {
 		t.Errorf("container (-want +got):\n%s", diff)
 	}
 }
+
+// TestAllContainersRestartingCondition: on a pod with a
+// RestartAllContainers rule only, as the kubelet's
+// GenerateAllContainersRestartingCondition.
+func TestAllContainersRestartingCondition(t *testing.T) {
+	now := time.Date(2026, 1, 1, 10, 0, 0, 0, time.UTC)
+	rule := corev1.ContainerRestartRule{Action: corev1.ContainerRestartRuleActionRestartAllContainers,
+		ExitCodes: &corev1.ContainerRestartRuleOnExitCodes{Operator: corev1.ContainerRestartRuleOnExitCodesOpIn, Values: []int32{42}}}
+	pod := &corev1.Pod{Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "c", RestartPolicyRules: []corev1.ContainerRestartRule{rule}}}}}
+	running := ContainerView{Name: "c", Kind: lifecycle.KindMain, Running: true, EverRan: true}
+	waiting := ContainerView{Name: "c", Kind: lifecycle.KindMain, EverRan: true, RestartCount: 1, WaitReason: lifecycle.ReasonRestartingAllContainers,
+		Last: &lifecycle.AttemptResult{Result: runtime.Result{ExitCode: 137, Reason: lifecycle.ReasonRestartingAllContainers}}}
+	done := ContainerView{Name: "c", Kind: lifecycle.KindMain, EverRan: true, Final: true, Last: &lifecycle.AttemptResult{}}
+	cases := []struct {
+		name        string
+		pod         *corev1.Pod
+		view        PodView
+		want        *corev1.PodCondition
+		wantPhase   corev1.PodPhase
+		wantWaiting string
+	}{
+		{name: "no rule, no condition", pod: &corev1.Pod{Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "c"}}}}, view: PodView{Containers: []ContainerView{running}}, wantPhase: corev1.PodRunning},
+		{name: "running", pod: pod, view: PodView{Containers: []ContainerView{running}}, want: &corev1.PodCondition{Status: corev1.ConditionFalse}, wantPhase: corev1.PodRunning},
+		{name: "restarting: the pod still runs", pod: pod, view: PodView{Containers: []ContainerView{waiting}, RestartingAll: true},
+			want:      &corev1.PodCondition{Status: corev1.ConditionTrue, Reason: "RestartAllContainersStarted", Message: "container exited with restart policy rule"},
+			wantPhase: corev1.PodRunning, wantWaiting: lifecycle.ReasonRestartingAllContainers},
+		{name: "succeeded", pod: pod, view: PodView{Containers: []ContainerView{done}}, want: &corev1.PodCondition{Status: corev1.ConditionFalse, Reason: "PodCompleted"}, wantPhase: corev1.PodSucceeded},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			st := BuildStatus(tc.pod, tc.view, now)
+			var got *corev1.PodCondition
+			for i := range st.Conditions {
+				if st.Conditions[i].Type == corev1.AllContainersRestarting {
+					got = &st.Conditions[i]
+				}
+			}
+			if tc.want != nil {
+				tc.want.Type, tc.want.LastTransitionTime = corev1.AllContainersRestarting, metav1.NewTime(now)
+			}
+			if diff := cmp.Diff(tc.want, got); diff != "" {
+				t.Errorf("condition (-want +got):\n%s", diff)
+			}
+			if st.Phase != tc.wantPhase {
+				t.Errorf("phase %s, want %s", st.Phase, tc.wantPhase)
+			}
+			if w := st.ContainerStatuses[0].State.Waiting; tc.wantWaiting != "" && (w == nil || w.Reason != tc.wantWaiting || st.ContainerStatuses[0].RestartCount != 1) {
+				t.Errorf("container status %+v, want waiting %s, one restart", st.ContainerStatuses[0], tc.wantWaiting)
+			}
+		})
+	}
+}

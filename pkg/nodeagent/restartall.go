@@ -1,0 +1,73 @@
+package nodeagent
+
+import (
+	"context"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/klog/v2"
+
+	"jobkeeper.dev/jobkeeper/pkg/nodeagent/lifecycle"
+)
+
+// restartAll carries out RestartAllContainers (KEP-5532; beta and on in
+// v1.36) as the kubelet does: once a container exits with a rule of that
+// action, every init and regular container of the pod is stopped at once
+// (no preStop hook) and reset, in the same sandbox with the same volumes;
+// while any of them still runs nothing starts and the pod shows
+// AllContainersRestarting; then they start again from the first init
+// container, with no back-off. Ephemeral containers are left alone. A pod
+// that is stopping for good (deleted, past its deadline, evicted) does not
+// restart: the caller asks only while it is not.
+//
+// It reports whether the restart is under way (nothing may start), and
+// whether it began just now.
+func (w *worker) restartAll(ctx context.Context, pod *corev1.Pod, now time.Time) (underway, begun bool) {
+	if !w.restartingAll {
+		trigger := ""
+		if w.resumeRestartAll {
+			// Begun by the agent before it restarted: the containers it
+			// took over are stopped too.
+			w.resumeRestartAll, trigger = false, "(before the agent restarted)"
+		}
+		for _, c := range w.resettable() {
+			if c.state.RestartAll && trigger == "" {
+				trigger = c.spec.Name
+			}
+		}
+		if trigger == "" {
+			return false, false
+		}
+		klog.FromContext(ctx).V(2).Info("Restarting all containers in place", "pod", klog.KObj(pod), "container", trigger)
+		w.restartingAll = true
+		for _, c := range w.resettable() {
+			w.apply(ctx, pod, c, lifecycle.Event{Kind: lifecycle.EvRestartAll, At: now})
+		}
+		// Under way until the next look, so the status shows it.
+		return true, true
+	}
+	for _, c := range w.resettable() {
+		if c.state.Active() {
+			return true, false
+		}
+	}
+	w.restartingAll = false
+	return false, false
+}
+
+// resettable are the containers a restart in place resets, in the order
+// the kubelet stops them: regular containers, then init containers.
+func (w *worker) resettable() []*container {
+	return append(append(make([]*container, 0, len(w.containers)+len(w.inits)), w.containers...), w.inits...)
+}
+
+// restartingInAPI reports whether the pod's status shows it restarting its
+// containers in place.
+func restartingInAPI(pod *corev1.Pod) bool {
+	for _, c := range pod.Status.Conditions {
+		if c.Type == corev1.AllContainersRestarting {
+			return c.Status == corev1.ConditionTrue
+		}
+	}
+	return false
+}
