@@ -61,7 +61,7 @@ func TestTransition(t *testing.T) {
 		},
 		"restart all: its exit resets it, the restart counted, the real exit hidden": {
 			info: main, state: ContainerState{Phase: phaseStopping, Ran: true, Attempt: 2, StartedAt: t0, ContainerID: "process://1", resetting: true, Initialized: true},
-			ev:   Event{Kind: EvExited, At: t1, Result: res(143)},
+			ev: Event{Kind: EvExited, At: t1, Result: res(143)},
 			want: ContainerState{Phase: PhaseWaiting, Ran: true, Attempt: 2, StartedAt: t0, ContainerID: "process://1", restarted: true, Prev: nil,
 				Last:       &AttemptResult{Result: runtime.Result{ExitCode: 137, Reason: ReasonRestartingAllContainers, Message: MessageRestartingAllContainers}},
 				WaitReason: ReasonRestartingAllContainers, WaitMessage: MessageRestartingAllContainers},
