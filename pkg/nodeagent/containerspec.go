@@ -312,8 +312,17 @@ func (s envSources) VolumeFile(ctx context.Context, pod *corev1.Pod, name, path 
 		return nil, hostPath, &podconfig.FileOpenError{Path: hostPath, Err: err}
 	}
 	defer func() { _ = h.Close() }()
-	f, err := pathrs.Reopen(h, unix.O_RDONLY|unix.O_CLOEXEC)
+	// Non-blocking, and only a regular file: a FIFO a container put
+	// there must not hold the pod's worker.
+	f, err := pathrs.Reopen(h, unix.O_RDONLY|unix.O_CLOEXEC|unix.O_NONBLOCK)
 	if err != nil {
+		return nil, hostPath, &podconfig.FileOpenError{Path: hostPath, Err: err}
+	}
+	if fi, err := f.Stat(); err != nil || !fi.Mode().IsRegular() {
+		_ = f.Close()
+		if err == nil {
+			err = fmt.Errorf("not a regular file (%s)", fi.Mode().Type())
+		}
 		return nil, hostPath, &podconfig.FileOpenError{Path: hostPath, Err: err}
 	}
 	return f, hostPath, nil

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"golang.org/x/sys/unix"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -43,7 +44,8 @@ func TestEnvFiles(t *testing.T) {
 		corev1.EnvVar{Name: "DERIVED", Value: "$(CONFIG_1)-x"})
 	noKey := envFilePod("nokey", fileKeyEnv("MISSING", "config.env", "MISSING", false))
 	escape := envFilePod("escape", fileKeyEnv("SECRET", "link/secret.env", "SECRET", false))
-	ta, rt := startAgentWithFake(t, good, noKey, escape)
+	fifo := envFilePod("fifo", fileKeyEnv("CONFIG_1", "config.env", "CONFIG_1", false))
+	ta, rt := startAgentWithFake(t, good, noKey, escape, fifo)
 
 	// Outside every volume, a file a symbolic link in one points to.
 	outside := t.TempDir()
@@ -62,10 +64,17 @@ func TestEnvFiles(t *testing.T) {
 		}
 	}
 	// What each init container writes, once its volumes are there.
-	setups := []*fakeHandle{rt.podAttempt(t, "good", "setup", 0), rt.podAttempt(t, "nokey", "setup", 0), rt.podAttempt(t, "escape", "setup", 0)}
+	setups := []*fakeHandle{rt.podAttempt(t, "good", "setup", 0), rt.podAttempt(t, "nokey", "setup", 0), rt.podAttempt(t, "escape", "setup", 0), rt.podAttempt(t, "fifo", "setup", 0)}
 	write(good, "# setup\nCONFIG_1='value1'\n")
 	write(noKey, "CONFIG_1='value1'\n")
 	write(escape, "")
+	// A FIFO where the file should be: refused, not waited on.
+	if err := os.MkdirAll(ta.agent.volumes.Source(fifo, "config"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := unix.Mkfifo(filepath.Join(ta.agent.volumes.Source(fifo, "config"), "config.env"), 0o644); err != nil {
+		t.Fatal(err)
+	}
 	if err := os.Symlink(outside, filepath.Join(ta.agent.volumes.Source(escape, "config"), "link")); err != nil {
 		t.Fatal(err)
 	}
@@ -98,6 +107,7 @@ func TestEnvFiles(t *testing.T) {
 	waiting("nokey", `environment variable key "MISSING" not found in file "`+filepath.Join(ta.agent.volumes.Source(noKey, "config"), "config.env")+`"`)
 	// The link resolves inside the volume, where there is no secret.env.
 	waiting("escape", "couldn't parse env file")
+	waiting("fifo", "couldn't parse env file")
 	if !ta.eventWith(t, "Failed", "Error: couldn't parse env file") {
 		t.Error("no Failed event for the file that cannot be parsed")
 	}

@@ -20,9 +20,15 @@ import (
 // that is stopping for good (deleted, past its deadline, evicted) does not
 // restart: the caller asks only while it is not.
 //
-// It reports whether the restart is under way (nothing may start), and
-// whether it began just now.
-func (w *worker) restartAll(ctx context.Context, pod *corev1.Pod, now time.Time) (underway, begun bool) {
+// The container that asked starts again not before its crash-loop
+// back-off allows (ContainerState.NotBefore), and so does the restart: a
+// container that keeps exiting at once restarts its pod at the back-off's
+// pace, not in a tight loop.
+//
+// It reports whether the restart is under way (nothing may start), whether
+// it began just now, and when to look again while it waits out the
+// back-off (zero: only an exit can move it).
+func (w *worker) restartAll(ctx context.Context, pod *corev1.Pod, now time.Time) (underway, begun bool, next time.Time) {
 	if !w.restartingAll {
 		trigger := ""
 		if w.resumeRestartAll {
@@ -30,29 +36,39 @@ func (w *worker) restartAll(ctx context.Context, pod *corev1.Pod, now time.Time)
 			// took over are stopped too.
 			w.resumeRestartAll, trigger = false, "(before the agent restarted)"
 		}
+		w.restartAt = time.Time{}
 		for _, c := range w.resettable() {
-			if c.state.RestartAll && trigger == "" {
+			if !c.state.RestartAll {
+				continue
+			}
+			if trigger == "" {
 				trigger = c.spec.Name
+			}
+			if c.state.NotBefore.After(w.restartAt) {
+				w.restartAt = c.state.NotBefore
 			}
 		}
 		if trigger == "" {
-			return false, false
+			return false, false, time.Time{}
 		}
-		klog.FromContext(ctx).V(2).Info("Restarting all containers in place", "pod", klog.KObj(pod), "container", trigger)
+		klog.FromContext(ctx).V(2).Info("Restarting all containers in place", "pod", klog.KObj(pod), "container", trigger, "notBefore", w.restartAt)
 		w.restartingAll = true
 		for _, c := range w.resettable() {
 			w.apply(ctx, pod, c, lifecycle.Event{Kind: lifecycle.EvRestartAll, At: now})
 		}
 		// Under way until the next look, so the status shows it.
-		return true, true
+		return true, true, time.Time{}
 	}
 	for _, c := range w.resettable() {
 		if c.state.Active() {
-			return true, false
+			return true, false, time.Time{}
 		}
 	}
+	if now.Before(w.restartAt) {
+		return true, false, w.restartAt
+	}
 	w.restartingAll = false
-	return false, false
+	return false, false, time.Time{}
 }
 
 // resettable are the containers a restart in place resets, in the order

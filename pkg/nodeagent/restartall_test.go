@@ -3,6 +3,7 @@ package nodeagent
 import (
 	"slices"
 	"testing"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -139,5 +140,87 @@ func TestRestartAllContainers(t *testing.T) {
 	got = ta.waitPod(t, "p", phaseIs(corev1.PodSucceeded))
 	if c := condition(got, corev1.AllContainersRestarting); c == nil || c.Status != corev1.ConditionFalse || c.Reason != "PodCompleted" {
 		t.Errorf("AllContainersRestarting = %+v, want False PodCompleted", c)
+	}
+}
+
+// TestRestartAllContainersBacksOff: a container that asks for a restart in
+// place every time it runs restarts its pod at the crash-loop back-off's
+// pace (the first restart at once, the next after BackoffInitial), not in
+// a tight loop.
+func TestRestartAllContainersBacksOff(t *testing.T) {
+	pod := restartAllPod()
+	pod.Spec.InitContainers = pod.Spec.InitContainers[:1]
+	ta, rt := startAgentWithFake(t, pod)
+	rt.attempt(t, "init", 0).exit(0)
+	rt.attempt(t, "source", 0).exit(42)
+	rt.attempt(t, "init", 1).exit(0)
+	rt.attempt(t, "source", 1).exit(42)
+	// The third run waits out the back-off: nothing starts before it.
+	got := ta.waitPod(t, "p", func(p *corev1.Pod) bool {
+		c := condition(p, corev1.AllContainersRestarting)
+		return c != nil && c.Status == corev1.ConditionTrue && len(p.Status.ContainerStatuses) == 2 && p.Status.ContainerStatuses[0].RestartCount == 2
+	})
+	if n := rt.count("init"); n != 2 {
+		t.Errorf("init ran %d times before the back-off passed, want 2", n)
+	}
+	if got.Status.Phase != corev1.PodRunning {
+		t.Errorf("phase %s while backing off, want Running", got.Status.Phase)
+	}
+	ta.step(t, lifecycle.BackoffInitial)
+	rt.attempt(t, "init", 2).exit(0)
+	rt.attempt(t, "source", 2)
+	ta.waitPod(t, "p", func(p *corev1.Pod) bool {
+		c := condition(p, corev1.AllContainersRestarting)
+		return c != nil && c.Status == corev1.ConditionFalse && len(p.Status.ContainerStatuses) == 2 && p.Status.ContainerStatuses[0].State.Running != nil
+	})
+}
+
+// TestRestartAllContainersAcrossAnAgentRestart: an agent that restarts
+// while the pod restarts in place goes on from the API's status: the
+// containers shown waiting RestartingAllContainers start again with the
+// restart counted once, the pod keeps running (not Failed under Never).
+func TestRestartAllContainersAcrossAnAgentRestart(t *testing.T) {
+	pod := restartAllPod()
+	pod.Spec.NodeName = testNode
+	reset := func(name string) corev1.ContainerStatus {
+		return corev1.ContainerStatus{Name: name, RestartCount: 1,
+			State:                corev1.ContainerState{Waiting: &corev1.ContainerStateWaiting{Reason: lifecycle.ReasonRestartingAllContainers, Message: lifecycle.MessageRestartingAllContainers}},
+			LastTerminationState: corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{ExitCode: 137, Reason: lifecycle.ReasonRestartingAllContainers, Message: lifecycle.MessageRestartingAllContainers}}}
+	}
+	for _, cond := range []corev1.ConditionStatus{corev1.ConditionTrue, corev1.ConditionFalse} {
+		t.Run(string(cond), func(t *testing.T) {
+			p := pod.DeepCopy()
+			p.Status = corev1.PodStatus{
+				Phase:                 corev1.PodRunning,
+				StartTime:             ptr.To(metav1.NewTime(t0.Add(-time.Minute))),
+				Conditions:            []corev1.PodCondition{{Type: corev1.AllContainersRestarting, Status: cond}},
+				InitContainerStatuses: []corev1.ContainerStatus{reset("init"), reset("sidecar")},
+				ContainerStatuses:     []corev1.ContainerStatus{reset("source"), reset("regular")},
+			}
+			ta, rt := startAgentWithFake(t, p)
+			rt.attempt(t, "init", 0).exit(0)
+			rt.attempt(t, "sidecar", 0)
+			rt.attempt(t, "source", 0)
+			rt.attempt(t, "regular", 0)
+			got := ta.waitPod(t, "p", func(p *corev1.Pod) bool {
+				for _, s := range allStatuses(p) {
+					if s.Name != "init" && s.State.Running == nil {
+						return false
+					}
+				}
+				return len(allStatuses(p)) == 4
+			})
+			if got.Status.Phase != corev1.PodRunning {
+				t.Errorf("phase %s, want Running", got.Status.Phase)
+			}
+			for _, s := range allStatuses(got) {
+				if s.RestartCount != 1 {
+					t.Errorf("%s: restartCount %d, want 1: the restart counted once", s.Name, s.RestartCount)
+				}
+			}
+			if c := condition(got, corev1.AllContainersRestarting); c == nil || c.Status != corev1.ConditionFalse {
+				t.Errorf("AllContainersRestarting = %+v, want False", c)
+			}
+		})
 	}
 }

@@ -63,7 +63,11 @@ func (c *container) view() status.ContainerView {
 	s := c.state
 	if s.Phase == lifecycle.PhaseStarting {
 		s.Phase, s.Started, s.Ready, s.ContainerID, s.Ran = lifecycle.PhaseWaiting, false, false, "", s.Last != nil
-		if s.Last != nil {
+		switch {
+		case s.Last != nil && s.Last.Reason == lifecycle.ReasonRestartingAllContainers:
+			// Restarted in place: the restart was counted already.
+			s.ContainerID = ""
+		case s.Last != nil:
 			s.Attempt, s.ContainerID = s.Attempt-1, s.Last.ContainerID
 		}
 	}
@@ -158,6 +162,9 @@ type worker struct {
 	// (restartall.go); resumeRestartAll when the API showed it restarting
 	// as the worker was made (the agent restarted meanwhile).
 	restartingAll, resumeRestartAll bool
+	// restartAt is when the restart in place may start the containers
+	// again (the back-off of the container that asked for it).
+	restartAt time.Time
 	// showThenGoOn makes run write the status advance left and call
 	// advance again at once: a state that must reach the API even when
 	// the next step follows without waiting.
@@ -281,6 +288,11 @@ func restoreContainerOfKind(pod *corev1.Pod, spec *corev1.Container, kind lifecy
 		s.Attempt = st.RestartCount - 1
 		s.Ran = s.Attempt >= 0
 	}
+	if wt := st.State.Waiting; wt != nil && wt.Reason == lifecycle.ReasonRestartingAllContainers {
+		// Reset by a restart in place, not started since.
+		*s = lifecycle.RestoreReset(*s, st.RestartCount)
+		return c
+	}
 	if s.Last != nil {
 		s.Phase = lifecycle.PhaseBackOff
 		if !lifecycle.ShouldRestart(c.info.Restart, c.info.Kind, s.Last.ExitCode) {
@@ -362,7 +374,7 @@ func (w *worker) run(ctx context.Context) {
 			w.lastStatus = st
 			w.agent.status.Set(pod, st)
 		}
-		if w.showThenGoOn && !terminal {
+		if w.showThenGoOn && !terminal && ctx.Err() == nil {
 			w.showThenGoOn = false
 			continue
 		}
@@ -499,19 +511,21 @@ func (w *worker) advance(ctx context.Context) time.Time {
 				w.agent.event(pod, corev1.EventTypeNormal, lifecycle.ReasonDeadlineExceeded, lifecycle.MessageDeadlineExceeded)
 			}
 		}
-		if !w.stopping {
-			if underway, begun := w.restartAll(ctx, pod, now); begun {
-				// The status shows the restart before anything starts
-				// again, even when every container had stopped.
-				w.showThenGoOn = true
-				return time.Time{}
-			} else if underway {
-				// Nothing starts until every container stopped.
-				if !progress {
-					return time.Time{}
-				}
-				continue
+		if w.stopping {
+			// A pod stopping for good does not restart.
+			w.restartingAll = false
+		} else if underway, begun, at := w.restartAll(ctx, pod, now); begun {
+			// The status shows the restart before anything starts
+			// again, even when every container had stopped.
+			w.showThenGoOn = true
+			return time.Time{}
+		} else if underway {
+			// Nothing starts until every container stopped and the
+			// back-off allows.
+			if !progress {
+				return w.earlierDeadline(pod, at)
 			}
+			continue
 		}
 		all := w.all()
 		in := lifecycle.PlanInput{Kinds: make([]lifecycle.ContainerKind, len(all)), States: make([]lifecycle.ContainerState, len(all)), Now: now}
@@ -538,16 +552,21 @@ func (w *worker) advance(ctx context.Context) time.Time {
 			w.start(ctx, pod, all[i], now)
 		}
 		if !progress && len(plan.Stop) == 0 && len(plan.Start) == 0 {
-			next := plan.Next
-			if d := pod.Spec.ActiveDeadlineSeconds; d != nil && !w.stopping {
-				deadline := w.startTime.Add(time.Duration(*d) * time.Second)
-				if next.IsZero() || deadline.Before(next) {
-					next = deadline
-				}
-			}
-			return next
+			return w.earlierDeadline(pod, plan.Next)
 		}
 	}
+}
+
+// earlierDeadline is next, or the pod's activeDeadlineSeconds if that
+// comes first while the pod is not stopping (zero next: none).
+func (w *worker) earlierDeadline(pod *corev1.Pod, next time.Time) time.Time {
+	if d := pod.Spec.ActiveDeadlineSeconds; d != nil && !w.stopping {
+		deadline := w.startTime.Add(time.Duration(*d) * time.Second)
+		if next.IsZero() || deadline.Before(next) {
+			next = deadline
+		}
+	}
+	return next
 }
 
 // apply feeds one event to a container's lifecycle and carries out the

@@ -489,6 +489,12 @@ func Transition(s ContainerState, c ContainerInfo, ev Event) (ContainerState, []
 			return s, []Action{recordEvent(corev1.EventTypeNormal, "Killing", MessageKillingRestartAll), {Kind: ActStop, Grace: MinStopGrace}}
 		case phaseStopping:
 			s.resetting = true
+			if s.Hook == HookPreStop {
+				// Killed now, as the kubelet's reset does, the hook
+				// abandoned.
+				s.Hook = HookNone
+				return s, []Action{{Kind: ActStop, Grace: MinStopGrace}}
+			}
 			return s, nil
 		}
 		return reset(s), nil
@@ -560,11 +566,18 @@ func ended(s ContainerState, c ContainerInfo, res runtime.Result) (ContainerStat
 	hookFailed, hookMessage := s.postStartFailed, s.postStartMessage
 	resized := s.resizeRestart
 	s = finished(s, res)
-	if resized || TriggersRestartAll(c.Restart, c.Kind, res.ExitCode) {
-		// Started again at once: by itself after a resize, with the
-		// whole pod (the worker's EvRestartAll) after RestartAll.
+	if resized {
+		// Started again at once, by itself.
 		s.Phase, s.NotBefore = PhaseBackOff, res.FinishedAt
-		s.RestartAll = !resized
+		s.WaitReason, s.WaitMessage = "", ""
+		return s, nil
+	}
+	if TriggersRestartAll(c.Restart, c.Kind, res.ExitCode) {
+		// Started again with the whole pod (the worker's EvRestartAll),
+		// not before its crash-loop back-off allows: the kubelet has
+		// none here, but its sync loop paces a container that keeps
+		// exiting at once; the agent's would spin.
+		s.Phase, s.NotBefore, s.RestartAll = PhaseBackOff, res.FinishedAt.Add(s.backoff.next(res.FinishedAt)), true
 		s.WaitReason, s.WaitMessage = "", ""
 		return s, nil
 	}
@@ -588,15 +601,21 @@ func ended(s ContainerState, c ContainerInfo, res runtime.Result) (ContainerStat
 }
 
 // reset is a container its pod restarts in place, once no attempt of it
-// runs: it waits to start again as soon as its turn comes (no back-off),
+// runs: it waits to start again as soon as its turn comes (the container
+// that asked for the restart not before its back-off allows),
 // from the first init container on, so a sidecar must start again before
 // the containers after it. One that ran shows, as the kubelet's, a last
 // termination of ReasonRestartingAllContainers with exit code 137 in place
 // of its real one, and counts the restart at once; one that never ran is
 // left as it was.
 func reset(s ContainerState) ContainerState {
+	notBefore := time.Time{}
+	if s.RestartAll {
+		// The container that asked: its back-off holds.
+		notBefore = s.NotBefore
+	}
 	s.RestartAll, s.resetting, s.Initialized = false, false, false
-	s.Phase, s.NotBefore = PhaseWaiting, time.Time{}
+	s.Phase, s.NotBefore = PhaseWaiting, notBefore
 	if !s.Ran {
 		return s
 	}

@@ -48,7 +48,32 @@ func TestTransition(t *testing.T) {
 		// RestartAllContainers (KEP-5532), as the kubelet's reset.
 		"exit matching a RestartAllContainers rule asks for the pod's restart, overriding Never": {
 			info: restartAll, state: running, ev: Event{Kind: EvExited, At: t1, Result: res(42)},
-			want: ContainerState{Phase: PhaseBackOff, Ran: true, StartedAt: t0, ContainerID: "process://1", Last: result(42, "process://1"), NotBefore: t1, RestartAll: true},
+			want: ContainerState{Phase: PhaseBackOff, Ran: true, StartedAt: t0, ContainerID: "process://1", Last: result(42, "process://1"), NotBefore: t1, RestartAll: true,
+				backoff: RestartBackoff{delay: BackoffInitial, lastRestart: t1}},
+		},
+		"a second restart all in a row waits out the back-off": {
+			info: restartAll, state: func() ContainerState {
+				s := running
+				s.backoff = RestartBackoff{delay: BackoffInitial, lastRestart: t0}
+				return s
+			}(),
+			ev: Event{Kind: EvExited, At: t1, Result: res(42)},
+			want: ContainerState{Phase: PhaseBackOff, Ran: true, StartedAt: t0, ContainerID: "process://1", Last: result(42, "process://1"), NotBefore: t1.Add(BackoffInitial), RestartAll: true,
+				backoff: RestartBackoff{delay: 2 * BackoffInitial, lastRestart: t1.Add(BackoffInitial)}},
+		},
+		"restart all: the back-off of the container that asked holds": {
+			info:  restartAll,
+			state: ContainerState{Phase: PhaseBackOff, Ran: true, Last: result(42, "process://1"), NotBefore: t1.Add(BackoffInitial), RestartAll: true},
+			ev:    Event{Kind: EvRestartAll, At: t1},
+			want: ContainerState{Phase: PhaseWaiting, Ran: true, restarted: true, NotBefore: t1.Add(BackoffInitial),
+				Last:       &AttemptResult{Result: runtime.Result{ExitCode: 137, Reason: ReasonRestartingAllContainers, Message: MessageRestartingAllContainers}},
+				WaitReason: ReasonRestartingAllContainers, WaitMessage: MessageRestartingAllContainers},
+		},
+		"restart all during a preStop hook: killed now, the hook abandoned": {
+			info: main, state: ContainerState{Phase: phaseStopping, Ran: true, Hook: HookPreStop, stopAt: t0, stopGrace: 30 * time.Second},
+			ev:          Event{Kind: EvRestartAll, At: t1},
+			want:        ContainerState{Phase: phaseStopping, Ran: true, resetting: true, stopAt: t0, stopGrace: 30 * time.Second},
+			wantActions: []Action{{Kind: ActStop, Grace: MinStopGrace}},
 		},
 		"exit matching no rule: the container's own Never decides": {
 			info: restartAll, state: running, ev: Event{Kind: EvExited, At: t1, Result: res(1)},
@@ -70,7 +95,7 @@ func TestTransition(t *testing.T) {
 			info:  restartAll,
 			state: ContainerState{Phase: PhaseBackOff, Ran: true, ContainerID: "process://1", Last: result(42, "process://1"), NotBefore: t1, RestartAll: true},
 			ev:    Event{Kind: EvRestartAll, At: t1},
-			want: ContainerState{Phase: PhaseWaiting, Ran: true, ContainerID: "process://1", restarted: true,
+			want: ContainerState{Phase: PhaseWaiting, Ran: true, ContainerID: "process://1", restarted: true, NotBefore: t1,
 				Last:       &AttemptResult{Result: runtime.Result{ExitCode: 137, Reason: ReasonRestartingAllContainers, Message: MessageRestartingAllContainers}},
 				WaitReason: ReasonRestartingAllContainers, WaitMessage: MessageRestartingAllContainers},
 		},

@@ -86,7 +86,7 @@ func PlanPod(in PlanInput) PodPlan {
 			if k == KindSidecar {
 				continue
 			}
-			if s.Phase == PhaseRunning || s.Phase == PhaseStarting || s.Phase == PhaseWaiting || s.Phase == PhaseBackOff || (s.Phase == phaseStopping && s.policyDecides) {
+			if s.Phase == PhaseRunning || s.Phase == PhaseStarting || s.Phase == PhaseWaiting || s.Phase == PhaseBackOff || (s.Phase == phaseStopping && (s.policyDecides || s.resetting)) {
 				p.Stop = append(p.Stop, i)
 			}
 		}
@@ -100,7 +100,7 @@ func PlanPod(in PlanInput) PodPlan {
 			switch {
 			case s.Phase == PhaseWaiting || s.Phase == PhaseBackOff:
 				p.Stop = append(p.Stop, i)
-			case s.Phase == PhaseRunning || s.Phase == PhaseStarting || (s.Phase == phaseStopping && s.policyDecides):
+			case s.Phase == PhaseRunning || s.Phase == PhaseStarting || (s.Phase == phaseStopping && (s.policyDecides || s.resetting)):
 				if graceOver || (!mainsActive && !laterActive) {
 					p.Stop = append(p.Stop, i)
 				} else {

@@ -33,6 +33,11 @@ func TestPlanPod(t *testing.T) {
 		wantFinishing bool
 		want          PodPlan
 	}{
+		"a pod stopping for good while it restarts in place stops the containers being reset": {
+			kinds: []ContainerKind{sc, mn}, states: []ContainerState{{Phase: phaseStopping, Ran: true, resetting: true}, {Phase: phaseStopping, Ran: true, resetting: true}},
+			stopping: true, stopDeadline: later, wantFinishing: true,
+			want: PodPlan{Stop: []int{1}, Next: later},
+		},
 		"first init container first": {
 			kinds: []ContainerKind{in, in, mn}, states: []ContainerState{waiting, waiting, waiting},
 			want: PodPlan{Start: []int{0}},
