@@ -1,7 +1,9 @@
 package images
 
 import (
+	"crypto/sha256"
 	"encoding/base64"
+	"encoding/hex"
 	"encoding/json"
 	"net/url"
 	"path/filepath"
@@ -12,6 +14,7 @@ import (
 	"github.com/google/go-containerregistry/pkg/authn"
 	"github.com/google/go-containerregistry/pkg/name"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
 )
 
 // dockerHubHosts are the names of Docker Hub's registry that credentials
@@ -59,6 +62,7 @@ func SecretsKeychain(secrets []*corev1.Secret) authn.Keychain {
 		for key, e := range auths {
 			if c, ok := parseCredKey(key); ok {
 				c.auth = e.authConfig()
+				c.secret = SecretRef{Namespace: s.Namespace, Name: s.Name, UID: s.UID}
 				k.creds = append(k.creds, c)
 			}
 		}
@@ -105,6 +109,34 @@ type credential struct {
 	path string
 	// auth is what is sent.
 	auth authn.AuthConfig
+	// secret is the pull secret it came from.
+	secret SecretRef
+}
+
+// SecretRef names an image pull secret.
+type SecretRef struct {
+	Namespace, Name string
+	UID             types.UID
+}
+
+// SecretCredential is a credential of an image pull secret, as the
+// keychain of SecretsKeychain gives it: what the registry is sent, the
+// secret it came from, and a digest of the credential (CredentialHash) by
+// which two secrets holding the same credential are known to be equal.
+type SecretCredential struct {
+	authn.Authenticator
+	// Secret is where it came from.
+	Secret SecretRef
+	// Hash is CredentialHash of what is sent.
+	Hash string
+}
+
+// CredentialHash is a digest of a registry credential: equal for equal
+// credentials, whatever secret holds them.
+func CredentialHash(c authn.AuthConfig) string {
+	data, _ := json.Marshal(c)
+	sum := sha256.Sum256(data)
+	return hex.EncodeToString(sum[:])
 }
 
 // parseCredKey parses a Docker config key: "host[:port][/path]", with or
@@ -180,7 +212,25 @@ func (k *secretsKeychain) resolveAll(res authn.Resource) ([]authn.Authenticator,
 			continue
 		}
 		seen = append(seen, c.auth)
-		out = append(out, authn.FromConfig(c.auth))
+		out = append(out, &SecretCredential{Authenticator: authn.FromConfig(c.auth), Secret: c.secret, Hash: CredentialHash(c.auth)})
+	}
+	return out, nil
+}
+
+// SecretCredentials returns the credentials secrets hold for ref's
+// repository, most specific first (none: the pod would pull anonymously).
+func SecretCredentials(secrets []*corev1.Secret, ref string) ([]*SecretCredential, error) {
+	r, err := parseReference(ref)
+	if err != nil {
+		return nil, err
+	}
+	all, err := SecretsKeychain(secrets).(*secretsKeychain).resolveAll(r.Context())
+	if err != nil {
+		return nil, err
+	}
+	out := make([]*SecretCredential, 0, len(all))
+	for _, a := range all {
+		out = append(out, a.(*SecretCredential))
 	}
 	return out, nil
 }

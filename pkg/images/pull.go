@@ -44,9 +44,19 @@ type PullOptions struct {
 // ErrNotFound, ErrUnauthorized, ErrPlatform, ErrInvalidName, ErrCorrupt or
 // ErrNoProgress where those fit.
 func (s *Store) Pull(ctx context.Context, ref string, o PullOptions) (*Image, error) {
+	img, _, err := s.PullReporting(ctx, ref, o)
+	return img, err
+}
+
+// PullReporting is Pull that also returns the credential the registry
+// accepted: one of those o.Keychain gave (a SecretCredential for an image
+// pull secret's), or authn.Anonymous when the keychain had none. The kubelet
+// records it to tell later which pods may use the image
+// (KubeletEnsureSecretPulledImages).
+func (s *Store) PullReporting(ctx context.Context, ref string, o PullOptions) (*Image, authn.Authenticator, error) {
 	r, err := parseReference(ref)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	if o.Platform == nil {
 		o.Platform = nodePlatform()
@@ -59,36 +69,38 @@ func (s *Store) Pull(ctx context.Context, ref string, o PullOptions) (*Image, er
 	}
 	auths, err := credentials(o.Keychain, r.Context())
 	if err != nil {
-		return nil, fmt.Errorf("finding credentials for %s: %w", normalized(r), err)
+		return nil, nil, fmt.Errorf("finding credentials for %s: %w", normalized(r), err)
 	}
 	if len(auths) == 0 {
 		auths = []authn.Authenticator{authn.Anonymous}
 	}
 	creds, err := credentialsKey(auths)
 	if err != nil {
-		return nil, fmt.Errorf("reading the credentials for %s: %w", normalized(r), err)
+		return nil, nil, fmt.Errorf("reading the credentials for %s: %w", normalized(r), err)
 	}
 	key := normalized(r) + " " + platformString(o.Platform) + " " + creds
-	return s.pulls.do(ctx, key, func(ctx context.Context) (*Image, error) {
+	res, err := s.pulls.do(ctx, key, func(ctx context.Context) (pulled, error) {
 		return s.pullWithEach(ctx, r, o, auths)
 	})
+	return res.img, res.auth, err
 }
 
 // pullWithEach is one Pull: with each of auths in turn (the credentials
 // the keychain has for the repository, see MultiKeychain), as the kubelet,
 // until one is not refused (401 or 403). The error is the last
 // credential's.
-func (s *Store) pullWithEach(ctx context.Context, r name.Reference, o PullOptions, auths []authn.Authenticator) (*Image, error) {
-	var (
-		img *Image
-		err error
-	)
+func (s *Store) pullWithEach(ctx context.Context, r name.Reference, o PullOptions, auths []authn.Authenticator) (pulled, error) {
+	var err error
 	for _, auth := range auths {
-		if img, err = s.pull(ctx, r, o, auth); !errors.Is(err, ErrUnauthorized) {
+		var img *Image
+		if img, err = s.pull(ctx, r, o, auth); err == nil {
+			return pulled{img: img, auth: auth}, nil
+		}
+		if !errors.Is(err, ErrUnauthorized) {
 			break
 		}
 	}
-	return img, err
+	return pulled{}, err
 }
 
 // pull is one Pull with one credential. Its requests go through a

@@ -21,12 +21,19 @@ type pullGroup struct {
 	flights map[string]*flight
 }
 
+// pulled is the result of one pull: the image, and the credential the
+// registry took (authn.Anonymous when none was needed).
+type pulled struct {
+	img  *Image
+	auth authn.Authenticator
+}
+
 // flight is one shared pull.
 type flight struct {
-	// done is closed once img and err are set.
+	// done is closed once res and err are set.
 	done chan struct{}
-	// img and err are the pull's result.
-	img *Image
+	// res and err are the pull's result.
+	res pulled
 	err error
 	// waiters counts the callers waiting for the pull.
 	waiters int
@@ -39,7 +46,7 @@ type flight struct {
 // context keeps ctx's values but not its cancellation: it is cancelled
 // when the last caller waiting for it leaves, and the key is then free
 // for a new pull. A caller whose ctx ends first gets ctx.Err() at once.
-func (g *pullGroup) do(ctx context.Context, key string, fn func(context.Context) (*Image, error)) (*Image, error) {
+func (g *pullGroup) do(ctx context.Context, key string, fn func(context.Context) (pulled, error)) (pulled, error) {
 	g.mu.Lock()
 	f, ok := g.flights[key]
 	if !ok {
@@ -50,9 +57,9 @@ func (g *pullGroup) do(ctx context.Context, key string, fn func(context.Context)
 		}
 		g.flights[key] = f
 		go func() {
-			img, err := fn(fctx)
+			res, err := fn(fctx)
 			g.mu.Lock()
-			f.img, f.err = img, err
+			f.res, f.err = res, err
 			if g.flights[key] == f {
 				delete(g.flights, key)
 			}
@@ -65,7 +72,7 @@ func (g *pullGroup) do(ctx context.Context, key string, fn func(context.Context)
 	g.mu.Unlock()
 	select {
 	case <-f.done:
-		return f.img, f.err
+		return f.res, f.err
 	case <-ctx.Done():
 		g.mu.Lock()
 		f.waiters--
@@ -76,7 +83,7 @@ func (g *pullGroup) do(ctx context.Context, key string, fn func(context.Context)
 			}
 		}
 		g.mu.Unlock()
-		return nil, ctx.Err()
+		return pulled{}, ctx.Err()
 	}
 }
 

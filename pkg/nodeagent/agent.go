@@ -193,7 +193,9 @@ func New(client kubernetes.Interface, opts Options) (*Agent, error) {
 	a.binder = b
 	a.volumes = volume.New(a.volumeConfig())
 	if opts.imageStore != nil {
-		a.puller = imagemanager.NewPuller(a.pullerConfig(), opts.imageStore)
+		if a.puller, err = a.newPuller(opts.imageStore); err != nil {
+			return nil, err
+		}
 	}
 	a.broadcaster = record.NewBroadcaster()
 	a.recorder = a.broadcaster.NewRecorder(scheme.Scheme, corev1.EventSource{Component: "kubelet", Host: opts.NodeName})
@@ -268,6 +270,36 @@ func (a *Agent) containerState(uid types.UID, name string) (server.ContainerStat
 // pullerConfig is what the image manager needs from the agent.
 func (a *Agent) pullerConfig() imagemanager.Config {
 	return imagemanager.Config{Client: a.client, Clock: a.clock, Event: a.event}
+}
+
+// newPuller makes the image manager over store, with the pulled-image
+// records of KubeletEnsureSecretPulledImages (imagemanager.PullRecords)
+// under the data directory: what an agent stopped mid-pull left is
+// recovered, records of images no longer in the store removed.
+func (a *Agent) newPuller(store *images.Store) (*imagemanager.Puller, error) {
+	records, err := imagemanager.OpenPullRecords(filepath.Join(a.opts.DataDir, "image_manager"), a.clock.Now)
+	if err != nil {
+		return nil, fmt.Errorf("opening the pulled-image records: %w", err)
+	}
+	err = records.Recover(func(image string) (string, bool) {
+		ref, err := images.Normalize(image)
+		if err != nil {
+			return "", false
+		}
+		img, err := store.Lookup(ref)
+		if err != nil {
+			return "", false
+		}
+		return img.ID, true
+	})
+	if err != nil {
+		return nil, fmt.Errorf("recovering the pulled-image records: %w", err)
+	}
+	cfg := a.pullerConfig()
+	cfg.Records = records
+	p := imagemanager.NewPuller(cfg, store)
+	p.PruneRecords(a.clock.Now())
+	return p, nil
 }
 
 // volumeConfig is what the volume manager needs from the agent.
@@ -871,7 +903,10 @@ func (a *Agent) openImages(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("opening the image store: %w", err)
 	}
-	a.puller = imagemanager.NewPuller(a.pullerConfig(), store)
+	if a.puller, err = a.newPuller(store); err != nil {
+		_ = store.Close()
+		return err
+	}
 	if a.imageMode() {
 		klog.FromContext(ctx).Info("Containers run their images", "imageStore", a.opts.ImageDir)
 	} else {

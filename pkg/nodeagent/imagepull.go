@@ -117,12 +117,14 @@ func (w *worker) resolveImage(ctx context.Context, pod *corev1.Pod, t pullTarget
 	if policy == "" {
 		policy = podconfig.DefaultPullPolicy(requested)
 	}
-	switch podconfig.DecidePull(policy, local != nil) {
+	// An image the agent pulled is there only for the pods that could
+	// pull it (KubeletEnsureSecretPulledImages): for the others it is as
+	// if absent, so they pull it with their own credentials, or, under
+	// Never, cannot have it.
+	present := local != nil && (policy == corev1.PullAlways || p.MayUse(ctx, pod, image, ref, local))
+	switch podconfig.DecidePull(policy, present) {
 	case podconfig.UseLocal:
-		// The kubelet's text without KubeletEnsureSecretPulledImages: the
-		// agent does not check that this pod's credentials could pull an
-		// image another pod's pulled (docs/node-agent.md).
-		t.event(corev1.EventTypeNormal, imagemanager.EventPulled, fmt.Sprintf("Container image %q already present on machine", requested))
+		t.event(corev1.EventTypeNormal, imagemanager.EventPulled, fmt.Sprintf("Container image %q already present on machine%s", requested, p.AccessNote()))
 		return w.hold(t.held, local, ref, now)
 	case podconfig.NeverPulled:
 		msg := fmt.Sprintf("Container image %q is not present with pull policy of Never", requested)

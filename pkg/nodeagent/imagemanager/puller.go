@@ -12,7 +12,9 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	utilfeature "k8s.io/apiserver/pkg/util/feature"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/component-base/featuregate"
 	"k8s.io/klog/v2"
 	"k8s.io/utils/clock"
 
@@ -111,6 +113,10 @@ type Config struct {
 	Clock clock.WithTicker
 	// Event records a node event on a pod.
 	Event func(pod *corev1.Pod, eventType, reason, message string)
+	// Records are the pulled-image records; nil when pods' access to
+	// images already present is not verified (KubeletEnsureSecretPulledImages
+	// off).
+	Records *PullRecords
 }
 
 // NewPuller returns the agent's image manager over store.
@@ -192,14 +198,64 @@ func (p *Puller) Start(ctx context.Context, pod *corev1.Pod, image, ref string, 
 		defer func() { <-p.slots }()
 		keychain := images.MultiKeychain(images.SecretsKeychain(p.pullSecrets(ctx, pod)), p.userKeychain)
 		began := p.cfg.Clock.Now()
-		st.Img, st.Err = p.Store.Pull(ctx, ref, images.PullOptions{Keychain: keychain})
+		var intended func()
+		if p.cfg.Records != nil {
+			var err error
+			if intended, err = p.cfg.Records.Intend(image); err != nil {
+				st.Err = fmt.Errorf("recording the pull of %s: %w", image, err)
+				return
+			}
+			defer func() { intended() }()
+		}
+		var auth authn.Authenticator
+		st.Img, auth, st.Err = p.Store.PullReporting(ctx, ref, images.PullOptions{Keychain: keychain})
 		st.Took = p.cfg.Clock.Since(began)
 		if st.Err != nil {
 			klog.FromContext(ctx).V(2).Info("Image pull failed", "pod", klog.KObj(pod), "image", image, "err", st.Err)
+			return
+		}
+		if p.cfg.Records != nil {
+			// Who pulled it: a pull secret's credential, or nobody's in
+			// particular (anonymous, or the node's own credentials).
+			cred, _ := auth.(*images.SecretCredential)
+			if err := p.cfg.Records.Record(image, st.Img.ID, cred); err != nil {
+				// The intent stays: the image then counts as pulled with
+				// no credentials, so pods must prove theirs.
+				klog.FromContext(ctx).Error(err, "Recording who pulled an image", "image", image)
+				intended = func() {}
+			}
 		}
 	}()
 	return st
 }
+
+// MayUse reports whether pod may use img, already in the store, for image
+// (ref normalized) without pulling it, as the kubelet decides with
+// KubeletEnsureSecretPulledImages (beta and on since 1.35) and its default
+// policy, NeverVerifyPreloadedImages (PullRecords). Only the pod's pull
+// secrets with a credential for the image's registry count.
+func (p *Puller) MayUse(ctx context.Context, pod *corev1.Pod, image, ref string, img *images.Image) bool {
+	if p.cfg.Records == nil || !utilfeature.DefaultFeatureGate.Enabled(ensureSecretPulledImages) {
+		return true
+	}
+	creds, err := images.SecretCredentials(p.pullSecrets(ctx, pod), ref)
+	if err != nil {
+		return false
+	}
+	return p.cfg.Records.MayUse(image, img.ID, creds)
+}
+
+// AccessNote is what the kubelet adds to "already present on machine" when
+// it checked that the pod may use the image.
+func (p *Puller) AccessNote() string {
+	if p.cfg.Records == nil || !utilfeature.DefaultFeatureGate.Enabled(ensureSecretPulledImages) {
+		return ""
+	}
+	return " and can be accessed by the pod"
+}
+
+// ensureSecretPulledImages is the kubelet's feature gate.
+const ensureSecretPulledImages featuregate.Feature = "KubeletEnsureSecretPulledImages"
 
 // pullSecrets reads the pod's imagePullSecrets; a missing one is an event,
 // as the kubelet's, and the pull goes on without it.
@@ -269,12 +325,31 @@ const imageGCPeriod = 5 * time.Minute
 func (p *Puller) CollectGarbage(ctx context.Context) {
 	logger := klog.FromContext(ctx)
 	periodic.Every(ctx, p.cfg.Clock, imageGCPeriod, func() {
+		began := p.cfg.Clock.Now()
 		removed, err := p.Store.CollectGarbage(ctx, ImageGCPolicy)
 		if err != nil {
 			logger.Error(err, "Image garbage collection failed")
 		}
 		if len(removed) > 0 {
 			logger.Info("Removed unused images", "images", removed)
+			p.PruneRecords(began)
 		}
 	})
+}
+
+// PruneRecords removes the pulled-image records of the images the store no
+// longer has, last updated before before (a pull since then keeps its).
+func (p *Puller) PruneRecords(before time.Time) {
+	if p.cfg.Records == nil {
+		return
+	}
+	list, err := p.Store.List()
+	if err != nil {
+		return
+	}
+	ids := map[string]bool{}
+	for _, img := range list {
+		ids[img.ID] = true
+	}
+	_ = p.cfg.Records.Prune(func(imageRef string) bool { return ids[imageRef] }, before)
 }
