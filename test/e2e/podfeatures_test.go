@@ -2,6 +2,8 @@ package e2e
 
 import (
 	"context"
+	"encoding/base64"
+	"strings"
 	"testing"
 	"time"
 
@@ -154,4 +156,67 @@ func TestUpRestartAllContainersAndEnvFiles(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestUpEnsureSecretPulledImages: with KubeletEnsureSecretPulledImages (beta
+// and on in v1.36), once a pod pulled a private image with its pull secret,
+// another pod may use the node's copy only with that credential: without
+// it, IfNotPresent pulls again and the registry refuses, Never cannot have
+// it; with it, Never runs from the copy.
+func TestUpEnsureSecretPulledImages(t *testing.T) {
+	reg := testimages.NewRegistry(testimages.WithBasicAuth("user", "s3cret"))
+	defer reg.Close()
+	ref, err := reg.Push("private/shell:1", shellImage(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	host, _, _ := strings.Cut(ref, "/")
+	ctx := context.Background()
+	up, c, _ := startUp(t, t.TempDir(), "--images=oci")
+	defer up.stop(t)
+	waitDefaultServiceAccount(t, c, "default")
+	auth := base64.StdEncoding.EncodeToString([]byte("user:s3cret"))
+	if _, err := c.CoreV1().Secrets("default").Create(ctx, &corev1.Secret{
+		ObjectMeta: metav1.ObjectMeta{Name: "registry"},
+		Type:       corev1.SecretTypeDockerConfigJson,
+		Data:       map[string][]byte{corev1.DockerConfigJsonKey: []byte(`{"auths":{"` + host + `":{"auth":"` + auth + `"}}}`)},
+	}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	pod := func(name string, policy corev1.PullPolicy, secret bool) *corev1.Pod {
+		p := &corev1.Pod{
+			ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "default"},
+			Spec: corev1.PodSpec{RestartPolicy: corev1.RestartPolicyNever, Containers: []corev1.Container{{
+				Name: "c", Image: ref, ImagePullPolicy: policy, Command: []string{"sh", "-c", "echo ran"}}}},
+		}
+		if secret {
+			p.Spec.ImagePullSecrets = []corev1.LocalObjectReference{{Name: "registry"}}
+		}
+		return p
+	}
+	create := func(p *corev1.Pod) {
+		t.Helper()
+		if _, err := c.CoreV1().Pods("default").Create(ctx, p, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	create(pod("first", corev1.PullAlways, true))
+	waitPod(t, c, "default", "first", "succeeded", 2*time.Minute, func(p *corev1.Pod) bool { return p.Status.Phase == corev1.PodSucceeded })
+	for _, p := range []*corev1.Pod{pod("no-secret", corev1.PullIfNotPresent, false), pod("never-no-secret", corev1.PullNever, false), pod("never-with-secret", corev1.PullNever, true)} {
+		create(p)
+	}
+	waitPod(t, c, "default", "never-with-secret", "succeeded", 2*time.Minute, func(p *corev1.Pod) bool { return p.Status.Phase == corev1.PodSucceeded })
+	waiting := func(p *corev1.Pod) string {
+		if len(p.Status.ContainerStatuses) != 1 || p.Status.ContainerStatuses[0].State.Waiting == nil {
+			return ""
+		}
+		return p.Status.ContainerStatuses[0].State.Waiting.Reason
+	}
+	got := waitPod(t, c, "default", "no-secret", "refused by the registry", 2*time.Minute, func(p *corev1.Pod) bool {
+		return waiting(p) == "ErrImagePull" || waiting(p) == "ImagePullBackOff"
+	})
+	if got.Status.Phase != corev1.PodPending {
+		t.Errorf("no-secret: phase %s, want Pending", got.Status.Phase)
+	}
+	waitPod(t, c, "default", "never-no-secret", "refused", 2*time.Minute, func(p *corev1.Pod) bool { return waiting(p) == "ErrImageNeverPull" })
 }
