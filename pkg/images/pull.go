@@ -82,7 +82,12 @@ func (s *Store) PullReporting(ctx context.Context, ref string, o PullOptions) (*
 	res, err := s.pulls.do(ctx, key, func(ctx context.Context) (pulled, error) {
 		return s.pullWithEach(ctx, r, o, auths)
 	})
-	return res.img, res.auth, err
+	if err != nil {
+		return nil, nil, err
+	}
+	// This caller's own credential: another caller sharing the pull had
+	// the same credentials, but perhaps from other secrets.
+	return res.img, auths[res.auth], nil
 }
 
 // pullWithEach is one Pull: with each of auths in turn (the credentials
@@ -91,10 +96,10 @@ func (s *Store) PullReporting(ctx context.Context, ref string, o PullOptions) (*
 // credential's.
 func (s *Store) pullWithEach(ctx context.Context, r name.Reference, o PullOptions, auths []authn.Authenticator) (pulled, error) {
 	var err error
-	for _, auth := range auths {
+	for i, auth := range auths {
 		var img *Image
 		if img, err = s.pull(ctx, r, o, auth); err == nil {
-			return pulled{img: img, auth: auth}, nil
+			return pulled{img: img, auth: i}, nil
 		}
 		if !errors.Is(err, ErrUnauthorized) {
 			break

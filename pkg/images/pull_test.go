@@ -17,6 +17,8 @@ import (
 	"github.com/google/go-containerregistry/pkg/v1/mutate"
 	"github.com/google/go-containerregistry/pkg/v1/remote"
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 )
 
 func TestPullByTagAndDigest(t *testing.T) {
@@ -347,5 +349,46 @@ func TestOpenCleansWhatAKilledPullLeft(t *testing.T) {
 	}
 	if _, err := live.Lookup(reg.host + "/test/app:1"); err != nil {
 		t.Errorf("the other store does not see the pulled image: %v", err)
+	}
+}
+
+// TestPullReportsTheCredentialTaken: PullReporting names the credential the
+// registry accepted, with the secret it came from, not one it refused; an
+// anonymous pull reports authn.Anonymous. SecretCredentials gives a pod's
+// credentials for a repository as the pull would try them.
+func TestPullReportsTheCredentialTaken(t *testing.T) {
+	reg := newRegistry(t)
+	reg.push(t, "test/private:1", image(t, "", layer(t, file("secret", "s"))))
+	reg.user, reg.password = "alice", "right"
+	ref := reg.host + "/test/private:1"
+	secret := func(name, password string) *corev1.Secret {
+		return &corev1.Secret{
+			ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: name, UID: types.UID("uid-" + name)},
+			Type:       corev1.SecretTypeDockerConfigJson,
+			Data:       map[string][]byte{corev1.DockerConfigJsonKey: []byte(`{"auths":{"` + reg.host + `":{"username":"alice","password":"` + password + `"}}}`)},
+		}
+	}
+	secrets := []*corev1.Secret{secret("wrong", "stale"), secret("right", "right")}
+	s := openStore(t)
+	_, auth, err := s.PullReporting(context.Background(), ref, PullOptions{Keychain: SecretsKeychain(secrets)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, ok := auth.(*SecretCredential)
+	if !ok || got.Secret != (SecretRef{Namespace: "ns", Name: "right", UID: "uid-right"}) || got.Hash != CredentialHash(authn.AuthConfig{Username: "alice", Password: "right"}) {
+		t.Errorf("reported %#v, want the secret right's credential", auth)
+	}
+	creds, err := SecretCredentials(secrets, ref)
+	if err != nil || len(creds) != 2 || creds[0].Secret.Name != "wrong" || creds[1].Secret.Name != "right" {
+		t.Errorf("SecretCredentials = %v, %v; want wrong's then right's", creds, err)
+	}
+	if creds, _ := SecretCredentials(secrets, "elsewhere.example.com/app:1"); len(creds) != 0 {
+		t.Errorf("credentials for another registry: %v", creds)
+	}
+
+	reg.user, reg.password = "", ""
+	reg.push(t, "test/public:1", image(t, "", layer(t, file("public", "p"))))
+	if _, auth, err = s.PullReporting(context.Background(), reg.host+"/test/public:1", PullOptions{}); err != nil || auth != authn.Anonymous {
+		t.Errorf("anonymous pull reported %v, %v; want authn.Anonymous", auth, err)
 	}
 }

@@ -21,11 +21,12 @@ type pullGroup struct {
 	flights map[string]*flight
 }
 
-// pulled is the result of one pull: the image, and the credential the
-// registry took (authn.Anonymous when none was needed).
+// pulled is the result of one pull: the image, and the index of the
+// credential the registry took among those tried (the same list, by
+// content, for every caller sharing the pull).
 type pulled struct {
 	img  *Image
-	auth authn.Authenticator
+	auth int
 }
 
 // flight is one shared pull.

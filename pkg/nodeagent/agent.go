@@ -277,6 +277,9 @@ func (a *Agent) pullerConfig() imagemanager.Config {
 // under the data directory: what an agent stopped mid-pull left is
 // recovered, records of images no longer in the store removed.
 func (a *Agent) newPuller(store *images.Store) (*imagemanager.Puller, error) {
+	if !utilfeature.DefaultFeatureGate.Enabled(features.KubeletEnsureSecretPulledImages) {
+		return imagemanager.NewPuller(a.pullerConfig(), store), nil
+	}
 	records, err := imagemanager.OpenPullRecords(filepath.Join(a.opts.DataDir, "image_manager"), a.clock.Now)
 	if err != nil {
 		return nil, fmt.Errorf("opening the pulled-image records: %w", err)

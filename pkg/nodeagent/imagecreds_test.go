@@ -8,6 +8,7 @@ import (
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 
 	"jobkeeper.dev/jobkeeper/internal/testimages"
 	"jobkeeper.dev/jobkeeper/pkg/nodeagent/imagemanager"
@@ -39,11 +40,21 @@ func TestEnsureSecretPulledImages(t *testing.T) {
 		}
 		return p
 	}
+	secret := func(name, host, password string) *corev1.Secret {
+		s := dockerConfigSecret(name, host, "user", password)
+		s.UID = types.UID("uid-" + name)
+		return s
+	}
+	// The first pod has a wrong credential before the right one: the
+	// record must name the one the registry took.
+	first := pod("first", ref, corev1.PullAlways, "wrong")
+	first.Spec.ImagePullSecrets = append(first.Spec.ImagePullSecrets, corev1.LocalObjectReference{Name: "right"})
 	ta, rt, store := startAgentWithImages(t,
-		dockerConfigSecret("right", host, "user", "right"),
-		dockerConfigSecret("same-creds", host, "user", "right"),
-		dockerConfigSecret("elsewhere", "somerepo.com", "user", "right"),
-		pod("first", ref, corev1.PullAlways, "right"),
+		secret("wrong", host, "wrong"),
+		secret("right", host, "right"),
+		secret("same-creds", host, "right"),
+		secret("elsewhere", "somerepo.com", "right"),
+		first,
 		pod("public-first", publicHost+"/public/app:v1", corev1.PullIfNotPresent, ""))
 	ta.waitPod(t, "first", phaseIs(corev1.PodRunning))
 	ta.waitPod(t, "public-first", phaseIs(corev1.PodRunning))
@@ -70,6 +81,7 @@ func TestEnsureSecretPulledImages(t *testing.T) {
 		pod("none", ref, corev1.PullIfNotPresent, ""),
 		pod("invalid", ref, corev1.PullIfNotPresent, "elsewhere"),
 		pod("never-none", ref, corev1.PullNever, ""),
+		pod("never-wrong", ref, corev1.PullNever, "wrong"),
 		pod("same", ref, corev1.PullIfNotPresent, "right"),
 		pod("same-creds", ref, corev1.PullNever, "same-creds"),
 		pod("public-second", publicHost+"/public/app:v1", corev1.PullNever, ""),
@@ -86,9 +98,10 @@ func TestEnsureSecretPulledImages(t *testing.T) {
 		t.Error("no Pulled event saying the pod may use the image")
 	}
 	for name, reason := range map[string]string{
-		"none":       imagemanager.ReasonErrImagePull,
-		"invalid":    imagemanager.ReasonErrImagePull,
-		"never-none": imagemanager.ReasonErrImageNeverPull,
+		"none":        imagemanager.ReasonErrImagePull,
+		"invalid":     imagemanager.ReasonErrImagePull,
+		"never-none":  imagemanager.ReasonErrImageNeverPull,
+		"never-wrong": imagemanager.ReasonErrImageNeverPull,
 	} {
 		got := ta.waitPod(t, name, func(p *corev1.Pod) bool { return waitingReason(p) == reason })
 		if got.Status.Phase != corev1.PodPending {

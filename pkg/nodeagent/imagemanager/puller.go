@@ -196,7 +196,7 @@ func (p *Puller) Start(ctx context.Context, pod *corev1.Pod, image, ref string, 
 			return
 		}
 		defer func() { <-p.slots }()
-		keychain := images.MultiKeychain(images.SecretsKeychain(p.pullSecrets(ctx, pod)), p.userKeychain)
+		keychain := images.MultiKeychain(images.SecretsKeychain(p.pullSecrets(ctx, pod, true)), p.userKeychain)
 		began := p.cfg.Clock.Now()
 		var intended func()
 		if p.cfg.Records != nil {
@@ -212,6 +212,13 @@ func (p *Puller) Start(ctx context.Context, pod *corev1.Pod, image, ref string, 
 		st.Took = p.cfg.Clock.Since(began)
 		if st.Err != nil {
 			klog.FromContext(ctx).V(2).Info("Image pull failed", "pod", klog.KObj(pod), "image", image, "err", st.Err)
+			if ctx.Err() != nil {
+				// Given up on (the pod went, the agent stops): a pull
+				// shared with others may still store the image, so the
+				// intent stays, and the image must be proven until a
+				// record names who pulled it.
+				intended = func() {}
+			}
 			return
 		}
 		if p.cfg.Records != nil {
@@ -238,11 +245,13 @@ func (p *Puller) MayUse(ctx context.Context, pod *corev1.Pod, image, ref string,
 	if p.cfg.Records == nil || !utilfeature.DefaultFeatureGate.Enabled(ensureSecretPulledImages) {
 		return true
 	}
-	creds, err := images.SecretCredentials(p.pullSecrets(ctx, pod), ref)
-	if err != nil {
-		return false
-	}
-	return p.cfg.Records.MayUse(image, img.ID, creds)
+	return p.cfg.Records.MayUse(image, img.ID, func() []PullCredential {
+		creds, err := images.SecretCredentials(p.pullSecrets(ctx, pod, false), ref)
+		if err != nil {
+			return nil
+		}
+		return creds
+	})
 }
 
 // AccessNote is what the kubelet adds to "already present on machine" when
@@ -257,9 +266,10 @@ func (p *Puller) AccessNote() string {
 // ensureSecretPulledImages is the kubelet's feature gate.
 const ensureSecretPulledImages featuregate.Feature = "KubeletEnsureSecretPulledImages"
 
-// pullSecrets reads the pod's imagePullSecrets; a missing one is an event,
-// as the kubelet's, and the pull goes on without it.
-func (p *Puller) pullSecrets(ctx context.Context, pod *corev1.Pod) []*corev1.Secret {
+// pullSecrets reads the pod's imagePullSecrets; a missing one is an event
+// when report is set (the pull's reading, not the access check's, so it
+// is told once), as the kubelet's, and the pull goes on without it.
+func (p *Puller) pullSecrets(ctx context.Context, pod *corev1.Pod, report bool) []*corev1.Secret {
 	var out []*corev1.Secret
 	var missing []string
 	for _, ref := range pod.Spec.ImagePullSecrets {
@@ -276,7 +286,7 @@ func (p *Puller) pullSecrets(ctx context.Context, pod *corev1.Pod) []*corev1.Sec
 		}
 		out = append(out, s)
 	}
-	if len(missing) > 0 {
+	if len(missing) > 0 && report {
 		p.cfg.Event(pod, corev1.EventTypeWarning, eventFailedSecret,
 			fmt.Sprintf("Unable to retrieve some image pull secrets (%s); attempting to pull the image may not succeed.", strings.Join(missing, ", ")))
 	}

@@ -52,10 +52,13 @@ type PullRecords struct {
 	// now stamps records.
 	now func() time.Time
 
-	// mu guards intents and the files.
+	// mu guards intents, denied and the files.
 	mu sync.Mutex
 	// intents counts the pulls in flight per image.
 	intents map[string]int
+	// denied are the image IDs whose record could not be written after a
+	// pull: no pod uses them without pulling until one is.
+	denied map[string]bool
 }
 
 // PullCredential is who pulled an image: a pull secret's credential, or
@@ -69,7 +72,7 @@ func OpenPullRecords(dir string, now func() time.Time) (*PullRecords, error) {
 			return nil, err
 		}
 	}
-	return &PullRecords{dir: dir, now: now, intents: map[string]int{}}, nil
+	return &PullRecords{dir: dir, now: now, intents: map[string]int{}, denied: map[string]bool{}}, nil
 }
 
 // fileName is the file of key in sub.
@@ -104,13 +107,23 @@ func (r *PullRecords) Intend(image string) (func(), error) {
 }
 
 // Record adds to imageRef's record that cred pulled image (nil: without
-// credentials, or with the node's).
-func (r *PullRecords) Record(image, imageRef string, cred PullCredential) error {
+// credentials, or with the node's). A record that cannot be read (cut
+// short by a crash) is written anew. When the record cannot be written,
+// the image is denied to every pod that does not pull it, until a record
+// is written.
+func (r *PullRecords) Record(image, imageRef string, cred PullCredential) (err error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	defer func() {
+		if err != nil {
+			r.denied[imageRef] = true
+		} else {
+			delete(r.denied, imageRef)
+		}
+	}()
 	rec, err := r.read(imageRef)
-	if err != nil && !errors.Is(err, fs.ErrNotExist) {
-		return err
+	if err != nil {
+		rec = nil
 	}
 	if rec == nil {
 		rec = &kubeletv1beta1.ImagePulledRecord{TypeMeta: typeMeta("ImagePulledRecord"), ImageRef: imageRef}
@@ -148,26 +161,28 @@ func addSecret(secrets []kubeletv1beta1.ImagePullSecret, cred PullCredential) []
 	return append(slices.Clone(secrets), s)
 }
 
-// MayUse decides whether a pod whose pull secrets hold creds (those that
-// apply to image's registry) may use imageRef, present in the store, for
-// image without pulling it: yes for an image the agent never pulled, or
+// MayUse decides whether a pod whose pull secrets hold creds() (those that
+// apply to image's registry; asked only when needed) may use imageRef,
+// present in the store, for image without pulling it: yes for an image the agent never pulled, or
 // pulled without credentials; else only if one of creds matches a
 // credential that pulled it, by secret or by content. A match through
 // another secret is recorded, as the kubelet's. A record that cannot be
 // read means no (the pod pulls).
-func (r *PullRecords) MayUse(image, imageRef string, creds []PullCredential) bool {
+func (r *PullRecords) MayUse(image, imageRef string, creds func() []PullCredential) bool {
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	if r.denied[imageRef] {
+		return false
+	}
 	rec, err := r.read(imageRef)
 	if errors.Is(err, fs.ErrNotExist) {
 		// Never pulled here, unless a pull of it is under way or was
 		// cut short: then it must be proven.
-		_, intended := r.intents[image]
-		if !intended {
-			_, statErr := os.Stat(r.fileName("pulling", image))
-			intended = statErr == nil
+		if r.intents[image] > 0 {
+			return false
 		}
-		return !intended
+		_, statErr := os.Stat(r.fileName("pulling", image))
+		return errors.Is(statErr, fs.ErrNotExist)
 	}
 	if err != nil {
 		return false
@@ -179,7 +194,7 @@ func (r *PullRecords) MayUse(image, imageRef string, creds []PullCredential) boo
 	if known.NodePodsAccessible {
 		return true
 	}
-	for _, c := range creds {
+	for _, c := range creds() {
 		for _, s := range known.KubernetesSecrets {
 			sameSecret := s.UID == string(c.Secret.UID) && s.Namespace == c.Secret.Namespace && s.Name == c.Secret.Name
 			if sameSecret || (s.CredentialHash != "" && s.CredentialHash == c.Hash) {
@@ -207,6 +222,9 @@ func (r *PullRecords) Recover(refOf func(image string) (string, bool)) error {
 		return err
 	}
 	for _, e := range entries {
+		if !strings.HasPrefix(e.Name(), "sha256-") {
+			continue
+		}
 		path := filepath.Join(r.dir, "pulling", e.Name())
 		var intent kubeletv1beta1.ImagePullIntent
 		if err := readJSON(path, &intent); err != nil {
@@ -237,6 +255,9 @@ func (r *PullRecords) Prune(present func(imageRef string) bool, before time.Time
 		return err
 	}
 	for _, e := range entries {
+		if !strings.HasPrefix(e.Name(), "sha256-") {
+			continue
+		}
 		path := filepath.Join(r.dir, "pulled", e.Name())
 		var rec kubeletv1beta1.ImagePulledRecord
 		if err := readJSON(path, &rec); err != nil {
@@ -278,17 +299,39 @@ func typeMeta(kind string) metav1.TypeMeta {
 	return metav1.TypeMeta{APIVersion: kubeletv1beta1.SchemeGroupVersion.String(), Kind: kind}
 }
 
-// writeJSON writes v to path through a temporary file and a rename.
+// writeJSON writes v to path durably: a temporary file of its own, synced,
+// renamed over path, the directory synced.
 func writeJSON(path string, v any) error {
 	data, err := json.Marshal(v)
 	if err != nil {
 		return err
 	}
-	tmp := path + ".tmp"
-	if err := os.WriteFile(tmp, data, 0o600); err != nil {
+	dir := filepath.Dir(path)
+	f, err := os.CreateTemp(dir, ".tmp-")
+	if err != nil {
 		return err
 	}
-	return os.Rename(tmp, path)
+	defer func() { _ = os.Remove(f.Name()) }()
+	if _, err := f.Write(data); err != nil {
+		_ = f.Close()
+		return err
+	}
+	if err := f.Sync(); err != nil {
+		_ = f.Close()
+		return err
+	}
+	if err := f.Close(); err != nil {
+		return err
+	}
+	if err := os.Rename(f.Name(), path); err != nil {
+		return err
+	}
+	d, err := os.Open(dir)
+	if err != nil {
+		return err
+	}
+	defer func() { _ = d.Close() }()
+	return d.Sync()
 }
 
 // readJSON reads path into v.

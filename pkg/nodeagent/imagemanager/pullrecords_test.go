@@ -29,10 +29,14 @@ func TestPullRecords(t *testing.T) {
 	}
 	const image, id = "registry.example/private/app:v1", "sha256:aaa"
 	right := secretCred("ns", "right", "u1", "right")
+	with := func(creds ...PullCredential) func() []PullCredential { return func() []PullCredential { return creds } }
+	asked := func(t *testing.T) func() []PullCredential {
+		return func() []PullCredential { t.Error("the pod's credentials asked for when not needed"); return nil }
+	}
 
 	t.Run("never pulled here: anyone", func(t *testing.T) {
 		r := open(t, t.TempDir())
-		if !r.MayUse(image, id, nil) {
+		if !r.MayUse(image, id, asked(t)) {
 			t.Error("a preloaded image refused")
 		}
 	})
@@ -42,34 +46,44 @@ func TestPullRecords(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if r.MayUse(image, id, nil) {
+		again, err := r.Intend(image)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if r.MayUse(image, id, asked(t)) {
 			t.Error("usable by anyone while its pull is under way")
+		}
+		done()
+		if r.MayUse(image, id, asked(t)) {
+			t.Error("usable by anyone while a second pull of it is under way")
 		}
 		if err := r.Record(image, id, right); err != nil {
 			t.Fatal(err)
 		}
-		done()
-		for name, tc := range map[string]struct {
+		again()
+		for _, tc := range []struct {
+			name  string
 			creds []PullCredential
 			want  bool
 		}{
-			"no credentials":                     {nil, false},
-			"another credential":                 {[]PullCredential{secretCred("ns", "wrong", "u2", "wrong")}, false},
-			"the same secret":                    {[]PullCredential{right}, true},
-			"the same secret, rotated":           {[]PullCredential{secretCred("ns", "right", "u1", "new")}, true},
-			"another secret with the credential": {[]PullCredential{secretCred("other", "copy", "u3", "right")}, true},
-			"the credential among others":        {[]PullCredential{secretCred("ns", "wrong", "u2", "wrong"), secretCred("ns", "x", "u4", "right")}, true},
+			{"no credentials", nil, false},
+			{"another credential", []PullCredential{secretCred("ns", "wrong", "u2", "wrong")}, false},
+			{"the same name in another namespace", []PullCredential{secretCred("other", "right", "u9", "wrong")}, false},
+			{"the same secret", []PullCredential{right}, true},
+			{"the same secret, rotated", []PullCredential{secretCred("ns", "right", "u1", "new")}, true},
+			{"another secret with the credential", []PullCredential{secretCred("other", "copy", "u3", "right")}, true},
+			{"the credential among others", []PullCredential{secretCred("ns", "wrong", "u2", "wrong"), secretCred("ns", "x", "u4", "right")}, true},
 		} {
-			if got := r.MayUse(image, id, tc.creds); got != tc.want {
-				t.Errorf("%s: MayUse = %v, want %v", name, got, tc.want)
+			if got := r.MayUse(image, id, with(tc.creds...)); got != tc.want {
+				t.Errorf("%s: MayUse = %v, want %v", tc.name, got, tc.want)
 			}
 		}
 		// Another tag of the same repository shares the mapping; another
 		// repository with the same image ID does not.
-		if !r.MayUse("registry.example/private/app:v2", id, []PullCredential{right}) {
+		if !r.MayUse("registry.example/private/app:v2", id, with(right)) {
 			t.Error("same repository, other tag refused")
 		}
-		if r.MayUse("registry.example/other:v1", id, []PullCredential{right}) {
+		if r.MayUse("registry.example/other:v1", id, with(right)) {
 			t.Error("another repository with no record of its own allowed")
 		}
 	})
@@ -84,7 +98,7 @@ func TestPullRecords(t *testing.T) {
 		if err := r.Record(image, id, right); err != nil {
 			t.Fatal(err)
 		}
-		if !r.MayUse(image, id, nil) {
+		if !r.MayUse(image, id, asked(t)) {
 			t.Error("an anonymously pulled image refused")
 		}
 	})
@@ -102,10 +116,10 @@ func TestPullRecords(t *testing.T) {
 		if err := r.Recover(func(img string) (string, bool) { return id, img == image }); err != nil {
 			t.Fatal(err)
 		}
-		if r.MayUse(image, id, []PullCredential{right}) {
+		if r.MayUse(image, id, with(right)) {
 			t.Error("an image whose pull was cut short usable without a record of who pulled it")
 		}
-		if r.MayUse("registry.example/gone:v1", "sha256:bbb", nil) {
+		if r.MayUse("registry.example/gone:v1", "sha256:bbb", asked(t)) {
 			t.Error("an image whose intent stays (not in the store) counts as preloaded")
 		}
 		left, _ := os.ReadDir(filepath.Join(dir, "pulling"))
@@ -122,14 +136,65 @@ func TestPullRecords(t *testing.T) {
 		if err := r.Record("registry.example/kept:v1", "sha256:kept", right); err != nil {
 			t.Fatal(err)
 		}
+		if err := r.Prune(func(ref string) bool { return ref == "sha256:kept" }, now); err != nil {
+			t.Fatal(err)
+		}
+		if r.MayUse(image, id, with()) {
+			t.Error("a record updated after the cut-off removed")
+		}
 		if err := r.Prune(func(ref string) bool { return ref == "sha256:kept" }, now.Add(time.Second)); err != nil {
 			t.Fatal(err)
 		}
-		if !r.MayUse(image, id, nil) {
+		if !r.MayUse(image, id, with()) {
 			t.Error("the record of a removed image kept (the image would count as pulled)")
 		}
-		if r.MayUse("registry.example/kept:v1", "sha256:kept", nil) {
+		if r.MayUse("registry.example/kept:v1", "sha256:kept", with()) {
 			t.Error("the record of a kept image removed")
+		}
+	})
+	t.Run("a record that cannot be written denies the image until one is", func(t *testing.T) {
+		dir := t.TempDir()
+		r := open(t, dir)
+		pulled := filepath.Join(dir, "pulled")
+		if err := os.RemoveAll(pulled); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(pulled, nil, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		if err := r.Record(image, id, nil); err == nil {
+			t.Fatal("Record wrote into a file")
+		}
+		if r.MayUse(image, id, with(right)) {
+			t.Error("an image whose record failed usable")
+		}
+		if err := os.Remove(pulled); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Mkdir(pulled, 0o700); err != nil {
+			t.Fatal(err)
+		}
+		if err := r.Record(image, id, nil); err != nil {
+			t.Fatal(err)
+		}
+		if !r.MayUse(image, id, asked(t)) {
+			t.Error("still denied once its record is written")
+		}
+	})
+	t.Run("a record cut short is written anew", func(t *testing.T) {
+		dir := t.TempDir()
+		r := open(t, dir)
+		if err := os.WriteFile(r.fileName("pulled", id), []byte(`{"imageRef":`), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		if r.MayUse(image, id, with(right)) {
+			t.Error("an unreadable record allowed")
+		}
+		if err := r.Record(image, id, right); err != nil {
+			t.Fatal(err)
+		}
+		if !r.MayUse(image, id, with(right)) {
+			t.Error("the secret that pulled it refused after the record was rewritten")
 		}
 	})
 }
