@@ -16,7 +16,7 @@ import (
 // (no preStop hook) and reset, in the same sandbox with the same volumes;
 // while any of them still runs nothing starts and the pod shows
 // AllContainersRestarting; then they start again from the first init
-// container, with no back-off. Ephemeral containers are left alone. A pod
+// container. Ephemeral containers are left alone. A pod
 // that is stopping for good (deleted, past its deadline, evicted) does not
 // restart: the caller asks only while it is not.
 //
