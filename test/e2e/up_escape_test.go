@@ -74,9 +74,6 @@ func TestUpEscape(t *testing.T) {
 				t.Run("subPath and mount point swaps", r.swapRace)
 				t.Run("confinement", r.confinement)
 				t.Run("Pod Security baseline refuses hostPath", r.baselineHostPath)
-				if os.Getuid() == 0 && !r.root && r.image == "" {
-					t.Run("a host directory with a filesystem mounted below it", r.mountedBelow)
-				}
 				if r.root && r.image != "" {
 					// Only root runs other users, and host mode runs every
 					// container as up's user.
@@ -385,38 +382,6 @@ func (r *escapeRun) runPod(t *testing.T, pod *corev1.Pod) string {
 		t.Errorf("pod %s ended %s: %s\n%s", pod.Name, got.Status.Phase, describePods([]corev1.Pod{*got}), b)
 	}
 	return string(b)
-}
-
-// mountedBelow: in host mode as a user, a host directory of the root's
-// with a filesystem mounted below it (a bind mount under /run, as `ip
-// netns add` makes /run/netns) still takes the pod's mounts: the view
-// assembles it entry by entry (the kernel refuses to overlay it in a user
-// namespace), so the service account token's mount point under
-// /var/run/secrets can be made. Before, the directory was bound read-only
-// and every pod waited with CreateContainerConfigError.
-func (r *escapeRun) mountedBelow(t *testing.T) {
-	dir, err := os.MkdirTemp("/run", "jobkeeper-e2e-")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() { _ = os.Remove(dir) }()
-	if err := syscall.Mount(dir, dir, "", syscall.MS_BIND, ""); err != nil {
-		t.Fatal(err)
-	}
-	defer func() { _ = syscall.Unmount(dir, syscall.MNT_DETACH) }()
-	pod := &corev1.Pod{
-		ObjectMeta: metav1.ObjectMeta{Name: "mounted-below", Namespace: "default"},
-		Spec: corev1.PodSpec{
-			RestartPolicy: corev1.RestartPolicyNever,
-			Containers:    []corev1.Container{r.container("c", "cat /var/run/secrets/kubernetes.io/serviceaccount/namespace; echo; ls -d "+dir+"; touch /run/written && echo wrote")},
-		},
-	}
-	if got, want := r.runPod(t, pod), "default\n"+dir+"\nwrote\n"; got != want {
-		t.Errorf("logs %q, want %q", got, want)
-	}
-	if _, err := os.Stat("/run/written"); err == nil {
-		t.Error("a container's write to /run reached the host")
-	}
 }
 
 // baselineHostPath: a namespace enforcing Pod Security baseline refuses a

@@ -29,11 +29,9 @@
 // mode; /tmp is overlaid like any directory; the directories of
 // Config.Hide (the agent's data directory) are empty; the pod's volumes
 // (prepared on the host by the agent) are bound at their mount paths,
-// read-only where asked. In a user namespace, where the kernel refuses to
-// overlay a directory with a filesystem mounted below it, such a directory
-// is assembled entry by entry as the root is. A host filesystem that
-// cannot be overlaid is mounted read-only instead: nothing a container
-// writes reaches the host except through a volume. The sandbox pivots into this view as into an
+// read-only where asked. A host filesystem that cannot be overlaid is
+// mounted read-only instead: nothing a container writes reaches the host
+// except through a volume. The sandbox pivots into this view as into an
 // image's and detaches the host's root (a chroot could be climbed out of
 // with CAP_SYS_CHROOT).
 //

@@ -74,10 +74,6 @@ const (
 	// everything mounted below it, when target is a mount point: gone
 	// from the container's mount table, not only covered.
 	opDetach
-	// opDir creates target as a directory with the mode (and, where it
-	// can, the owner) of the host directory source: a directory of the
-	// view assembled entry by entry (plan).
-	opDir
 )
 
 // DefaultReadOnlyPaths are the paths of /proc a container that is not
@@ -270,12 +266,8 @@ func rootDir(scratch string) string { return filepath.Join(scratch, "root") }
 //
 // The root is assembled entry by entry rather than as one overlay of /: in
 // a user namespace the kernel refuses to use / as a lower layer while
-// filesystems are mounted below it. With assemble (the sandbox is in a
-// user namespace), so is every other directory with a filesystem mounted
-// below it (a /run holding /run/netns, a tmpfs /run holding /run/user/N):
-// overlaid, it would be refused and bound read-only, and no volume could
-// be mounted in it. list gives the entries of such a directory.
-func plan(host []*mountinfo.Info, entries []rootEntry, cfg Spec, masked []string, assemble bool, list func(dir string) ([]rootEntry, error)) ([]op, error) {
+// filesystems are mounted below it.
+func plan(host []*mountinfo.Info, entries []rootEntry, cfg Spec, masked []string) ([]op, error) {
 	root := rootDir(cfg.Scratch)
 	ops := []op{
 		{kind: opTmpfs, target: cfg.Scratch, mode: "0700"},
@@ -291,90 +283,38 @@ func plan(host []*mountinfo.Info, entries []rootEntry, cfg Spec, masked []string
 		// read-only at the end.
 		ops = append(ops, op{kind: opRbind, source: root, target: root})
 	}
-	// The host's mount points the view shows (by their own overlays);
-	// not those in a hidden directory, which the view covers.
-	mounted := map[string]bool{}
-	for _, m := range host {
-		if p := filepath.Clean(m.Mountpoint); p != "/" && !pseudoFS[m.FSType] && !skipped(p, cfg.Scratch) && !hidden(p, cfg.Hide) {
-			mounted[p] = true
-		}
-	}
-	// mountedBelow reports whether a filesystem the view shows is mounted
-	// strictly below p.
-	mountedBelow := func(p string) bool {
-		for m := range mounted {
-			if m != p && Within(m, p) {
-				return true
-			}
-		}
-		return false
-	}
 	var overlays []string
-	overlay := func(p string) {
-		ops = append(ops, op{kind: opOverlay, source: p, target: filepath.Join(root, p), nodev: !cfg.Privileged})
-		overlays = append(overlays, filepath.Join(root, p))
-	}
-	// fill adds the steps of dir's entries: links copied, directories
-	// overlaid (or assembled in turn), files bound; what is mounted there
-	// comes with the mount points, after.
-	var fill func(dir string, entries []rootEntry) error
-	fill = func(dir string, entries []rootEntry) error {
-		for _, e := range entries {
-			p := filepath.Join(dir, e.name)
-			switch {
-			case e.symlink:
-				ops = append(ops, op{kind: opSymlink, source: e.link, target: filepath.Join(root, p)})
-			case skipped(p, cfg.Scratch):
-				if e.dir {
-					ops = append(ops, op{kind: opMkdir, target: filepath.Join(root, p)})
-				}
-			case dir != "/" && mounted[p]:
-				// With the mount points below.
-			case assemble && e.dir && mountedBelow(p):
-				ops = append(ops, op{kind: opDir, source: p, target: filepath.Join(root, p)})
-				children, err := list(p)
-				if err != nil {
-					return err
-				}
-				if err := fill(p, children); err != nil {
-					return err
-				}
-			default:
-				overlay(p)
-			}
-		}
-		return nil
-	}
-	if err := fill("/", entries); err != nil {
-		return nil, err
-	}
 	seen := map[string]bool{"/": true}
 	for _, e := range entries {
-		seen["/"+e.name] = true
+		p := "/" + e.name
+		switch {
+		case e.symlink:
+			ops = append(ops, op{kind: opSymlink, source: e.link, target: filepath.Join(root, p)})
+		case skipped(p, cfg.Scratch):
+			if e.dir {
+				ops = append(ops, op{kind: opMkdir, target: filepath.Join(root, p)})
+			}
+		default:
+			ops = append(ops, op{kind: opOverlay, source: p, target: filepath.Join(root, p), nodev: !cfg.Privileged})
+			overlays = append(overlays, filepath.Join(root, p))
+		}
+		seen[p] = true
 	}
 	var points []string
-	for p := range mounted {
-		if !seen[p] {
-			points = append(points, p)
+	for _, m := range host {
+		p := filepath.Clean(m.Mountpoint)
+		if seen[p] || pseudoFS[m.FSType] || skipped(p, cfg.Scratch) {
+			continue
 		}
+		seen[p] = true
+		points = append(points, p)
 	}
 	// Parents before children: a child's mount point must be looked up in
 	// the overlay of its parent.
-	sort.Strings(points)
 	sort.SliceStable(points, func(i, j int) bool { return depth(points[i]) < depth(points[j]) })
 	for _, p := range points {
-		if assemble && mountedBelow(p) {
-			ops = append(ops, op{kind: opDir, source: p, target: filepath.Join(root, p)})
-			children, err := list(p)
-			if err != nil {
-				return nil, err
-			}
-			if err := fill(p, children); err != nil {
-				return nil, err
-			}
-			continue
-		}
-		overlay(p)
+		ops = append(ops, op{kind: opOverlay, source: p, target: filepath.Join(root, p), nodev: !cfg.Privileged})
+		overlays = append(overlays, filepath.Join(root, p))
 	}
 	ops = append(ops, systemTrees(cfg, masked, func(p string) string { return filepath.Join(root, p) }, false)...)
 	for _, h := range cfg.Hide {
@@ -496,16 +436,6 @@ func skipped(p, scratch string) bool {
 		}
 	}
 	return Within(p, scratch)
-}
-
-// hidden reports whether p is in one of the hidden directories.
-func hidden(p string, hide []string) bool {
-	for _, h := range hide {
-		if h = filepath.Clean(h); filepath.IsAbs(h) && h != "/" && Within(p, h) {
-			return true
-		}
-	}
-	return false
 }
 
 // within reports whether p is dir or below it.

@@ -66,7 +66,7 @@ func TestPlan(t *testing.T) {
 		{kind: opVolume, source: "/etc/cfg", target: "/etc/cfg", readOnly: true, nodev: true},
 	}
 	masked := []string{"/proc/kcore", "/sys/firmware"}
-	if got, err := plan(host, entries, cfg, masked, false, nil); err != nil || !reflect.DeepEqual(got, want) {
+	if got, err := plan(host, entries, cfg, masked); err != nil || !reflect.DeepEqual(got, want) {
 		t.Errorf("plan:\n got %+v\nwant %+v", got, want)
 	}
 
@@ -90,7 +90,7 @@ func TestPlan(t *testing.T) {
 		op{kind: opReadOnly, target: root},
 	)
 	ro = append(ro, want[22:]...)
-	if got, err := plan(host, entries, cfg, masked, false, nil); err != nil || !reflect.DeepEqual(got, ro) {
+	if got, err := plan(host, entries, cfg, masked); err != nil || !reflect.DeepEqual(got, ro) {
 		t.Errorf("plan with ReadOnlyRoot:\n got %+v\nwant %+v", got, ro)
 	}
 }
@@ -334,74 +334,5 @@ func TestImageVolumes(t *testing.T) {
 	bad := Spec{Scratch: "/s", Mounts: []Mount{{Image: true, Layers: []string{"/img/a:b"}, Target: "/x"}}}
 	if _, err := imageVolumes(&bad); err == nil {
 		t.Error("a layer path with ':' was accepted")
-	}
-}
-
-// TestPlanAssemblesDirectoriesWithMountsBelow: in a user namespace the
-// kernel refuses to overlay a directory with a filesystem mounted below
-// it (the overlay would then be a read-only bind, where no volume can be
-// mounted), so such a directory is assembled entry by entry, as the root
-// is: a /run holding the bind mount /run/netns (ip netns add) and a tmpfs
-// /srv/a holding /srv/a/b.
-func TestPlanAssemblesDirectoriesWithMountsBelow(t *testing.T) {
-	host := []*mountinfo.Info{
-		{Mountpoint: "/", FSType: "ext4"},
-		{Mountpoint: "/run/netns", FSType: "ext4"},
-		{Mountpoint: "/run/netns/ns1", FSType: "nsfs"},
-		{Mountpoint: "/srv/a/b", FSType: "tmpfs"},
-		{Mountpoint: "/srv/a", FSType: "tmpfs"},
-		// Below the agent's (hidden) data directory: neither overlaid
-		// nor a reason to assemble /var.
-		{Mountpoint: "/var/lib/jk/pods/u/volumes/mem", FSType: "tmpfs"},
-	}
-	cfg := Spec{Scratch: "/var/lib/jk/scratch", Hide: []string{"/var/lib/jk"}, Mounts: []Mount{{Source: "/var/lib/jk/token", Target: "/var/run/secrets/kubernetes.io/serviceaccount"}}}
-	entries := []rootEntry{{name: "run", dir: true}, {name: "srv", dir: true}, {name: "usr", dir: true}, {name: "var", dir: true}}
-	dirs := map[string][]rootEntry{
-		"/run":   {{name: "lock", dir: true}, {name: "netns", dir: true}, {name: "adduser"}, {name: "shm", symlink: true, link: "/dev/shm"}},
-		"/srv":   {{name: "a", dir: true}, {name: "data", dir: true}},
-		"/srv/a": {{name: "b", dir: true}, {name: "c", dir: true}},
-	}
-	listed := []string{}
-	list := func(dir string) ([]rootEntry, error) {
-		listed = append(listed, dir)
-		return dirs[dir], nil
-	}
-	root := "/var/lib/jk/scratch/root"
-	got, err := plan(host, entries, cfg, nil, true, list)
-	if err != nil {
-		t.Fatal(err)
-	}
-	want := []op{
-		{kind: opTmpfs, target: cfg.Scratch, mode: "0700"},
-		{kind: opMkdir, target: root},
-		{kind: opDir, source: "/run", target: root + "/run"},
-		{kind: opOverlay, source: "/run/lock", target: root + "/run/lock", nodev: true},
-		{kind: opOverlay, source: "/run/adduser", target: root + "/run/adduser", nodev: true},
-		{kind: opSymlink, source: "/dev/shm", target: root + "/run/shm"},
-		{kind: opDir, source: "/srv", target: root + "/srv"},
-		{kind: opOverlay, source: "/srv/data", target: root + "/srv/data", nodev: true},
-		{kind: opOverlay, source: "/usr", target: root + "/usr", nodev: true},
-		{kind: opOverlay, source: "/var", target: root + "/var", nodev: true},
-		{kind: opOverlay, source: "/run/netns", target: root + "/run/netns", nodev: true},
-		{kind: opDir, source: "/srv/a", target: root + "/srv/a"},
-		{kind: opOverlay, source: "/srv/a/c", target: root + "/srv/a/c", nodev: true},
-		{kind: opOverlay, source: "/srv/a/b", target: root + "/srv/a/b", nodev: true},
-	}
-	if !reflect.DeepEqual(got[:len(want)], want) {
-		t.Errorf("plan:\n got %+v\nwant %+v", got[:len(want)], want)
-	}
-	if last := got[len(got)-1]; last.kind != opVolume || last.target != "/var/run/secrets/kubernetes.io/serviceaccount" {
-		t.Errorf("last step %+v, want the token's volume", last)
-	}
-	// As root (the host's user namespace) nothing is assembled: overlays
-	// of such directories work there.
-	got, err = plan(host, entries, cfg, nil, false, func(string) ([]rootEntry, error) { t.Error("listed a directory as root"); return nil, nil })
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, o := range got {
-		if o.kind == opDir {
-			t.Errorf("assembled %s as root", o.source)
-		}
 	}
 }

@@ -9,7 +9,6 @@ import (
 	"sort"
 	"strconv"
 	"strings"
-	"syscall"
 
 	securejoin "github.com/cyphar/filepath-securejoin"
 	"github.com/moby/sys/mountinfo"
@@ -43,11 +42,11 @@ func SetUp(cfg Spec, mountProc func(target string) error) error {
 		if err != nil {
 			return fmt.Errorf("reading the host's mounts: %w", err)
 		}
-		entries, err := readDir("/")
+		entries, err := readRoot()
 		if err != nil {
 			return err
 		}
-		if ops, err = plan(host, entries, cfg, masked, !InitialUserNamespace(), readDir); err != nil {
+		if ops, err = plan(host, entries, cfg, masked); err != nil {
 			return err
 		}
 	}
@@ -84,39 +83,17 @@ func SetUp(cfg Spec, mountProc func(target string) error) error {
 	return nil
 }
 
-// hostLikeDir creates target, a directory of the view, with the mode of
-// the host's directory source (a /tmp stays 1777) and, where the user
-// namespace maps them, its owner and group.
-func hostLikeDir(source, target string) error {
-	st, err := os.Stat(source)
+// readRoot lists the host's root directory.
+func readRoot() ([]rootEntry, error) {
+	des, err := os.ReadDir("/")
 	if err != nil {
-		return fmt.Errorf("reading %s: %w", source, err)
-	}
-	if err := os.MkdirAll(target, 0o755); err != nil {
-		return fmt.Errorf("creating %s: %w", target, err)
-	}
-	if sys, ok := st.Sys().(*syscall.Stat_t); ok {
-		// An owner the namespace does not map stays the namespace's root.
-		_ = os.Lchown(target, int(sys.Uid), int(sys.Gid))
-	}
-	if err := os.Chmod(target, st.Mode()&(os.ModePerm|os.ModeSticky|os.ModeSetgid|os.ModeSetuid)); err != nil {
-		return fmt.Errorf("setting the mode of %s: %w", target, err)
-	}
-	return nil
-}
-
-// readDir lists a directory of the host (its root, or one the view
-// assembles entry by entry).
-func readDir(dir string) ([]rootEntry, error) {
-	des, err := os.ReadDir(dir)
-	if err != nil {
-		return nil, fmt.Errorf("reading the host's %s: %w", dir, err)
+		return nil, fmt.Errorf("reading the host's root directory: %w", err)
 	}
 	out := make([]rootEntry, 0, len(des))
 	for _, d := range des {
 		e := rootEntry{name: d.Name(), dir: d.IsDir(), symlink: d.Type()&os.ModeSymlink != 0}
 		if e.symlink {
-			if e.link, err = os.Readlink(filepath.Join(dir, d.Name())); err != nil {
+			if e.link, err = os.Readlink("/" + d.Name()); err != nil {
 				continue
 			}
 		}
@@ -140,8 +117,6 @@ func apply(o op, scratch string, layer *int, mountProc func(target string) error
 		if err := os.MkdirAll(o.target, 0o755); err != nil {
 			return fmt.Errorf("creating %s: %w", o.target, err)
 		}
-	case opDir:
-		return hostLikeDir(o.source, o.target)
 	case opSymlink:
 		target := o.target
 		if o.view {
