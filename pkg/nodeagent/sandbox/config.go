@@ -126,6 +126,21 @@ type Config struct {
 	// the main process, then everything is killed after it. 0 means
 	// DefaultStopGrace.
 	StopGrace time.Duration `json:"stopGrace,omitempty"`
+	// UserNamespace, when set, runs the container's processes in a user
+	// namespace that maps the container's ids 0 to Size-1 onto the host's
+	// from HostUID and HostGID (hostUsers: false; the pod's range, which
+	// the agent allocates as the kubelet does): the container's root is
+	// an unprivileged user of the host's. See userns.go. Needs a sandbox
+	// run by root, Isolate, and a PID namespace (PIDContainer or PIDJoin).
+	UserNamespace *IDMapping `json:"userNamespace,omitempty"`
+}
+
+// IDMapping is a user namespace's mapping of the container's ids 0 to
+// Size-1 onto the host's, from HostUID (users) and HostGID (groups).
+type IDMapping struct {
+	HostUID uint32 `json:"hostUID"`
+	HostGID uint32 `json:"hostGID"`
+	Size    uint32 `json:"size"`
 }
 
 // Rootfs is the root filesystem of a container run from an image.

@@ -94,6 +94,10 @@ type stageConfig struct {
 	// Seccomp is the filter loaded before the command runs; none when
 	// empty.
 	Seccomp []unix.SockFilter `json:"seccomp,omitempty"`
+	// EnterRoot makes the stage chroot into the directory of
+	// stageRootFD first: an exec'd command's stage in a user namespace,
+	// executed outside the view (userns.go).
+	EnterRoot bool `json:"enterRoot,omitempty"`
 }
 
 // stageCred is a syscall.Credential that survives JSON.
@@ -153,6 +157,11 @@ func stage() int {
 		}
 	}
 	_ = cfgR.Close()
+	if cfg.EnterRoot {
+		if err := enterRoot(); err != nil {
+			return fail(ReasonStartError, "entering the container's view: "+err.Error())
+		}
+	}
 	// The view's pivot_root moved this process's root along.
 	if err := unix.Chdir("/"); err != nil {
 		return fail(ReasonCreateContainerError, "entering the container's view: "+err.Error())
@@ -244,6 +253,10 @@ func (s *supervisor) forkStage(files []*os.File, tty bool) error {
 	if s.cfg.PIDNamespace == PIDContainer {
 		sys.Cloneflags = syscall.CLONE_NEWPID
 	}
+	if s.userNamespaced() {
+		// Created with the PID namespace, so that it owns it.
+		s.inUserNamespace(sys, true)
+	}
 	attr := &syscall.ProcAttr{Env: []string{}, Files: fds, Sys: sys}
 	// The stage keeps every capability: it mounts /proc and takes the
 	// container's user before it limits them itself.
@@ -283,6 +296,9 @@ func (s *supervisor) mountProc(target string) error {
 	if s.stagePID == 0 {
 		return errors.New("no init stage to mount the PID namespace's /proc")
 	}
+	if s.userNamespaced() {
+		return s.mountProcFromOutside(target)
+	}
 	if err := json.NewEncoder(s.stageCfg).Encode(stageConfig{ProcAt: target}); err != nil {
 		return fmt.Errorf("asking the init stage: %w", err)
 	}
@@ -316,21 +332,13 @@ func (s *supervisor) abandonStage() {
 // mount /proc and exit; for a pause sandbox, become the pause process). It
 // returns once the command was executed, or why it was not.
 func (s *supervisor) runStage(argv []string, probe bool) (int, string, error) {
-	cfg := stageConfig{Probe: probe, Pause: s.cfg.Pause, NoNewPrivileges: s.cfg.NoNewPrivileges,
-		AllCapabilities: s.cfg.Privileged, Capabilities: s.keep, Seccomp: s.filter}
+	cfg := stageConfig{Probe: probe, Pause: s.cfg.Pause}
 	if !probe && !cfg.Pause {
-		if len(argv) == 0 {
+		var reason string
+		var err error
+		if cfg, reason, err = s.commandStage(argv); err != nil {
 			s.abandonStage()
-			return 0, ReasonStartError, errors.New("no command")
-		}
-		path, err := lookPath(argv[0], s.cfg.Env, s.cfg.WorkingDir)
-		if err != nil {
-			s.abandonStage()
-			return 0, ReasonStartError, err
-		}
-		cfg.Path, cfg.Argv, cfg.Env, cfg.Dir = path, argv, s.cfg.Env, s.cfg.WorkingDir
-		if c := s.cred; c != nil {
-			cfg.Cred = &stageCred{UID: c.Uid, GID: c.Gid, Groups: c.Groups, NoSetGroups: c.NoSetGroups}
+			return 0, reason, err
 		}
 	}
 	if err := s.stageCgroup(); err != nil {
@@ -339,6 +347,39 @@ func (s *supervisor) runStage(argv []string, probe bool) (int, string, error) {
 	}
 	pid, cfgW, errR := s.stagePID, s.stageCfg, s.stageErr
 	s.stagePID = 0
+	if reason, err := s.execStage(pid, cfgW, errR, cfg); err != nil {
+		return 0, reason, err
+	}
+	return pid, "", nil
+}
+
+// commandStage is the stageConfig that runs argv as a process of the
+// container: its path in the view, environment, working directory, user,
+// capabilities, seccomp filter and no_new_privs.
+func (s *supervisor) commandStage(argv []string) (stageConfig, string, error) {
+	cfg := stageConfig{NoNewPrivileges: s.cfg.NoNewPrivileges, AllCapabilities: s.cfg.Privileged, Capabilities: s.keep, Seccomp: s.filter}
+	if len(argv) == 0 {
+		return cfg, ReasonStartError, errors.New("no command")
+	}
+	path, err := lookPath(argv[0], s.cfg.Env, s.cfg.WorkingDir)
+	if err != nil {
+		return cfg, ReasonStartError, err
+	}
+	cfg.Path, cfg.Argv, cfg.Env, cfg.Dir = path, argv, s.cfg.Env, s.cfg.WorkingDir
+	if c := s.cred; c != nil {
+		cfg.Cred = &stageCred{UID: c.Uid, GID: c.Gid, Groups: c.Groups, NoSetGroups: c.NoSetGroups}
+	} else if s.userNamespaced() {
+		// The stage is born with the host's uid, which its namespace
+		// does not map: it must take one that is.
+		cfg.Cred = &stageCred{}
+	}
+	return cfg, "", nil
+}
+
+// execStage sends a waiting stage (pid, its config pipe cfgW and error
+// pipe errR, both closed here) its config, and waits until it executed
+// the command, or says why it did not (the stage is then reaped).
+func (s *supervisor) execStage(pid int, cfgW, errR *os.File, cfg stageConfig) (string, error) {
 	defer func() { _ = errR.Close() }()
 	go func() {
 		_ = json.NewEncoder(cfgW).Encode(cfg)
@@ -348,16 +389,26 @@ func (s *supervisor) runStage(argv []string, probe bool) (int, string, error) {
 	if len(b) == 0 {
 		// Closed by a successful exec (or, probing, by the exit; for a
 		// pause process, once it runs).
-		return pid, "", nil
+		return "", nil
 	}
 	var se stageError
 	if err := json.Unmarshal(b, &se); err != nil {
 		se = stageError{Reason: ReasonStartError, Message: "the container's init stage failed: " + string(b)}
 	}
-	// The stage exits; the loop has not started yet, so reap it here.
+	// The stage exits; the loop does not reap it (it has not started, or
+	// the stage is no process it knows), so reap it here.
 	var ws syscall.WaitStatus
 	_, _ = syscall.Wait4(pid, &ws, 0, nil)
-	return 0, se.Reason, errors.New(se.Message)
+	return se.Reason, errors.New(se.Message)
+}
+
+// enterRoot chroots into the directory of stageRootFD, then closes it.
+func enterRoot() error {
+	defer func() { _ = unix.Close(stageRootFD) }()
+	if err := unix.Fchdir(stageRootFD); err != nil {
+		return err
+	}
+	return unix.Chroot(".")
 }
 
 // forkInNamespace starts path: in the PID namespace to join (PIDJoin, and

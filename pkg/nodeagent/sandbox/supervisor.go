@@ -95,6 +95,11 @@ type supervisor struct {
 	// filter is the seccomp filter of the container's processes
 	// (Config.Seccomp); none when empty.
 	filter []unix.SockFilter
+	// userNS, hostTree and viewRoot serve a container with a user
+	// namespace (userns.go): the init stage's namespace, the copy of the
+	// host's mount tree exec'd commands' stages are executed from, and
+	// the view's root they enter.
+	userNS, hostTree, viewRoot *os.File
 }
 
 // execRequest is a command exec'd for an agent.
@@ -180,6 +185,10 @@ func supervise() int {
 		s.fail(ReasonCreateContainerError, "a PID namespace needs the sandbox's private mount namespace")
 		return 2
 	}
+	if err := s.checkUserNamespace(); err != nil {
+		s.fail(ReasonCreateContainerError, err.Error())
+		return 2
+	}
 	if s.cfg.PIDNamespace == PIDJoin {
 		// Not for the container's processes.
 		syscall.CloseOnExec(joinFD)
@@ -205,6 +214,12 @@ func supervise() int {
 		}
 		// A start that fails before runStage lets it go.
 		defer s.abandonStage()
+		if s.userNamespaced() {
+			if err := s.prepareUserNamespace(); err != nil {
+				s.fail(ReasonCreateContainerError, err.Error())
+				return 2
+			}
+		}
 	}
 	if s.cfg.Rootfs != nil && !s.cfg.Isolate {
 		s.fail(ReasonCreateContainerError, "running an image needs the sandbox's private mount namespace")
@@ -224,8 +239,13 @@ func supervise() int {
 		s.fail(ReasonCreateContainerError, err.Error())
 		return 2
 	}
+	if m := s.cfg.UserNamespace; m != nil {
+		ids = m.ids()
+	}
 	if s.cfg.Isolate {
-		if err := view.SetUp(viewSpec(s.cfg), s.mountProc); err != nil {
+		spec := viewSpec(s.cfg)
+		spec.IDMap = s.viewIDMap()
+		if err := view.SetUp(spec, s.mountProc); err != nil {
 			reason := ReasonCreateContainerError
 			var ve *view.VolumeError
 			if errors.As(err, &ve) {
@@ -233,6 +253,12 @@ func supervise() int {
 			}
 			s.fail(reason, "building the container's filesystem view: "+err.Error())
 			return 2
+		}
+		if s.userNamespaced() {
+			if err := s.openViewRoot(); err != nil {
+				s.fail(ReasonCreateContainerError, err.Error())
+				return 2
+			}
 		}
 	}
 	if s.cfg.Probe {
@@ -497,6 +523,9 @@ func (s *supervisor) handle(m message, files []*os.File) {
 // working directory, in a process group of its own (a session, for a
 // terminal). It returns a reason when it fails.
 func (s *supervisor) spawn(argv []string, files []*os.File, tty bool) (int, string, error) {
+	if s.userNamespaced() {
+		return s.spawnStaged(argv, files, tty)
+	}
 	if len(argv) == 0 {
 		return 0, ReasonStartError, errors.New("no command")
 	}

@@ -168,7 +168,11 @@ var errRecursiveReadOnly = errors.New("a recursively read-only mount needs mount
 // mount of the copy with recursiveRO, recursiveReadOnly Enabled) and,
 // with nodev, every mount of the copy nodev (a device node a container
 // makes in a volume cannot be opened).
-func bindHandles(src, dst *os.File, readOnly, recursiveRO, nodev bool) error {
+//
+// With idm (Spec.IDMap) the copy is idmapped through its user namespace,
+// every mount of it: a volume that cannot be (a filesystem without
+// idmapped mounts) fails, as the kubelet's runtimes fail it.
+func bindHandles(src, dst *os.File, readOnly, recursiveRO, nodev bool, idm *IDMap) error {
 	var late uintptr
 	if nodev {
 		late |= unix.MS_NODEV
@@ -177,6 +181,9 @@ func bindHandles(src, dst *os.File, readOnly, recursiveRO, nodev bool) error {
 		late |= unix.MS_RDONLY
 	}
 	tree, err := unix.OpenTree(int(src.Fd()), "", unix.OPEN_TREE_CLONE|unix.OPEN_TREE_CLOEXEC|unix.AT_EMPTY_PATH|unix.AT_RECURSIVE)
+	if errors.Is(err, unix.ENOSYS) && idm != nil {
+		return errors.New("this kernel has no open_tree (Linux 5.2 or later), without which a volume cannot be mounted idmapped for a pod with hostUsers: false")
+	}
 	if errors.Is(err, unix.ENOSYS) {
 		if readOnly && recursiveRO {
 			return errRecursiveReadOnly
@@ -192,6 +199,11 @@ func bindHandles(src, dst *os.File, readOnly, recursiveRO, nodev bool) error {
 		return fmt.Errorf("open_tree: %w", err)
 	}
 	defer func() { _ = unix.Close(tree) }()
+	if idm != nil {
+		if err := idmapTree(tree, idm, true); err != nil {
+			return err
+		}
+	}
 	setattr := func(flags uint64, at uint) error {
 		if flags == 0 {
 			return nil
@@ -277,7 +289,7 @@ func (e *VolumeError) Unwrap() error { return e.err }
 // mount point are each resolved once, the mount goes from one descriptor
 // to the other, and the mount point, resolved again, must then show the
 // source. The error names the volume's source and target.
-func mountVolume(root, source, subPath, target string, readOnly, recursiveRO, nodev bool) error {
+func mountVolume(root, source, subPath, target string, readOnly, recursiveRO, nodev bool, idm *IDMap) error {
 	if err := checkVolumeTarget(target, nodev); err != nil {
 		return err
 	}
@@ -292,7 +304,7 @@ func mountVolume(root, source, subPath, target string, readOnly, recursiveRO, no
 	}
 	defer func() { _ = rootH.Close() }()
 	defer func() { _ = dst.Close() }()
-	if err := bindHandles(src, dst, readOnly, recursiveRO, nodev); err != nil {
+	if err := bindHandles(src, dst, readOnly, recursiveRO, nodev, idm); err != nil {
 		return fmt.Errorf("mounting %s at %s: %w", source, target, err)
 	}
 	// A path on the way that changed meanwhile (a link swapped in by a

@@ -52,11 +52,18 @@ func SetUp(cfg Spec, mountProc func(target string) error) error {
 	}
 	layer := 0
 	for _, o := range ops {
-		if err := apply(o, cfg.Scratch, &layer, mountProc); err != nil {
+		if err := apply(o, cfg.Scratch, &layer, mountProc, cfg.IDMap); err != nil {
 			return err
 		}
 	}
 	root := rootDir(cfg.Scratch)
+	if cfg.Rootfs == nil && cfg.IDMap != nil {
+		// The root directory of host mode's view is the sandbox's; the
+		// container's root owns it as it owns the host's.
+		if err := os.Lchown(root, int(cfg.IDMap.UID), int(cfg.IDMap.GID)); err != nil {
+			return fmt.Errorf("giving the root to the container's root: %w", err)
+		}
+	}
 	if cfg.Rootfs == nil {
 		// In host mode the root is a directory: pivot_root needs a mount.
 		// (A chroot would let a container with CAP_SYS_CHROOT climb out
@@ -103,8 +110,9 @@ func readRoot() ([]rootEntry, error) {
 }
 
 // apply carries out one step. layer numbers the overlays' upper layers;
-// mountProc mounts the container's procfs (opProc).
-func apply(o op, scratch string, layer *int, mountProc func(target string) error) error {
+// mountProc mounts the container's procfs (opProc); idm, when set, is the
+// user namespace the host's files are shown through (Spec.IDMap).
+func apply(o op, scratch string, layer *int, mountProc func(target string) error, idm *IDMap) error {
 	switch o.kind {
 	case opTmpfs:
 		if err := os.MkdirAll(o.target, 0o755); err != nil {
@@ -132,7 +140,7 @@ func apply(o op, scratch string, layer *int, mountProc func(target string) error
 		}
 	case opOverlay:
 		*layer++
-		return overlay(o.source, o.target, filepath.Join(scratch, "layers", strconv.Itoa(*layer)), mountFlags(o))
+		return overlay(o.source, o.target, filepath.Join(scratch, "layers", strconv.Itoa(*layer)), mountFlags(o), idm)
 	case opRbind:
 		target := o.target
 		if o.view {
@@ -154,7 +162,7 @@ func apply(o op, scratch string, layer *int, mountProc func(target string) error
 			return fmt.Errorf("binding %s: %w", o.source, err)
 		}
 	case opVolume:
-		return mountVolume(rootDir(scratch), o.source, o.subPath, o.target, o.readOnly, o.recursiveRO, o.nodev)
+		return mountVolume(rootDir(scratch), o.source, o.subPath, o.target, o.readOnly, o.recursiveRO, o.nodev, idm)
 	case opDev:
 		target := o.target
 		if o.view {
@@ -185,15 +193,15 @@ func apply(o op, scratch string, layer *int, mountProc func(target string) error
 		if o.readOnly {
 			flags |= unix.MS_RDONLY
 		}
-		return imageOverlay(o.lowers, o.target, o.source, flags)
+		return imageOverlay(o.lowers, o.target, o.source, flags, idm)
 	case opShm:
-		return shm(rootDir(scratch), o.target)
+		return shm(rootDir(scratch), o.target, idm)
 	case opMinimalDev:
 		target, err := viewTarget(o, scratch, true)
 		if err != nil {
 			return err
 		}
-		return minimalDev(target)
+		return minimalDev(target, idm)
 	case opProc:
 		target, err := viewTarget(o, scratch, true)
 		if err != nil {
@@ -390,10 +398,10 @@ var defaultDevices = []string{"null", "zero", "full", "random", "urandom", "tty"
 // instance of its own with ptmx linked to its multiplexer, a private
 // /dev/shm, and the links to the process's descriptors. Nothing else of
 // the host's devices is there: no disk, no /dev/mem, no host terminal.
-func minimalDev(target string) error {
+func minimalDev(target string, idm *IDMap) error {
 	// nodev: a node the container makes there (CAP_MKNOD) cannot be
 	// opened; the default devices are mounts of their own.
-	if err := unix.Mount("tmpfs", target, "tmpfs", unix.MS_NOSUID|unix.MS_NODEV|unix.MS_STRICTATIME, "mode=755,size=65536k"); err != nil {
+	if err := unix.Mount("tmpfs", target, "tmpfs", unix.MS_NOSUID|unix.MS_NODEV|unix.MS_STRICTATIME, "mode=755,size=65536k"+ownerOptions(idm)); err != nil {
 		return fmt.Errorf("mounting a tmpfs on %s: %w", target, err)
 	}
 	for _, d := range defaultDevices {
@@ -410,7 +418,12 @@ func minimalDev(target string) error {
 		return fmt.Errorf("creating %s: %w", pts, err)
 	}
 	flags := uintptr(unix.MS_NOSUID | unix.MS_NOEXEC)
-	if err := unix.Mount("devpts", pts, "devpts", flags, "newinstance,ptmxmode=0666,mode=0620,gid=5"); err != nil {
+	ttyGroup := uint32(5)
+	if idm != nil {
+		// The container's tty group, as the host stores it.
+		ttyGroup += idm.GID
+	}
+	if err := unix.Mount("devpts", pts, "devpts", flags, "newinstance,ptmxmode=0666,mode=0620,gid="+strconv.FormatUint(uint64(ttyGroup), 10)); err != nil {
 		// In a user namespace that does not map the tty group.
 		if err2 := unix.Mount("devpts", pts, "devpts", flags, "newinstance,ptmxmode=0666,mode=0620"); err2 != nil {
 			return fmt.Errorf("mounting a devpts on %s: %w", pts, err)
@@ -420,7 +433,7 @@ func minimalDev(target string) error {
 	if err := os.Mkdir(shm, 0o1777); err != nil {
 		return fmt.Errorf("creating %s: %w", shm, err)
 	}
-	if err := unix.Mount("shm", shm, "tmpfs", unix.MS_NOSUID|unix.MS_NODEV|unix.MS_NOEXEC, "mode=1777,size=65536k"); err != nil {
+	if err := unix.Mount("shm", shm, "tmpfs", unix.MS_NOSUID|unix.MS_NODEV|unix.MS_NOEXEC, "mode=1777,size=65536k"+ownerOptions(idm)); err != nil {
 		return fmt.Errorf("mounting a tmpfs on %s: %w", shm, err)
 	}
 	for name, to := range map[string]string{
@@ -437,11 +450,20 @@ func minimalDev(target string) error {
 // imageOverlay mounts the overlay of an image's layers (lowers, top first)
 // on target, with its upper and work directories under dir. There is no
 // fallback: a container whose image cannot be mounted does not start.
-func imageOverlay(lowers []string, target, dir string, flags uintptr) error {
+func imageOverlay(lowers []string, target, dir string, flags uintptr, idm *IDMap) error {
 	upper, work := filepath.Join(dir, "upper"), filepath.Join(dir, "work")
 	for _, d := range []string{upper, work} {
 		if err := os.MkdirAll(d, 0o755); err != nil {
 			return fmt.Errorf("creating the image's upper layer: %w", err)
+		}
+	}
+	lowers, err := stageLowers(lowers, dir, idm)
+	if err != nil {
+		return fmt.Errorf("the image's layers: %w", err)
+	}
+	if len(lowers) > 0 {
+		if err := ownUpper(upper, lowers[0], idm); err != nil {
+			return err
 		}
 	}
 	data, cwd, err := imageOptions(lowers, upper, work, unix.Getpagesize())
@@ -627,7 +649,7 @@ func privateDev(source, target string) error {
 // shm mounts a private tmpfs on the container's /dev/shm (target, inside
 // root) with Docker's default size, when the bound /dev provides the
 // directory: creating it would create it in the host's /dev.
-func shm(root, target string) error {
+func shm(root, target string, idm *IDMap) error {
 	p, err := securejoin.SecureJoin(root, target)
 	if err != nil {
 		return fmt.Errorf("resolving %s: %w", target, err)
@@ -635,7 +657,7 @@ func shm(root, target string) error {
 	if st, err := os.Stat(p); err != nil || !st.IsDir() {
 		return nil
 	}
-	if err := unix.Mount("shm", p, "tmpfs", unix.MS_NOSUID|unix.MS_NODEV|unix.MS_NOEXEC, "mode=1777,size=65536k"); err != nil {
+	if err := unix.Mount("shm", p, "tmpfs", unix.MS_NOSUID|unix.MS_NODEV|unix.MS_NOEXEC, "mode=1777,size=65536k"+ownerOptions(idm)); err != nil {
 		return fmt.Errorf("mounting a tmpfs on %s: %w", target, err)
 	}
 	return nil
@@ -644,9 +666,11 @@ func shm(root, target string) error {
 // overlay mounts a copy-on-write view of lower on target, its upper layer
 // under dir. When the kernel refuses (a file, a filesystem that cannot be a
 // lower layer, a path overlayfs cannot name, filesystems mounted below it
-// in a user namespace), lower and what is mounted below it are bound
-// read-only instead.
-func overlay(lower, target, dir string, flags uintptr) error {
+// in a user namespace, one that cannot be idmapped through idm), lower
+// and what is mounted below it are bound read-only instead (not idmapped:
+// its files show as the overflow id, 65534, in the container's user
+// namespace).
+func overlay(lower, target, dir string, flags uintptr, idm *IDMap) error {
 	upper, work := filepath.Join(dir, "upper"), filepath.Join(dir, "work")
 	for _, d := range []string{upper, work} {
 		if err := os.MkdirAll(d, 0o755); err != nil {
@@ -665,8 +689,12 @@ func overlay(lower, target, dir string, flags uintptr) error {
 		overlayErr = errors.New("not a directory")
 	} else if strings.ContainsAny(lower, ",:\\") {
 		overlayErr = errors.New("path cannot be named in overlay options")
+	} else if staged, err := stageLowers([]string{lower}, dir, idm); err != nil {
+		overlayErr = err
+	} else if err := ownUpper(upper, staged[0], idm); err != nil {
+		overlayErr = err
 	} else {
-		data := "lowerdir=" + lower + ",upperdir=" + upper + ",workdir=" + work
+		data := "lowerdir=" + staged[0] + ",upperdir=" + upper + ",workdir=" + work
 		overlayErr = unix.Mount("overlay", target, "overlay", flags, data)
 		if overlayErr != nil {
 			// In a user namespace overlayfs keeps its metadata in user.*

@@ -28,6 +28,23 @@ type Spec struct {
 	// for a privileged container), as runc binds them on cgroup v1: the
 	// container reads its own limits at /sys/fs/cgroup.
 	Cgroups []CgroupBind
+	// IDMap, when not nil, is the user namespace the container's
+	// processes run in (hostUsers: false): what the view shows of the
+	// host's files (the image's layers, host mode's directories, the
+	// volumes) is mounted idmapped through it, so that a file the host
+	// stores as owned by id N shows as N inside, and what the container
+	// writes as N is stored as N; and what the view makes for the
+	// container (the root's upper layer, /dev, /dev/shm) belongs to the
+	// namespace's root. See idmap_linux.go.
+	IDMap *IDMap
+}
+
+// IDMap names a user namespace for idmapped mounts.
+type IDMap struct {
+	// UserNS is an open descriptor of the namespace (/proc/PID/ns/user).
+	UserNS int
+	// UID and GID are the host's ids of the namespace's root.
+	UID, GID uint32
 }
 
 // CgroupBind is one cgroup directory shown at a hierarchy's mount point.

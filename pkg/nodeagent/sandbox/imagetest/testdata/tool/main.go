@@ -5,6 +5,7 @@
 //	absent:PATH       "absent PATH" or "present PATH"
 //	write:PATH=TEXT   writes TEXT to PATH ("wrote PATH" or the error)
 //	id                "uid=U gid=G groups=[...]"
+//	stat:PATH         "PATH uid=U gid=G" of the file (links not followed)
 //	pwd               the working directory
 //	hostname          the node name uname(2) gives (uname -n)
 //	env:NAME          NAME=value
@@ -50,6 +51,13 @@ func main() {
 		case "id":
 			groups, _ := os.Getgroups()
 			fmt.Printf("uid=%d gid=%d groups=%v\n", os.Getuid(), os.Getgid(), groups)
+		case "stat":
+			var st syscall.Stat_t
+			if err := syscall.Lstat(arg, &st); err != nil {
+				fmt.Println("error:", err)
+				continue
+			}
+			fmt.Printf("%s uid=%d gid=%d\n", arg, st.Uid, st.Gid)
 		case "pwd":
 			wd, _ := os.Getwd()
 			fmt.Println(wd)

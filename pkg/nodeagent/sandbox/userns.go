@@ -1,0 +1,318 @@
+package sandbox
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"runtime"
+	"strconv"
+	"strings"
+	"syscall"
+
+	"github.com/moby/sys/capability"
+	"golang.org/x/sys/unix"
+
+	"jobkeeper.dev/jobkeeper/pkg/nodeagent/sandbox/view"
+)
+
+// A container with Config.UserNamespace (hostUsers: false, the agent
+// running as root) runs in a user namespace that maps its ids 0 to Size-1
+// onto the pod's range of the host's: its root is, on the host, an
+// unprivileged user that owns nothing, and its capabilities count only
+// for what the namespace owns.
+//
+// The sandbox stays root of the host's namespace, as a runtime's shim: it
+// builds the view (mount namespace owned by the host's user namespace) and
+// makes every host file it shows an idmapped mount through the
+// container's namespace (package view, Spec.IDMap), so that the image's
+// files, the volumes and what the container writes keep their stored ids.
+//
+//   - The init stage is forked into a new user namespace with the mapping
+//     (and, with PIDContainer, a new PID namespace, which the user
+//     namespace owns); the view's mounts are idmapped through it. The
+//     stage cannot mount in the sandbox's mount namespace, so the
+//     namespace's procfs is mounted by a short-lived helper (this
+//     executable as procArgvName) that the sandbox forks into that PID
+//     namespace, root of the host's.
+//   - A command exec'd into the container (kubectl exec, an exec probe)
+//     goes through an init stage too, forked into a new user namespace
+//     with the same mapping (a process of a multithreaded program cannot
+//     enter an existing one), in the container's PID namespace and cgroups.
+//     The sandbox has pivoted into the view by then, where this executable
+//     and its dynamic loader are not: the stage is executed from a copy of
+//     the host's mount tree the sandbox cloned before the pivot (a chroot
+//     through its descriptor, as root of the stage's fresh namespace), and
+//     then chroots into the view through a descriptor of the view's root,
+//     before it limits its capabilities, loads the seccomp filter and takes
+//     the container's user, as the main process's stage does. It runs as
+//     the host's root (unmapped in its namespace) until then, so a
+//     process of the container cannot trace it or open its /proc entries
+//     while it still holds that copy.
+//   - Every stage takes the container's user (root of the namespace when
+//     no other is asked): a process that kept the host's uid would be
+//     unmapped inside.
+//
+// Differences from the kubelet's runtimes: each process the sandbox forks
+// into the container (the main process, each exec'd command) has a user
+// namespace of its own with the pod's mapping, not one per pod: ids, files
+// and signals between processes of the same user behave as in one
+// namespace, but root of one has no capability over a process of another
+// user in another (an exec'd root shell cannot kill the main process when
+// it runs as another user).
+
+// procArgvName is argv[0] of the helper that mounts the procfs of the PID
+// namespace it is born in at argv[1].
+const procArgvName = "jobkeeper-sandbox-proc"
+
+// stageRootFD is the descriptor of the view's root an exec'd command's
+// stage (stageConfig.EnterRoot) chroots into.
+const stageRootFD = 5
+
+func init() {
+	if len(os.Args) == 2 && os.Args[0] == procArgvName {
+		if err := unix.Mount("proc", os.Args[1], "proc", unix.MS_NOSUID|unix.MS_NODEV|unix.MS_NOEXEC, ""); err != nil {
+			fmt.Fprint(os.Stderr, err)
+			os.Exit(1)
+		}
+		os.Exit(0)
+	}
+}
+
+// userNamespaced reports whether the container's processes run in user
+// namespaces of their own (Config.UserNamespace).
+func (s *supervisor) userNamespaced() bool { return s.cfg.UserNamespace != nil }
+
+// checkUserNamespace says why the sandbox cannot give the container its
+// own user namespace.
+func (s *supervisor) checkUserNamespace() error {
+	m := s.cfg.UserNamespace
+	switch {
+	case m == nil:
+		return nil
+	case !view.InitialUserNamespace():
+		return errors.New("a user namespace of the container's own (hostUsers: false) needs a sandbox run by root")
+	case !s.cfg.Isolate || !s.pidNamespaced():
+		return errors.New("a user namespace of the container's own (hostUsers: false) needs the sandbox's mount namespace and a PID namespace")
+	case m.Size == 0 || m.HostUID == 0 || m.HostGID == 0:
+		return fmt.Errorf("the user namespace's mapping (%d ids from uid %d, gid %d) maps nothing or the host's root", m.Size, m.HostUID, m.HostGID)
+	}
+	return nil
+}
+
+// idMaps are the mappings Go's clone writes for the stage's namespace.
+func (m *IDMapping) idMaps() (uids, gids []syscall.SysProcIDMap) {
+	return []syscall.SysProcIDMap{{ContainerID: 0, HostID: int(m.HostUID), Size: int(m.Size)}},
+		[]syscall.SysProcIDMap{{ContainerID: 0, HostID: int(m.HostGID), Size: int(m.Size)}}
+}
+
+// writeIDMaps writes the mapping of the user namespace of pid, a stage
+// forked without (inUserNamespace), through the sandbox's own procfs
+// (procFS: the view's /proc numbers the container's PID namespace).
+func (m *IDMapping) writeIDMaps(pid int) error {
+	if procFS == nil {
+		return errors.New("no procfs of the sandbox's to write the user namespace's mapping")
+	}
+	for _, f := range []struct {
+		name string
+		host uint32
+	}{{"uid_map", m.HostUID}, {"gid_map", m.HostGID}} {
+		fd, err := unix.Openat(int(procFS.Fd()), strconv.Itoa(pid)+"/"+f.name, unix.O_WRONLY|unix.O_CLOEXEC, 0)
+		if err != nil {
+			return fmt.Errorf("writing the user namespace's %s: %w", f.name, err)
+		}
+		_, err = unix.Write(fd, []byte(fmt.Sprintf("0 %d %d\n", f.host, m.Size)))
+		_ = unix.Close(fd)
+		if err != nil {
+			return fmt.Errorf("writing the user namespace's %s: %w", f.name, err)
+		}
+	}
+	return nil
+}
+
+// ids is what the namespace lets the container's processes be.
+func (m *IDMapping) ids() namespaceIDs {
+	r := []idRange{{first: 0, size: uint64(m.Size)}}
+	return namespaceIDs{uids: r, gids: r, setgroups: true}
+}
+
+// inUserNamespace adds to a stage's clone a new user namespace with the
+// container's mapping, which Go's clone writes when mapNow (the sandbox
+// still sees its own PID namespace's /proc there); else the caller writes
+// it (writeIDMaps) before it sends the stage its config. The stage keeps the host's uid, which the namespace
+// does not map (so that no process of the container, whose root is the
+// range's first id, may trace it or open its /proc entries), and so would
+// lose every capability at its execution: it keeps them as ambient ones,
+// of its namespace, until it takes the container's own.
+func (s *supervisor) inUserNamespace(sys *syscall.SysProcAttr, mapNow bool) {
+	sys.Cloneflags |= syscall.CLONE_NEWUSER
+	if mapNow {
+		sys.UidMappings, sys.GidMappings = s.cfg.UserNamespace.idMaps()
+		sys.GidMappingsEnableSetgroups = true
+	}
+	for c := capability.Cap(0); c <= lastCap(); c++ {
+		sys.AmbientCaps = append(sys.AmbientCaps, uintptr(c))
+	}
+}
+
+// prepareUserNamespace runs once the init stage waits, before the view is
+// built: it opens the stage's user namespace (the view's idmapped mounts
+// go through it) and clones the host's mount tree, from which exec'd
+// commands' stages are executed. Both are kept open for the sandbox's
+// life.
+func (s *supervisor) prepareUserNamespace() error {
+	ns, err := os.Open(fmt.Sprintf("/proc/%d/ns/user", s.stagePID))
+	if err != nil {
+		return fmt.Errorf("opening the container's user namespace: %w", err)
+	}
+	s.userNS = ns
+	// A private copy: what the host mounts or unmounts later does not
+	// reach it. The view's SetUp makes the namespace's mounts private
+	// anyway; doing it first keeps the copy out of the host's peer groups.
+	if err := unix.Mount("", "/", "", unix.MS_REC|unix.MS_PRIVATE, ""); err != nil {
+		return fmt.Errorf("making mounts private: %w", err)
+	}
+	tree, err := unix.OpenTree(unix.AT_FDCWD, "/", unix.OPEN_TREE_CLONE|unix.OPEN_TREE_CLOEXEC|unix.AT_RECURSIVE)
+	if err != nil {
+		return fmt.Errorf("copying the host's mount tree for exec'd commands (open_tree, Linux 5.2 or later): %w", err)
+	}
+	s.hostTree = os.NewFile(uintptr(tree), "host-tree")
+	return nil
+}
+
+// viewIDMap is the view's Spec.IDMap: the stage's namespace.
+func (s *supervisor) viewIDMap() *view.IDMap {
+	if s.userNS == nil {
+		return nil
+	}
+	m := s.cfg.UserNamespace
+	return &view.IDMap{UserNS: int(s.userNS.Fd()), UID: m.HostUID, GID: m.HostGID}
+}
+
+// openViewRoot keeps a descriptor of the view's root, once the sandbox is
+// in it, for exec'd commands' stages to chroot into.
+func (s *supervisor) openViewRoot() error {
+	f, err := os.OpenFile("/", unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return fmt.Errorf("opening the container's root: %w", err)
+	}
+	s.viewRoot = f
+	return nil
+}
+
+// mountProcFromOutside mounts the procfs of the init stage's PID
+// namespace on target with a helper forked into that namespace: the
+// stage, in a user namespace that does not own the sandbox's mount
+// namespace, may not mount there.
+func (s *supervisor) mountProcFromOutside(target string) error {
+	ns := s.pidNS
+	if ns == nil {
+		fd, err := unix.PidfdOpen(s.stagePID, 0)
+		if err != nil {
+			return fmt.Errorf("naming the container's PID namespace: %w", err)
+		}
+		ns = os.NewFile(uintptr(fd), "stage-pidfd")
+		defer func() { _ = ns.Close() }()
+	}
+	errR, errW, err := os.Pipe()
+	if err != nil {
+		return err
+	}
+	defer func() { _ = errR.Close() }()
+	attr := &syscall.ProcAttr{Env: []string{}, Files: []uintptr{^uintptr(0), ^uintptr(0), errW.Fd()}}
+	type result struct {
+		pid int
+		err error
+	}
+	ch := make(chan result, 1)
+	go func() {
+		// Not unlocked: the thread ends with the goroutine.
+		runtime.LockOSThread()
+		if err := unix.Setns(int(ns.Fd()), unix.CLONE_NEWPID); err != nil {
+			ch <- result{err: fmt.Errorf("entering the container's PID namespace: %w", err)}
+			return
+		}
+		pid, err := syscall.ForkExec("/proc/self/exe", []string{procArgvName, target}, attr)
+		ch <- result{pid, err}
+	}()
+	r := <-ch
+	_ = errW.Close()
+	if r.err != nil {
+		return fmt.Errorf("starting the /proc helper: %w", r.err)
+	}
+	msg, _ := io.ReadAll(io.LimitReader(errR, 4096))
+	var ws syscall.WaitStatus
+	if _, err := syscall.Wait4(r.pid, &ws, 0, nil); err != nil {
+		return fmt.Errorf("waiting for the /proc helper: %w", err)
+	}
+	if !ws.Exited() || ws.ExitStatus() != 0 {
+		return fmt.Errorf("mounting /proc of the container's PID namespace: %s (%v)", strings.TrimSpace(string(msg)), ws)
+	}
+	return nil
+}
+
+// spawnStaged starts a command exec'd into a container with a user
+// namespace: an init stage forked into a new one with the container's
+// mapping, in the container's PID namespace and cgroups, executed from
+// the host's mount tree copy and told to chroot into the view
+// (stageConfig.EnterRoot) before it takes the container's capabilities,
+// seccomp filter and user and executes argv.
+func (s *supervisor) spawnStaged(argv []string, files []*os.File, tty bool) (int, string, error) {
+	cfg, reason, err := s.commandStage(argv)
+	if err != nil {
+		return 0, reason, err
+	}
+	cfg.EnterRoot = true
+	cfgR, cfgW, err := os.Pipe()
+	if err != nil {
+		return 0, ReasonStartError, err
+	}
+	errR, errW, err := os.Pipe()
+	if err != nil {
+		_ = cfgR.Close()
+		_ = cfgW.Close()
+		return 0, ReasonStartError, err
+	}
+	fds := make([]uintptr, 0, len(files)+3)
+	for _, f := range files {
+		fds = append(fds, f.Fd())
+	}
+	fds = append(fds, cfgR.Fd(), errW.Fd(), s.viewRoot.Fd())
+	sys := &syscall.SysProcAttr{Setpgid: !tty, Setsid: tty, Setctty: tty,
+		// Resolved by the child, in the container's PID namespace, in
+		// the view's /proc: this process's descriptor of the copy.
+		Chroot: "/proc/self/fd/" + strconv.Itoa(int(s.hostTree.Fd()))}
+	s.inUserNamespace(sys, false)
+	attr := &syscall.ProcAttr{Env: []string{}, Files: fds, Sys: sys}
+	pid, err := s.forkInNamespace("/proc/self/exe", []string{initArgvName}, attr, false, true)
+	_ = cfgR.Close()
+	_ = errW.Close()
+	if err != nil {
+		_ = cfgW.Close()
+		_ = errR.Close()
+		return 0, ReasonStartError, fmt.Errorf("exec: %q: starting its init stage: %w", argv[0], err)
+	}
+	var b [1]byte
+	if n, _ := io.ReadFull(errR, b[:]); n != 1 || b[0] != stageReady {
+		_ = cfgW.Close()
+		_ = errR.Close()
+		var ws syscall.WaitStatus
+		_, _ = syscall.Wait4(pid, &ws, 0, nil)
+		return 0, ReasonStartError, fmt.Errorf("exec: %q: its init stage ended before it was ready", argv[0])
+	}
+	// Before its config: the stage takes the container's user once it
+	// has it.
+	if err := s.cfg.UserNamespace.writeIDMaps(pid); err != nil {
+		_ = cfgW.Close()
+		_ = errR.Close()
+		_ = syscall.Kill(pid, syscall.SIGKILL)
+		var ws syscall.WaitStatus
+		_, _ = syscall.Wait4(pid, &ws, 0, nil)
+		return 0, ReasonStartError, fmt.Errorf("exec: %q: %w", argv[0], err)
+	}
+	reason, err = s.execStage(pid, cfgW, errR, cfg)
+	if err != nil {
+		return 0, reason, err
+	}
+	return pid, "", nil
+}

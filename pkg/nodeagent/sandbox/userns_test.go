@@ -1,0 +1,112 @@
+package sandbox
+
+import (
+	"context"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+
+	"jobkeeper.dev/jobkeeper/pkg/nodeagent/sandbox/imagetest"
+)
+
+// testMapping is a pod's range as the kubelet would give the fourth pod.
+var testMapping = IDMapping{HostUID: 4 * 65536, HostGID: 4 * 65536, Size: 65536}
+
+// requireRoot skips where the sandbox cannot be root of the host's user
+// namespace, which a container's own user namespace needs.
+func requireRoot(t *testing.T) {
+	t.Helper()
+	if os.Getuid() != 0 {
+		t.Skip("a user namespace per container needs the agent to run as root")
+	}
+}
+
+// hostUID is the host's uid of process pid.
+func hostUID(t *testing.T, pid int) string {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join("/proc", itoa(pid), "status"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if strings.HasPrefix(line, "Uid:") {
+			return strings.Fields(line)[1]
+		}
+	}
+	t.Fatalf("no Uid line in %s", b)
+	return ""
+}
+
+func TestUserNamespaceImage(t *testing.T) {
+	requireRoot(t)
+	layers := imagetest.Layers(t, t.TempDir())
+	vol := t.TempDir()
+	if err := os.WriteFile(filepath.Join(vol, "owned"), []byte("x"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chown(filepath.Join(vol, "owned"), 1000, 1000); err != nil {
+		t.Fatal(err)
+	}
+	m := testMapping
+	cfg := Config{
+		Rootfs:        &Rootfs{Layers: layers},
+		PIDNamespace:  PIDContainer,
+		UserNamespace: &m,
+		User:          &User{},
+		Mounts:        []Mount{{Source: vol, Target: "/data"}},
+		Command: []string{"tool", "id", "cat:/proc/self/uid_map", "stat:/", "stat:/etc/passwd", "stat:/data",
+			"stat:/data/owned", "write:/data/new=1", "write:/etc/new=1", "stat:/etc/new", "stat:/dev/shm", "stat:/dev", "sleep"},
+	}
+	s, output := startTest(t, true, cfg)
+	if got := hostUID(t, s.PID()); got != itoa(int(m.HostUID)) {
+		t.Errorf("the main process's host uid = %s, want %d", got, m.HostUID)
+	}
+	// An exec'd command: the same user, mapping and view.
+	r, w, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	devNull, _ := os.Open(os.DevNull)
+	defer func() { _ = devNull.Close() }()
+	p, err := s.Exec(context.Background(), []string{"tool", "id", "cat:/proc/self/uid_map", "stat:/etc/new", "absent:/usr", "write:/data/exec=1"}, false, devNull, w, w)
+	_ = w.Close()
+	if err != nil {
+		t.Fatalf("Exec: %v", err)
+	}
+	b, _ := io.ReadAll(r)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if code, err := p.Wait(ctx); err != nil || code != 0 {
+		t.Errorf("exec Wait = %d, %v", code, err)
+	}
+	uidMap := "         0     262144      65536"
+	wantExec := []string{"uid=0 gid=0 groups=[0]", uidMap, "/etc/new uid=0 gid=0", "absent /usr", "wrote /data/exec"}
+	if diff := cmp.Diff(wantExec, strings.Split(strings.TrimSuffix(string(b), "\n"), "\n")); diff != "" {
+		t.Errorf("exec'd command (-want +got):\n%s", diff)
+	}
+	s.Kill()
+	<-s.Done()
+	got := strings.Split(strings.TrimSuffix(output(), "\n"), "\n")
+	want := []string{"uid=0 gid=0 groups=[0]", uidMap, "/ uid=0 gid=0", "/etc/passwd uid=0 gid=0", "/data uid=0 gid=0",
+		"/data/owned uid=1000 gid=1000", "wrote /data/new", "wrote /etc/new", "/etc/new uid=0 gid=0", "/dev/shm uid=0 gid=0", "/dev uid=0 gid=0"}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("main process (-want +got):\n%s", diff)
+	}
+	// What the container wrote as its root is stored as the host's 0
+	// through the idmapped volume, not as the range's first id.
+	for _, f := range []string{"new", "exec"} {
+		var st syscall.Stat_t
+		if err := syscall.Stat(filepath.Join(vol, f), &st); err != nil {
+			t.Fatal(err)
+		}
+		if st.Uid != 0 || st.Gid != 0 {
+			t.Errorf("%s stored as %d:%d, want 0:0", f, st.Uid, st.Gid)
+		}
+	}
+}
