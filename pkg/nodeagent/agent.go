@@ -132,6 +132,9 @@ type Agent struct {
 	// euid is the agent's effective user ID (os.Geteuid in New): as root
 	// it can give volumes any group (fsGroup).
 	euid int
+	// idRanges are the pods' user namespace ranges (hostUsers: false;
+	// userns.go).
+	idRanges *idRanges
 }
 
 // New builds an agent. Nothing talks to the apiserver before Run.
@@ -150,6 +153,7 @@ func New(client kubernetes.Interface, opts Options) (*Agent, error) {
 		capacity:     hostCapacity(opts.MaxPods, opts.DataDir, opts.ExtendedResources),
 		nodeInfo:     hostInfo(),
 		euid:         os.Geteuid(),
+		idRanges:     newIDRanges(),
 	}
 	a.stats = stats.NewCollector(a.statsSnapshot)
 	a.allocatable = allocatableOf(a.capacity, opts.SystemReserved)
@@ -417,6 +421,7 @@ func (a *Agent) Run(ctx context.Context) error {
 		return ctx.Err()
 	}
 	a.removeOrphanDirs(ctx)
+	a.idRanges.recover(filepath.Join(a.opts.DataDir, "pods"))
 
 	var wg, statusWG sync.WaitGroup
 	statusWG.Go(func() { a.status.Run(workCtx, a.opts.StatusWorkers) })
@@ -594,7 +599,9 @@ func (a *Agent) onPodDeleted(obj any) {
 		// refresh under way, which is no business of the informer's
 		// handler.
 		a.volumes.Forget(pod.UID)
-		_ = removePodDir(a.podDir(pod.UID))
+		if removePodDir(a.podDir(pod.UID)) == nil {
+			a.idRanges.release(pod.UID)
+		}
 		a.removePodCgroup(context.Background(), pod.UID)
 	})
 }
@@ -627,7 +634,9 @@ func (a *Agent) removeOrphanDirs(ctx context.Context) {
 			klog.FromContext(ctx).V(2).Info("Removing directory of a pod gone from the API", "uid", e.Name())
 			dir := filepath.Join(a.opts.DataDir, "pods", e.Name())
 			a.stopLeftovers(ctx, dir)
-			_ = removePodDir(dir)
+			if removePodDir(dir) == nil {
+				a.idRanges.release(types.UID(e.Name()))
+			}
 		}
 	}
 }

@@ -67,6 +67,9 @@ func (a *Agent) containerSpec(ctx context.Context, pod *corev1.Pod, c *container
 		return spec, err
 	}
 	spec.Hostname = hostname
+	if spec.UserNamespace, err = a.podUserNamespace(pod); err != nil {
+		return spec, err
+	}
 	if img != nil {
 		return a.imageContainerSpec(ctx, pod, c, img, spec, env, hostname)
 	}
@@ -272,8 +275,9 @@ func (a *Agent) hostModeIDs() (uid, gid int64) {
 
 // podFeatures returns the node features decideFeatures needs.
 func (a *Agent) podFeatures() podconfig.NodeFeatures {
+	userns, why := a.userNamespaces()
 	return podconfig.NodeFeatures{Isolated: a.isolated(), Root: a.euid == 0, HostMode: !a.imageMode(), Limits: a.enforcesLimits(),
-		MemoryMedium: a.volumes != nil && a.volumes.MemoryMediumHonoured()}
+		MemoryMedium: a.volumes != nil && a.volumes.MemoryMediumHonoured(), UserNamespaces: userns, NoUserNamespaces: why}
 }
 
 // ephemeralRefusal decides the fields of an ephemeral container, which

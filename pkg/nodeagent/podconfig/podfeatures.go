@@ -45,6 +45,10 @@ type NodeFeatures struct {
 	Limits bool
 	// MemoryMedium: memory-backed emptyDirs are a tmpfs.
 	MemoryMedium bool
+	// UserNamespaces: as root, a pod with hostUsers: false gets a user
+	// namespace of its own; NoUserNamespaces says why not.
+	UserNamespaces   bool
+	NoUserNamespaces string
 }
 
 // FeatureDecision is decideFeatures' answer. A non-empty reason refuses
@@ -128,11 +132,11 @@ func DecideFeatures(pod *corev1.Pod, node NodeFeatures) FeatureDecision {
 			warn("securityContext.seLinuxOptions", "pod")
 		}
 	}
-	if pod.Spec.HostUsers != nil && !*pod.Spec.HostUsers && node.Root {
-		// As root the sandboxes have no user namespace: the container's
-		// root would be the host's, the very thing the field rules out.
-		// (As another user each sandbox has one, mapping only that user.)
-		return refuse(ReasonPodFeatureUnsupported, "can't set `spec.hostUsers: false`, runtime does not support user namespaces: the local node agent runs as root and gives containers no user namespace, so their root would be the host's")
+	if pod.Spec.HostUsers != nil && !*pod.Spec.HostUsers && node.Root && !node.UserNamespaces {
+		// Without one the container's root would be the host's, the very
+		// thing the field rules out. (As another user each sandbox has
+		// one, mapping only that user.)
+		return refuse(ReasonPodFeatureUnsupported, "can't set `spec.hostUsers: false`, runtime does not support user namespaces: %s", node.NoUserNamespaces)
 	}
 	if len(pod.Spec.ResourceClaims) > 0 {
 		// Run without them, the containers would miss the devices they

@@ -13,6 +13,7 @@ import (
 
 func TestDecideFeatures(t *testing.T) {
 	full := NodeFeatures{Isolated: true, Root: true}
+	withUserns := NodeFeatures{Isolated: true, Root: true, UserNamespaces: true}
 	withSC := func(sc *corev1.SecurityContext) *corev1.Pod {
 		return &corev1.Pod{Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "c", SecurityContext: sc}}}}
 	}
@@ -78,8 +79,9 @@ func TestDecideFeatures(t *testing.T) {
 				Action: corev1.ContainerRestartRuleActionRestartAllContainers, ExitCodes: &corev1.ContainerRestartRuleOnExitCodes{Operator: corev1.ContainerRestartRuleOnExitCodesOpIn, Values: []int32{42}}}}}}}}},
 		{name: "env from a file runs (EnvFiles)", node: full, pod: &corev1.Pod{Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "c", Env: []corev1.EnvVar{{
 			Name: "CONFIG", ValueFrom: &corev1.EnvVarSource{FileKeyRef: &corev1.FileKeySelector{VolumeName: "v", Path: "env", Key: "CONFIG"}}}}}}}}},
-		{name: "hostUsers false as root", node: full, pod: &corev1.Pod{Spec: corev1.PodSpec{HostUsers: ptr.To(false), Containers: []corev1.Container{{Name: "c"}}}},
-			wantReason: ReasonPodFeatureUnsupported, wantIn: "spec.hostUsers: false"},
+		{name: "hostUsers false as root with user namespaces", node: withUserns, pod: &corev1.Pod{Spec: corev1.PodSpec{HostUsers: ptr.To(false), Containers: []corev1.Container{{Name: "c"}}}}},
+		{name: "hostUsers false as root without them", node: NodeFeatures{Isolated: true, Root: true, NoUserNamespaces: "no idmapped mounts"}, pod: &corev1.Pod{Spec: corev1.PodSpec{HostUsers: ptr.To(false), Containers: []corev1.Container{{Name: "c"}}}},
+			wantReason: ReasonPodFeatureUnsupported, wantIn: "can't set `spec.hostUsers: false`, runtime does not support user namespaces: no idmapped mounts"},
 		{name: "hostUsers false as another user (a user namespace per sandbox)", node: NodeFeatures{Isolated: true}, pod: &corev1.Pod{Spec: corev1.PodSpec{HostUsers: ptr.To(false), Containers: []corev1.Container{{Name: "c"}}}}},
 		{name: "hostUsers true", node: full, pod: &corev1.Pod{Spec: corev1.PodSpec{HostUsers: ptr.To(true), Containers: []corev1.Container{{Name: "c"}}}}},
 		{name: "privileged as root runs", node: full, pod: withSC(&corev1.SecurityContext{Privileged: ptr.To(true)})},

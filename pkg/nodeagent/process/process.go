@@ -105,6 +105,11 @@ type Runtime struct {
 	pidns bool
 	// pidnsReason says why it does not.
 	pidnsReason string
+	// userns is true when containers can have a user namespace of their
+	// own (hostUsers: false: as root, with idmapped mounts); usernsReason
+	// says why they cannot.
+	userns       bool
+	usernsReason string
 	// podNS are the pods' shared PID namespaces (shareProcessNamespace).
 	podNS podNamespaces
 
@@ -164,6 +169,7 @@ func New(ctx context.Context, opts Options) (*Runtime, error) {
 	r.probeSubIDs(ctx)
 	r.probeUTS(ctx)
 	r.probePID(ctx)
+	r.probeUserNamespaces(ctx)
 	r.rro = r.isolated && sandbox.RecursiveReadOnlySupported()
 	return r, nil
 }
@@ -232,6 +238,33 @@ func (r *Runtime) probePID(ctx context.Context) {
 		logger.Info("WARNING: containers see every process of this host", "reason", r.pidnsReason)
 	}
 }
+
+// probeUserNamespaces finds out whether containers can have a user
+// namespace of their own, and logs the answer. A pod with hostUsers: false
+// is refused where they cannot.
+func (r *Runtime) probeUserNamespaces(ctx context.Context) {
+	logger := klog.FromContext(ctx)
+	switch {
+	case os.Getuid() != 0:
+		r.usernsReason = "the node agent does not run as root: every container's sandbox already has a user namespace mapping the agent's user"
+	case !r.pidns:
+		r.usernsReason = "containers get no PID namespace (" + r.pidnsReason + "), which a user namespace of their own needs"
+	default:
+		if err := sandbox.ProbeUserNamespace(ctx, r.opts.Executable, filepath.Join(r.scratchRoot(), "probe-userns"), r.opts.StartTimeout); err != nil {
+			r.usernsReason = "no user namespace with idmapped mounts: " + err.Error()
+		} else {
+			r.userns = true
+		}
+	}
+	if r.userns {
+		logger.Info("Pods with hostUsers: false get a user namespace of their own, with idmapped volumes")
+	} else if os.Getuid() == 0 {
+		logger.Info("Pods with hostUsers: false are refused", "reason", r.usernsReason)
+	}
+}
+
+// UserNamespaces implements runtime.UserNamespacer.
+func (r *Runtime) UserNamespaces() (bool, string) { return r.userns, r.usernsReason }
 
 // PIDNamespaces implements runtime.PIDNamespacer.
 func (r *Runtime) PIDNamespaces() (bool, string) { return r.pidns, r.pidnsReason }
@@ -375,6 +408,9 @@ func sandboxConfig(spec runtime.Spec, isolate bool) sandbox.Config {
 	for _, m := range spec.Mounts {
 		cfg.Mounts = append(cfg.Mounts, sandbox.Mount{Source: m.Source, SubPath: m.SubPath, Target: m.Target, ReadOnly: m.ReadOnly, RecursiveReadOnly: m.RecursiveReadOnly,
 			Image: m.ImageVolume != "", Layers: m.Layers})
+	}
+	if u := spec.UserNamespace; u != nil {
+		cfg.UserNamespace = &sandbox.IDMapping{HostUID: u.HostID, HostGID: u.HostID, Size: u.Length}
 	}
 	if spec.Rootfs != nil {
 		cfg.Rootfs = &sandbox.Rootfs{Layers: spec.Rootfs.Layers}

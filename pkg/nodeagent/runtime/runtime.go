@@ -67,6 +67,12 @@ type Spec struct {
 	// modes. Only a runtime with a private filesystem view (Isolator) can;
 	// the agent does not ask others.
 	ReadOnlyRoot bool
+	// UserNamespace, when set, runs the container's processes in a user
+	// namespace that maps its ids 0 to Length-1 onto the host's from
+	// HostID (a pod with hostUsers: false; the range is the pod's). The
+	// agent sets it only where the runtime is a UserNamespacer that says
+	// it can.
+	UserNamespace *IDRange
 	// NoNewPrivileges runs the container's processes with no_new_privs
 	// (securityContext.allowPrivilegeEscalation: false).
 	NoNewPrivileges bool
@@ -215,6 +221,20 @@ type Mount struct {
 	// first, which the agent fills once the image is pulled.
 	ImageVolume string
 	Layers      []string
+}
+
+// IDRange is a pod's range of host ids for its user namespace: users and
+// groups HostID to HostID+Length-1 are the container's 0 to Length-1.
+type IDRange struct {
+	HostID, Length uint32
+}
+
+// UserNamespacer is implemented by runtimes that can give containers user
+// namespaces of their own (Spec.UserNamespace).
+type UserNamespacer interface {
+	// UserNamespaces reports whether they can; when not, reason says what
+	// the machine lacks.
+	UserNamespaces() (ok bool, reason string)
 }
 
 // RecursiveReadOnlyMounter is implemented by runtimes that may support

@@ -65,6 +65,33 @@ func ProbePID(ctx context.Context, executable, scratch string, timeout time.Dura
 	})
 }
 
+// ProbeUserNamespace reports whether containers can have a user
+// namespace of their own (Config.UserNamespace): it starts a sandbox that
+// builds a view on scratch (an empty directory, removed afterwards) of an
+// image layer and a volume, directories beside scratch (so on its
+// filesystem, which holds the agent's data), both idmapped through a new
+// user namespace, with a PID namespace and its /proc; within timeout (0:
+// DefaultStartTimeout) and while ctx lasts. The error says what the
+// machine lacks (a sandbox not run by root, a kernel or a filesystem
+// without idmapped mounts).
+func ProbeUserNamespace(ctx context.Context, executable, scratch string, timeout time.Duration) error {
+	layer, vol := scratch+".layer", scratch+".volume"
+	for _, d := range []string{layer, vol} {
+		if err := os.MkdirAll(d, 0o700); err != nil {
+			return fmt.Errorf("creating probe directory: %w", err)
+		}
+		defer func() { _ = os.RemoveAll(d) }()
+	}
+	return probeOnScratch(ctx, scratch, StartOptions{
+		Executable: executable,
+		Namespaces: true,
+		Config: Config{Isolate: true, Scratch: scratch, Probe: true, PIDNamespace: PIDContainer,
+			Rootfs: &Rootfs{Layers: []string{layer}}, Mounts: []Mount{{Source: vol, Target: "/volume"}},
+			UserNamespace: &IDMapping{HostUID: MappedIDs, HostGID: MappedIDs, Size: MappedIDs}},
+		Timeout: timeout,
+	})
+}
+
 // probeOnScratch creates scratch, runs the probe sandbox opts (whose view
 // is built there) with runProbe and removes scratch afterwards.
 func probeOnScratch(ctx context.Context, scratch string, opts StartOptions) error {
