@@ -110,3 +110,99 @@ func TestUserNamespaceImage(t *testing.T) {
 		}
 	}
 }
+
+func TestUserNamespaceHostMode(t *testing.T) {
+	requireRoot(t)
+	m := testMapping
+	vol := t.TempDir()
+	cfg := Config{
+		PIDNamespace:  PIDContainer,
+		UserNamespace: &m,
+		Mounts:        []Mount{{Source: vol, Target: "/data"}},
+		Command: []string{"sh", "-c", `id -u; id -g; cat /proc/self/uid_map; stat -c '%u %g' / /usr/bin /data; echo x > /etc/jobkeeper-userns-test && echo wrote etc; echo y > /data/f && echo wrote data`},
+	}
+	s, output := startTest(t, true, cfg)
+	if ex := waitDone(t, s); ex.Code != 0 {
+		t.Errorf("exit = %+v", ex)
+	}
+	got := strings.Split(strings.TrimSuffix(output(), "\n"), "\n")
+	want := []string{"0", "0", "         0     262144      65536", "0 0", "0 0", "0 0", "wrote etc", "wrote data"}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("(-want +got):\n%s", diff)
+	}
+	if _, err := os.Stat("/etc/jobkeeper-userns-test"); err == nil {
+		_ = os.Remove("/etc/jobkeeper-userns-test")
+		t.Errorf("the container's write reached the host's /etc")
+	}
+}
+
+// TestUserNamespaceRunAsUser: a container running as 1000 is the range's
+// 1000th id on the host, stores its files as 1000 in a volume, and has no
+// capability (it cannot write where root of the image could).
+func TestUserNamespaceRunAsUser(t *testing.T) {
+	requireRoot(t)
+	layers := imagetest.Layers(t, t.TempDir())
+	vol := t.TempDir()
+	if err := os.Chmod(vol, 0o777); err != nil {
+		t.Fatal(err)
+	}
+	m := testMapping
+	uid := int64(1000)
+	cfg := Config{
+		Rootfs:        &Rootfs{Layers: layers},
+		PIDNamespace:  PIDContainer,
+		UserNamespace: &m,
+		User:          &User{RunAsUser: &uid, RunAsGroup: &uid},
+		Mounts:        []Mount{{Source: vol, Target: "/data"}},
+		Command:       []string{"tool", "id", "write:/data/mine=1", "write:/etc/denied=1", "sleep"},
+		Capabilities:  ContainerCapabilities(nil, nil),
+	}
+	s, output := startTest(t, true, cfg)
+	if got, want := hostUID(t, s.PID()), itoa(int(m.HostUID)+1000); got != want {
+		t.Errorf("host uid = %s, want %s", got, want)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for time.Now().Before(deadline) {
+		if _, err := os.Stat(filepath.Join(vol, "mine")); err == nil {
+			break
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	s.Kill()
+	<-s.Done()
+	got := strings.Split(strings.TrimSuffix(output(), "\n"), "\n")
+	if len(got) != 3 || !strings.HasPrefix(got[0], "uid=1000 gid=1000 ") || got[1] != "wrote /data/mine" || !strings.Contains(got[2], "permission denied") {
+		t.Errorf("output = %q", got)
+	}
+	var st syscall.Stat_t
+	if err := syscall.Stat(filepath.Join(vol, "mine"), &st); err != nil || st.Uid != 1000 || st.Gid != 1000 {
+		t.Errorf("the file is stored as %d:%d (%v), want 1000:1000", st.Uid, st.Gid, err)
+	}
+}
+
+// TestUserNamespaceJoinsAPIDNamespace: a container with a user namespace
+// joins its pod's shared PID namespace (a pause sandbox's, as
+// shareProcessNamespace), sees its processes, and an exec'd command joins
+// it too.
+func TestUserNamespaceJoinsAPIDNamespace(t *testing.T) {
+	requireRoot(t)
+	pause, _ := startTest(t, true, Config{Rootfs: &Rootfs{}, PIDNamespace: PIDContainer, Pause: true})
+	ns, err := os.Open("/proc/" + itoa(pause.PID()) + "/ns/pid")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = ns.Close() }()
+	m := testMapping
+	s, _ := startTestWith(t, true, StartOptions{JoinPIDNamespace: ns}, Config{
+		Command:       []string{"sleep", "3604"},
+		PIDNamespace:  PIDJoin,
+		UserNamespace: &m,
+	})
+	out, code := execOutput(t, s, "sh", "-c", `id -u; cat /proc/self/uid_map; ps -o pid,args | grep -c 'sleep 3604$'`)
+	if code != 0 {
+		t.Fatalf("exec exit %d: %s", code, out)
+	}
+	if want := "0\n         0     262144      65536\n1\n"; out != want {
+		t.Errorf("exec'd output %q, want %q", out, want)
+	}
+}
