@@ -119,7 +119,7 @@ func TestUserNamespaceHostMode(t *testing.T) {
 		PIDNamespace:  PIDContainer,
 		UserNamespace: &m,
 		Mounts:        []Mount{{Source: vol, Target: "/data"}},
-		Command: []string{"sh", "-c", `id -u; id -g; cat /proc/self/uid_map; stat -c '%u %g' / /usr/bin /data; echo x > /etc/jobkeeper-userns-test && echo wrote etc; echo y > /data/f && echo wrote data`},
+		Command:       []string{"sh", "-c", `id -u; id -g; cat /proc/self/uid_map; stat -c '%u %g' / /usr/bin /data; echo x > /etc/jobkeeper-userns-test && echo wrote etc; echo y > /data/f && echo wrote data`},
 	}
 	s, output := startTest(t, true, cfg)
 	if ex := waitDone(t, s); ex.Code != 0 {
