@@ -148,6 +148,13 @@
 // and the processes keep the agent's groups (setgroups is denied in such a
 // namespace).
 //
+// Run by root with Config.UserNamespace (hostUsers: false), the sandbox
+// stays root of the host's namespace but the container's processes run in
+// user namespaces mapping its ids 0 to 65535 onto the pod's range of the
+// host's, and the view's host files are idmapped mounts through them
+// (userns.go says how, and what differs from a runtime with one namespace
+// per pod).
+//
 // # The process
 //
 // The sandbox is the agent's own executable started again under the name
@@ -204,7 +211,8 @@
 // process), pidns.go (PID namespaces: the init stage, the pause process,
 // joining), client.go (the agent's side), durable.go and adopt.go (a
 // sandbox that outlives its agent), protocol.go (the messages),
-// procfs.go (finding a session's processes). Package view builds the
+// procfs.go (finding a session's processes), userns.go (a user namespace
+// of the container's own as root). Package view builds the
 // filesystem view (the plan, the mounts, volumes by handle, the pivot);
 // package imagetest builds small images for tests.
 package sandbox

@@ -4,8 +4,9 @@
 // overlays, the container's /dev, /proc and /sys with their masked and
 // read-only paths, the hidden directories, the read-only root, the
 // volumes), the steps carried out in the sandbox's own mount namespace
-// (setup_linux.go), the volumes mounted by handle (handles_linux.go), and
-// the pivot into the view.
+// (setup_linux.go), the volumes mounted by handle (handles_linux.go), the
+// idmapped mounts of a container with a user namespace of its own
+// (idmap_linux.go), and the pivot into the view.
 //
 // It owns what is mounted and where; it may not start processes, and it
 // knows nothing of the sandbox's protocol or of pods: package sandbox
