@@ -11,6 +11,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
 
+	"jobkeeper.dev/jobkeeper/pkg/nodeagent/podconfig"
 	"jobkeeper.dev/jobkeeper/pkg/nodeagent/runtime"
 )
 
@@ -27,9 +28,10 @@ const (
 	// idsPerPod is the length of a pod's range (the kubelet's default
 	// userNamespaces.idsPerPod).
 	idsPerPod = 65536
-	// idRangeBlocks is how many ranges fit in the 32-bit ids after the
-	// first (0 to 65535, the host's own users, is never given).
-	idRangeBlocks = 1<<32/idsPerPod - 1
+	// idRangeBlocks is how many ranges are given: those after the first
+	// (0 to 65535, the host's own users) and before the last, whose top
+	// id, 4294967295, is no id (-1).
+	idRangeBlocks = 1<<32/idsPerPod - 2
 	// usernsFile is the record in the pod's directory.
 	usernsFile = "userns"
 )
@@ -212,13 +214,16 @@ func (a *Agent) userNamespaces() (bool, string) {
 }
 
 // podUserNamespace is the pod's range when it asks for a user namespace
-// the agent gives (userNamespaces); nil otherwise.
+// (hostUsers: false) and the agent is root; nil otherwise (as another
+// user every sandbox has one anyway). As root without user namespaces
+// the pod is refused before it gets here (DecideFeatures); should a
+// container get here anyway, it fails rather than run as the host's root.
 func (a *Agent) podUserNamespace(pod *corev1.Pod) (*runtime.IDRange, error) {
-	if !hostUsersFalse(pod) {
+	if !hostUsersFalse(pod) || a.euid != 0 {
 		return nil, nil
 	}
-	if ok, _ := a.userNamespaces(); !ok {
-		return nil, nil
+	if ok, why := a.userNamespaces(); !ok {
+		return nil, &podconfig.CreateError{Msg: "can't set `spec.hostUsers: false`, runtime does not support user namespaces: " + why}
 	}
 	return a.idRanges.forPod(pod.UID, a.podDir(pod.UID))
 }

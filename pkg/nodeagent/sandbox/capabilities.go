@@ -156,14 +156,7 @@ func limitCapabilities(keep []capability.Cap) error {
 			return fmt.Errorf("capability %s is still in the bounding set after dropping it (%v)", c, err)
 		}
 	}
-	data[0].Inheritable, data[1].Inheritable = 0, 0
-	if err := unix.Capset(&hdr, &data[0]); err != nil {
-		return fmt.Errorf("emptying the inheritable capabilities: %w", err)
-	}
-	if err := unix.Prctl(unix.PR_CAP_AMBIENT, unix.PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0); err != nil && !errors.Is(err, unix.EINVAL) {
-		return fmt.Errorf("emptying the ambient capabilities: %w", err)
-	}
-	return nil
+	return clearInheritedCapabilities()
 }
 
 // dropAllCapabilities empties the calling thread's permitted, effective
@@ -173,6 +166,27 @@ func dropAllCapabilities() error {
 	var data [2]unix.CapUserData
 	if err := unix.Capset(&hdr, &data[0]); err != nil {
 		return fmt.Errorf("dropping every capability: %w", err)
+	}
+	return nil
+}
+
+// clearInheritedCapabilities empties the calling thread's inheritable and
+// ambient sets, keeping its bounding, permitted and effective ones: what
+// limitCapabilities does beside the bounding set, for a privileged
+// container's process, which keeps every capability the kernel gives
+// its user at the execution and no more.
+func clearInheritedCapabilities() error {
+	hdr := unix.CapUserHeader{Version: unix.LINUX_CAPABILITY_VERSION_3}
+	var data [2]unix.CapUserData
+	if err := unix.Capget(&hdr, &data[0]); err != nil {
+		return fmt.Errorf("reading the thread's capabilities: %w", err)
+	}
+	data[0].Inheritable, data[1].Inheritable = 0, 0
+	if err := unix.Capset(&hdr, &data[0]); err != nil {
+		return fmt.Errorf("emptying the inheritable capabilities: %w", err)
+	}
+	if err := unix.Prctl(unix.PR_CAP_AMBIENT, unix.PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0); err != nil && !errors.Is(err, unix.EINVAL) {
+		return fmt.Errorf("emptying the ambient capabilities: %w", err)
 	}
 	return nil
 }

@@ -187,6 +187,12 @@ func stage() int {
 		if err := limitCapabilities(cfg.Capabilities); err != nil {
 			return fail(ReasonStartError, err.Error())
 		}
+	} else if err := clearInheritedCapabilities(); err != nil {
+		// A privileged container keeps its bounding set, but not the
+		// ambient capabilities a stage in a user namespace was given
+		// (inUserNamespace): a process of another user than root would
+		// keep them across its execution.
+		return fail(ReasonStartError, err.Error())
 	}
 	if err := loadSeccomp(cfg.Seccomp); err != nil {
 		return fail(ReasonStartError, err.Error())
@@ -262,7 +268,7 @@ func (s *supervisor) forkStage(files []*os.File, tty bool) error {
 	// container's user before it limits them itself.
 	// It is moved into the container's cgroups while the view is built
 	// (cgroupMover.move), not born in them.
-	pid, err := s.forkInNamespace("/proc/self/exe", []string{initArgvName}, attr, false, false)
+	pid, err := s.forkInNamespace("/proc/self/exe", []string{initArgvName}, attr, false, false, nil)
 	_ = cfgR.Close()
 	_ = errW.Close()
 	if err != nil {
@@ -416,18 +422,20 @@ func enterRoot() error {
 // main process's), else as attr says; with limit, with the container's
 // capabilities only (limitCapabilities) and its seccomp filter, and with
 // no_new_privs when the
-// config asks. setns for a PID namespace applies to the children of the
-// calling thread only, and the bounding set and no_new_privs are the
+// config asks; with cwd, from a thread whose working directory is cwd
+// (a relative attr.Sys.Chroot is resolved there). setns for a PID
+// namespace applies to the children of the calling thread only, and the
+// bounding set, no_new_privs and (unshared) the working directory are the
 // thread's, so the thread that forks is locked to the goroutine and thrown
 // away afterwards.
-func (s *supervisor) forkInNamespace(path string, argv []string, attr *syscall.ProcAttr, limit, inCgroup bool) (int, error) {
+func (s *supervisor) forkInNamespace(path string, argv []string, attr *syscall.ProcAttr, limit, inCgroup bool, cwd *os.File) (int, error) {
 	ns := s.pidNS
 	cgroups := s.cgroups
 	if !inCgroup {
 		cgroups = nil
 	}
 	limit = limit && !s.cfg.Privileged
-	if ns == nil && !limit && !s.cfg.NoNewPrivileges {
+	if ns == nil && !limit && !s.cfg.NoNewPrivileges && cwd == nil {
 		// Nothing of the thread's to change.
 		return cgroups.fork(func() (int, error) { return syscall.ForkExec(path, argv, attr) })
 	}
@@ -442,6 +450,16 @@ func (s *supervisor) forkInNamespace(path string, argv []string, attr *syscall.P
 		if ns != nil {
 			if err := unix.Setns(int(ns.Fd()), unix.CLONE_NEWPID); err != nil {
 				ch <- result{err: fmt.Errorf("entering the container's PID namespace: %w", err)}
+				return
+			}
+		}
+		if cwd != nil {
+			if err := unix.Unshare(unix.CLONE_FS); err != nil {
+				ch <- result{err: fmt.Errorf("giving the forking thread a working directory of its own: %w", err)}
+				return
+			}
+			if err := unix.Fchdir(int(cwd.Fd())); err != nil {
+				ch <- result{err: fmt.Errorf("entering the forking thread's working directory: %w", err)}
 				return
 			}
 		}

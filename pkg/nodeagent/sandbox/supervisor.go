@@ -295,7 +295,13 @@ func supervise() int {
 	sigs := make(chan os.Signal, 64)
 	signal.Notify(sigs, syscall.SIGCHLD, syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP, syscall.SIGQUIT)
 	if dir := s.cfg.WorkingDir; dir != "" {
-		if err := os.MkdirAll(dir, 0o755); err != nil {
+		mkdir := func() error { return os.MkdirAll(dir, 0o755) }
+		if s.userNamespaced() {
+			// The container's root's, as a runtime in its namespace
+			// would make it.
+			mkdir = func() error { return view.MkdirOwned(dir, s.viewIDMap()) }
+		}
+		if err := mkdir(); err != nil {
 			s.fail(ReasonCreateContainerError, fmt.Sprintf("creating working directory %s: %v", dir, err))
 			return 2
 		}
@@ -543,7 +549,7 @@ func (s *supervisor) spawn(argv []string, files []*os.File, tty bool) (int, stri
 		Files: fds,
 		Sys:   &syscall.SysProcAttr{Setpgid: !tty, Setsid: tty, Setctty: tty, Credential: s.cred},
 	}
-	pid, err := s.forkInNamespace(path, argv, attr, true, true)
+	pid, err := s.forkInNamespace(path, argv, attr, true, true, nil)
 	if err != nil {
 		return 0, ReasonStartError, fmt.Errorf("exec: %q: %w", argv[0], err)
 	}

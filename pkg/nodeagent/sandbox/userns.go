@@ -11,6 +11,7 @@ import (
 	"syscall"
 
 	"github.com/moby/sys/capability"
+	"github.com/moby/sys/mountinfo"
 	"golang.org/x/sys/unix"
 
 	"jobkeeper.dev/jobkeeper/pkg/nodeagent/sandbox/view"
@@ -64,6 +65,10 @@ import (
 // procArgvName is argv[0] of the helper that mounts the procfs of the PID
 // namespace it is born in at argv[1].
 const procArgvName = "jobkeeper-sandbox-proc"
+
+// joinUserNSEnv names, in an exec'd command's stage's environment, the
+// descriptor of the user namespace nsenter_cgo.go enters.
+const joinUserNSEnv = "_JOBKEEPER_SANDBOX_USERNS_FD"
 
 // stageRootFD is the descriptor of the view's root an exec'd command's
 // stage (stageConfig.EnterRoot) chroots into.
@@ -172,12 +177,42 @@ func (s *supervisor) prepareUserNamespace() error {
 	if err := unix.Mount("", "/", "", unix.MS_REC|unix.MS_PRIVATE, ""); err != nil {
 		return fmt.Errorf("making mounts private: %w", err)
 	}
-	tree, err := unix.OpenTree(unix.AT_FDCWD, "/", unix.OPEN_TREE_CLONE|unix.OPEN_TREE_CLOEXEC|unix.AT_RECURSIVE)
+	tree, err := cloneHostTree()
 	if err != nil {
-		return fmt.Errorf("copying the host's mount tree for exec'd commands (open_tree, Linux 5.2 or later): %w", err)
+		return fmt.Errorf("copying the host's root for exec'd commands (open_tree, Linux 5.2 or later): %w", err)
 	}
 	s.hostTree = os.NewFile(uintptr(tree), "host-tree")
 	return nil
+}
+
+// cloneHostTree returns a detached copy of what the stage's execution
+// needs of the host: the root filesystem (this executable's dynamic
+// loader and libraries), with the host's /proc (for /proc/self/exe) and
+// /usr, /lib, /lib64 and /etc where they are filesystems of their own.
+// Nothing else is in it, so the container's sandbox keeps no other
+// filesystem of the host's mounted (another pod's tmpfs volume, a
+// removable disk) for its life. A kernel that cannot attach mounts to a
+// detached tree gets a copy of every mount instead, which does.
+func cloneHostTree() (int, error) {
+	root, err := unix.OpenTree(unix.AT_FDCWD, "/", unix.OPEN_TREE_CLONE|unix.OPEN_TREE_CLOEXEC)
+	if err != nil {
+		return -1, err
+	}
+	for _, p := range []string{"/proc", "/usr", "/lib", "/lib64", "/etc"} {
+		if mounted, err := mountinfo.Mounted(p); err != nil || !mounted {
+			continue
+		}
+		sub, err := unix.OpenTree(unix.AT_FDCWD, p, unix.OPEN_TREE_CLONE|unix.OPEN_TREE_CLOEXEC)
+		if err == nil {
+			err = unix.MoveMount(sub, "", root, strings.TrimPrefix(p, "/"), unix.MOVE_MOUNT_F_EMPTY_PATH)
+			_ = unix.Close(sub)
+		}
+		if err != nil {
+			_ = unix.Close(root)
+			return unix.OpenTree(unix.AT_FDCWD, "/", unix.OPEN_TREE_CLONE|unix.OPEN_TREE_CLOEXEC|unix.AT_RECURSIVE)
+		}
+	}
+	return root, nil
 }
 
 // viewIDMap is the view's Spec.IDMap: the stage's namespace.
@@ -279,12 +314,25 @@ func (s *supervisor) spawnStaged(argv []string, files []*os.File, tty bool) (int
 	}
 	fds = append(fds, cfgR.Fd(), errW.Fd(), s.viewRoot.Fd())
 	sys := &syscall.SysProcAttr{Setpgid: !tty, Setsid: tty, Setctty: tty,
-		// Resolved by the child, in the container's PID namespace, in
-		// the view's /proc: this process's descriptor of the copy.
-		Chroot: "/proc/self/fd/" + strconv.Itoa(int(s.hostTree.Fd()))}
-	s.inUserNamespace(sys, false)
-	attr := &syscall.ProcAttr{Env: []string{}, Files: fds, Sys: sys}
-	pid, err := s.forkInNamespace("/proc/self/exe", []string{initArgvName}, attr, false, true)
+		// Resolved by the child (before its namespace is mapped, without
+		// nsenter_cgo.go: it can then pass no directory of the
+		// container's) from the forking thread's working directory, the
+		// sandbox's own procfs: its descriptor of the copy, inherited.
+		Chroot: "self/fd/" + strconv.Itoa(int(s.hostTree.Fd()))}
+	env := []string{}
+	if canEnterUserNamespace {
+		// The main process's namespace, entered before the stage's
+		// runtime starts (nsenter_cgo.go).
+		env = append(env, joinUserNSEnv+"="+strconv.Itoa(len(fds)))
+		fds = append(fds, s.userNS.Fd())
+	} else {
+		s.inUserNamespace(sys, false)
+	}
+	attr := &syscall.ProcAttr{Env: env, Files: fds, Sys: sys}
+	// Born outside the container's cgroups and moved in before it is
+	// given the command, as the main process's stage: the memory the
+	// stage's runtime takes first stays charged to the sandbox.
+	pid, err := s.forkInNamespace("/proc/self/exe", []string{initArgvName}, attr, false, false, procFS)
 	_ = cfgR.Close()
 	_ = errW.Close()
 	if err != nil {
@@ -301,8 +349,15 @@ func (s *supervisor) spawnStaged(argv []string, files []*os.File, tty bool) (int
 		return 0, ReasonStartError, fmt.Errorf("exec: %q: its init stage ended before it was ready", argv[0])
 	}
 	// Before its config: the stage takes the container's user once it
-	// has it.
-	if err := s.cfg.UserNamespace.writeIDMaps(pid); err != nil {
+	// has it, and runs it in the container's cgroups.
+	err = nil
+	if !canEnterUserNamespace {
+		err = s.cfg.UserNamespace.writeIDMaps(pid)
+	}
+	if err == nil {
+		err = s.cgroups.move(pid)()
+	}
+	if err != nil {
 		_ = cfgW.Close()
 		_ = errR.Close()
 		_ = syscall.Kill(pid, syscall.SIGKILL)

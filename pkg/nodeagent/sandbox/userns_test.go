@@ -206,3 +206,112 @@ func TestUserNamespaceJoinsAPIDNamespace(t *testing.T) {
 		t.Errorf("exec'd output %q, want %q", out, want)
 	}
 }
+
+// TestUserNamespacePrivilegedAsAUser: a privileged container running as
+// another user than root holds no capability, in its main process and in
+// an exec'd command, as without a user namespace (the stages' ambient
+// capabilities do not reach it).
+func TestUserNamespacePrivilegedAsAUser(t *testing.T) {
+	requireRoot(t)
+	m := testMapping
+	uid := int64(1000)
+	s, out := startTest(t, true, Config{
+		PIDNamespace: PIDContainer, UserNamespace: &m, Privileged: true,
+		User:    &User{RunAsUser: &uid, RunAsGroup: &uid},
+		Command: []string{"sh", "-c", "grep -E '^Cap(Inh|Prm|Eff|Amb)' /proc/self/status; exec sleep 3605"},
+	})
+	exec, code := execOutput(t, s, "sh", "-c", "grep -E '^Cap(Inh|Prm|Eff|Amb)' /proc/self/status")
+	if code != 0 {
+		t.Fatalf("exec exit %d: %s", code, exec)
+	}
+	s.Kill()
+	<-s.Done()
+	want := "CapInh:\t0000000000000000\nCapPrm:\t0000000000000000\nCapEff:\t0000000000000000\nCapAmb:\t0000000000000000\n"
+	if got := out(); got != want {
+		t.Errorf("main process: %q, want %q", got, want)
+	}
+	if exec != want {
+		t.Errorf("exec'd command: %q, want %q", exec, want)
+	}
+}
+
+// TestUserNamespaceMadeDirectoriesAreTheContainers: the working directory
+// and the mount points the sandbox makes in the view belong to the
+// container's root, who may write there; a root directory the container
+// closed to everyone else does not keep commands from being exec'd into
+// it; and an exec'd command, in the main process's user namespace, may
+// read its main process's /proc files (as the same user).
+func TestUserNamespaceMadeDirectoriesAreTheContainers(t *testing.T) {
+	requireRoot(t)
+	layers := imagetest.Layers(t, t.TempDir())
+	m := testMapping
+	s, _ := startTest(t, true, Config{
+		Rootfs: &Rootfs{Layers: layers}, PIDNamespace: PIDContainer, UserNamespace: &m, User: &User{},
+		WorkingDir: "/newdir/sub",
+		Mounts:     []Mount{{Source: t.TempDir(), Target: "/mnt/a/b"}},
+		Command:    []string{"tool", "stat:/newdir", "stat:/newdir/sub", "stat:/mnt/a", "write:/newdir/sub/f=1", "write:/mnt/a/f=1", "sleep"},
+	})
+	for _, argv := range [][]string{
+		{"tool", "stat:/newdir", "stat:/newdir/sub", "stat:/mnt/a", "write:/newdir/sub/f=1", "write:/mnt/a/f=1"},
+		{"tool", "cat:/proc/1/environ"},
+	} {
+		out, code := execOutput(t, s, argv...)
+		if code != 0 {
+			t.Fatalf("exec %v exit %d: %s", argv, code, out)
+		}
+		want := map[string]string{
+			"tool": "/newdir uid=0 gid=0\n/newdir/sub uid=0 gid=0\n/mnt/a uid=0 gid=0\nwrote /newdir/sub/f\nwrote /mnt/a/f\n",
+		}["tool"]
+		if argv[1] == "cat:/proc/1/environ" {
+			if !canEnterUserNamespace {
+				// In a namespace of its own (a build without cgo), the
+				// kernel does not let it read another's.
+				continue
+			}
+			want = "PATH=/usr/local/bin:/usr/bin:/bin\x00HOME=/root\x00\n"
+		}
+		if out != want {
+			t.Errorf("exec %v: %q, want %q", argv, out, want)
+		}
+	}
+	// Root of the container closes its root directory: commands are
+	// still exec'd (the stage reaches the view by descriptor).
+	if out, code := execOutput(t, s, "tool", "chmod:/=0700"); code != 0 {
+		t.Fatalf("chmod: %d %s", code, out)
+	}
+	if out, code := execOutput(t, s, "tool", "stat:/"); code != 0 || out != "/ uid=0 gid=0\n" {
+		t.Errorf("exec after the root was closed: %d %q", code, out)
+	}
+}
+
+// TestHostTreeHoldsOnlyTheRootAndProc: the copy of the host's tree that
+// exec'd commands' stages start from holds the root filesystem and
+// /proc, not the host's other filesystems (another pod's tmpfs volume
+// would stay mounted for the container's life).
+func TestHostTreeHoldsOnlyTheRootAndProc(t *testing.T) {
+	requireRoot(t)
+	dir, err := os.MkdirTemp("/var/tmp", "jobkeeper-hosttree-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = os.RemoveAll(dir) }()
+	if err := syscall.Mount("tmpfs", dir, "tmpfs", 0, "size=1m"); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = syscall.Unmount(dir, syscall.MNT_DETACH) }()
+	if err := os.WriteFile(filepath.Join(dir, "secret"), []byte("x"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	tree, err := cloneHostTree()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = syscall.Close(tree) }()
+	at := "/proc/self/fd/" + itoa(tree)
+	if _, err := os.Stat(at + dir + "/secret"); err == nil {
+		t.Errorf("the copy holds the host's tmpfs at %s", dir)
+	}
+	if _, err := os.Stat(at + "/proc/self/exe"); err != nil {
+		t.Errorf("the copy has no /proc: %v", err)
+	}
+}

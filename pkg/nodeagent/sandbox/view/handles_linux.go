@@ -113,8 +113,10 @@ func openRoot(root string) (*os.File, error) {
 // image). Symbolic links on the way are followed inside the view (an
 // image's /etc/hosts -> /run/hosts leads to /run/hosts there, created when
 // missing), and every step is taken by handle, so a link swapped in
-// meanwhile cannot lead outside it. The result is an O_PATH descriptor.
-func openMountPoint(root *os.File, p string, dir bool) (*os.File, error) {
+// meanwhile cannot lead outside it. What it creates belongs to the
+// container's root with idm (Spec.IDMap). The result is an O_PATH
+// descriptor.
+func openMountPoint(root *os.File, p string, dir bool, idm *IDMap) (*os.File, error) {
 	// Where p leads inside the view, dangling links followed: only a
 	// name, which the handles below reach again safely.
 	full, err := securejoin.SecureJoin(root.Name(), p)
@@ -126,9 +128,9 @@ func openMountPoint(root *os.File, p string, dir bool) (*os.File, error) {
 		return nil, fmt.Errorf("%s resolves outside the container's root", p)
 	}
 	if dir {
-		return pathrs.MkdirAllHandle(root, rel, 0o755)
+		return mkdirAllOwned(root, rel, idm)
 	}
-	parent, err := pathrs.MkdirAllHandle(root, filepath.Dir(rel), 0o755)
+	parent, err := mkdirAllOwned(root, filepath.Dir(rel), idm)
 	if err != nil {
 		return nil, err
 	}
@@ -137,6 +139,9 @@ func openMountPoint(root *os.File, p string, dir bool) (*os.File, error) {
 	fd, err := unix.Openat(int(parent.Fd()), base, unix.O_CREAT|unix.O_EXCL|unix.O_RDONLY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0o644)
 	if err == nil {
 		_ = unix.Close(fd)
+		if err := ownEntry(parent, base, idm); err != nil {
+			return nil, err
+		}
 	} else if !errors.Is(err, unix.EEXIST) {
 		return nil, err
 	}
@@ -298,7 +303,7 @@ func mountVolume(root, source, subPath, target string, readOnly, recursiveRO, no
 		return err
 	}
 	defer func() { _ = src.Close() }()
-	rootH, dst, err := openVolumeTarget(root, target, dir)
+	rootH, dst, err := openVolumeTarget(root, target, dir, idm)
 	if err != nil {
 		return err
 	}
@@ -309,7 +314,7 @@ func mountVolume(root, source, subPath, target string, readOnly, recursiveRO, no
 	}
 	// A path on the way that changed meanwhile (a link swapped in by a
 	// container sharing a volume) leads elsewhere now: refused.
-	again, err := openMountPoint(rootH, target, dir)
+	again, err := openMountPoint(rootH, target, dir, nil)
 	if err != nil {
 		return &VolumeError{fmt.Errorf("checking the mount at %s: %w", target, err)}
 	}
@@ -325,8 +330,8 @@ func mountVolume(root, source, subPath, target string, readOnly, recursiveRO, no
 // createMountPoint creates the mount point of a volume (source, subPath)
 // at target inside the view whose root is root, by handle, before the
 // root is made read-only; without a source, target is the working
-// directory.
-func createMountPoint(root, source, subPath, target string) error {
+// directory. What it creates belongs to the container's root with idm.
+func createMountPoint(root, source, subPath, target string, idm *IDMap) error {
 	dir := true
 	if source != "" {
 		src, isDir, err := openVolumeSource(source, subPath, target)
@@ -336,7 +341,7 @@ func createMountPoint(root, source, subPath, target string) error {
 		_ = src.Close()
 		dir = isDir
 	}
-	rootH, dst, err := openVolumeTarget(root, target, dir)
+	rootH, dst, err := openVolumeTarget(root, target, dir, idm)
 	if err != nil {
 		return err
 	}
@@ -371,12 +376,12 @@ func openVolumeSource(source, subPath, target string) (*os.File, bool, error) {
 
 // openVolumeTarget opens the view's root and, inside it, the mount point
 // target (openMountPoint), created when missing.
-func openVolumeTarget(root, target string, dir bool) (*os.File, *os.File, error) {
+func openVolumeTarget(root, target string, dir bool, idm *IDMap) (*os.File, *os.File, error) {
 	rootH, err := openRoot(root)
 	if err != nil {
 		return nil, nil, fmt.Errorf("opening the container's root: %w", err)
 	}
-	dst, err := openMountPoint(rootH, target, dir)
+	dst, err := openMountPoint(rootH, target, dir, idm)
 	if err != nil {
 		_ = rootH.Close()
 		return nil, nil, &VolumeError{fmt.Errorf("creating mount path %s: %w", target, err)}

@@ -4,8 +4,11 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"path/filepath"
 	"strconv"
+	"strings"
 
+	pathrs "github.com/cyphar/filepath-securejoin/pathrs-lite"
 	"golang.org/x/sys/unix"
 )
 
@@ -112,4 +115,91 @@ func ownerOptions(m *IDMap) string {
 		return ""
 	}
 	return ",uid=" + strconv.FormatUint(uint64(m.UID), 10) + ",gid=" + strconv.FormatUint(uint64(m.GID), 10)
+}
+
+// mkdirAllOwned opens the directory rel inside root by handle, creating it
+// and its missing parents (pathrs' MkdirAllHandle, without idm). With idm
+// what it creates belongs to the container's root, as a runtime inside the
+// container's namespace would create it: the part that exists is resolved
+// inside root (links followed there), the rest is made one directory at a
+// time from a handle of its parent, each given to the namespace's root
+// before the next, and a link found where one was made refuses the mount.
+func mkdirAllOwned(root *os.File, rel string, idm *IDMap) (*os.File, error) {
+	if idm == nil {
+		return pathrs.MkdirAllHandle(root, rel, 0o755)
+	}
+	var parts []string
+	for _, c := range strings.Split(filepath.Clean(rel), "/") {
+		if c != "" && c != "." {
+			parts = append(parts, c)
+		}
+	}
+	// The longest part that exists.
+	n := len(parts)
+	var h *os.File
+	for ; n > 0; n-- {
+		f, err := pathrs.OpenatInRoot(root, filepath.Join(parts[:n]...))
+		if err == nil {
+			h = f
+			break
+		}
+		if !errors.Is(err, os.ErrNotExist) {
+			return nil, err
+		}
+	}
+	if h == nil {
+		fd, err := unix.Openat(int(root.Fd()), ".", unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+		if err != nil {
+			return nil, err
+		}
+		h = os.NewFile(uintptr(fd), root.Name())
+	}
+	for _, c := range parts[n:] {
+		err := unix.Mkdirat(int(h.Fd()), c, 0o755)
+		if err == nil {
+			err = ownEntry(h, c, idm)
+		} else if errors.Is(err, unix.EEXIST) {
+			err = nil
+		}
+		if err != nil {
+			_ = h.Close()
+			return nil, err
+		}
+		fd, err := unix.Openat(int(h.Fd()), c, unix.O_PATH|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+		name := filepath.Join(h.Name(), c)
+		_ = h.Close()
+		if err != nil {
+			return nil, fmt.Errorf("%s, just made, is no directory now: %w", name, err)
+		}
+		h = os.NewFile(uintptr(fd), name)
+	}
+	return h, nil
+}
+
+// ownEntry gives name, just made in the directory dir, to the container's
+// root (nothing without idm).
+func ownEntry(dir *os.File, name string, idm *IDMap) error {
+	if idm == nil {
+		return nil
+	}
+	if err := unix.Fchownat(int(dir.Fd()), name, int(idm.UID), int(idm.GID), unix.AT_SYMLINK_NOFOLLOW); err != nil {
+		return fmt.Errorf("giving %s to the container's root: %w", filepath.Join(dir.Name(), name), err)
+	}
+	return nil
+}
+
+// MkdirOwned creates the directory p (absolute, inside the current root:
+// the view, once the sandbox is in it) with its missing parents, by
+// handle; what it creates belongs to the container's root with idm.
+func MkdirOwned(p string, idm *IDMap) error {
+	root, err := openRoot("/")
+	if err != nil {
+		return err
+	}
+	defer func() { _ = root.Close() }()
+	h, err := mkdirAllOwned(root, strings.TrimPrefix(filepath.Clean("/"+p), "/"), idm)
+	if err != nil {
+		return err
+	}
+	return h.Close()
 }

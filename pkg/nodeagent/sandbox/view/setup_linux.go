@@ -176,7 +176,7 @@ func apply(o op, scratch string, layer *int, mountProc func(target string) error
 		}
 		return privateDev(o.source, target)
 	case opMountPoint:
-		return createMountPoint(rootDir(scratch), o.source, o.subPath, o.target)
+		return createMountPoint(rootDir(scratch), o.source, o.subPath, o.target, idm)
 	case opReadOnly:
 		target := o.target
 		if o.view {

@@ -6,6 +6,7 @@
 //	write:PATH=TEXT   writes TEXT to PATH ("wrote PATH" or the error)
 //	id                "uid=U gid=G groups=[...]"
 //	stat:PATH         "PATH uid=U gid=G" of the file (links not followed)
+//	chmod:PATH=MODE   changes the file's mode (octal); prints nothing
 //	pwd               the working directory
 //	hostname          the node name uname(2) gives (uname -n)
 //	env:NAME          NAME=value
@@ -58,6 +59,15 @@ func main() {
 				continue
 			}
 			fmt.Printf("%s uid=%d gid=%d\n", arg, st.Uid, st.Gid)
+		case "chmod":
+			p, mode, _ := strings.Cut(arg, "=")
+			m, err := strconv.ParseUint(mode, 8, 32)
+			if err == nil {
+				err = os.Chmod(p, os.FileMode(m))
+			}
+			if err != nil {
+				fmt.Println("error:", err)
+			}
 		case "pwd":
 			wd, _ := os.Getwd()
 			fmt.Println(wd)
