@@ -23,8 +23,9 @@ import (
 // each pod's containers see a mapping of 65536 ids onto a range of the
 // host's of their own, at a multiple of 65536 (two pods, two ranges), run
 // as root inside it, write to an emptyDir and read their service account
-// token (idmapped volumes), and a command exec'd into one runs in the same
-// mapping.
+// token (idmapped volumes), a command exec'd into one runs in the same
+// mapping, and the containers of a pod sharing its process namespace share
+// one user namespace.
 func TestUpHostUsersFalse(t *testing.T) {
 	if os.Getuid() != 0 {
 		t.Skip("as another user every sandbox already has a user namespace mapping that user; this is root's")
@@ -88,6 +89,37 @@ func TestUpHostUsersFalse(t *testing.T) {
 			}
 			if len(ranges) != 2 {
 				t.Errorf("the two pods share a range: %v", ranges)
+			}
+
+			// A pod sharing its process namespace: its containers share
+			// its one user namespace, as with the kubelet's runtimes.
+			shared := &corev1.Pod{
+				ObjectMeta: metav1.ObjectMeta{Name: "userns-shared", Namespace: "default"},
+				Spec: corev1.PodSpec{
+					HostUsers: ptr.To(false), ShareProcessNamespace: ptr.To(true), TerminationGracePeriodSeconds: ptr.To[int64](1),
+					Containers: []corev1.Container{
+						{Name: "a", Image: image, Command: []string{"sh", "-c", "readlink /proc/self/ns/user; exec sleep 3600"}},
+						{Name: "b", Image: image, Command: []string{"sh", "-c", "readlink /proc/self/ns/user; exec sleep 3600"}},
+					},
+				},
+			}
+			if _, err := c.CoreV1().Pods("default").Create(ctx, shared, metav1.CreateOptions{}); err != nil {
+				t.Fatal(err)
+			}
+			waitPod(t, c, "default", shared.Name, "running", 2*time.Minute, phaseIs(corev1.PodRunning))
+			nsOf := func(container string) string {
+				deadline := time.Now().Add(30 * time.Second)
+				for time.Now().Before(deadline) {
+					logs, err := c.CoreV1().Pods("default").GetLogs(shared.Name, &corev1.PodLogOptions{Container: container}).DoRaw(ctx)
+					if err == nil && len(logs) > 0 {
+						return strings.TrimSpace(string(logs))
+					}
+					time.Sleep(100 * time.Millisecond)
+				}
+				return ""
+			}
+			if a, b := nsOf("a"), nsOf("b"); a == "" || a != b {
+				t.Errorf("the containers of a pod sharing its process namespace are in user namespaces %q and %q, want one", a, b)
 			}
 
 			req := c.CoreV1().RESTClient().Post().Resource("pods").Namespace("default").Name("userns-a").SubResource("exec").

@@ -18,6 +18,10 @@ type pidChoice struct {
 	// join names the namespace to join (sandbox.PIDJoin); closed by the
 	// caller once the sandbox started.
 	join *os.File
+	// users, for a container with a user namespace, names the user
+	// namespace of the process whose PID namespace it joins, which its
+	// processes enter (StartOptions.JoinUserNamespace); closed with join.
+	users *os.File
 	// release is called once the attempt ended (a pod's namespace is
 	// kept while one of its containers runs); nil when nothing to do.
 	release func()
@@ -50,10 +54,24 @@ func (r *Runtime) pidNamespace(ctx context.Context, spec runtime.Spec) (pidChoic
 		if err != nil {
 			return pidChoice{}, &runtime.StartError{Reason: ReasonCreateContainerError, Message: "joining the target container's process namespace: " + err.Error()}
 		}
-		return pidChoice{mode: sandbox.PIDJoin, join: f}, nil
+		pc := pidChoice{mode: sandbox.PIDJoin, join: f}
+		if pc.users, err = openUserNamespace(spec, h.pid); err != nil {
+			_ = f.Close()
+			return pidChoice{}, &runtime.StartError{Reason: ReasonCreateContainerError, Message: "joining the target container's user namespace: " + err.Error()}
+		}
+		return pc, nil
 	default:
 		return pidChoice{mode: sandbox.PIDContainer}, nil
 	}
+}
+
+// openUserNamespace opens the user namespace of the host process pid for
+// a container with one of its own (spec.UserNamespace); nil otherwise.
+func openUserNamespace(spec runtime.Spec, pid int) (*os.File, error) {
+	if spec.UserNamespace == nil {
+		return nil, nil
+	}
+	return os.Open("/proc/" + strconv.Itoa(pid) + "/ns/user")
 }
 
 // openPIDNamespace opens the PID namespace of the host process pid.
@@ -122,6 +140,14 @@ func (r *Runtime) joinPod(ctx context.Context, spec runtime.Spec) (pidChoice, er
 		}
 		return pidChoice{}, &runtime.StartError{Reason: ReasonCreateContainerError, Message: "joining the pod's process namespace: " + err.Error()}
 	}
+	users, err := openUserNamespace(spec, ns.sb.PID())
+	if err != nil {
+		_ = f.Close()
+		if ns.users == 0 {
+			pods.end(spec.PodUID, ns)
+		}
+		return pidChoice{}, &runtime.StartError{Reason: ReasonCreateContainerError, Message: "joining the pod's user namespace: " + err.Error()}
+	}
 	ns.users++
 	release := sync.OnceFunc(func() {
 		pods.mu.Lock()
@@ -131,7 +157,7 @@ func (r *Runtime) joinPod(ctx context.Context, spec runtime.Spec) (pidChoice, er
 			pods.end(spec.PodUID, ns)
 		}
 	})
-	return pidChoice{mode: sandbox.PIDJoin, join: f, release: release}, nil
+	return pidChoice{mode: sandbox.PIDJoin, join: f, users: users, release: release}, nil
 }
 
 // end kills ns, the namespace of pod uid no attempt uses any more, and
@@ -165,6 +191,8 @@ func (r *Runtime) startPause(ctx context.Context, spec runtime.Spec) (*podNamesp
 		Config: sandbox.Config{
 			Isolate: true, Scratch: dir, Rootfs: &sandbox.Rootfs{},
 			PIDNamespace: sandbox.PIDContainer, Pause: true,
+			// The pod's user namespace, which its containers enter.
+			UserNamespace: sandboxIDMapping(spec.UserNamespace),
 		},
 		Timeout: r.opts.StartTimeout,
 	})

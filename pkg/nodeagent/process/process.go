@@ -368,9 +368,7 @@ func (r *Runtime) Start(ctx context.Context, spec runtime.Spec) (runtime.Handle,
 		if pc.release != nil {
 			pc.release()
 		}
-		if pc.join != nil {
-			_ = pc.join.Close()
-		}
+		pc.close()
 		return nil, err
 	}
 	if cg != nil && cfg.Isolate {
@@ -391,6 +389,24 @@ func (r *Runtime) Start(ctx context.Context, spec runtime.Spec) (runtime.Handle,
 	return h, err
 }
 
+// sandboxIDMapping is the sandbox's user namespace mapping of a pod's
+// range; nil without one.
+func sandboxIDMapping(r *runtime.IDRange) *sandbox.IDMapping {
+	if r == nil {
+		return nil
+	}
+	return &sandbox.IDMapping{HostUID: r.HostID, HostGID: r.HostID, Size: r.Length}
+}
+
+// close closes the namespaces' descriptors (the sandbox has its own).
+func (pc pidChoice) close() {
+	for _, f := range []*os.File{pc.join, pc.users} {
+		if f != nil {
+			_ = f.Close()
+		}
+	}
+}
+
 // sandboxConfig is what the sandbox of spec runs, before its scratch
 // directory is chosen. In host mode Spec.User is nil (the agent's user and
 // groups) or names the agent's user with the pod's supplemental groups.
@@ -409,9 +425,7 @@ func sandboxConfig(spec runtime.Spec, isolate bool) sandbox.Config {
 		cfg.Mounts = append(cfg.Mounts, sandbox.Mount{Source: m.Source, SubPath: m.SubPath, Target: m.Target, ReadOnly: m.ReadOnly, RecursiveReadOnly: m.RecursiveReadOnly,
 			Image: m.ImageVolume != "", Layers: m.Layers})
 	}
-	if u := spec.UserNamespace; u != nil {
-		cfg.UserNamespace = &sandbox.IDMapping{HostUID: u.HostID, HostGID: u.HostID, Size: u.Length}
-	}
+	cfg.UserNamespace = sandboxIDMapping(spec.UserNamespace)
 	if spec.Rootfs != nil {
 		cfg.Rootfs = &sandbox.Rootfs{Layers: spec.Rootfs.Layers}
 	}
@@ -433,9 +447,7 @@ func (r *Runtime) start(ctx context.Context, spec runtime.Spec, cfg sandbox.Conf
 			pc.release()
 		}
 	}
-	if pc.join != nil {
-		defer func() { _ = pc.join.Close() }()
-	}
+	defer pc.close()
 	lw, err := logfile.NewWriter(spec.LogPath, r.opts.LogMaxSize, r.opts.Clock)
 	if err != nil {
 		release()
@@ -460,7 +472,8 @@ func (r *Runtime) start(ctx context.Context, spec runtime.Spec, cfg sandbox.Conf
 		Timeout:    r.opts.StartTimeout,
 		Cgroup:     cg.sandboxFiles(),
 
-		JoinPIDNamespace: pc.join,
+		JoinPIDNamespace:  pc.join,
+		JoinUserNamespace: pc.users,
 	})
 	cg.started()
 	if err != nil {

@@ -37,6 +37,14 @@ type StartOptions struct {
 	// commands exec'd into the container join (Config.PIDNamespace
 	// PIDJoin): a /proc/<pid>/ns/pid file or a pidfd of a process in it.
 	JoinPIDNamespace *os.File
+	// JoinUserNamespace, with JoinPIDNamespace and Config.UserNamespace,
+	// names the user namespace (a /proc/<pid>/ns/user file) the
+	// container's processes enter instead of one of their own: that of
+	// the process whose PID namespace they join (the pod's pause, a
+	// target container's), so that a pod's containers share one, as with
+	// the kubelet's runtimes. A build without cgo cannot enter one
+	// (canEnterUserNamespace) and ignores it.
+	JoinUserNamespace *os.File
 	// Stdin, Stdout and Stderr are the main process's; nil is /dev/null.
 	Stdin, Stdout, Stderr *os.File
 	// Cgroup, when not nil, puts the container's processes (the main
@@ -134,6 +142,9 @@ func Start(ctx context.Context, o StartOptions) (*Sandbox, error) {
 	if (o.Config.PIDNamespace == PIDJoin) != (o.JoinPIDNamespace != nil) {
 		return nil, &StartFailure{Reason: ReasonCreateContainerError, Message: "a PID namespace to join needs PIDJoin, and PIDJoin one to join"}
 	}
+	if !canEnterUserNamespace || o.JoinPIDNamespace == nil || o.Config.UserNamespace == nil {
+		o.JoinUserNamespace = nil
+	}
 	ctrl, peer, err := socketPair()
 	if err != nil {
 		return nil, err
@@ -161,7 +172,7 @@ func Start(ctx context.Context, o StartOptions) (*Sandbox, error) {
 		Path:        o.Executable,
 		Args:        args,
 		Env:         []string{},
-		ExtraFiles:  extraFiles(peer, cfgR, o.JoinPIDNamespace, o.Cgroup, &o.Config),
+		ExtraFiles:  extraFiles(peer, cfgR, o.JoinPIDNamespace, o.JoinUserNamespace, o.Cgroup, &o.Config),
 		SysProcAttr: sysProcAttr(o.Namespaces, uts, subIDs != nil),
 	}
 	// exec.Cmd treats a nil *os.File field as "no file"; keep nil as nil.
@@ -534,12 +545,17 @@ func (s *Sandbox) Exec(ctx context.Context, argv []string, tty bool, stdin, stdo
 }
 
 // extraFiles are a sandbox's descriptors after stdin, stdout and stderr:
-// controlFD, configFD, joinFD when a PID namespace is to be joined, then
-// the cgroup files, whose numbers it writes into cfg.
-func extraFiles(peer, cfgR, join *os.File, cg *CgroupFiles, cfg *Config) []*os.File {
+// controlFD, configFD, joinFD when a PID namespace is to be joined,
+// joinUserFD when a user namespace is too (cfg.JoinUserNamespace says
+// so), then the cgroup files, whose numbers it writes into cfg.
+func extraFiles(peer, cfgR, join, joinUser *os.File, cg *CgroupFiles, cfg *Config) []*os.File {
 	files := []*os.File{peer, cfgR}
 	if join != nil {
 		files = append(files, join)
+	}
+	cfg.JoinUserNamespace = join != nil && joinUser != nil
+	if cfg.JoinUserNamespace {
+		files = append(files, joinUser)
 	}
 	cfg.CgroupEnter, cfg.CgroupLeave = nil, nil
 	if cg != nil {

@@ -133,6 +133,10 @@ type Config struct {
 	// an unprivileged user of the host's. See userns.go. Needs a sandbox
 	// run by root, Isolate, and a PID namespace (PIDContainer or PIDJoin).
 	UserNamespace *IDMapping `json:"userNamespace,omitempty"`
+	// JoinUserNamespace, set by Start from StartOptions.JoinUserNamespace,
+	// says the sandbox has joinUserFD: the user namespace its container's
+	// processes enter instead of a new one.
+	JoinUserNamespace bool `json:"joinUserNamespace,omitempty"`
 }
 
 // IDMapping is a user namespace's mapping of the container's ids 0 to

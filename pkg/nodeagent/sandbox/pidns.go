@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/signal"
 	"runtime"
+	"strconv"
 	"syscall"
 	"time"
 
@@ -54,6 +55,10 @@ const stageReady = 'R'
 // namespace to join (PIDJoin), after the control socket and the config
 // pipe.
 const joinFD = 5
+
+// joinUserFD is the descriptor, after joinFD, that names the user
+// namespace to enter (Config.JoinUserNamespace).
+const joinUserFD = 6
 
 func init() {
 	if len(os.Args) > 0 && os.Args[0] == initArgvName {
@@ -170,6 +175,11 @@ func stage() int {
 		return 0
 	}
 	if cfg.Pause {
+		if c := cfg.Cred; c != nil {
+			if err := takeCred(c); err != nil {
+				return fail(ReasonStartError, err.Error())
+			}
+		}
 		// It only reaps: it keeps no capability a process of the
 		// namespace could borrow, in no set.
 		if err := limitCapabilities(nil); err != nil {
@@ -198,20 +208,8 @@ func stage() int {
 		return fail(ReasonStartError, err.Error())
 	}
 	if c := cfg.Cred; c != nil {
-		if !c.NoSetGroups {
-			groups := make([]int, len(c.Groups))
-			for i, g := range c.Groups {
-				groups[i] = int(g)
-			}
-			if err := syscall.Setgroups(groups); err != nil {
-				return fail(ReasonStartError, "setting supplementary groups: "+err.Error())
-			}
-		}
-		if err := syscall.Setgid(int(c.GID)); err != nil {
-			return fail(ReasonStartError, "setting the group: "+err.Error())
-		}
-		if err := syscall.Setuid(int(c.UID)); err != nil {
-			return fail(ReasonStartError, "setting the user: "+err.Error())
+		if err := takeCred(c); err != nil {
+			return fail(ReasonStartError, err.Error())
 		}
 	}
 	if cfg.Dir != "" {
@@ -226,6 +224,26 @@ func stage() int {
 	}
 	err := syscall.Exec(cfg.Path, cfg.Argv, cfg.Env)
 	return fail(ReasonStartError, fmt.Sprintf("exec: %q: %v", cfg.Argv[0], err))
+}
+
+// takeCred makes the stage c's user, group and supplementary groups.
+func takeCred(c *stageCred) error {
+	if !c.NoSetGroups {
+		groups := make([]int, len(c.Groups))
+		for i, g := range c.Groups {
+			groups[i] = int(g)
+		}
+		if err := syscall.Setgroups(groups); err != nil {
+			return fmt.Errorf("setting supplementary groups: %w", err)
+		}
+	}
+	if err := syscall.Setgid(int(c.GID)); err != nil {
+		return fmt.Errorf("setting the group: %w", err)
+	}
+	if err := syscall.Setuid(int(c.UID)); err != nil {
+		return fmt.Errorf("setting the user: %w", err)
+	}
+	return nil
 }
 
 // pidNamespaced reports whether the main process is in a PID namespace
@@ -259,11 +277,17 @@ func (s *supervisor) forkStage(files []*os.File, tty bool) error {
 	if s.cfg.PIDNamespace == PIDContainer {
 		sys.Cloneflags = syscall.CLONE_NEWPID
 	}
-	if s.userNamespaced() {
+	env := []string{}
+	if s.userNamespaced() && s.userNS != nil {
+		// The namespace to enter, after cfgR and errW: entered before
+		// the stage's runtime starts (nsenter_cgo.go).
+		env = append(env, joinUserNSEnv+"="+strconv.Itoa(len(fds)))
+		fds = append(fds, s.userNS.Fd())
+	} else if s.userNamespaced() {
 		// Created with the PID namespace, so that it owns it.
 		s.inUserNamespace(sys, true)
 	}
-	attr := &syscall.ProcAttr{Env: []string{}, Files: fds, Sys: sys}
+	attr := &syscall.ProcAttr{Env: env, Files: fds, Sys: sys}
 	// The stage keeps every capability: it mounts /proc and takes the
 	// container's user before it limits them itself.
 	// It is moved into the container's cgroups while the view is built
@@ -339,6 +363,10 @@ func (s *supervisor) abandonStage() {
 // returns once the command was executed, or why it was not.
 func (s *supervisor) runStage(argv []string, probe bool) (int, string, error) {
 	cfg := stageConfig{Probe: probe, Pause: s.cfg.Pause}
+	if cfg.Pause && s.userNamespaced() {
+		// Root of its namespace, not the host's unmapped root.
+		cfg.Cred = &stageCred{}
+	}
 	if !probe && !cfg.Pause {
 		var reason string
 		var err error

@@ -194,6 +194,10 @@ func supervise() int {
 		syscall.CloseOnExec(joinFD)
 		s.pidNS = os.NewFile(joinFD, "pidns")
 	}
+	if s.cfg.JoinUserNamespace {
+		syscall.CloseOnExec(joinUserFD)
+		s.userNS = os.NewFile(joinUserFD, "userns")
+	}
 	if s.pidNamespaced() {
 		stdio := []*os.File{os.Stdin, os.Stdout, os.Stderr}
 		if durOut != nil {

@@ -36,31 +36,37 @@ import (
 //     namespace's procfs is mounted by a short-lived helper (this
 //     executable as procArgvName) that the sandbox forks into that PID
 //     namespace, root of the host's.
+//   - A container joining its pod's PID namespace (shareProcessNamespace:
+//     the pause sandbox, itself started with the pod's mapping; an
+//     ephemeral container's target) enters that process's user namespace
+//     instead (StartOptions.JoinUserNamespace), so that a pod's
+//     containers share one, as with the kubelet's runtimes.
 //   - A command exec'd into the container (kubectl exec, an exec probe)
-//     goes through an init stage too, forked into a new user namespace
-//     with the same mapping (a process of a multithreaded program cannot
-//     enter an existing one), in the container's PID namespace and cgroups.
-//     The sandbox has pivoted into the view by then, where this executable
-//     and its dynamic loader are not: the stage is executed from a copy of
-//     the host's mount tree the sandbox cloned before the pivot (a chroot
-//     through its descriptor, as root of the stage's fresh namespace), and
-//     then chroots into the view through a descriptor of the view's root,
-//     before it limits its capabilities, loads the seccomp filter and takes
-//     the container's user, as the main process's stage does. It runs as
-//     the host's root (unmapped in its namespace) until then, so a
-//     process of the container cannot trace it or open its /proc entries
-//     while it still holds that copy.
+//     goes through an init stage too, in the container's PID namespace
+//     and cgroups, which enters the main process's user namespace before
+//     its Go runtime starts (nsenter_cgo.go: a process of a multithreaded
+//     program cannot enter one). The sandbox has pivoted into the view by
+//     then, where this executable and its dynamic loader are not: the
+//     stage is executed from a copy of the host's root filesystem and
+//     /proc the sandbox cloned before the pivot (a chroot through its
+//     descriptor), and then chroots into the view through a descriptor of
+//     the view's root, before it limits its capabilities, loads the
+//     seccomp filter and takes the container's user, as the main process's
+//     stage does. It runs as the host's root, not dumpable (unmapped in
+//     the namespace), until then, so a process of the container cannot
+//     trace it or open its /proc entries while it still holds that copy.
 //   - Every stage takes the container's user (root of the namespace when
 //     no other is asked): a process that kept the host's uid would be
 //     unmapped inside.
 //
-// Differences from the kubelet's runtimes: each process the sandbox forks
-// into the container (the main process, each exec'd command) has a user
-// namespace of its own with the pod's mapping, not one per pod: ids, files
-// and signals between processes of the same user behave as in one
-// namespace, but root of one has no capability over a process of another
-// user in another (an exec'd root shell cannot kill the main process when
-// it runs as another user).
+// Differences from the kubelet's runtimes: a pod's containers that do not
+// share a process namespace have a user namespace each, with the pod's
+// mapping (they see none of each other's processes anyway). A build
+// without cgo (canEnterUserNamespace false) gives each exec'd command and
+// each container a namespace of its own with the mapping: ids, files and
+// signals between processes of the same user behave as in one namespace,
+// but the kernel lets no process read another's /proc files, trace it or
+// (as root) signal one of another user across namespaces.
 
 // procArgvName is argv[0] of the helper that mounts the procfs of the PID
 // namespace it is born in at argv[1].
@@ -99,6 +105,8 @@ func (s *supervisor) checkUserNamespace() error {
 		return errors.New("a user namespace of the container's own (hostUsers: false) needs a sandbox run by root")
 	case !s.cfg.Isolate || !s.pidNamespaced():
 		return errors.New("a user namespace of the container's own (hostUsers: false) needs the sandbox's mount namespace and a PID namespace")
+	case s.cfg.JoinUserNamespace && (s.cfg.PIDNamespace != PIDJoin || !canEnterUserNamespace):
+		return errors.New("a user namespace to enter needs a PID namespace to join and a build with cgo")
 	case m.Size == 0 || m.HostUID == 0 || m.HostGID == 0:
 		return fmt.Errorf("the user namespace's mapping (%d ids from uid %d, gid %d) maps nothing or the host's root", m.Size, m.HostUID, m.HostGID)
 	}
@@ -166,11 +174,14 @@ func (s *supervisor) inUserNamespace(sys *syscall.SysProcAttr, mapNow bool) {
 // commands' stages are executed. Both are kept open for the sandbox's
 // life.
 func (s *supervisor) prepareUserNamespace() error {
-	ns, err := os.Open(fmt.Sprintf("/proc/%d/ns/user", s.stagePID))
-	if err != nil {
-		return fmt.Errorf("opening the container's user namespace: %w", err)
+	if s.userNS == nil {
+		// The one the stage was born in; else the one it entered.
+		ns, err := os.Open(fmt.Sprintf("/proc/%d/ns/user", s.stagePID))
+		if err != nil {
+			return fmt.Errorf("opening the container's user namespace: %w", err)
+		}
+		s.userNS = ns
 	}
-	s.userNS = ns
 	// A private copy: what the host mounts or unmounts later does not
 	// reach it. The view's SetUp makes the namespace's mounts private
 	// anyway; doing it first keeps the copy out of the host's peer groups.

@@ -186,18 +186,32 @@ func TestUserNamespaceRunAsUser(t *testing.T) {
 // it too.
 func TestUserNamespaceJoinsAPIDNamespace(t *testing.T) {
 	requireRoot(t)
-	pause, _ := startTest(t, true, Config{Rootfs: &Rootfs{}, PIDNamespace: PIDContainer, Pause: true})
+	m := testMapping
+	pause, _ := startTest(t, true, Config{Rootfs: &Rootfs{}, PIDNamespace: PIDContainer, Pause: true, UserNamespace: &m})
 	ns, err := os.Open("/proc/" + itoa(pause.PID()) + "/ns/pid")
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer func() { _ = ns.Close() }()
-	m := testMapping
-	s, _ := startTestWith(t, true, StartOptions{JoinPIDNamespace: ns}, Config{
+	users, err := os.Open("/proc/" + itoa(pause.PID()) + "/ns/user")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = users.Close() }()
+	s, _ := startTestWith(t, true, StartOptions{JoinPIDNamespace: ns, JoinUserNamespace: users}, Config{
 		Command:       []string{"sleep", "3604"},
 		PIDNamespace:  PIDJoin,
 		UserNamespace: &m,
 	})
+	// The pod's one user namespace: the pause process's, its root's.
+	if got := hostUID(t, pause.PID()); got != itoa(int(m.HostUID)) {
+		t.Errorf("the pause process runs as host uid %s, want %d", got, m.HostUID)
+	}
+	pauseNS, _ := os.Readlink("/proc/" + itoa(pause.PID()) + "/ns/user")
+	mainNS, _ := os.Readlink("/proc/" + itoa(s.PID()) + "/ns/user")
+	if canEnterUserNamespace && (pauseNS == "" || pauseNS != mainNS) {
+		t.Errorf("the container's user namespace is %q, the pod's %q", mainNS, pauseNS)
+	}
 	out, code := execOutput(t, s, "sh", "-c", `id -u; cat /proc/self/uid_map; ps -o pid,args | grep -c 'sleep 3604$'`)
 	if code != 0 {
 		t.Fatalf("exec exit %d: %s", code, out)
