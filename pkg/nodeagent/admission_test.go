@@ -63,12 +63,13 @@ func volumeAgent(t *testing.T, isolated bool) (*Agent, *record.FakeRecorder) {
 	t.Helper()
 	rec := record.NewFakeRecorder(10)
 	a := &Agent{
-		client:  fake.NewClientset(),
-		opts:    Options{DataDir: t.TempDir()},
-		runtime: isolatingRuntime{ok: isolated, why: "no namespaces here"},
-		workers: map[types.UID]*worker{},
-		refused: map[types.UID]bool{},
-		clock:   testingclock.NewFakeClock(t0),
+		client:   fake.NewClientset(),
+		opts:     Options{DataDir: t.TempDir()},
+		runtime:  isolatingRuntime{ok: isolated, why: "no namespaces here"},
+		workers:  map[types.UID]*worker{},
+		refused:  map[types.UID]bool{},
+		idRanges: newIDRanges(),
+		clock:    testingclock.NewFakeClock(t0),
 	}
 	a.recorder = rec
 	a.volumes = volume.New(a.volumeConfig())

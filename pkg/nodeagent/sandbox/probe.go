@@ -5,8 +5,6 @@ import (
 	"fmt"
 	"os"
 	"time"
-
-	"golang.org/x/sys/unix"
 )
 
 // Probe reports whether sandboxes with a private filesystem view can be
@@ -70,30 +68,25 @@ func ProbePID(ctx context.Context, executable, scratch string, timeout time.Dura
 // ProbeUserNamespace reports whether containers can have a user
 // namespace of their own (Config.UserNamespace): it starts a sandbox that
 // builds a view on scratch (an empty directory, removed afterwards) of an
-// image layer and a volume, directories beside scratch (so on its
-// filesystem, which holds the agent's data), and a tmpfs volume (a
-// memory-backed emptyDir's), all idmapped through a new user namespace,
-// with a PID namespace and its /proc; within timeout (0:
-// DefaultStartTimeout) and while ctx lasts. The error says what the
-// machine lacks (a sandbox not run by root, a kernel or a filesystem
-// without idmapped mounts: tmpfs has them from Linux 6.3).
+// empty image (whose one layer is an empty directory of the scratch
+// tmpfs, as a memory-backed emptyDir's tmpfs) and a volume, a directory
+// beside scratch (so on its filesystem, which holds the agent's data),
+// all idmapped through a new user namespace, with a PID namespace and its
+// /proc; within timeout (0: DefaultStartTimeout) and while ctx lasts.
+// Nothing is mounted outside the sandbox's mount namespace. The error
+// says what the machine lacks (a sandbox not run by root, a kernel or a
+// filesystem without idmapped mounts: tmpfs has them from Linux 6.3).
 func ProbeUserNamespace(ctx context.Context, executable, scratch string, timeout time.Duration) error {
-	layer, vol, mem := scratch+".layer", scratch+".volume", scratch+".tmpfs"
-	for _, d := range []string{layer, vol, mem} {
-		if err := os.MkdirAll(d, 0o700); err != nil {
-			return fmt.Errorf("creating probe directory: %w", err)
-		}
-		defer func() { _ = os.RemoveAll(d) }()
+	vol := scratch + ".volume"
+	if err := os.MkdirAll(vol, 0o700); err != nil {
+		return fmt.Errorf("creating probe directory: %w", err)
 	}
-	if err := unix.Mount("tmpfs", mem, "tmpfs", unix.MS_NOSUID|unix.MS_NODEV, "size=1m"); err != nil {
-		return fmt.Errorf("mounting the probe's tmpfs: %w", err)
-	}
-	defer func() { _ = unix.Unmount(mem, unix.MNT_DETACH) }()
+	defer func() { _ = os.RemoveAll(vol) }()
 	return probeOnScratch(ctx, scratch, StartOptions{
 		Executable: executable,
 		Namespaces: true,
 		Config: Config{Isolate: true, Scratch: scratch, Probe: true, PIDNamespace: PIDContainer,
-			Rootfs: &Rootfs{Layers: []string{layer}}, Mounts: []Mount{{Source: vol, Target: "/volume"}, {Source: mem, Target: "/memory"}},
+			Rootfs: &Rootfs{}, Mounts: []Mount{{Source: vol, Target: "/volume"}},
 			UserNamespace: &IDMapping{HostUID: MappedIDs, HostGID: MappedIDs, Size: MappedIDs}},
 		Timeout: timeout,
 	})
