@@ -148,7 +148,7 @@ func readUsernsRecord(dir string) (uint32, bool, error) {
 		return 0, false, fmt.Errorf("the pod's user namespace record %s does not map one range of users and the same of groups", filepath.Join(dir, usernsFile))
 	}
 	m := rec.UIDMappings[0]
-	if m.ContainerID != 0 || m.Length != idsPerPod || m.HostID%idsPerPod != 0 || m.HostID == 0 {
+	if m.ContainerID != 0 || m.Length != idsPerPod || m.HostID%idsPerPod != 0 || m.HostID == 0 || m.HostID/idsPerPod > idRangeBlocks {
 		return 0, false, fmt.Errorf("the pod's user namespace record %s maps %d ids from %d to %d: not a range of %d at a multiple of it", filepath.Join(dir, usernsFile), m.Length, m.ContainerID, m.HostID, idsPerPod)
 	}
 	return m.HostID / idsPerPod, true, nil

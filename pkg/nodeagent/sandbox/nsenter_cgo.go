@@ -33,7 +33,11 @@ __attribute__((constructor)) static void jobkeeper_enter_userns(void) {
 	char *end = NULL;
 	long fd = strtol(v, &end, 10);
 	if (end == v || *end != '\0' || fd < 0 || setns((int)fd, CLONE_NEWUSER) != 0) {
-		// The sandbox reads no ready byte and reports the failure.
+		// The sandbox reads no ready byte and reports the failure
+		// (enterFailedCode); the command's stderr says why.
+		const char *msg = "jobkeeper: the command's init stage could not enter the container's user namespace\n";
+		ssize_t ignored = write(2, msg, strlen(msg));
+		(void)ignored;
 		_exit(126);
 	}
 	close((int)fd);

@@ -211,6 +211,15 @@ func stage() int {
 		if err := takeCred(c); err != nil {
 			return fail(ReasonStartError, err.Error())
 		}
+		if c.UID != 0 {
+			// The kernel drops them when root becomes another user; a
+			// stage in a user namespace was not its root (its uid is the
+			// host's, unmapped there): drop them as it would, before the
+			// working directory is entered as that user.
+			if err := dropAllCapabilities(); err != nil {
+				return fail(ReasonStartError, err.Error())
+			}
+		}
 	}
 	if cfg.Dir != "" {
 		if err := os.Chdir(cfg.Dir); err != nil {
@@ -304,8 +313,16 @@ func (s *supervisor) forkStage(files []*os.File, tty bool) error {
 	s.stageCgroup = s.cgroups.move(pid)
 	var b [1]byte
 	if n, _ := io.ReadFull(errR, b[:]); n != 1 || b[0] != stageReady {
-		s.abandonStage()
-		return errors.New("the container's init stage ended before it was ready")
+		_ = s.stageCfg.Close()
+		_ = s.stageErr.Close()
+		_ = syscall.Kill(pid, syscall.SIGKILL)
+		var ws syscall.WaitStatus
+		_, _ = syscall.Wait4(pid, &ws, 0, nil)
+		s.stagePID = 0
+		if ws.Exited() && ws.ExitStatus() == enterFailedCode && s.userNS != nil {
+			return errors.New("the container's init stage could not enter the pod's user namespace")
+		}
+		return fmt.Errorf("the container's init stage ended before it was ready (%v)", ws)
 	}
 	return nil
 }
@@ -381,7 +398,7 @@ func (s *supervisor) runStage(argv []string, probe bool) (int, string, error) {
 	}
 	pid, cfgW, errR := s.stagePID, s.stageCfg, s.stageErr
 	s.stagePID = 0
-	if reason, err := s.execStage(pid, cfgW, errR, cfg); err != nil {
+	if reason, err := s.execStage(pid, cfgW, errR, cfg, time.Time{}); err != nil {
 		return 0, reason, err
 	}
 	return pid, "", nil
@@ -412,14 +429,27 @@ func (s *supervisor) commandStage(argv []string) (stageConfig, string, error) {
 
 // execStage sends a waiting stage (pid, its config pipe cfgW and error
 // pipe errR, both closed here) its config, and waits until it executed
-// the command, or says why it did not (the stage is then reaped).
-func (s *supervisor) execStage(pid int, cfgW, errR *os.File, cfg stageConfig) (string, error) {
+// the command, or says why it did not (the stage is then reaped); with a
+// deadline, no longer: a stage still there then is killed.
+func (s *supervisor) execStage(pid int, cfgW, errR *os.File, cfg stageConfig, deadline time.Time) (string, error) {
 	defer func() { _ = errR.Close() }()
 	go func() {
 		_ = json.NewEncoder(cfgW).Encode(cfg)
 		_ = cfgW.Close()
 	}()
-	b, _ := io.ReadAll(errR)
+	if !deadline.IsZero() {
+		_ = errR.SetReadDeadline(deadline)
+	}
+	b, err := io.ReadAll(errR)
+	if errors.Is(err, os.ErrDeadlineExceeded) {
+		// Stopped, say, by a process of the container's that may signal
+		// it: the supervisor's loop waits for it.
+		_ = syscall.Kill(pid, syscall.SIGKILL)
+		_ = cfgW.Close()
+		var ws syscall.WaitStatus
+		_, _ = syscall.Wait4(pid, &ws, 0, nil)
+		return ReasonStartError, fmt.Errorf("the command's init stage did not run it within %v and was killed", stageTimeout)
+	}
 	if len(b) == 0 {
 		// Closed by a successful exec (or, probing, by the exit; for a
 		// pause process, once it runs).
@@ -435,6 +465,11 @@ func (s *supervisor) execStage(pid int, cfgW, errR *os.File, cfg stageConfig) (s
 	_, _ = syscall.Wait4(pid, &ws, 0, nil)
 	return se.Reason, errors.New(se.Message)
 }
+
+// stageTimeout bounds how long the supervisor waits for an exec'd
+// command's stage (spawnStaged): it starts in milliseconds, and the
+// supervisor's loop waits meanwhile.
+const stageTimeout = 10 * time.Second
 
 // enterRoot chroots into the directory of stageRootFD, then closes it.
 func enterRoot() error {

@@ -6,9 +6,11 @@ import (
 	"io"
 	"os"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
+	"time"
 
 	"github.com/moby/sys/capability"
 	"github.com/moby/sys/mountinfo"
@@ -72,6 +74,10 @@ import (
 // namespace it is born in at argv[1].
 const procArgvName = "jobkeeper-sandbox-proc"
 
+// enterFailedCode is the exit code of a stage whose constructor could
+// not enter the user namespace it was given (nsenter_cgo.go).
+const enterFailedCode = 126
+
 // joinUserNSEnv names, in an exec'd command's stage's environment, the
 // descriptor of the user namespace nsenter_cgo.go enters.
 const joinUserNSEnv = "_JOBKEEPER_SANDBOX_USERNS_FD"
@@ -107,6 +113,8 @@ func (s *supervisor) checkUserNamespace() error {
 		return errors.New("a user namespace of the container's own (hostUsers: false) needs the sandbox's mount namespace and a PID namespace")
 	case s.cfg.JoinUserNamespace && (s.cfg.PIDNamespace != PIDJoin || !canEnterUserNamespace):
 		return errors.New("a user namespace to enter needs a PID namespace to join and a build with cgo")
+	case uint64(m.HostUID)+uint64(m.Size) > 1<<32-1 || uint64(m.HostGID)+uint64(m.Size) > 1<<32-1:
+		return fmt.Errorf("the user namespace's mapping (%d ids from uid %d, gid %d) goes past the last id", m.Size, m.HostUID, m.HostGID)
 	case m.Size == 0 || m.HostUID == 0 || m.HostGID == 0:
 		return fmt.Errorf("the user namespace's mapping (%d ids from uid %d, gid %d) maps nothing or the host's root", m.Size, m.HostUID, m.HostGID)
 	}
@@ -175,12 +183,20 @@ func (s *supervisor) inUserNamespace(sys *syscall.SysProcAttr, mapNow bool) {
 // life.
 func (s *supervisor) prepareUserNamespace() error {
 	if s.userNS == nil {
-		// The one the stage was born in; else the one it entered.
+		// The one the stage was born in.
 		ns, err := os.Open(fmt.Sprintf("/proc/%d/ns/user", s.stagePID))
 		if err != nil {
 			return fmt.Errorf("opening the container's user namespace: %w", err)
 		}
 		s.userNS = ns
+	} else if err := s.checkJoinedMapping(); err != nil {
+		// The one it entered: the pod's, or so the agent believed (a
+		// process whose PID was reused would give another's).
+		return err
+	}
+	if s.cfg.Pause {
+		// Nothing is exec'd into a pause sandbox.
+		return nil
 	}
 	// A private copy: what the host mounts or unmounts later does not
 	// reach it. The view's SetUp makes the namespace's mounts private
@@ -193,6 +209,27 @@ func (s *supervisor) prepareUserNamespace() error {
 		return fmt.Errorf("copying the host's root for exec'd commands (open_tree, Linux 5.2 or later): %w", err)
 	}
 	s.hostTree = os.NewFile(uintptr(tree), "host-tree")
+	return nil
+}
+
+// checkJoinedMapping checks that the user namespace the stage entered
+// (Config.JoinUserNamespace) maps what the container's config says: the
+// view's mounts and the container's ids go by it.
+func (s *supervisor) checkJoinedMapping() error {
+	m := s.cfg.UserNamespace
+	for _, f := range []struct {
+		name string
+		host uint32
+	}{{"uid_map", m.HostUID}, {"gid_map", m.HostGID}} {
+		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/%s", s.stagePID, f.name))
+		if err != nil {
+			return fmt.Errorf("reading the pod's user namespace's %s: %w", f.name, err)
+		}
+		want := []string{"0", strconv.FormatUint(uint64(f.host), 10), strconv.FormatUint(uint64(m.Size), 10)}
+		if got := strings.Fields(string(b)); !slices.Equal(got, want) {
+			return fmt.Errorf("the user namespace to enter maps %q, not the pod's range (%s)", strings.TrimSpace(string(b)), strings.Join(want, " "))
+		}
+	}
 	return nil
 }
 
@@ -351,13 +388,22 @@ func (s *supervisor) spawnStaged(argv []string, files []*os.File, tty bool) (int
 		_ = errR.Close()
 		return 0, ReasonStartError, fmt.Errorf("exec: %q: starting its init stage: %w", argv[0], err)
 	}
+	deadline := time.Now().Add(stageTimeout)
+	_ = errR.SetReadDeadline(deadline)
 	var b [1]byte
 	if n, _ := io.ReadFull(errR, b[:]); n != 1 || b[0] != stageReady {
 		_ = cfgW.Close()
 		_ = errR.Close()
+		_ = syscall.Kill(pid, syscall.SIGKILL)
 		var ws syscall.WaitStatus
 		_, _ = syscall.Wait4(pid, &ws, 0, nil)
-		return 0, ReasonStartError, fmt.Errorf("exec: %q: its init stage ended before it was ready", argv[0])
+		why := "it ended before it was ready"
+		if ws.Exited() && ws.ExitStatus() == enterFailedCode {
+			why = "it could not enter the container's user namespace"
+		} else if ws.Signaled() {
+			why = "it was not ready within " + stageTimeout.String()
+		}
+		return 0, ReasonStartError, fmt.Errorf("exec: %q: starting its init stage: %s", argv[0], why)
 	}
 	// Before its config: the stage takes the container's user once it
 	// has it, and runs it in the container's cgroups.
@@ -376,7 +422,7 @@ func (s *supervisor) spawnStaged(argv []string, files []*os.File, tty bool) (int
 		_, _ = syscall.Wait4(pid, &ws, 0, nil)
 		return 0, ReasonStartError, fmt.Errorf("exec: %q: %w", argv[0], err)
 	}
-	reason, err = s.execStage(pid, cfgW, errR, cfg)
+	reason, err = s.execStage(pid, cfgW, errR, cfg, deadline)
 	if err != nil {
 		return 0, reason, err
 	}

@@ -329,3 +329,67 @@ func TestHostTreeHoldsOnlyTheRootAndProc(t *testing.T) {
 		t.Errorf("the copy has no /proc: %v", err)
 	}
 }
+
+// TestUserNamespaceDirectoriesInAVolume: a working directory and a mount
+// point made inside an idmapped volume are made as the container's root
+// (the host's root is no id there), and stored as root of the volume.
+func TestUserNamespaceDirectoriesInAVolume(t *testing.T) {
+	requireRoot(t)
+	layers := imagetest.Layers(t, t.TempDir())
+	vol := t.TempDir()
+	m := testMapping
+	s, _ := startTest(t, true, Config{
+		Rootfs: &Rootfs{Layers: layers}, PIDNamespace: PIDContainer, UserNamespace: &m, User: &User{},
+		WorkingDir: "/vol/work/sub",
+		Mounts:     []Mount{{Source: vol, Target: "/vol"}, {Source: t.TempDir(), Target: "/vol/nested/x"}},
+		Command:    []string{"tool", "sleep"},
+	})
+	out, code := execOutput(t, s, "tool", "pwd", "stat:/vol/work/sub", "stat:/vol/nested")
+	if want := "/vol/work/sub\n/vol/work/sub uid=0 gid=0\n/vol/nested uid=0 gid=0\n"; code != 0 || out != want {
+		t.Errorf("exec: %d %q, want %q", code, out, want)
+	}
+	var st syscall.Stat_t
+	if err := syscall.Stat(filepath.Join(vol, "work", "sub"), &st); err != nil || st.Uid != 0 || st.Gid != 0 {
+		t.Errorf("the working directory is stored as %d:%d (%v), want 0:0", st.Uid, st.Gid, err)
+	}
+}
+
+// TestUserNamespaceStoppedExecStage: a container that stops the stage of a
+// command exec'd into it (its root may signal it once it is in the
+// container's namespace) does not hold the sandbox: the exec fails after
+// a bound, and the sandbox still stops the container.
+func TestUserNamespaceStoppedExecStage(t *testing.T) {
+	requireRoot(t)
+	if !canEnterUserNamespace {
+		t.Skip("without cgo the stage stays in a namespace of its own, which the container cannot signal")
+	}
+	m := testMapping
+	s, _ := startTest(t, true, Config{
+		PIDNamespace: PIDContainer, UserNamespace: &m, Capabilities: ContainerCapabilities(nil, nil),
+		Command: []string{"sh", "-c", `while :; do for p in /proc/[0-9]*; do [ "$(cat $p/comm 2>/dev/null)" = exe ] && kill -STOP ${p#/proc/} 2>/dev/null; done; done`},
+	})
+	devNull, _ := os.Open(os.DevNull)
+	defer func() { _ = devNull.Close() }()
+	start := time.Now()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	p, err := s.Exec(ctx, []string{"true"}, false, devNull, devNull, devNull)
+	if err == nil {
+		// It may have won the race and run.
+		_, _ = p.Wait(ctx)
+	} else if !strings.Contains(err.Error(), "init stage") {
+		t.Errorf("Exec: %v", err)
+	}
+	if d := time.Since(start); d > stageTimeout+5*time.Second {
+		t.Errorf("the exec took %v", d)
+	}
+	s.Kill()
+	select {
+	case <-s.Done():
+	case <-time.After(30 * time.Second):
+		t.Fatal("the sandbox did not end after Kill")
+	}
+	if ex := s.Exit(); ex.Lost {
+		t.Errorf("the container's end was lost: %+v", ex)
+	}
+}

@@ -117,6 +117,17 @@ func openRoot(root string) (*os.File, error) {
 // container's root with idm (Spec.IDMap). The result is an O_PATH
 // descriptor.
 func openMountPoint(root *os.File, p string, dir bool, idm *IDMap) (*os.File, error) {
+	var f *os.File
+	err := asContainerRoot(idm, func() error {
+		var err error
+		f, err = openMountPointHere(root, p, dir)
+		return err
+	})
+	return f, err
+}
+
+// openMountPointHere is openMountPoint with the caller's ids.
+func openMountPointHere(root *os.File, p string, dir bool) (*os.File, error) {
 	// Where p leads inside the view, dangling links followed: only a
 	// name, which the handles below reach again safely.
 	full, err := securejoin.SecureJoin(root.Name(), p)
@@ -128,9 +139,9 @@ func openMountPoint(root *os.File, p string, dir bool, idm *IDMap) (*os.File, er
 		return nil, fmt.Errorf("%s resolves outside the container's root", p)
 	}
 	if dir {
-		return mkdirAllOwned(root, rel, idm)
+		return pathrs.MkdirAllHandle(root, rel, 0o755)
 	}
-	parent, err := mkdirAllOwned(root, filepath.Dir(rel), idm)
+	parent, err := pathrs.MkdirAllHandle(root, filepath.Dir(rel), 0o755)
 	if err != nil {
 		return nil, err
 	}
@@ -139,9 +150,6 @@ func openMountPoint(root *os.File, p string, dir bool, idm *IDMap) (*os.File, er
 	fd, err := unix.Openat(int(parent.Fd()), base, unix.O_CREAT|unix.O_EXCL|unix.O_RDONLY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0o644)
 	if err == nil {
 		_ = unix.Close(fd)
-		if err := ownEntry(parent, base, idm); err != nil {
-			return nil, err
-		}
 	} else if !errors.Is(err, unix.EEXIST) {
 		return nil, err
 	}

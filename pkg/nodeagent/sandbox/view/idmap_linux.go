@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strconv"
 	"strings"
 
@@ -117,75 +118,45 @@ func ownerOptions(m *IDMap) string {
 	return ",uid=" + strconv.FormatUint(uint64(m.UID), 10) + ",gid=" + strconv.FormatUint(uint64(m.GID), 10)
 }
 
-// mkdirAllOwned opens the directory rel inside root by handle, creating it
-// and its missing parents (pathrs' MkdirAllHandle, without idm). With idm
-// what it creates belongs to the container's root, as a runtime inside the
-// container's namespace would create it: the part that exists is resolved
-// inside root (links followed there), the rest is made one directory at a
-// time from a handle of its parent, each given to the namespace's root
-// before the next, and a link found where one was made refuses the mount.
-func mkdirAllOwned(root *os.File, rel string, idm *IDMap) (*os.File, error) {
+// asContainerRoot runs f, on a thread of its own, with the filesystem ids
+// of the container's root (idm; f runs as it is without): what f creates
+// belongs to it, as what a runtime inside the container's namespace
+// creates, and a directory of an idmapped volume takes it (the host's root
+// is no id there: EOVERFLOW). The thread keeps its capabilities, which the
+// change of ids takes out of its effective set, so that f still passes
+// every directory as the container's root, with its capabilities, would.
+// f must not start goroutines that touch files.
+func asContainerRoot(idm *IDMap, f func() error) error {
 	if idm == nil {
-		return pathrs.MkdirAllHandle(root, rel, 0o755)
+		return f()
 	}
-	var parts []string
-	for _, c := range strings.Split(filepath.Clean(rel), "/") {
-		if c != "" && c != "." {
-			parts = append(parts, c)
+	runtime.LockOSThread()
+	_ = unix.Setfsgid(int(idm.GID))
+	_ = unix.Setfsuid(int(idm.UID))
+	restored := false
+	defer func() {
+		_ = unix.Setfsuid(0)
+		_ = unix.Setfsgid(0)
+		// setfsuid(-1) changes nothing and says the current one.
+		uid, _ := unix.SetfsuidRetUid(-1)
+		gid, _ := unix.SetfsgidRetGid(-1)
+		restored = uid == 0 && gid == 0
+		if restored {
+			runtime.UnlockOSThread()
 		}
+		// Otherwise the thread ends with the goroutine: Go does not
+		// reuse a thread a goroutine left locked.
+	}()
+	hdr := unix.CapUserHeader{Version: unix.LINUX_CAPABILITY_VERSION_3}
+	var data [2]unix.CapUserData
+	if err := unix.Capget(&hdr, &data[0]); err != nil {
+		return fmt.Errorf("reading the sandbox's capabilities: %w", err)
 	}
-	// The longest part that exists.
-	n := len(parts)
-	var h *os.File
-	for ; n > 0; n-- {
-		f, err := pathrs.OpenatInRoot(root, filepath.Join(parts[:n]...))
-		if err == nil {
-			h = f
-			break
-		}
-		if !errors.Is(err, os.ErrNotExist) {
-			return nil, err
-		}
+	data[0].Effective, data[1].Effective = data[0].Permitted, data[1].Permitted
+	if err := unix.Capset(&hdr, &data[0]); err != nil {
+		return fmt.Errorf("keeping the sandbox's capabilities as the container's root: %w", err)
 	}
-	if h == nil {
-		fd, err := unix.Openat(int(root.Fd()), ".", unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
-		if err != nil {
-			return nil, err
-		}
-		h = os.NewFile(uintptr(fd), root.Name())
-	}
-	for _, c := range parts[n:] {
-		err := unix.Mkdirat(int(h.Fd()), c, 0o755)
-		if err == nil {
-			err = ownEntry(h, c, idm)
-		} else if errors.Is(err, unix.EEXIST) {
-			err = nil
-		}
-		if err != nil {
-			_ = h.Close()
-			return nil, err
-		}
-		fd, err := unix.Openat(int(h.Fd()), c, unix.O_PATH|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
-		name := filepath.Join(h.Name(), c)
-		_ = h.Close()
-		if err != nil {
-			return nil, fmt.Errorf("%s, just made, is no directory now: %w", name, err)
-		}
-		h = os.NewFile(uintptr(fd), name)
-	}
-	return h, nil
-}
-
-// ownEntry gives name, just made in the directory dir, to the container's
-// root (nothing without idm).
-func ownEntry(dir *os.File, name string, idm *IDMap) error {
-	if idm == nil {
-		return nil
-	}
-	if err := unix.Fchownat(int(dir.Fd()), name, int(idm.UID), int(idm.GID), unix.AT_SYMLINK_NOFOLLOW); err != nil {
-		return fmt.Errorf("giving %s to the container's root: %w", filepath.Join(dir.Name(), name), err)
-	}
-	return nil
+	return f()
 }
 
 // MkdirOwned creates the directory p (absolute, inside the current root:
@@ -197,9 +168,11 @@ func MkdirOwned(p string, idm *IDMap) error {
 		return err
 	}
 	defer func() { _ = root.Close() }()
-	h, err := mkdirAllOwned(root, strings.TrimPrefix(filepath.Clean("/"+p), "/"), idm)
-	if err != nil {
-		return err
-	}
-	return h.Close()
+	return asContainerRoot(idm, func() error {
+		h, err := pathrs.MkdirAllHandle(root, strings.TrimPrefix(filepath.Clean("/"+p), "/"), 0o755)
+		if err != nil {
+			return err
+		}
+		return h.Close()
+	})
 }
