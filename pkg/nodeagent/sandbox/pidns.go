@@ -267,46 +267,23 @@ func (s *supervisor) pidNamespaced() bool { return s.cfg.PIDNamespace != PIDHost
 // controlling one, with tty). An image view's pivot_root moves its root
 // along; in host mode it enters the view itself (stageConfig.Root).
 func (s *supervisor) forkStage(files []*os.File, tty bool) error {
-	cfgR, cfgW, err := os.Pipe()
-	if err != nil {
-		return err
-	}
-	errR, errW, err := os.Pipe()
-	if err != nil {
-		_ = cfgR.Close()
-		_ = cfgW.Close()
-		return err
-	}
-	fds := make([]uintptr, 0, 5)
-	for _, f := range files {
-		fds = append(fds, f.Fd())
-	}
-	fds = append(fds, cfgR.Fd(), errW.Fd())
 	sys := &syscall.SysProcAttr{Setpgid: !tty, Setsid: tty, Setctty: tty}
 	if s.cfg.PIDNamespace == PIDContainer {
 		sys.Cloneflags = syscall.CLONE_NEWPID
 	}
-	env := []string{}
-	if s.userNamespaced() && s.userNS != nil {
-		// The namespace to enter, after cfgR and errW: entered before
-		// the stage's runtime starts (nsenter_cgo.go).
-		env = append(env, joinUserNSEnv+"="+strconv.Itoa(len(fds)))
-		fds = append(fds, s.userNS.Fd())
-	} else if s.userNamespaced() {
-		// Created with the PID namespace, so that it owns it.
+	// With a user namespace of its own, created with the PID namespace,
+	// so that it owns it (mapped now: the sandbox still sees its own
+	// /proc); or the pod's, entered.
+	enter := s.userNS
+	if s.userNamespaced() && enter == nil {
 		s.inUserNamespace(sys, true)
 	}
-	attr := &syscall.ProcAttr{Env: env, Files: fds, Sys: sys}
 	// The stage keeps every capability: it mounts /proc and takes the
 	// container's user before it limits them itself.
 	// It is moved into the container's cgroups while the view is built
 	// (cgroupMover.move), not born in them.
-	pid, err := s.forkInNamespace("/proc/self/exe", []string{initArgvName}, attr, false, false, nil)
-	_ = cfgR.Close()
-	_ = errW.Close()
+	pid, cfgW, errR, err := s.startStage(files, nil, enter, sys, nil)
 	if err != nil {
-		_ = cfgW.Close()
-		_ = errR.Close()
 		return fmt.Errorf("starting the container's init stage: %w", err)
 	}
 	s.stagePID, s.stageCfg, s.stageErr = pid, cfgW, errR
@@ -325,6 +302,44 @@ func (s *supervisor) forkStage(files []*os.File, tty bool) error {
 		return fmt.Errorf("the container's init stage ended before it was ready (%v)", ws)
 	}
 	return nil
+}
+
+// startStage forks an init stage (this executable) as sys says, with
+// files as its stdin, stdout and stderr, then its config pipe
+// (stageConfigFD), its error pipe (stageErrorFD) and extra; enter, when
+// set, is the user namespace its constructor enters (nsenter_cgo.go),
+// given after extra. cwd is forkInNamespace's. It returns the stage's
+// PID and its ends of the pipes.
+func (s *supervisor) startStage(files, extra []*os.File, enter *os.File, sys *syscall.SysProcAttr, cwd *os.File) (int, *os.File, *os.File, error) {
+	cfgR, cfgW, err := os.Pipe()
+	if err != nil {
+		return 0, nil, nil, err
+	}
+	errR, errW, err := os.Pipe()
+	if err != nil {
+		_ = cfgR.Close()
+		_ = cfgW.Close()
+		return 0, nil, nil, err
+	}
+	fds := make([]uintptr, 0, len(files)+len(extra)+3)
+	for _, f := range append(append(append([]*os.File(nil), files...), cfgR, errW), extra...) {
+		fds = append(fds, f.Fd())
+	}
+	env := []string{}
+	if enter != nil {
+		env = append(env, joinUserNSEnv+"="+strconv.Itoa(len(fds)))
+		fds = append(fds, enter.Fd())
+	}
+	attr := &syscall.ProcAttr{Env: env, Files: fds, Sys: sys}
+	pid, err := s.forkInNamespace("/proc/self/exe", []string{initArgvName}, attr, false, false, cwd)
+	_ = cfgR.Close()
+	_ = errW.Close()
+	if err != nil {
+		_ = cfgW.Close()
+		_ = errR.Close()
+		return 0, nil, nil, err
+	}
+	return pid, cfgW, errR, nil
 }
 
 // mountProc mounts the container's procfs on target, a directory of the

@@ -346,46 +346,24 @@ func (s *supervisor) spawnStaged(argv []string, files []*os.File, tty bool) (int
 		return 0, reason, err
 	}
 	cfg.EnterRoot = true
-	cfgR, cfgW, err := os.Pipe()
-	if err != nil {
-		return 0, ReasonStartError, err
-	}
-	errR, errW, err := os.Pipe()
-	if err != nil {
-		_ = cfgR.Close()
-		_ = cfgW.Close()
-		return 0, ReasonStartError, err
-	}
-	fds := make([]uintptr, 0, len(files)+3)
-	for _, f := range files {
-		fds = append(fds, f.Fd())
-	}
-	fds = append(fds, cfgR.Fd(), errW.Fd(), s.viewRoot.Fd())
 	sys := &syscall.SysProcAttr{Setpgid: !tty, Setsid: tty, Setctty: tty,
 		// Resolved by the child (before its namespace is mapped, without
 		// nsenter_cgo.go: it can then pass no directory of the
 		// container's) from the forking thread's working directory, the
 		// sandbox's own procfs: its descriptor of the copy, inherited.
 		Chroot: "self/fd/" + strconv.Itoa(int(s.hostTree.Fd()))}
-	env := []string{}
-	if canEnterUserNamespace {
-		// The main process's namespace, entered before the stage's
-		// runtime starts (nsenter_cgo.go).
-		env = append(env, joinUserNSEnv+"="+strconv.Itoa(len(fds)))
-		fds = append(fds, s.userNS.Fd())
-	} else {
+	// The main process's namespace, entered before the stage's runtime
+	// starts (nsenter_cgo.go); without cgo, one of its own, mapped below.
+	enter := s.userNS
+	if !canEnterUserNamespace {
+		enter = nil
 		s.inUserNamespace(sys, false)
 	}
-	attr := &syscall.ProcAttr{Env: env, Files: fds, Sys: sys}
 	// Born outside the container's cgroups and moved in before it is
 	// given the command, as the main process's stage: the memory the
 	// stage's runtime takes first stays charged to the sandbox.
-	pid, err := s.forkInNamespace("/proc/self/exe", []string{initArgvName}, attr, false, false, procFS)
-	_ = cfgR.Close()
-	_ = errW.Close()
+	pid, cfgW, errR, err := s.startStage(files, []*os.File{s.viewRoot}, enter, sys, procFS)
 	if err != nil {
-		_ = cfgW.Close()
-		_ = errR.Close()
 		return 0, ReasonStartError, fmt.Errorf("exec: %q: starting its init stage: %w", argv[0], err)
 	}
 	deadline := time.Now().Add(stageTimeout)

@@ -2,7 +2,6 @@ package sandbox
 
 import (
 	"context"
-	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -68,22 +67,9 @@ func TestUserNamespaceImage(t *testing.T) {
 		t.Errorf("the main process's host uid = %s, want %d", got, m.HostUID)
 	}
 	// An exec'd command: the same user, mapping and view.
-	r, w, err := os.Pipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	devNull, _ := os.Open(os.DevNull)
-	defer func() { _ = devNull.Close() }()
-	p, err := s.Exec(context.Background(), []string{"tool", "id", "cat:/proc/self/uid_map", "stat:/etc/new", "absent:/usr", "write:/data/exec=1"}, false, devNull, w, w)
-	_ = w.Close()
-	if err != nil {
-		t.Fatalf("Exec: %v", err)
-	}
-	b, _ := io.ReadAll(r)
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	if code, err := p.Wait(ctx); err != nil || code != 0 {
-		t.Errorf("exec Wait = %d, %v", code, err)
+	b, code := execOutput(t, s, "tool", "id", "cat:/proc/self/uid_map", "stat:/etc/new", "absent:/usr", "write:/data/exec=1")
+	if code != 0 {
+		t.Errorf("exec exit %d: %s", code, b)
 	}
 	uidMap := "         0     262144      65536"
 	wantExec := []string{"uid=0 gid=0 groups=[0]", uidMap, "/etc/new uid=0 gid=0", "absent /usr", "wrote /data/exec"}
