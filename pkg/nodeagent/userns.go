@@ -11,6 +11,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
 
+	"jobkeeper.dev/jobkeeper/pkg/nodeagent/internal/atomicfile"
 	"jobkeeper.dev/jobkeeper/pkg/nodeagent/podconfig"
 	"jobkeeper.dev/jobkeeper/pkg/nodeagent/runtime"
 )
@@ -154,41 +155,13 @@ func readUsernsRecord(dir string) (uint32, bool, error) {
 	return m.HostID / idsPerPod, true, nil
 }
 
-// writeUsernsRecord records range b in the pod directory dir, durably:
-// written, synced, renamed into place, and the directory synced.
+// writeUsernsRecord records range b in the pod directory dir, durably.
 func writeUsernsRecord(dir string, b uint32) error {
 	m := usernsMapping{HostID: b * idsPerPod, ContainerID: 0, Length: idsPerPod}
-	data, err := json.Marshal(usernsRecord{UIDMappings: []usernsMapping{m}, GIDMappings: []usernsMapping{m}})
-	if err != nil {
-		return err
-	}
 	if err := os.MkdirAll(dir, 0o750); err != nil {
 		return fmt.Errorf("recording the pod's user namespace: %w", err)
 	}
-	tmp := filepath.Join(dir, usernsFile+".tmp")
-	f, err := os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o600)
-	if err != nil {
-		return fmt.Errorf("recording the pod's user namespace: %w", err)
-	}
-	_, err = f.Write(data)
-	if err == nil {
-		err = f.Sync()
-	}
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	if err == nil {
-		err = os.Rename(tmp, filepath.Join(dir, usernsFile))
-	}
-	if err == nil {
-		var d *os.File
-		if d, err = os.Open(dir); err == nil {
-			err = d.Sync()
-			_ = d.Close()
-		}
-	}
-	if err != nil {
-		_ = os.Remove(tmp)
+	if err := atomicfile.WriteJSON(filepath.Join(dir, usernsFile), usernsRecord{UIDMappings: []usernsMapping{m}, GIDMappings: []usernsMapping{m}}); err != nil {
 		return fmt.Errorf("recording the pod's user namespace: %w", err)
 	}
 	return nil

@@ -14,6 +14,21 @@ import (
 	"jobkeeper.dev/jobkeeper/internal/testimages"
 )
 
+// shellImageIn is the image of a shell for up's image mode: the host's
+// programs in host mode ("busybox" names none), the shell image pushed to
+// reg in oci mode.
+func shellImageIn(t *testing.T, reg *testimages.Registry, mode string) string {
+	t.Helper()
+	if mode != "oci" {
+		return "busybox"
+	}
+	ref, err := reg.Push("e2e/shell:1", shellImage(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ref
+}
+
 // TestUpRestartAllContainersAndEnvFiles runs two of v1.36's default-on pod
 // features on up, in both image modes, as upstream's e2e specs do:
 //   - RestartAllContainers ("should restart all containers on regular
@@ -31,14 +46,7 @@ func TestUpRestartAllContainersAndEnvFiles(t *testing.T) {
 			ctx := context.Background()
 			up, c, _ := startUp(t, t.TempDir(), "--images="+mode)
 			defer up.stop(t)
-			image := "busybox"
-			if mode == "oci" {
-				ref, err := reg.Push("e2e/shell:1", shellImage(t))
-				if err != nil {
-					t.Fatal(err)
-				}
-				image = ref
-			}
+			image := shellImageIn(t, reg, mode)
 			waitDefaultServiceAccount(t, c, "default")
 			data := []corev1.VolumeMount{{Name: "data", MountPath: "/data"}}
 			volumes := []corev1.Volume{{Name: "data", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}}}

@@ -38,14 +38,7 @@ func TestUpHostUsersFalse(t *testing.T) {
 			dir := t.TempDir()
 			up, c, kc := startUp(t, dir, "--images="+mode)
 			defer up.stop(t)
-			image := "busybox"
-			if mode == "oci" {
-				ref, err := reg.Push("e2e/shell:1", shellImage(t))
-				if err != nil {
-					t.Fatal(err)
-				}
-				image = ref
-			}
+			image := shellImageIn(t, reg, mode)
 			waitDefaultServiceAccount(t, c, "default")
 			script := `cat /proc/self/uid_map; id -u; echo x > /data/f && stat -c '%u' /data/f; test -s /var/run/secrets/kubernetes.io/serviceaccount/token && echo token; exec sleep 3600`
 			for _, name := range []string{"userns-a", "userns-b"} {

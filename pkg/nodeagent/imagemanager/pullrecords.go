@@ -18,6 +18,7 @@ import (
 	kubeletv1beta1 "k8s.io/kubelet/config/v1beta1"
 
 	"jobkeeper.dev/jobkeeper/pkg/images"
+	"jobkeeper.dev/jobkeeper/pkg/nodeagent/internal/atomicfile"
 )
 
 // Pulled-image records, as the kubelet keeps them with
@@ -88,7 +89,7 @@ func (r *PullRecords) Intend(image string) (func(), error) {
 	defer r.mu.Unlock()
 	if r.intents[image] == 0 {
 		intent := kubeletv1beta1.ImagePullIntent{TypeMeta: typeMeta("ImagePullIntent"), Image: image}
-		if err := writeJSON(r.fileName("pulling", image), intent); err != nil {
+		if err := atomicfile.WriteJSON(r.fileName("pulling", image), intent); err != nil {
 			return nil, err
 		}
 	}
@@ -142,7 +143,7 @@ func (r *PullRecords) Record(image, imageRef string, cred PullCredential) (err e
 	}
 	rec.CredentialMapping[name] = creds
 	rec.LastUpdatedTime = metav1.NewTime(r.now())
-	return writeJSON(r.fileName("pulled", imageRef), rec)
+	return atomicfile.WriteJSON(r.fileName("pulled", imageRef), rec)
 }
 
 // addSecret adds cred's secret to secrets, replacing the hash of the same
@@ -202,7 +203,7 @@ func (r *PullRecords) MayUse(image, imageRef string, creds func() []PullCredenti
 					known.KubernetesSecrets = addSecret(known.KubernetesSecrets, c)
 					rec.CredentialMapping[imageName(image)] = known
 					rec.LastUpdatedTime = metav1.NewTime(r.now())
-					_ = writeJSON(r.fileName("pulled", imageRef), rec)
+					_ = atomicfile.WriteJSON(r.fileName("pulled", imageRef), rec)
 				}
 				return true
 			}
@@ -236,7 +237,7 @@ func (r *PullRecords) Recover(refOf func(image string) (string, bool)) error {
 		}
 		if _, err := r.read(imageRef); errors.Is(err, fs.ErrNotExist) {
 			rec := kubeletv1beta1.ImagePulledRecord{TypeMeta: typeMeta("ImagePulledRecord"), ImageRef: imageRef, LastUpdatedTime: metav1.NewTime(r.now())}
-			if err := writeJSON(r.fileName("pulled", imageRef), rec); err != nil {
+			if err := atomicfile.WriteJSON(r.fileName("pulled", imageRef), rec); err != nil {
 				return err
 			}
 		}
@@ -297,41 +298,6 @@ func imageName(image string) string {
 // typeMeta is the kubelet's type meta of kind.
 func typeMeta(kind string) metav1.TypeMeta {
 	return metav1.TypeMeta{APIVersion: kubeletv1beta1.SchemeGroupVersion.String(), Kind: kind}
-}
-
-// writeJSON writes v to path durably: a temporary file of its own, synced,
-// renamed over path, the directory synced.
-func writeJSON(path string, v any) error {
-	data, err := json.Marshal(v)
-	if err != nil {
-		return err
-	}
-	dir := filepath.Dir(path)
-	f, err := os.CreateTemp(dir, ".tmp-")
-	if err != nil {
-		return err
-	}
-	defer func() { _ = os.Remove(f.Name()) }()
-	if _, err := f.Write(data); err != nil {
-		_ = f.Close()
-		return err
-	}
-	if err := f.Sync(); err != nil {
-		_ = f.Close()
-		return err
-	}
-	if err := f.Close(); err != nil {
-		return err
-	}
-	if err := os.Rename(f.Name(), path); err != nil {
-		return err
-	}
-	d, err := os.Open(dir)
-	if err != nil {
-		return err
-	}
-	defer func() { _ = d.Close() }()
-	return d.Sync()
 }
 
 // readJSON reads path into v.

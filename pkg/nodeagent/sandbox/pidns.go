@@ -507,7 +507,12 @@ func enterRoot() error {
 // thread's, so the thread that forks is locked to the goroutine and thrown
 // away afterwards.
 func (s *supervisor) forkInNamespace(path string, argv []string, attr *syscall.ProcAttr, limit, inCgroup bool, cwd *os.File) (int, error) {
-	ns := s.pidNS
+	return s.forkIn(s.pidNS, path, argv, attr, limit, inCgroup, cwd)
+}
+
+// forkIn is forkInNamespace in the PID namespace ns (none: the
+// sandbox's).
+func (s *supervisor) forkIn(ns *os.File, path string, argv []string, attr *syscall.ProcAttr, limit, inCgroup bool, cwd *os.File) (int, error) {
 	cgroups := s.cgroups
 	if !inCgroup {
 		cgroups = nil

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"runtime"
 	"slices"
 	"strconv"
 	"strings"
@@ -303,29 +302,14 @@ func (s *supervisor) mountProcFromOutside(target string) error {
 	}
 	defer func() { _ = errR.Close() }()
 	attr := &syscall.ProcAttr{Env: []string{}, Files: []uintptr{^uintptr(0), ^uintptr(0), errW.Fd()}}
-	type result struct {
-		pid int
-		err error
-	}
-	ch := make(chan result, 1)
-	go func() {
-		// Not unlocked: the thread ends with the goroutine.
-		runtime.LockOSThread()
-		if err := unix.Setns(int(ns.Fd()), unix.CLONE_NEWPID); err != nil {
-			ch <- result{err: fmt.Errorf("entering the container's PID namespace: %w", err)}
-			return
-		}
-		pid, err := syscall.ForkExec("/proc/self/exe", []string{procArgvName, target}, attr)
-		ch <- result{pid, err}
-	}()
-	r := <-ch
+	pid, err := s.forkIn(ns, "/proc/self/exe", []string{procArgvName, target}, attr, false, false, nil)
 	_ = errW.Close()
-	if r.err != nil {
-		return fmt.Errorf("starting the /proc helper: %w", r.err)
+	if err != nil {
+		return fmt.Errorf("starting the /proc helper: %w", err)
 	}
 	msg, _ := io.ReadAll(io.LimitReader(errR, 4096))
 	var ws syscall.WaitStatus
-	if _, err := syscall.Wait4(r.pid, &ws, 0, nil); err != nil {
+	if _, err := syscall.Wait4(pid, &ws, 0, nil); err != nil {
 		return fmt.Errorf("waiting for the /proc helper: %w", err)
 	}
 	if !ws.Exited() || ws.ExitStatus() != 0 {
