@@ -18,7 +18,8 @@ import (
 // "+pid" modes do the same with a PID namespace of the container's own (the
 // init stage started before the view); the "+durable" modes run a durable
 // sandbox (Config.StateDir: it stores the log itself, listens for an agent,
-// and writes its state and exit files). The
+// and writes its state and exit files); "+userns" gives the container a
+// user namespace of its own with idmapped layers (as root). The
 // sandbox is this test binary, or the program named by
 // JOBKEEPER_SANDBOX_EXECUTABLE (for example a built jobkeeper, whose larger
 // initialisation it then includes).
@@ -30,11 +31,15 @@ func BenchmarkStart(b *testing.B) {
 	if e := os.Getenv("JOBKEEPER_SANDBOX_EXECUTABLE"); e != "" {
 		exe = e
 	}
-	for _, mode := range []string{"host", "isolated", "image", "isolated+pid", "image+pid", "image+pid+seccomp", "host+durable", "isolated+pid+durable"} {
+	for _, mode := range []string{"host", "isolated", "image", "isolated+pid", "image+pid", "image+pid+seccomp", "host+durable", "isolated+pid+durable", "image+pid+userns"} {
 		b.Run(mode, func(b *testing.B) {
 			isolate := !strings.HasPrefix(mode, "host")
 			pid := strings.Contains(mode, "+pid")
 			durable := strings.HasSuffix(mode, "+durable")
+			userns := strings.HasSuffix(mode, "+userns")
+			if userns && os.Getuid() != 0 {
+				b.Skip("a user namespace of the container's own needs root")
+			}
 			if pid {
 				if err := ProbePID(context.Background(), exe, filepath.Join(b.TempDir(), "probe"), 0); err != nil {
 					b.Skipf("no PID namespaces: %v", err)
@@ -73,6 +78,10 @@ func BenchmarkStart(b *testing.B) {
 				if pid {
 					cfg.PIDNamespace = PIDContainer
 				}
+				if userns {
+					m := testMapping
+					cfg.UserNamespace = &m
+				}
 				if durable {
 					cfg.StateDir = b.TempDir()
 					cfg.LogPath = filepath.Join(cfg.StateDir, "0.log")
@@ -90,6 +99,56 @@ func BenchmarkStart(b *testing.B) {
 				<-s.Done()
 				if ex := s.Exit(); ex.Code != 0 {
 					b.Fatalf("exit %+v", ex)
+				}
+			}
+		})
+	}
+}
+
+// BenchmarkExec measures a command exec'd into a running image container
+// (the test image's program, which exits at once), until it has exited:
+// what kubectl exec and an exec probe pay. "userns" runs the container
+// with a user namespace of its own, whose exec'd commands go through an
+// init stage (userns.go).
+func BenchmarkExec(b *testing.B) {
+	for _, mode := range []string{"plain", "userns"} {
+		b.Run(mode, func(b *testing.B) {
+			if os.Getuid() != 0 {
+				b.Skip("as root: the comparison is root's")
+			}
+			cfg := Config{Rootfs: &Rootfs{Layers: imagetest.Layers(b, b.TempDir())}, PIDNamespace: PIDContainer, User: &User{},
+				Capabilities: DefaultCapabilities, Command: []string{"tool", "sleep"}}
+			if mode == "userns" {
+				m := testMapping
+				cfg.UserNamespace = &m
+			}
+			exe, err := os.Executable()
+			if err != nil {
+				b.Fatal(err)
+			}
+			cfg.Isolate, cfg.Env = true, []string{"PATH=/usr/bin:/bin"}
+			cfg.Scratch = filepath.Join(b.TempDir(), "scratch")
+			if err := os.Mkdir(cfg.Scratch, 0o700); err != nil {
+				b.Fatal(err)
+			}
+			s, err := Start(context.Background(), StartOptions{Executable: exe, Config: cfg, Namespaces: true})
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer func() { s.Kill(); <-s.Done() }()
+			devNull, err := os.OpenFile(os.DevNull, os.O_RDWR, 0)
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer func() { _ = devNull.Close() }()
+			b.ResetTimer()
+			for i := 0; i < b.N; i++ {
+				p, err := s.Exec(context.Background(), []string{"tool"}, false, devNull, devNull, devNull)
+				if err != nil {
+					b.Fatal(err)
+				}
+				if code, err := p.Wait(context.Background()); err != nil || code != 0 {
+					b.Fatalf("exec: %d, %v", code, err)
 				}
 			}
 		})
