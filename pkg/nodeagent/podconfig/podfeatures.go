@@ -72,7 +72,8 @@ type FeatureDecision struct {
 //     (RuntimeDefault, Localhost from <data-dir>/seccomp, Unconfined; with
 //     namespaces), fsGroup (as root), hostPID, hostIPC and hostNetwork
 //     (pods share the host's network and IPC anyway), procMount Unmasked,
-//     AppArmor Unconfined;
+//     AppArmor Unconfined, hostUsers false (as root where the runtime
+//     has user namespaces; as another user every sandbox has one);
 //   - refused, because running without them would change what the program
 //     sees or drop a protection the user named: privileged when the agent
 //     is not root, a Localhost seccomp profile without namespaces, an
@@ -80,7 +81,8 @@ type FeatureDecision struct {
 //     kubelet on a host without AppArmor), sysctls (they would be set on
 //     the host), readOnlyRootFilesystem, dnsPolicy None and dnsConfig
 //     without a private view, fsGroup when the agent cannot change groups,
-//     a dnsConfig entry that would not be one entry of resolv.conf;
+//     a dnsConfig entry that would not be one entry of resolv.conf,
+//     hostUsers false as root where the runtime has no user namespaces;
 //   - accepted with a Warning event: resource limits where containers
 //     get no cgroups (not root, --cgroups=off), and limits other than
 //     cpu, memory and ephemeral-storage (local storage eviction)
