@@ -170,7 +170,8 @@ func (s *supervisor) inUserNamespace(sys *syscall.SysProcAttr, mapNow bool) {
 		sys.UidMappings, sys.GidMappings = s.cfg.UserNamespace.idMaps()
 		sys.GidMappingsEnableSetgroups = true
 	}
-	for c := capability.Cap(0); c <= lastCap(); c++ {
+	last := lastCap()
+	for c := capability.Cap(0); c <= last; c++ {
 		sys.AmbientCaps = append(sys.AmbientCaps, uintptr(c))
 	}
 }
