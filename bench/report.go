@@ -45,6 +45,12 @@ type runResult struct {
 	Requests map[string]int `json:"requests"`
 	// CPUSeconds is the controller process's user+system time.
 	CPUSeconds float64 `json:"cpuSeconds"`
+	// GCCycles, GCCPUSeconds and AllocatedMiB are the controller's garbage
+	// collections, their CPU (the Go runtime's estimate) and its heap
+	// allocations over the run.
+	GCCycles     float64 `json:"gcCycles,omitempty"`
+	GCCPUSeconds float64 `json:"gcCPUSeconds,omitempty"`
+	AllocatedMiB float64 `json:"allocatedMiB,omitempty"`
 	// MaxRSSMiB is the controller process's peak resident set.
 	MaxRSSMiB float64 `json:"maxRSSMiB"`
 	// PeakHeapMiB is the peak heap in use, PeakLiveHeapMiB the peak live heap
@@ -62,8 +68,8 @@ func (r runResult) summary() string {
 	if r.Error != "" {
 		return "FAILED: " + r.Error
 	}
-	return fmt.Sprintf("wall %.1fs, %d requests (%.3f per unit), CPU %.1fs, RSS %.0f MiB, heap %.0f MiB",
-		r.WallSeconds, harness.Total(r.Requests), float64(harness.Total(r.Requests))/float64(max(r.Units, 1)), r.CPUSeconds, r.MaxRSSMiB, r.PeakHeapMiB)
+	return fmt.Sprintf("wall %.1fs, %d requests (%.3f per unit), CPU %.1fs (GC %.2fs, %.0f cycles, %.0f MiB allocated), RSS %.0f MiB, heap %.0f MiB",
+		r.WallSeconds, harness.Total(r.Requests), float64(harness.Total(r.Requests))/float64(max(r.Units, 1)), r.CPUSeconds, r.GCCPUSeconds, r.GCCycles, r.AllocatedMiB, r.MaxRSSMiB, r.PeakHeapMiB)
 }
 
 // meta describes the run for the results page.
@@ -176,6 +182,9 @@ const (
 	figRequests    = "API requests"
 	figPerUnit     = "requests per "
 	figCPU         = "CPU (s)"
+	figGCCPU       = "of which GC, runtime's estimate (s)"
+	figGCCycles    = "GC cycles"
+	figAllocated   = "heap allocated (MiB)"
 	figRSS         = "peak RSS (MiB)"
 	figHeap        = "peak heap in use (MiB)"
 	figSteadyHeap  = "live heap at the end (MiB)"
@@ -193,17 +202,17 @@ func figures(w workload) []string {
 	per := figPerUnit + w.unitName()
 	switch w.Kind {
 	case kindJobs:
-		f := []string{figWall, figFinalizers, figLeftover, per, figRequests, figCPU, figRSS, figHeap, figSteadyHeap}
+		f := []string{figWall, figFinalizers, figLeftover, per, figRequests, figCPU, figGCCPU, figGCCycles, figAllocated, figRSS, figHeap, figSteadyHeap}
 		if w.Jobs > 1 {
 			f = append(f, figP50, figP99)
 		}
 		return append(f, figStartup, figLoad)
 	case kindFairness:
-		return []string{figWall, figOnePodP50, figOnePodP99, figFinalizers, figLeftover, per, figRequests, figCPU, figRSS, figHeap, figSteadyHeap, figStartup, figLoad}
+		return []string{figWall, figOnePodP50, figOnePodP99, figFinalizers, figLeftover, per, figRequests, figCPU, figGCCPU, figGCCycles, figAllocated, figRSS, figHeap, figSteadyHeap, figStartup, figLoad}
 	case kindTTL:
-		return []string{figWall, per, figRequests, figCPU, figRSS, figHeap, figSteadyHeap, figStartup, figLoad}
+		return []string{figWall, per, figRequests, figCPU, figGCCPU, figGCCycles, figAllocated, figRSS, figHeap, figSteadyHeap, figStartup, figLoad}
 	case kindBusy:
-		return []string{figRSS, figHeap, figSteadyHeap, figWall, figFinalizers, figLeftover, per, figRequests, figCPU, figStartup, figLoad}
+		return []string{figRSS, figHeap, figSteadyHeap, figWall, figFinalizers, figLeftover, per, figRequests, figCPU, figGCCPU, figGCCycles, figAllocated, figStartup, figLoad}
 	case kindStartup:
 		return []string{figFirstPod, figStartup, figRSS, figHeap, figCPU, figRequests, figLoad}
 	default:
@@ -227,6 +236,9 @@ func runFigures(w workload, r runResult) map[string]float64 {
 		figRequests:               total,
 		figPerUnit + w.unitName(): total / float64(max(w.units(), 1)),
 		figCPU:                    r.CPUSeconds,
+		figGCCPU:                  r.GCCPUSeconds,
+		figGCCycles:               r.GCCycles,
+		figAllocated:              r.AllocatedMiB,
 		figRSS:                    r.MaxRSSMiB,
 		figHeap:                   r.PeakHeapMiB,
 		figSteadyHeap:             r.SteadyHeapMiB,

@@ -906,6 +906,7 @@ func (c *child) stop(r *runResult) error {
 		r.PeakLiveHeapMiB = mib(rep.PeakHeapLive)
 		r.SteadyHeapMiB = mib(rep.HeapLiveAtStop)
 		r.MaxRSSMiB = float64(rep.VmHWMKiB) / 1024
+		r.GCCycles, r.GCCPUSeconds, r.AllocatedMiB = float64(rep.GCCycles), rep.GCCPUSeconds, mib(rep.AllocatedBytes)
 	default:
 		return fmt.Errorf("controller exited without its report: %v", c.waitErr)
 	}

@@ -43,6 +43,14 @@ type Report struct {
 	// kernel's rusage of a child is no use here: Go starts children with
 	// vfork semantics, and execve folds the parent's peak into the child's.
 	VmHWMKiB uint64 `json:"vmHWMKiB,omitempty"`
+	// GCCycles, GCCPUSeconds and AllocatedBytes are the run's garbage
+	// collections, the runtime's estimate of the CPU they took
+	// (/cpu/classes/gc/total:cpu-seconds), and the bytes it allocated on the
+	// heap, read at SIGTERM: what splits a CPU difference into collecting and
+	// the rest.
+	GCCycles       uint64  `json:"gcCycles,omitempty"`
+	GCCPUSeconds   float64 `json:"gcCPUSeconds,omitempty"`
+	AllocatedBytes uint64  `json:"allocatedBytes,omitempty"`
 	// Final is set on the last line.
 	Final bool `json:"final,omitempty"`
 }
@@ -126,8 +134,11 @@ func run(name string, start Start, args []string) error {
 		}
 		break
 	}
+	gc := []metrics.Sample{{Name: metricGCCycles}, {Name: metricGCCPU}, {Name: metricAllocated}}
+	metrics.Read(gc)
 	runtime.GC()
-	report := Report{HeapLiveAtStop: readUint(metricHeapLive), Final: true}
+	report := Report{HeapLiveAtStop: readUint(metricHeapLive), Final: true,
+		GCCycles: gc[0].Value.Uint64(), GCCPUSeconds: gc[1].Value.Float64(), AllocatedBytes: gc[2].Value.Uint64()}
 	if *cpuprofile != "" {
 		if err := writeHeapProfile(*cpuprofile + ".heap"); err != nil {
 			return err
@@ -152,6 +163,9 @@ const (
 
 	metricHeapLive  = "/gc/heap/live:bytes"
 	metricHeapInUse = "/memory/classes/heap/objects:bytes"
+	metricGCCycles  = "/gc/cycles/total:gc-cycles"
+	metricGCCPU     = "/cpu/classes/gc/total:cpu-seconds"
+	metricAllocated = "/gc/heap/allocs:bytes"
 )
 
 // startHeapSampler samples the heap every 50ms and returns a function that
