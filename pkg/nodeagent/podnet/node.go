@@ -1,0 +1,311 @@
+package podnet
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"net"
+	"net/netip"
+	"os"
+	"runtime"
+	"sync"
+
+	"github.com/vishvananda/netlink"
+	"github.com/vishvananda/netns"
+)
+
+// Config configures the node's side of the pod network.
+type Config struct {
+	// Bridge is the bridge's name. Default DefaultBridge.
+	Bridge string
+	// PodCIDR is the pods' addresses; its first address is the bridge's
+	// (the pods' gateway). Default DefaultPodCIDR.
+	PodCIDR netip.Prefix
+	// MTU of the bridge and the veths. Default 1500.
+	MTU int
+	// StateDir holds the address allocations (one file per address).
+	StateDir string
+}
+
+// Defaults.
+const (
+	DefaultBridge = "jobkeeper0"
+	// PodInterface is the pod's interface name.
+	PodInterface = "eth0"
+)
+
+// DefaultPodCIDR is kind's first node's pod CIDR.
+var DefaultPodCIDR = netip.MustParsePrefix("10.244.0.0/24")
+
+// Node is the node's side of the pod network, set up in one network
+// namespace.
+type Node struct {
+	cfg Config
+	// ns is the node's network namespace; h a netlink handle in it.
+	ns netns.NsHandle
+	h  *netlink.Handle
+	// bridge is the bridge's index.
+	bridge int
+
+	// mu serialises address allocation and the pods' links.
+	mu   sync.Mutex
+	ipam ipam
+}
+
+// SetUp sets up the node's side in the network namespace ns (the
+// caller's handle, kept open while the Node is used): the bridge with the
+// gateway address, up; IPv4 forwarding; the masquerade rule. What exists
+// already (a previous run's) is reused. Close releases the Node's handle
+// without undoing anything; TearDown undoes it.
+func SetUp(cfg Config, ns netns.NsHandle) (*Node, error) {
+	if cfg.Bridge == "" {
+		cfg.Bridge = DefaultBridge
+	}
+	if !cfg.PodCIDR.IsValid() {
+		cfg.PodCIDR = DefaultPodCIDR
+	}
+	cfg.PodCIDR = cfg.PodCIDR.Masked()
+	if cfg.MTU == 0 {
+		cfg.MTU = 1500
+	}
+	if !cfg.PodCIDR.Addr().Is4() || cfg.PodCIDR.Bits() > 30 {
+		return nil, fmt.Errorf("pod CIDR %s: an IPv4 range of at least 4 addresses is needed", cfg.PodCIDR)
+	}
+	if cfg.StateDir == "" {
+		return nil, errors.New("podnet: no state directory")
+	}
+	h, err := netlink.NewHandleAt(ns)
+	if err != nil {
+		return nil, fmt.Errorf("netlink in the node's network namespace: %w", err)
+	}
+	n := &Node{cfg: cfg, ns: ns, h: h, ipam: ipam{dir: cfg.StateDir, prefix: cfg.PodCIDR}}
+	if err := n.setUpBridge(); err != nil {
+		h.Close()
+		return nil, err
+	}
+	if err := inNamespace(ns, enableForwarding); err != nil {
+		h.Close()
+		return nil, fmt.Errorf("enabling IPv4 forwarding: %w", err)
+	}
+	if err := setUpMasquerade(ns, cfg.PodCIDR); err != nil {
+		h.Close()
+		return nil, fmt.Errorf("masquerading the pod CIDR %s: %w", cfg.PodCIDR, err)
+	}
+	return n, nil
+}
+
+// Gateway is the bridge's address, the pods' default gateway: the node's
+// address on the pod network.
+func (n *Node) Gateway() netip.Addr { return gateway(n.cfg.PodCIDR) }
+
+// PodCIDR is the pods' address range.
+func (n *Node) PodCIDR() netip.Prefix { return n.cfg.PodCIDR }
+
+// setUpBridge creates (or finds) the bridge, gives it the gateway address
+// and sets it up.
+func (n *Node) setUpBridge() error {
+	link, err := n.h.LinkByName(n.cfg.Bridge)
+	if err != nil {
+		var notFound netlink.LinkNotFoundError
+		if !errors.As(err, &notFound) {
+			return fmt.Errorf("looking up the bridge %s: %w", n.cfg.Bridge, err)
+		}
+		br := &netlink.Bridge{LinkAttrs: netlink.LinkAttrs{Name: n.cfg.Bridge, MTU: n.cfg.MTU}}
+		if err := n.h.LinkAdd(br); err != nil {
+			return fmt.Errorf("creating the bridge %s: %w", n.cfg.Bridge, err)
+		}
+		if link, err = n.h.LinkByName(n.cfg.Bridge); err != nil {
+			return fmt.Errorf("looking up the bridge %s: %w", n.cfg.Bridge, err)
+		}
+	}
+	if _, ok := link.(*netlink.Bridge); !ok {
+		return fmt.Errorf("%s exists and is a %s, not a bridge", n.cfg.Bridge, link.Type())
+	}
+	gw := &netlink.Addr{IPNet: ipNet(gateway(n.cfg.PodCIDR), n.cfg.PodCIDR.Bits())}
+	if err := n.h.AddrReplace(link, gw); err != nil {
+		return fmt.Errorf("giving the bridge %s the address %s: %w", n.cfg.Bridge, gw.IPNet, err)
+	}
+	if err := n.h.LinkSetUp(link); err != nil {
+		return fmt.Errorf("setting the bridge %s up: %w", n.cfg.Bridge, err)
+	}
+	n.bridge = link.Attrs().Index
+	return nil
+}
+
+// hostVeth is the node's end of pod uid's veth pair: a name of at most 15
+// bytes derived from the UID.
+func hostVeth(uid string) string {
+	sum := sha256.Sum256([]byte(uid))
+	return "jkv" + hex.EncodeToString(sum[:6])
+}
+
+// Attach connects pod uid's network namespace podNS: a veth pair whose
+// node end is on the bridge and whose other end is the pod's eth0 with the
+// pod's address (allocated, or the one it has) and a default route through
+// the gateway; loopback up. It returns the pod's address. A pod attached
+// before (its namespace since recreated) is attached again.
+func (n *Node) Attach(uid string, podNS netns.NsHandle) (netip.Addr, error) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	ip, err := n.ipam.allocate(uid)
+	if err != nil {
+		return netip.Addr{}, err
+	}
+	name := hostVeth(uid)
+	// A veth left from the pod's previous namespace (its end in the node
+	// stays only while that namespace lives).
+	if old, err := n.h.LinkByName(name); err == nil {
+		_ = n.h.LinkDel(old)
+	}
+	veth := &netlink.Veth{
+		LinkAttrs: netlink.LinkAttrs{Name: name, MTU: n.cfg.MTU, MasterIndex: n.bridge},
+		PeerName:  PodInterface, PeerNamespace: netlink.NsFd(int(podNS)), PeerMTU: uint32(n.cfg.MTU),
+	}
+	if err := n.h.LinkAdd(veth); err != nil {
+		return netip.Addr{}, fmt.Errorf("creating the veth pair %s/%s: %w", name, PodInterface, err)
+	}
+	undo := func() {
+		if l, err := n.h.LinkByName(name); err == nil {
+			_ = n.h.LinkDel(l)
+		}
+	}
+	if err := n.h.LinkSetUp(veth); err != nil {
+		undo()
+		return netip.Addr{}, fmt.Errorf("setting %s up: %w", name, err)
+	}
+	if err := configurePod(podNS, ip, n.cfg.PodCIDR); err != nil {
+		undo()
+		return netip.Addr{}, err
+	}
+	return ip, nil
+}
+
+// configurePod gives the pod's namespace its address, its default route
+// and loopback.
+func configurePod(podNS netns.NsHandle, ip netip.Addr, prefix netip.Prefix) error {
+	h, err := netlink.NewHandleAt(podNS)
+	if err != nil {
+		return fmt.Errorf("netlink in the pod's network namespace: %w", err)
+	}
+	defer h.Close()
+	lo, err := h.LinkByName("lo")
+	if err != nil {
+		return fmt.Errorf("the pod's loopback: %w", err)
+	}
+	if err := h.LinkSetUp(lo); err != nil {
+		return fmt.Errorf("setting the pod's loopback up: %w", err)
+	}
+	eth, err := h.LinkByName(PodInterface)
+	if err != nil {
+		return fmt.Errorf("the pod's %s: %w", PodInterface, err)
+	}
+	if err := h.AddrReplace(eth, &netlink.Addr{IPNet: ipNet(ip, prefix.Bits())}); err != nil {
+		return fmt.Errorf("giving the pod's %s the address %s: %w", PodInterface, ip, err)
+	}
+	if err := h.LinkSetUp(eth); err != nil {
+		return fmt.Errorf("setting the pod's %s up: %w", PodInterface, err)
+	}
+	route := &netlink.Route{LinkIndex: eth.Attrs().Index, Gw: net.IP(gateway(prefix).AsSlice()),
+		Dst: &net.IPNet{IP: net.IPv4zero.To4(), Mask: net.CIDRMask(0, 32)}}
+	if err := h.RouteReplace(route); err != nil {
+		return fmt.Errorf("the pod's default route through %s: %w", gateway(prefix), err)
+	}
+	return nil
+}
+
+// Detach removes pod uid's veth pair, if its namespace still lives, and
+// frees its address.
+func (n *Node) Detach(uid string) error {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	var errs []error
+	if l, err := n.h.LinkByName(hostVeth(uid)); err == nil {
+		if err := n.h.LinkDel(l); err != nil {
+			errs = append(errs, fmt.Errorf("deleting %s: %w", l.Attrs().Name, err))
+		}
+	}
+	if err := n.ipam.release(uid); err != nil {
+		errs = append(errs, fmt.Errorf("freeing pod %s's address: %w", uid, err))
+	}
+	return errors.Join(errs...)
+}
+
+// Address returns pod uid's address, if it has one.
+func (n *Node) Address(uid string) (netip.Addr, bool) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	ip, ok, err := n.ipam.lookup(uid)
+	return ip, ok && err == nil
+}
+
+// Release detaches the pods holding an address for which live is false (a
+// restarted agent's pods that are gone).
+func (n *Node) Release(live func(uid string) bool) error {
+	n.mu.Lock()
+	uids, err := n.ipam.holders()
+	n.mu.Unlock()
+	if err != nil {
+		return err
+	}
+	var errs []error
+	for _, uid := range uids {
+		if !live(uid) {
+			errs = append(errs, n.Detach(uid))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// Close releases the Node's netlink handle; the network stays as it is.
+func (n *Node) Close() { n.h.Close() }
+
+// TearDown removes the bridge (and with it every pod's veth), the
+// masquerade rule and every allocation, then closes the Node.
+func (n *Node) TearDown() error {
+	defer n.Close()
+	var errs []error
+	if l, err := n.h.LinkByName(n.cfg.Bridge); err == nil {
+		errs = append(errs, n.h.LinkDel(l))
+	}
+	errs = append(errs, tearDownMasquerade(n.ns))
+	errs = append(errs, os.RemoveAll(n.cfg.StateDir))
+	return errors.Join(errs...)
+}
+
+// ipNet is ip/bits as a net.IPNet.
+func ipNet(ip netip.Addr, bits int) *net.IPNet {
+	return &net.IPNet{IP: net.IP(ip.AsSlice()), Mask: net.CIDRMask(bits, ip.BitLen())}
+}
+
+// inNamespace runs fn on a thread in the network namespace ns. A thread
+// that could not be brought back is never reused.
+func inNamespace(ns netns.NsHandle, fn func() error) error {
+	errc := make(chan error, 1)
+	go func() {
+		runtime.LockOSThread()
+		orig, err := netns.Get()
+		if err != nil {
+			errc <- err
+			return
+		}
+		defer orig.Close()
+		if err := netns.Set(ns); err != nil {
+			errc <- err
+			return
+		}
+		err = fn()
+		if netns.Set(orig) == nil {
+			runtime.UnlockOSThread()
+		}
+		errc <- err
+	}()
+	return <-errc
+}
+
+// enableForwarding turns IPv4 forwarding on in the calling thread's network
+// namespace.
+// (/proc/sys/net is the opening thread's namespace's).
+func enableForwarding() error {
+	return os.WriteFile("/proc/sys/net/ipv4/ip_forward", []byte("1\n"), 0o644)
+}
