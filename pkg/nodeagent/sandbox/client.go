@@ -8,10 +8,13 @@ import (
 	"net"
 	"os"
 	"os/exec"
+	"runtime"
 	"strconv"
 	"sync"
 	"syscall"
 	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 // StartOptions say how to start a sandbox.
@@ -45,6 +48,18 @@ type StartOptions struct {
 	// the kubelet's runtimes. A build without cgo cannot enter one
 	// (canEnterUserNamespace) and ignores it.
 	JoinUserNamespace *os.File
+	// Network is the sandbox's network namespace: the agent's
+	// (NetworkHost), a new one (NetworkNew: loopback alone, and down, for
+	// the agent to wire, as a pod's holder), or the one
+	// JoinNetworkNamespace names (NetworkJoin: a pod's, which the
+	// container's processes and the commands exec'd into it are in). A
+	// sandbox is in it from its first instruction: it is started into it.
+	// Both need root (an agent that is not root has no network namespace
+	// to give a pod yet): Start refuses them otherwise.
+	Network string
+	// JoinNetworkNamespace names the network namespace of NetworkJoin (a
+	// /proc/<pid>/ns/net file).
+	JoinNetworkNamespace *os.File
 	// Stdin, Stdout and Stderr are the main process's; nil is /dev/null.
 	Stdin, Stdout, Stderr *os.File
 	// Cgroup, when not nil, puts the container's processes (the main
@@ -54,6 +69,13 @@ type StartOptions struct {
 	// report that the main process runs; 0 means DefaultStartTimeout.
 	Timeout time.Duration
 }
+
+// The network namespaces of StartOptions.Network.
+const (
+	NetworkHost = ""
+	NetworkNew  = "new"
+	NetworkJoin = "join"
+)
 
 // DefaultStartTimeout is how long Start waits for a sandbox by default:
 // the kubelet's runtime request timeout.
@@ -145,6 +167,14 @@ func Start(ctx context.Context, o StartOptions) (*Sandbox, error) {
 	if !canEnterUserNamespace || o.JoinPIDNamespace == nil || o.Config.UserNamespace == nil {
 		o.JoinUserNamespace = nil
 	}
+	switch {
+	case (o.Network == NetworkJoin) != (o.JoinNetworkNamespace != nil):
+		return nil, &StartFailure{Reason: ReasonCreateContainerError, Message: "a network namespace to join needs NetworkJoin, and NetworkJoin one to join"}
+	case o.Network != NetworkHost && o.Network != NetworkNew && o.Network != NetworkJoin:
+		return nil, &StartFailure{Reason: ReasonCreateContainerError, Message: fmt.Sprintf("unknown network namespace mode %q", o.Network)}
+	case o.Network != NetworkHost && os.Getuid() != 0:
+		return nil, &StartFailure{Reason: ReasonCreateContainerError, Message: "a network namespace of the pod's needs the agent to run as root"}
+	}
 	ctrl, peer, err := socketPair()
 	if err != nil {
 		return nil, err
@@ -175,6 +205,9 @@ func Start(ctx context.Context, o StartOptions) (*Sandbox, error) {
 		ExtraFiles:  extraFiles(peer, cfgR, o.JoinPIDNamespace, o.JoinUserNamespace, o.Cgroup, &o.Config),
 		SysProcAttr: sysProcAttr(o.Namespaces, uts, subIDs != nil),
 	}
+	if o.Network == NetworkNew {
+		cmd.SysProcAttr.Cloneflags |= syscall.CLONE_NEWNET
+	}
 	// exec.Cmd treats a nil *os.File field as "no file"; keep nil as nil.
 	if o.Stdin != nil {
 		cmd.Stdin = o.Stdin
@@ -185,7 +218,11 @@ func Start(ctx context.Context, o StartOptions) (*Sandbox, error) {
 	if o.Stderr != nil {
 		cmd.Stderr = o.Stderr
 	}
-	err = cmd.Start()
+	if o.Network == NetworkJoin {
+		err = startIn(o.JoinNetworkNamespace, cmd)
+	} else {
+		err = cmd.Start()
+	}
 	_ = peer.Close()
 	_ = cfgR.Close()
 	if err != nil {
@@ -583,4 +620,21 @@ func setOOMScoreAdj(pid int, v *int) {
 		return
 	}
 	_ = os.WriteFile(fmt.Sprintf("/proc/%d/oom_score_adj", pid), []byte(strconv.Itoa(*v)), 0)
+}
+
+// startIn starts cmd in the network namespace ns: from a thread that
+// entered it (a process is born in its parent thread's namespace), which
+// is thrown away afterwards.
+func startIn(ns *os.File, cmd *exec.Cmd) error {
+	errc := make(chan error, 1)
+	go func() {
+		// Not unlocked: the thread ends with the goroutine.
+		runtime.LockOSThread()
+		if err := unix.Setns(int(ns.Fd()), unix.CLONE_NEWNET); err != nil {
+			errc <- fmt.Errorf("entering the pod's network namespace: %w", err)
+			return
+		}
+		errc <- cmd.Start()
+	}()
+	return <-errc
 }

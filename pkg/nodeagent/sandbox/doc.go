@@ -109,8 +109,12 @@
 // the fork and back right after. The container's processes, and only
 // they, are in them.
 //
-// Not done: IPC and network namespaces (the container shares the host's
-// System V IPC and network).
+// Network namespaces (StartOptions.Network, as root): by default the
+// sandbox shares the agent's network; it may instead be started into a new
+// one (a pod's holder, which the agent then wires: package podnet) or into
+// a pod's, so that its processes and every command exec'd into it are
+// there from birth. Not done: IPC namespaces (the container shares the
+// host's System V IPC); /sys still shows the host's network devices.
 //
 // # Users
 //
