@@ -108,3 +108,15 @@ func TestNetworkNamespaces(t *testing.T) {
 		}
 	})
 }
+
+// TestNetworkNamespacesNeedRoot: an agent that is not root is refused a
+// network namespace, with the reason.
+func TestNetworkNamespacesNeedRoot(t *testing.T) {
+	if os.Getuid() == 0 {
+		t.Skip("run as a user other than root")
+	}
+	_, _, err := startSandbox(t, true, StartOptions{Network: NetworkNew}, Config{Command: []string{"true"}})
+	if err == nil || !strings.Contains(err.Error(), "needs the agent to run as root") {
+		t.Errorf("Start with a new network namespace as a user: %v", err)
+	}
+}
