@@ -8,7 +8,9 @@ import (
 	"os"
 	"os/signal"
 	"runtime"
+	"slices"
 	"strconv"
+	"strings"
 	"syscall"
 	"time"
 
@@ -518,31 +520,37 @@ func (s *supervisor) forkIn(ns *os.File, path string, argv []string, attr *sysca
 		cgroups = nil
 	}
 	limit = limit && !s.cfg.Privileged
+	ch := make(chan forkResult, 1)
+	tids := make(chan forkThread, 1)
 	if ns == nil && !limit && !s.cfg.NoNewPrivileges && cwd == nil {
-		// Nothing of the thread's to change.
-		return cgroups.fork(func() (int, error) { return syscall.ForkExec(path, argv, attr) })
+		// Nothing of the thread's to change: locked only to know which
+		// thread forks (awaitFork).
+		go func() {
+			runtime.LockOSThread()
+			defer runtime.UnlockOSThread()
+			tids <- thisForkThread()
+			pid, err := cgroups.fork(func() (int, error) { return syscall.ForkExec(path, argv, attr) })
+			ch <- forkResult{pid, err}
+		}()
+		return awaitFork(tids, ch, stageTimeout)
 	}
-	type result struct {
-		pid int
-		err error
-	}
-	ch := make(chan result, 1)
 	go func() {
 		// Not unlocked: the thread ends with the goroutine.
 		runtime.LockOSThread()
+		tids <- thisForkThread()
 		if ns != nil {
 			if err := unix.Setns(int(ns.Fd()), unix.CLONE_NEWPID); err != nil {
-				ch <- result{err: fmt.Errorf("entering the container's PID namespace: %w", err)}
+				ch <- forkResult{err: fmt.Errorf("entering the container's PID namespace: %w", err)}
 				return
 			}
 		}
 		if cwd != nil {
 			if err := unix.Unshare(unix.CLONE_FS); err != nil {
-				ch <- result{err: fmt.Errorf("giving the forking thread a working directory of its own: %w", err)}
+				ch <- forkResult{err: fmt.Errorf("giving the forking thread a working directory of its own: %w", err)}
 				return
 			}
 			if err := unix.Fchdir(int(cwd.Fd())); err != nil {
-				ch <- result{err: fmt.Errorf("entering the forking thread's working directory: %w", err)}
+				ch <- forkResult{err: fmt.Errorf("entering the forking thread's working directory: %w", err)}
 				return
 			}
 		}
@@ -550,25 +558,97 @@ func (s *supervisor) forkIn(ns *os.File, path string, argv []string, attr *sysca
 			// A thread's own flag: this one may have been started
 			// before the sandbox set it.
 			if err := unix.Prctl(unix.PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0); err != nil {
-				ch <- result{err: fmt.Errorf("setting no_new_privs: %w", err)}
+				ch <- forkResult{err: fmt.Errorf("setting no_new_privs: %w", err)}
 				return
 			}
 		}
 		if limit {
 			if err := limitCapabilities(s.keep); err != nil {
-				ch <- result{err: err}
+				ch <- forkResult{err: err}
 				return
 			}
 			if err := loadSeccomp(s.filter); err != nil {
-				ch <- result{err: err}
+				ch <- forkResult{err: err}
 				return
 			}
 		}
 		pid, err := cgroups.fork(func() (int, error) { return syscall.ForkExec(path, argv, attr) })
-		ch <- result{pid, err}
+		ch <- forkResult{pid, err}
 	}()
-	r := <-ch
-	return r.pid, r.err
+	return awaitFork(tids, ch, stageTimeout)
+}
+
+// forkThread is the thread a fork is made from: its id, and its children
+// before the fork (a reused thread may have some), which are not the
+// fork's.
+type forkThread struct {
+	tid    int
+	before []int
+}
+
+// thisForkThread is the calling thread's forkThread; the goroutine is
+// locked to it, and makes the fork next.
+func thisForkThread() forkThread {
+	tid := unix.Gettid()
+	return forkThread{tid, threadChildren(tid)}
+}
+
+// threadChildren returns the live children of this process's thread tid.
+func threadChildren(tid int) []int {
+	b, _ := os.ReadFile(fmt.Sprintf("/proc/self/task/%d/children", tid))
+	var out []int
+	for _, f := range strings.Fields(string(b)) {
+		if pid, err := strconv.Atoi(f); err == nil {
+			out = append(out, pid)
+		}
+	}
+	return out
+}
+
+// forkResult is a fork's outcome.
+type forkResult struct {
+	pid int
+	err error
+}
+
+// awaitFork waits for a fork by the thread tids names, whose outcome ch
+// receives. The forking thread is suspended until the child executes its
+// program (vfork); a child stopped before that (by a process of the
+// container's that may signal it: it has the container's user) would
+// suspend it for ever, and the supervisor's loop with it. So a child that
+// has not executed within timeout (stageTimeout) is killed and the fork
+// fails.
+func awaitFork(tids <-chan forkThread, ch <-chan forkResult, timeout time.Duration) (int, error) {
+	ft := <-tids
+	timer := time.NewTimer(timeout)
+	defer timer.Stop()
+	select {
+	case r := <-ch:
+		return r.pid, r.err
+	case <-timer.C:
+	}
+	for _, pid := range threadChildren(ft.tid) {
+		if !slices.Contains(ft.before, pid) {
+			_ = syscall.Kill(pid, syscall.SIGKILL)
+		}
+	}
+	// Killed, the child ends and the fork returns; the loop reaps it.
+	timer.Reset(5 * time.Second)
+	select {
+	case r := <-ch:
+		if r.err != nil {
+			return 0, r.err
+		}
+	case <-timer.C:
+		// The child could not be found (no children file): leave the
+		// thread to it, and kill whatever it starts.
+		go func() {
+			if r := <-ch; r.err == nil {
+				_ = syscall.Kill(r.pid, syscall.SIGKILL)
+			}
+		}()
+	}
+	return 0, fmt.Errorf("the command's process did not start within %v (stopped before it ran?) and was killed", timeout)
 }
 
 // enterMainNamespace records the main process's PID namespace, which

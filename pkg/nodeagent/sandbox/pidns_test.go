@@ -4,7 +4,9 @@ import (
 	"context"
 	"io"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"runtime"
 	"strconv"
 	"strings"
 	"syscall"
@@ -122,5 +124,63 @@ func TestPIDNamespaceJoined(t *testing.T) {
 	case <-target.Done():
 		t.Errorf("the target ended with the container that joined it: %+v", target.Exit())
 	default:
+	}
+}
+
+// TestAwaitForkKillsAChildThatDoesNotRun: a fork whose child does not
+// execute its program (stopped by a container's process; here a child of
+// the forking thread that the thread waits for) is killed after the
+// timeout, and the fork fails with the reason: the supervisor's loop is
+// not held.
+func TestAwaitForkKillsAChildThatDoesNotRun(t *testing.T) {
+	tids := make(chan forkThread, 1)
+	ch := make(chan forkResult, 1)
+	older := make(chan *exec.Cmd, 1)
+	exited := make(chan struct{})
+	go func() {
+		runtime.LockOSThread()
+		defer runtime.UnlockOSThread()
+		// A child the thread had before: left alone.
+		old := exec.Command("sleep", "3600")
+		if err := old.Start(); err != nil {
+			ch <- forkResult{err: err}
+			return
+		}
+		older <- old
+		tids <- thisForkThread()
+		cmd := exec.Command("sleep", "3600")
+		if err := cmd.Start(); err != nil {
+			ch <- forkResult{err: err}
+			return
+		}
+		// As vfork's parent: suspended until the child is gone.
+		_ = cmd.Wait()
+		close(exited)
+		ch <- forkResult{pid: cmd.Process.Pid}
+	}()
+	start := time.Now()
+	_, err := awaitFork(tids, ch, 100*time.Millisecond)
+	if err == nil || !strings.Contains(err.Error(), "did not start within 100ms") {
+		t.Errorf("awaitFork = %v, want the child killed after the timeout", err)
+	}
+	if d := time.Since(start); d > time.Minute {
+		t.Errorf("awaitFork took %v", d)
+	}
+	select {
+	case <-exited:
+	default:
+		t.Errorf("awaitFork returned with the child still there")
+	}
+	old := <-older
+	if err := old.Process.Signal(syscall.Signal(0)); err != nil {
+		t.Errorf("the thread's earlier child was killed too: %v", err)
+	}
+	_ = old.Process.Kill()
+	_ = old.Wait()
+	// A fork that completes in time is untouched.
+	tids <- forkThread{tid: 1}
+	ch <- forkResult{pid: 42}
+	if pid, err := awaitFork(tids, ch, time.Minute); pid != 42 || err != nil {
+		t.Errorf("awaitFork of a completed fork = %d, %v", pid, err)
 	}
 }
