@@ -48,7 +48,7 @@ func (a ipam) lookup(uid string) (netip.Addr, bool, error) {
 // allocate returns uid's address: the recorded one, or the lowest free one,
 // recorded now.
 func (a ipam) allocate(uid string) (netip.Addr, error) {
-	if uid == "" || strings.ContainsAny(uid, "/\n") {
+	if uid == "" || strings.ContainsAny(uid, "/") || strings.TrimSpace(uid) != uid || strings.ContainsAny(uid, "\n\r") {
 		return netip.Addr{}, fmt.Errorf("pod UID %q", uid)
 	}
 	if ip, ok, err := a.lookup(uid); err != nil || ok {
@@ -104,7 +104,7 @@ func (a ipam) holders() ([]string, error) {
 	}
 	var out []string
 	for _, e := range entries {
-		if _, err := netip.ParseAddr(e.Name()); err != nil {
+		if ip, err := netip.ParseAddr(e.Name()); err != nil || !a.prefix.Contains(ip) {
 			continue
 		}
 		if b, err := os.ReadFile(filepath.Join(a.dir, e.Name())); err == nil {

@@ -52,7 +52,7 @@ func TestIPAM(t *testing.T) {
 	if ip, ok, err := b.lookup("e"); err != nil || !ok || ip.String() != "10.9.0.6" {
 		t.Errorf("lookup(e) = %v %v %v", ip, ok, err)
 	}
-	for _, bad := range []string{"", "x/y", "a\nb"} {
+	for _, bad := range []string{"", "x/y", "a\nb", " a", "a\r"} {
 		if _, err := a.allocate(bad); err == nil {
 			t.Errorf("allocate(%q) succeeded", bad)
 		}
@@ -61,8 +61,11 @@ func TestIPAM(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(a.dir, "lock"), nil, 0o600); err != nil {
 		t.Fatal(err)
 	}
-	if _, _, err := a.lookup("zzz"); err != nil {
-		t.Errorf("lookup with a foreign file: %v", err)
+	if err := os.WriteFile(filepath.Join(a.dir, "10.1.1.1"), []byte("other\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if holders, err := a.holders(); err != nil || len(holders) != 5 {
+		t.Errorf("holders with foreign files and an address outside the range: %v, %v", holders, err)
 	}
 }
 

@@ -148,8 +148,20 @@ func hostVeth(uid string) string {
 func (n *Node) Attach(uid string, podNS netns.NsHandle) (netip.Addr, error) {
 	n.mu.Lock()
 	defer n.mu.Unlock()
+	_, had, err := n.ipam.lookup(uid)
+	if err != nil {
+		return netip.Addr{}, err
+	}
 	ip, err := n.ipam.allocate(uid)
 	if err != nil {
+		return netip.Addr{}, err
+	}
+	// An address allocated now goes back if the pod is not attached; one
+	// the pod had stays its own.
+	fail := func(err error) (netip.Addr, error) {
+		if !had {
+			_ = n.ipam.release(uid)
+		}
 		return netip.Addr{}, err
 	}
 	name := hostVeth(uid)
@@ -161,22 +173,29 @@ func (n *Node) Attach(uid string, podNS netns.NsHandle) (netip.Addr, error) {
 	veth := &netlink.Veth{
 		LinkAttrs: netlink.LinkAttrs{Name: name, MTU: n.cfg.MTU, MasterIndex: n.bridge},
 		PeerName:  PodInterface, PeerNamespace: netlink.NsFd(int(podNS)), PeerMTU: uint32(n.cfg.MTU),
-	}
-	if err := n.h.LinkAdd(veth); err != nil {
-		return netip.Addr{}, fmt.Errorf("creating the veth pair %s/%s: %w", name, PodInterface, err)
+		// Derived from the address, as Docker does: a pod whose namespace is
+		// re-created keeps its MAC with its address, so its neighbours'
+		// ARP caches stay right.
+		PeerHardwareAddr: podMAC(ip),
 	}
 	undo := func() {
 		if l, err := n.h.LinkByName(name); err == nil {
 			_ = n.h.LinkDel(l)
 		}
 	}
+	if err := n.h.LinkAdd(veth); err != nil {
+		// It may exist half made (attaching it to the bridge is a second
+		// step of the call).
+		undo()
+		return fail(fmt.Errorf("creating the veth pair %s/%s: %w", name, PodInterface, err))
+	}
 	if err := n.h.LinkSetUp(veth); err != nil {
 		undo()
-		return netip.Addr{}, fmt.Errorf("setting %s up: %w", name, err)
+		return fail(fmt.Errorf("setting %s up: %w", name, err))
 	}
 	if err := configurePod(podNS, ip, n.cfg.PodCIDR); err != nil {
 		undo()
-		return netip.Addr{}, err
+		return fail(err)
 	}
 	return ip, nil
 }
@@ -260,17 +279,36 @@ func (n *Node) Release(live func(uid string) bool) error {
 // Close releases the Node's netlink handle; the network stays as it is.
 func (n *Node) Close() { n.h.Close() }
 
-// TearDown removes the bridge (and with it every pod's veth), the
-// masquerade rule and every allocation, then closes the Node.
+// TearDown removes every pod's veth (deleting a bridge only detaches its
+// ports), the bridge, the masquerade rule and every allocation, then
+// closes the Node. IPv4 forwarding stays on: other software may need it.
 func (n *Node) TearDown() error {
+	n.mu.Lock()
+	defer n.mu.Unlock()
 	defer n.Close()
 	var errs []error
+	if links, err := n.h.LinkList(); err != nil {
+		errs = append(errs, fmt.Errorf("listing links: %w", err))
+	} else {
+		for _, l := range links {
+			if l.Attrs().MasterIndex == n.bridge && l.Attrs().Index != n.bridge {
+				errs = append(errs, n.h.LinkDel(l))
+			}
+		}
+	}
 	if l, err := n.h.LinkByName(n.cfg.Bridge); err == nil {
 		errs = append(errs, n.h.LinkDel(l))
 	}
 	errs = append(errs, tearDownMasquerade(n.ns))
 	errs = append(errs, os.RemoveAll(n.cfg.StateDir))
 	return errors.Join(errs...)
+}
+
+// podMAC is the pod's eth0 MAC for address ip: locally administered,
+// unicast, 02:42 and the four bytes of ip.
+func podMAC(ip netip.Addr) net.HardwareAddr {
+	b := ip.As4()
+	return net.HardwareAddr{0x02, 0x42, b[0], b[1], b[2], b[3]}
 }
 
 // ipNet is ip/bits as a net.IPNet.

@@ -101,6 +101,9 @@ func TestAttachConnectsPods(t *testing.T) {
 		t.Fatalf("second SetUp: %v", err)
 	}
 	n2.Close()
+	if rules := masqueradeRules(t, node); rules != 1 {
+		t.Errorf("%d masquerade rules after two SetUps, want 1", rules)
+	}
 
 	ip1, err := n.Attach("pod-1", pod1)
 	if err != nil {
@@ -168,12 +171,24 @@ func TestAttachConnectsPods(t *testing.T) {
 		t.Errorf("outside saw pod 1 as %s, want the node's 192.0.2.1 (masquerade)", from)
 	}
 
-	// A pod's namespace recreated (its veth gone with the old one): the
-	// same address again.
+	// A pod's namespace recreated: the same address again (the node's
+	// end of the old pair, if the old namespace still lives, replaced).
 	pod1b := newNamespace(t)
-	_ = pod1.Close()
 	if ip, err := n.Attach("pod-1", pod1b); err != nil || ip != ip1 {
 		t.Errorf("Attach of a recreated namespace = %v, %v; want %s", ip, err, ip1)
+	}
+	hb, err := netlink.NewHandleAt(pod1b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer hb.Close()
+	if eth, err := hb.LinkByName(PodInterface); err != nil || eth.Attrs().HardwareAddr.String() != "02:42:0a:f4:00:02" {
+		t.Errorf("the recreated eth0: %v, %v; want the MAC derived from %s", eth, err, ip1)
+	}
+	// Reached at once: its MAC is the old one's, which pod 2 has cached.
+	_, port1b, _ := net.SplitHostPort(listen(t, pod1b, ":0"))
+	if from := dial(t, pod2, net.JoinHostPort(ip1.String(), port1b)); from != ip2.String() {
+		t.Errorf("the recreated namespace is not reached: %s", from)
 	}
 
 	if err := n.Detach("pod-2"); err != nil {
@@ -189,8 +204,14 @@ func TestAttachConnectsPods(t *testing.T) {
 		t.Errorf("pod 1 kept its address after Release")
 	}
 
+	if _, err := n.Attach("pod-3", newNamespace(t)); err != nil {
+		t.Fatal(err)
+	}
 	if err := n.TearDown(); err != nil {
 		t.Fatal(err)
+	}
+	if _, err := h.LinkByName(hostVeth("pod-3")); err == nil {
+		t.Errorf("pod 3's veth left after TearDown")
 	}
 	var notFound netlink.LinkNotFoundError
 	if _, err := h.LinkByName(DefaultBridge); !errors.As(err, &notFound) {
@@ -209,6 +230,20 @@ func TestAttachConnectsPods(t *testing.T) {
 			t.Errorf("nftables table %s left after TearDown", natTable)
 		}
 	}
+}
+
+// masqueradeRules counts the rules of the masquerade chain in ns.
+func masqueradeRules(t *testing.T, ns netns.NsHandle) int {
+	t.Helper()
+	c, err := nftables.New(nftables.WithNetNSFd(int(ns)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	rules, err := c.GetRules(&nftables.Table{Name: natTable, Family: nftables.TableFamilyIPv4}, &nftables.Chain{Name: "postrouting"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return len(rules)
 }
 
 func TestSetUpRefuses(t *testing.T) {

@@ -578,24 +578,42 @@ func (s *supervisor) forkIn(ns *os.File, path string, argv []string, attr *sysca
 	return awaitFork(tids, ch, stageTimeout)
 }
 
-// forkThread is the thread a fork is made from: its id, and its children
-// before the fork (a reused thread may have some), which are not the
-// fork's.
+// forkThread is the thread a fork is made from: its id, its children
+// before the fork (a reused thread may have some) and the time just before
+// the fork, in clock ticks since boot (as /proc/<pid>/stat's start time):
+// a child of the thread that is not among before and started no earlier
+// is the fork's (a thread that exits hands its children to another one,
+// which may be this one).
 type forkThread struct {
 	tid    int
 	before []int
+	ticks  uint64
 }
 
 // thisForkThread is the calling thread's forkThread; the goroutine is
 // locked to it, and makes the fork next.
 func thisForkThread() forkThread {
 	tid := unix.Gettid()
-	return forkThread{tid, threadChildren(tid)}
+	var ts unix.Timespec
+	_ = unix.ClockGettime(unix.CLOCK_BOOTTIME, &ts)
+	// USER_HZ, the unit of start times, is 100 on Linux.
+	return forkThread{tid, threadChildren(tid), uint64(ts.Nano() / int64(10*time.Millisecond))}
 }
 
 // threadChildren returns the live children of this process's thread tid.
 func threadChildren(tid int) []int {
-	b, _ := os.ReadFile(fmt.Sprintf("/proc/self/task/%d/children", tid))
+	// procFS, not the path: the supervisor's /proc may be the view's.
+	path := fmt.Sprintf("self/task/%d/children", tid)
+	var b []byte
+	if procFS != nil {
+		if fd, err := unix.Openat(int(procFS.Fd()), path, unix.O_RDONLY|unix.O_CLOEXEC, 0); err == nil {
+			f := os.NewFile(uintptr(fd), "children")
+			b, _ = io.ReadAll(f)
+			_ = f.Close()
+		}
+	} else {
+		b, _ = os.ReadFile("/proc/" + path)
+	}
 	var out []int
 	for _, f := range strings.Fields(string(b)) {
 		if pid, err := strconv.Atoi(f); err == nil {
@@ -614,10 +632,12 @@ type forkResult struct {
 // awaitFork waits for a fork by the thread tids names, whose outcome ch
 // receives. The forking thread is suspended until the child executes its
 // program (vfork); a child stopped before that (by a process of the
-// container's that may signal it: it has the container's user) would
-// suspend it for ever, and the supervisor's loop with it. So a child that
-// has not executed within timeout (stageTimeout) is killed and the fork
-// fails.
+// container's that may signal it) would suspend it for ever, and the
+// supervisor's loop with it. So a child that has not executed within
+// timeout (stageTimeout) is killed and the fork fails. (A garbage
+// collection that starts meanwhile waits for the suspended thread too, and
+// then so does this timer: the bound holds while the supervisor does not
+// collect, which is most of the time in a supervisor.)
 func awaitFork(tids <-chan forkThread, ch <-chan forkResult, timeout time.Duration) (int, error) {
 	ft := <-tids
 	timer := time.NewTimer(timeout)
@@ -628,25 +648,15 @@ func awaitFork(tids <-chan forkThread, ch <-chan forkResult, timeout time.Durati
 	case <-timer.C:
 	}
 	for _, pid := range threadChildren(ft.tid) {
-		if !slices.Contains(ft.before, pid) {
+		if !slices.Contains(ft.before, pid) && StartTime(pid) >= ft.ticks {
 			_ = syscall.Kill(pid, syscall.SIGKILL)
 		}
 	}
-	// Killed, the child ends and the fork returns; the loop reaps it.
-	timer.Reset(5 * time.Second)
-	select {
-	case r := <-ch:
-		if r.err != nil {
-			return 0, r.err
-		}
-	case <-timer.C:
-		// The child could not be found (no children file): leave the
-		// thread to it, and kill whatever it starts.
-		go func() {
-			if r := <-ch; r.err == nil {
-				_ = syscall.Kill(r.pid, syscall.SIGKILL)
-			}
-		}()
+	// Killed, the child ends and the fork returns (as a success when the
+	// child was past its last check: it is dead all the same, and the
+	// loop reaps it as a child it does not know).
+	if r := <-ch; r.err != nil {
+		return 0, r.err
 	}
 	return 0, fmt.Errorf("the command's process did not start within %v (stopped before it ran?) and was killed", timeout)
 }
