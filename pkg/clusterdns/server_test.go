@@ -279,8 +279,9 @@ func upstream(t *testing.T, n int) string {
 	return pc.LocalAddr().String()
 }
 
-// serve starts s on loopback and returns its address.
-func serve(t *testing.T, s *Server) string {
+// startServing starts s on loopback: its address, the function that
+// stops it and Serve's outcome.
+func startServing(t *testing.T, s *Server) (string, context.CancelFunc, <-chan error) {
 	t.Helper()
 	pc, l, err := Listen("127.0.0.1:0")
 	if err != nil {
@@ -289,13 +290,20 @@ func serve(t *testing.T, s *Server) string {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- s.Serve(ctx, pc, l) }()
+	return pc.LocalAddr().String(), cancel, done
+}
+
+// serve starts s on loopback until the test's end and returns its address.
+func serve(t *testing.T, s *Server) string {
+	t.Helper()
+	addr, cancel, done := startServing(t, s)
 	t.Cleanup(func() {
 		cancel()
 		if err := <-done; err != nil {
 			t.Errorf("Serve: %v", err)
 		}
 	})
-	return pc.LocalAddr().String()
+	return addr
 }
 
 func exchangeT(t *testing.T, network, server, name string, qtype uint16) *dns.Msg {
@@ -444,19 +452,13 @@ func TestServeStopsWithForwardsInFlight(t *testing.T) {
 	}
 	defer dead.Close()
 	s := newTestServer(t, Options{Upstreams: []string{dead.LocalAddr().String()}, ForwardTimeout: time.Hour})
-	pc, l, err := Listen("127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- s.Serve(ctx, pc, l) }()
+	addr, cancel, done := startServing(t, s)
 	asked := make(chan struct{})
 	go func() {
 		q := new(dns.Msg)
 		q.SetQuestion("example.com.", dns.TypeA)
 		close(asked)
-		_, _, _ = (&dns.Client{Net: "udp", Timeout: time.Hour}).Exchange(q, pc.LocalAddr().String())
+		_, _, _ = (&dns.Client{Net: "udp", Timeout: time.Hour}).Exchange(q, addr)
 	}()
 	<-asked
 	// The question reaches the dead upstream (its packet arrives).
