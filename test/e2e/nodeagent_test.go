@@ -39,9 +39,40 @@ func waitJob(t *testing.T, c kubernetes.Interface, ns, name, what string, cond f
 		return cond(j), nil
 	})
 	if err != nil {
-		t.Fatalf("job %s/%s never %s; last status %+v", ns, name, what, last)
+		status := "never read"
+		if last != nil {
+			status = fmt.Sprintf("%+v", last.Status)
+		}
+		t.Fatalf("job %s/%s never %s; last status %s\nits pods: %s", ns, name, what, status, jobPodsAndEvents(c, ns, name))
 	}
 	return last
+}
+
+// jobPodsAndEvents describes the pods of Job ns/name, with their waiting
+// messages and events, for a failure message.
+func jobPodsAndEvents(c kubernetes.Interface, ns, name string) string {
+	ctx := context.Background()
+	pods, err := c.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: batchv1.JobNameLabel + "=" + name})
+	if err != nil {
+		return "listing them: " + err.Error()
+	}
+	var out []string
+	for _, p := range pods.Items {
+		line := describePods([]corev1.Pod{p})
+		for _, s := range p.Status.ContainerStatuses {
+			if s.State.Waiting != nil && s.State.Waiting.Message != "" {
+				line += fmt.Sprintf("\n  %s waiting: %s", s.Name, s.State.Waiting.Message)
+			}
+		}
+		events, err := c.CoreV1().Events(ns).List(ctx, metav1.ListOptions{FieldSelector: "involvedObject.name=" + p.Name})
+		if err == nil {
+			for _, e := range events.Items {
+				line += fmt.Sprintf("\n  event %s %s: %s (x%d)", e.Type, e.Reason, e.Message, e.Count)
+			}
+		}
+		out = append(out, line)
+	}
+	return strings.Join(out, "\n")
 }
 
 // hasCondition reports whether the Job has condition ct True.
