@@ -14,6 +14,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 	ggcrname "github.com/google/go-containerregistry/pkg/name"
 	v1 "github.com/google/go-containerregistry/pkg/v1"
+	"github.com/google/go-containerregistry/pkg/v1/mutate"
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -95,8 +96,23 @@ func TestUpRunsTheImage(t *testing.T) {
 
 	// Loaded while up runs: the store is shared by the agent and the image
 	// command.
+	// Another image than the pushed one (a label apart): of one image, the
+	// agent would let a pod use the loaded name only once the pulled name's
+	// pull is not recorded yet (KubeletEnsureSecretPulledImages: a name its
+	// record does not hold must be pulled, as with the kubelet), so which
+	// pod the agent saw first would decide the loaded one's fate.
+	cf, err := shell.ConfigFile()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := *cf.Config.DeepCopy()
+	cfg.Labels = map[string]string{"jobkeeper.test/e2e": "loaded"}
+	loaded, err := mutate.Config(shell, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
 	archive := filepath.Join(t.TempDir(), "shell.tar")
-	if err := testimages.WriteDockerArchive(archive, map[string]v1.Image{loadedRef: shell}); err != nil {
+	if err := testimages.WriteDockerArchive(archive, map[string]v1.Image{loadedRef: loaded}); err != nil {
 		t.Fatal(err)
 	}
 	imageLoad(t, dataDir, archive)
