@@ -6,14 +6,22 @@ import (
 	"github.com/google/nftables"
 	"github.com/google/nftables/expr"
 	"github.com/vishvananda/netns"
+	"golang.org/x/sys/unix"
 )
 
 // natTable is jobkeeper's nftables table in the node's namespace.
 const natTable = "jobkeeper"
 
-// setUpMasquerade (re)creates the table natTable with one rule: what a
-// pod sends outside the pod CIDR leaves with the node's address.
-func setUpMasquerade(ns netns.NsHandle, cidr netip.Prefix) error {
+// Redirect sends TCP connections to From (a Service's address) to To, an
+// address of the node's.
+type Redirect struct {
+	From, To netip.AddrPort
+}
+
+// setUpMasquerade (re)creates the table natTable with its rules: what a
+// pod sends outside the pod CIDR leaves with the node's address, and
+// what it sends to a redirect's From goes to its To.
+func setUpMasquerade(ns netns.NsHandle, cidr netip.Prefix, redirects []Redirect) error {
 	c, err := nftables.New(nftables.WithNetNSFd(int(ns)))
 	if err != nil {
 		return err
@@ -41,6 +49,15 @@ func setUpMasquerade(ns netns.NsHandle, cidr netip.Prefix) error {
 		&expr.Cmp{Op: expr.CmpOpNeq, Register: 1, Data: network},
 		&expr.Masq{},
 	}})
+	if len(redirects) > 0 {
+		pre := c.AddChain(&nftables.Chain{
+			Name: "prerouting", Table: table, Type: nftables.ChainTypeNAT,
+			Hooknum: nftables.ChainHookPrerouting, Priority: nftables.ChainPriorityNATDest,
+		})
+		for _, r := range redirects {
+			c.AddRule(&nftables.Rule{Table: table, Chain: pre, Exprs: redirectRule(r)})
+		}
+	}
 	return c.Flush()
 }
 
@@ -61,6 +78,22 @@ func tearDownMasquerade(ns netns.NsHandle) error {
 		}
 	}
 	return nil
+}
+
+// redirectRule is "ip daddr From.Addr tcp dport From.Port dnat to To".
+func redirectRule(r Redirect) []expr.Any {
+	port := func(p uint16) []byte { return []byte{byte(p >> 8), byte(p)} }
+	return []expr.Any{
+		&expr.Payload{DestRegister: 1, Base: expr.PayloadBaseNetworkHeader, Offset: 16, Len: 4},
+		&expr.Cmp{Op: expr.CmpOpEq, Register: 1, Data: r.From.Addr().AsSlice()},
+		&expr.Meta{Key: expr.MetaKeyL4PROTO, Register: 1},
+		&expr.Cmp{Op: expr.CmpOpEq, Register: 1, Data: []byte{unix.IPPROTO_TCP}},
+		&expr.Payload{DestRegister: 1, Base: expr.PayloadBaseTransportHeader, Offset: 2, Len: 2},
+		&expr.Cmp{Op: expr.CmpOpEq, Register: 1, Data: port(r.From.Port())},
+		&expr.Immediate{Register: 1, Data: r.To.Addr().AsSlice()},
+		&expr.Immediate{Register: 2, Data: port(r.To.Port())},
+		&expr.NAT{Type: expr.NATTypeDestNAT, Family: unix.NFPROTO_IPV4, RegAddrMin: 1, RegProtoMin: 2, Specified: true},
+	}
 }
 
 // prefixMask is cidr's IPv4 netmask.

@@ -26,6 +26,9 @@ type Config struct {
 	MTU int
 	// StateDir holds the address allocations (one file per address).
 	StateDir string
+	// Redirects are TCP connections from pods sent to the node (a
+	// Service's address to a relay of the node's).
+	Redirects []Redirect
 }
 
 // Defaults.
@@ -88,7 +91,7 @@ func SetUp(cfg Config, ns netns.NsHandle) (*Node, error) {
 		h.Close()
 		return nil, fmt.Errorf("enabling IPv4 forwarding: %w", err)
 	}
-	if err := setUpMasquerade(ns, cfg.PodCIDR); err != nil {
+	if err := setUpMasquerade(ns, cfg.PodCIDR, cfg.Redirects); err != nil {
 		h.Close()
 		return nil, fmt.Errorf("masquerading the pod CIDR %s: %w", cfg.PodCIDR, err)
 	}
@@ -248,6 +251,15 @@ func (n *Node) Detach(uid string) error {
 		errs = append(errs, fmt.Errorf("freeing pod %s's address: %w", uid, err))
 	}
 	return errors.Join(errs...)
+}
+
+// attached reports whether pod uid's veth is on the node (its peer is in
+// a namespace that lives).
+func (n *Node) attached(uid string) bool {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	l, err := n.h.LinkByName(hostVeth(uid))
+	return err == nil && l.Attrs().MasterIndex == n.bridge
 }
 
 // Address returns pod uid's address, if it has one.

@@ -39,7 +39,8 @@ func (r *Runtime) recordDurable(sb *sandbox.Sandbox, what, stateDir string) stri
 
 // startDurable runs the sandbox of one attempt that outlives the agent:
 // the sandbox stores the container's output itself.
-func (r *Runtime) startDurable(ctx context.Context, spec runtime.Spec, cfg sandbox.Config, cg *attemptCgroup) (runtime.Handle, error) {
+func (r *Runtime) startDurable(ctx context.Context, spec runtime.Spec, cfg sandbox.Config, pc pidChoice, cg *attemptCgroup) (runtime.Handle, error) {
+	defer pc.close()
 	startedAt := r.opts.Clock.Now()
 	// Named before the container runs: an agent killed right after the
 	// start still finds it.
@@ -52,6 +53,9 @@ func (r *Runtime) startDurable(ctx context.Context, spec runtime.Spec, cfg sandb
 		UTS:        cfg.Isolate && r.uts,
 		Timeout:    r.opts.StartTimeout,
 		Cgroup:     cg.sandboxFiles(),
+
+		Network:              pc.network(),
+		JoinNetworkNamespace: pc.net,
 	})
 	cg.started()
 	if err != nil {

@@ -22,6 +22,10 @@ type pidChoice struct {
 	// namespace of the process whose PID namespace it joins, which its
 	// processes enter (StartOptions.JoinUserNamespace); closed with join.
 	users *os.File
+	// net, for a container of a pod with a network of its own, names the
+	// pod's network namespace (runtime.Spec.NetworkNamespace), which its
+	// processes are in; closed with join.
+	net *os.File
 	// release is called once the attempt ended (a pod's namespace is
 	// kept while one of its containers runs); nil when nothing to do.
 	release func()
@@ -206,4 +210,23 @@ func (r *Runtime) startPause(ctx context.Context, spec runtime.Spec) (*podNamesp
 		r.forgetSandbox(sb)
 	}()
 	return &podNamespace{sb: sb, scratch: dir}, nil
+}
+
+// network is the sandbox's StartOptions.Network: the pod's namespace when
+// it has one, else the host's.
+func (pc pidChoice) network() string {
+	if pc.net != nil {
+		return sandbox.NetworkJoin
+	}
+	return sandbox.NetworkHost
+}
+
+// openNetworkNamespace opens the pod's network namespace file, for a
+// sandbox to join.
+func openNetworkNamespace(path string) (*os.File, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, &runtime.StartError{Reason: ReasonCreateContainerError, Message: "joining the pod's network namespace: " + err.Error()}
+	}
+	return f, nil
 }

@@ -290,6 +290,16 @@ func (r *Runtime) RecursiveReadOnlyMounts() bool { return r.rro }
 // Isolation implements runtime.Isolator.
 func (r *Runtime) Isolation() (bool, string) { return r.isolated, r.isolationReason }
 
+// NetworkNamespaces implements runtime.NetworkJoiner: a sandbox joins a
+// network namespace as root only (entering one needs CAP_SYS_ADMIN in the
+// user namespace that owns it).
+func (r *Runtime) NetworkNamespaces() (bool, string) {
+	if os.Geteuid() != 0 {
+		return false, "joining a network namespace needs root"
+	}
+	return true, ""
+}
+
 // UTS reports whether containers get a UTS namespace of their own, where
 // their hostname is Spec.Hostname; when not, reason says why, and they see
 // the host's name.
@@ -347,6 +357,14 @@ func (r *Runtime) Start(ctx context.Context, spec runtime.Spec) (runtime.Handle,
 		cfg.Scratch = dir
 	}
 	pc, err := r.pidNamespace(ctx, spec)
+	if err == nil && spec.NetworkNamespace != "" {
+		if pc.net, err = openNetworkNamespace(spec.NetworkNamespace); err != nil {
+			if pc.release != nil {
+				pc.release()
+			}
+			pc.close()
+		}
+	}
 	if err != nil {
 		if cfg.Scratch != "" {
 			_ = os.Remove(cfg.Scratch)
@@ -400,7 +418,7 @@ func sandboxIDMapping(r *runtime.IDRange) *sandbox.IDMapping {
 
 // close closes the namespaces' descriptors (the sandbox has its own).
 func (pc pidChoice) close() {
-	for _, f := range []*os.File{pc.join, pc.users} {
+	for _, f := range []*os.File{pc.join, pc.users, pc.net} {
 		if f != nil {
 			_ = f.Close()
 		}
@@ -440,7 +458,7 @@ func sandboxConfig(spec runtime.Spec, isolate bool) sandbox.Config {
 // stored by the sandbox itself when it is durable, else by this process.
 func (r *Runtime) start(ctx context.Context, spec runtime.Spec, cfg sandbox.Config, pc pidChoice, cg *attemptCgroup) (runtime.Handle, error) {
 	if cfg.StateDir != "" {
-		return r.startDurable(ctx, spec, cfg, cg)
+		return r.startDurable(ctx, spec, cfg, pc, cg)
 	}
 	release := func() {
 		if pc.release != nil {
@@ -474,6 +492,9 @@ func (r *Runtime) start(ctx context.Context, spec runtime.Spec, cfg sandbox.Conf
 
 		JoinPIDNamespace:  pc.join,
 		JoinUserNamespace: pc.users,
+		Network:           pc.network(),
+
+		JoinNetworkNamespace: pc.net,
 	})
 	cg.started()
 	if err != nil {

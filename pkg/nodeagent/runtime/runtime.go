@@ -114,6 +114,11 @@ type Spec struct {
 	// Resources are what the container's cgroup gets, as the kubelet
 	// asks a CRI runtime; with CgroupParent.
 	Resources *runtimeapi.LinuxContainerResources
+	// NetworkNamespace is the file of the pod's network namespace (a pod
+	// with a network of its own), which the container's processes, and
+	// every command exec'd into it, are in; empty: the host's. Only a
+	// NetworkJoiner that says it can is given one.
+	NetworkNamespace string
 	// GracePeriod is the pod's termination grace period: how long a stop
 	// the runtime decides on its own (an attempt whose agent never came
 	// back) waits between SIGTERM and SIGKILL.
@@ -147,6 +152,14 @@ type PIDNamespacer interface {
 	// SharedPIDNamespaces reports whether containers can share one
 	// (PIDNamespacePod, PIDNamespaceTarget); when not, reason says why.
 	SharedPIDNamespaces() (ok bool, reason string)
+}
+
+// NetworkJoiner is implemented by runtimes that can run containers in a
+// pod's network namespace (Spec.NetworkNamespace).
+type NetworkJoiner interface {
+	// NetworkNamespaces reports whether they can; when not, reason says
+	// why.
+	NetworkNamespaces() (ok bool, reason string)
 }
 
 // Rootfs is the root filesystem of a container run from an image.

@@ -1,0 +1,160 @@
+package podnet
+
+import (
+	"context"
+	"io"
+	"net"
+	"net/netip"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/vishvananda/netlink"
+	"github.com/vishvananda/netns"
+)
+
+// openPinned opens a pinned namespace, closed at the test's end.
+func openPinned(t *testing.T, path string) netns.NsHandle {
+	t.Helper()
+	ns, err := netns.GetFromPath(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = ns.Close() })
+	return ns
+}
+
+func TestPodsPinNamespaces(t *testing.T) {
+	node := newNamespace(t)
+	dir := t.TempDir()
+	// The kubernetes Service's address, sent to a relay of the node's.
+	service := netip.MustParseAddrPort("10.0.0.1:443")
+	relay := netip.AddrPortFrom(gateway(DefaultPodCIDR), 8443)
+	n, err := SetUp(Config{StateDir: filepath.Join(dir, "ipam"), Redirects: []Redirect{{From: service, To: relay}}}, node)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer n.Close()
+	pins := filepath.Join(dir, "netns")
+	pods, err := NewPods(n, pins)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Nothing pinned is left on the host, whatever fails.
+	t.Cleanup(func() {
+		if err := UnpinAll(pins); err != nil {
+			t.Error(err)
+		}
+	})
+
+	pathA, ipA, err := pods.Ensure("pod-a")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !isPinned(pathA) {
+		t.Fatalf("%s is not a pinned namespace", pathA)
+	}
+	again, ipAgain, err := pods.Ensure("pod-a")
+	if err != nil || again != pathA || ipAgain != ipA {
+		t.Fatalf("second Ensure = %s %s %v, want %s %s", again, ipAgain, err, pathA, ipA)
+	}
+	pathB, ipB, err := pods.Ensure("pod-b")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ipA == ipB || pathA == pathB {
+		t.Fatalf("two pods got %s %s and %s %s", pathA, ipA, pathB, ipB)
+	}
+
+	// With no process in them, the pods reach each other: the namespaces
+	// live by their pins.
+	nsA, nsB := openPinned(t, pathA), openPinned(t, pathB)
+	addr := listen(t, nsA, ":0")
+	_, port, _ := net.SplitHostPort(addr)
+	if from := dial(t, nsB, net.JoinHostPort(ipA.String(), port)); from != ipB.String() {
+		t.Errorf("pod a saw pod b as %s, want %s", from, ipB)
+	}
+
+	listen(t, node, relay.String())
+	if from := dial(t, nsB, service.String()); from != ipB.String() {
+		t.Errorf("the relay saw pod b as %s, want %s", from, ipB)
+	}
+
+	// DialContext reaches a server on the pod's own loopback.
+	lo := listen(t, nsA, "127.0.0.1:0")
+	c, err := pods.DialContext(context.Background(), "pod-a", "tcp", lo)
+	if err != nil {
+		t.Fatalf("dialing %s in pod a: %v", lo, err)
+	}
+	b, _ := io.ReadAll(c)
+	_ = c.Close()
+	if string(b) != "127.0.0.1" {
+		t.Errorf("pod a's loopback server saw %q", b)
+	}
+	if _, err := pods.DialContext(context.Background(), "pod-z", "tcp", lo); err == nil {
+		t.Error("dialing into a pod without a namespace did not fail")
+	}
+
+	// A veth lost (its namespace wired wrong, or a crash between pinning
+	// and attaching) is attached again, on the same address.
+	h, err := netlink.NewHandleAt(node)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer h.Close()
+	l, err := h.LinkByName(hostVeth("pod-b"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := h.LinkDel(l); err != nil {
+		t.Fatal(err)
+	}
+	if _, ip, err := pods.Ensure("pod-b"); err != nil || ip != ipB {
+		t.Fatalf("Ensure after the veth was lost = %s %v, want %s", ip, err, ipB)
+	}
+	if from := dial(t, nsB, net.JoinHostPort(ipA.String(), port)); from != ipB.String() {
+		t.Errorf("after re-attaching, pod a saw pod b as %s, want %s", from, ipB)
+	}
+
+	if p, ip, ok := pods.Lookup("pod-a"); !ok || p != pathA || ip != ipA {
+		t.Errorf("Lookup(pod-a) = %s %s %v", p, ip, ok)
+	}
+	if err := pods.Remove("pod-a"); err != nil {
+		t.Fatal(err)
+	}
+	if isPinned(pathA) {
+		t.Error("pod a's namespace is still pinned")
+	}
+	if _, err := os.Stat(pathA); !os.IsNotExist(err) {
+		t.Errorf("pod a's file is left: %v", err)
+	}
+	if _, _, ok := pods.Lookup("pod-a"); ok {
+		t.Error("Lookup finds a removed pod")
+	}
+	if _, err := h.LinkByName(hostVeth("pod-a")); err == nil {
+		t.Error("pod a's veth is left")
+	}
+
+	// An agent's restart: pod c is gone, pod b lives.
+	if _, _, err := pods.Ensure("pod-c"); err != nil {
+		t.Fatal(err)
+	}
+	if err := pods.Prune(func(uid string) bool { return uid == "pod-b" }); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, ok := pods.Lookup("pod-c"); ok {
+		t.Error("Prune kept pod c")
+	}
+	if _, ip, ok := pods.Lookup("pod-b"); !ok || ip != ipB {
+		t.Errorf("Prune lost pod b: %s %v", ip, ok)
+	}
+	// The address pod a freed is handed out again.
+	if _, ip, err := pods.Ensure("pod-d"); err != nil || ip != ipA {
+		t.Errorf("pod d got %s %v, want pod a's freed %s", ip, err, ipA)
+	}
+	for _, bad := range []string{"", "..", "a/b"} {
+		if _, _, err := pods.Ensure(bad); err == nil {
+			t.Errorf("Ensure(%q) did not fail", bad)
+		}
+	}
+}
