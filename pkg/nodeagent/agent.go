@@ -251,6 +251,7 @@ func (a *Agent) serverConfig() server.Config {
 		Clock:                    a.clock,
 		Pods:                     a.podLister,
 		LogPath:                  a.logPath,
+		DialPod:                  a.dialPod,
 		RuntimeName:              func() string { return a.runtime.Name() },
 		Container:                a.containerState,
 		Summary:                  a.summaryHandler(),
@@ -382,6 +383,15 @@ func (a *Agent) Run(ctx context.Context) error {
 			logger.Info("Pods and containers get cgroups with their limits", "root", cg.Root(), "unified", cg.Unified())
 		} else {
 			logger.Info("WARNING: resource limits are not enforced", "reason", noCgroups)
+		}
+	}
+	if a.opts.PodNetwork != nil {
+		nj, ok := a.runtime.(runtime.NetworkJoiner)
+		if !ok {
+			return fmt.Errorf("pods cannot get networks of their own: the %s runtime cannot run containers in them", a.runtime.Name())
+		}
+		if yes, why := nj.NetworkNamespaces(); !yes {
+			return fmt.Errorf("pods cannot get networks of their own: %s", why)
 		}
 	}
 	if a.broadcaster != nil {
@@ -543,6 +553,9 @@ func isClosed(ch <-chan struct{}) bool {
 
 // workerFinished frees the node capacity of a worker whose pod is terminal.
 func (a *Agent) workerFinished(w *worker) {
+	// No container of the pod runs any more: its network goes, as the
+	// kubelet stops a finished pod's sandbox.
+	a.releaseNetwork(context.Background(), w.uid())
 	a.mu.Lock()
 	a.releaseLocked(w)
 	a.mu.Unlock()
@@ -599,6 +612,7 @@ func (a *Agent) onPodDeleted(obj any) {
 		// refresh under way, which is no business of the informer's
 		// handler.
 		a.volumes.Forget(pod.UID)
+		a.releaseNetwork(context.Background(), pod.UID)
 		if removePodDir(a.podDir(pod.UID)) == nil {
 			a.idRanges.release(pod.UID)
 		}
@@ -625,9 +639,12 @@ func (a *Agent) removeOrphanDirs(ctx context.Context) {
 	}
 	known := map[string]bool{}
 	pods, _ := a.podLister.List(everything)
+	byUID := make(map[types.UID]*corev1.Pod, len(pods))
 	for _, p := range pods {
 		known[string(p.UID)] = true
+		byUID[p.UID] = p
 	}
+	a.pruneNetworks(ctx, byUID)
 	a.removeOrphanCgroups(ctx, known)
 	for _, e := range entries {
 		if !known[e.Name()] {

@@ -187,7 +187,11 @@ func (a *Agent) podEtcFiles(pod *corev1.Pod, hostname string) ([]podconfig.EtcFi
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, fmt.Errorf("creating the pod's managed files: %w", err)
 	}
-	hosts := podconfig.HostsFile(pod, podconfig.PodHostname(pod), podconfig.NodeIP)
+	ip := podconfig.NodeIP
+	if a.ownNetwork(pod) && pod.Status.PodIP != "" {
+		ip = pod.Status.PodIP
+	}
+	hosts := podconfig.HostsFile(pod, podconfig.PodHostname(pod), ip)
 	if pod.Spec.HostNetwork {
 		node, err := os.ReadFile(podconfig.NodeHostsFile)
 		if err != nil {
@@ -218,7 +222,7 @@ func (a *Agent) podEtcFiles(pod *corev1.Pod, hostname string) ([]podconfig.EtcFi
 // recording a DNSConfigForming Warning event for each limit it cut.
 func (a *Agent) podResolvConf(pod *corev1.Pod) []byte {
 	host, _ := os.ReadFile(podconfig.HostResolvConf)
-	c, warnings := podconfig.PodDNS(pod, podconfig.ParseResolvConf(host))
+	c, warnings := podconfig.PodDNS(pod, podconfig.ParseResolvConf(host), a.opts.ClusterDNS)
 	for _, w := range warnings {
 		a.event(pod, corev1.EventTypeWarning, "DNSConfigForming", w)
 	}
@@ -230,7 +234,8 @@ func (a *Agent) podResolvConf(pod *corev1.Pod) []byte {
 // whose DNS differs from the host's (ownDNS), and not over a volume the
 // container mounts there.
 func (a *Agent) hostModeResolvConf(pod *corev1.Pod, mounts []runtime.Mount) (*runtime.Mount, error) {
-	if !podconfig.OwnDNS(pod) || !a.isolated() {
+	ownDNS := podconfig.OwnDNS(pod) || (len(a.opts.ClusterDNS) > 0 && podconfig.ClusterFirstDNS(pod))
+	if !ownDNS || !a.isolated() {
 		return nil, nil
 	}
 	for _, m := range mounts {

@@ -63,7 +63,7 @@ func (w *worker) startHook(ctx context.Context, pod *corev1.Pod, c *container, k
 	c.stopHook = cancel
 	info := c.info
 	r := prober.HookRun{
-		Handler: kind.Of(c.spec), Container: c.spec, PodRef: c.info.PodRef, Handle: c.handle, Clock: w.agent.clock,
+		Handler: kind.Of(c.spec), Container: c.spec, PodRef: c.info.PodRef, Handle: c.handle, Clock: w.agent.clock, PodIP: w.knownPodIP(pod),
 		Record: func(eventType, reason, message string) {
 			w.agent.containerEvent(w.currentPod(), info, eventType, reason, message)
 		},

@@ -131,6 +131,14 @@ type Options struct {
 	// runtime's default (RuntimeDefault), as the kubelet's
 	// --seccomp-default; false: they run Unconfined, the kubelet's default.
 	SeccompDefault bool
+	// PodNetwork, when set, gives pods that are not hostNetwork network
+	// namespaces of their own (podnetwork.go); nil: pods share the
+	// agent's. Only with a runtime that can join them (as root).
+	PodNetwork PodNetwork
+	// ClusterDNS are the nameservers of pods whose dnsPolicy asks for the
+	// cluster's DNS (the kubelet's --cluster-dns); empty: they get the
+	// host's, as a kubelet without cluster DNS gives.
+	ClusterDNS []string
 }
 
 // complete applies defaults and validates.

@@ -82,7 +82,7 @@ func (w *worker) startProbes(ctx context.Context, c *container) {
 			Kind:      k,
 			Timing:    prober.TimingOf(p),
 			StartedAt: c.state.StartedAt,
-			Check:     prober.CheckFor(p, c.spec, c.handle),
+			Check:     prober.CheckFor(p, c.spec, c.handle, w.knownPodIP(w.currentPod())),
 			Record: func(eventType, reason, message string) {
 				w.agent.containerEvent(w.currentPod(), info, eventType, reason, message)
 			},

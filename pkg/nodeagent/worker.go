@@ -10,6 +10,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/klog/v2"
 
 	"jobkeeper.dev/jobkeeper/pkg/images"
@@ -194,7 +195,13 @@ type worker struct {
 	// released is true once the pod no longer counts against the node's
 	// capacity (guarded by the agent's mu).
 	released bool
+	// netns and podIP are the pod's network namespace file and address,
+	// once it has them (a pod with a network of its own, podnetwork.go).
+	netns, podIP string
 }
+
+// uid is the worker's pod's UID.
+func (w *worker) uid() types.UID { return w.currentPod().UID }
 
 // newWorker creates the worker of pod, restoring state from the pod's
 // status. What became of the containers the API shows running (the agent
@@ -406,7 +413,8 @@ func (w *worker) run(ctx context.Context) {
 // view snapshots the containers for the status. A container held up by an
 // init container that is not through yet waits with PodInitializing.
 func (w *worker) view() status.PodView {
-	v := status.PodView{StartTime: w.startTime, Terminal: w.stopping && w.noneRunning(), Reason: w.reason, Message: w.message, Disrupted: w.disrupted,
+	pod := w.currentPod()
+	v := status.PodView{OwnNetwork: w.agent.ownNetwork(pod), PodIP: w.knownPodIP(pod), StartTime: w.startTime, Terminal: w.stopping && w.noneRunning(), Reason: w.reason, Message: w.message, Disrupted: w.disrupted,
 		RecursiveReadOnly: volume.SupportsRecursiveReadOnly(w.agent.runtime), RestartingAll: w.restartingAll}
 	through := true
 	hold := func(cv status.ContainerView) status.ContainerView {
@@ -645,11 +653,17 @@ func (w *worker) start(ctx context.Context, pod *corev1.Pod, c *container, now t
 		w.apply(ctx, pod, c, lifecycle.Event{Kind: lifecycle.EvStartFailed, At: now, Result: runtime.Result{ExitCode: 128, Reason: reason, Message: msg, FinishedAt: now}})
 		return
 	}
+	if !w.ensureNetwork(ctx, pod, c, now) {
+		return
+	}
 	attempt := c.state.NextAttempt()
 	// The container runs with what it is allocated (a pending resize
-	// changes nothing yet).
-	allocated := w.resizes.alloc.Apply(pod)
+	// changes nothing yet), and with its pod's address.
+	allocated := w.withPodIP(w.resizes.alloc.Apply(pod))
 	spec, err := w.agent.containerSpec(ctx, allocated, c, img)
+	if err == nil && w.agent.ownNetwork(pod) {
+		spec.NetworkNamespace = w.netns
+	}
 	if err == nil {
 		spec.PIDNamespace, spec.PIDTarget, err = w.pidNamespaceFor(pod, c)
 	}

@@ -92,10 +92,22 @@ func mergeOptions(options, more []string) []string {
 // nameservers and searches (duplicates dropped) and its options (replacing
 // those of the same name). The result is cut to the limits, each cut
 // explained in a warning (the kubelet's DNSConfigForming events).
-func PodDNS(pod *corev1.Pod, host DNSConfig) (DNSConfig, []string) {
+//
+// With cluster DNS (clusterServers, the cluster DNS Service's address),
+// a pod whose policy asks for it (ClusterFirstDNS) starts as the kubelet's
+// do: those nameservers, the searches <namespace>.svc.<domain>,
+// svc.<domain> and <domain> before the host's, and the option ndots:5.
+func PodDNS(pod *corev1.Pod, host DNSConfig, clusterServers []string) (DNSConfig, []string) {
 	c := host
-	if pod.Spec.DNSPolicy == corev1.DNSNone {
+	switch {
+	case pod.Spec.DNSPolicy == corev1.DNSNone:
 		c = DNSConfig{}
+	case len(clusterServers) > 0 && ClusterFirstDNS(pod):
+		c = DNSConfig{
+			servers:  clusterServers,
+			searches: withoutDuplicates(append([]string{pod.Namespace + ".svc." + clusterDomain, "svc." + clusterDomain, clusterDomain}, host.searches...)),
+			options:  []string{"ndots:5"},
+		}
 	}
 	c = DNSConfig{servers: slices.Clone(c.servers), searches: slices.Clone(c.searches), options: slices.Clone(c.options)}
 	if dc := pod.Spec.DNSConfig; dc != nil {
@@ -205,6 +217,19 @@ func (c DNSConfig) ResolvConf() []byte {
 		fmt.Fprintf(&b, "options %s\n", strings.Join(c.options, " "))
 	}
 	return []byte(b.String())
+}
+
+// ClusterFirstDNS reports whether a pod's dnsPolicy asks for the cluster's
+// DNS: ClusterFirst (the default) without hostNetwork, or
+// ClusterFirstWithHostNet.
+func ClusterFirstDNS(pod *corev1.Pod) bool {
+	switch pod.Spec.DNSPolicy {
+	case corev1.DNSClusterFirstWithHostNet:
+		return true
+	case corev1.DNSClusterFirst, "":
+		return !pod.Spec.HostNetwork
+	}
+	return false
 }
 
 // OwnDNS reports whether a pod's DNS differs from the host's (dnsPolicy

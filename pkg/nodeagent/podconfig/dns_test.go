@@ -63,7 +63,7 @@ func TestPodDNS(t *testing.T) {
 			}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			c, warnings := PodDNS(tc.pod, host)
+			c, warnings := PodDNS(tc.pod, host, nil)
 			if diff := cmp.Diff(tc.want, string(c.ResolvConf())); diff != "" {
 				t.Errorf("resolv.conf (-want +got):\n%s", diff)
 			}
@@ -77,12 +77,42 @@ func TestPodDNS(t *testing.T) {
 	}
 }
 
+func TestPodDNSWithClusterDNS(t *testing.T) {
+	host := DNSConfig{servers: []string{"10.0.0.2"}, searches: []string{"corp.example"}, options: []string{"ndots:1"}}
+	cluster := []string{"10.244.0.1"}
+	pod := func(policy corev1.DNSPolicy, hostNetwork bool, dc *corev1.PodDNSConfig) *corev1.Pod {
+		return &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "team-a"}, Spec: corev1.PodSpec{DNSPolicy: policy, HostNetwork: hostNetwork, DNSConfig: dc}}
+	}
+	clusterConf := "search team-a.svc.cluster.local svc.cluster.local cluster.local corp.example\nnameserver 10.244.0.1\noptions ndots:5\n"
+	hostConf := "search corp.example\nnameserver 10.0.0.2\noptions ndots:1\n"
+	for _, tc := range []struct {
+		name string
+		pod  *corev1.Pod
+		want string
+	}{
+		{"ClusterFirst", pod(corev1.DNSClusterFirst, false, nil), clusterConf},
+		{"no policy is ClusterFirst", pod("", false, nil), clusterConf},
+		{"ClusterFirst with hostNetwork is Default", pod(corev1.DNSClusterFirst, true, nil), hostConf},
+		{"ClusterFirstWithHostNet", pod(corev1.DNSClusterFirstWithHostNet, true, nil), clusterConf},
+		{"Default", pod(corev1.DNSDefault, false, nil), hostConf},
+		{"dnsConfig over the cluster's", pod(corev1.DNSClusterFirst, false, &corev1.PodDNSConfig{Searches: []string{"svc.cluster.local", "x.example"}, Options: []corev1.PodDNSConfigOption{{Name: "ndots", Value: ptr.To("2")}}}),
+			"search team-a.svc.cluster.local svc.cluster.local cluster.local corp.example x.example\nnameserver 10.244.0.1\noptions ndots:2\n"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c, _ := PodDNS(tc.pod, host, cluster)
+			if diff := cmp.Diff(tc.want, string(c.ResolvConf())); diff != "" {
+				t.Errorf("resolv.conf (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
 func TestPodDNSSearchLineLength(t *testing.T) {
 	var searches []string
 	for i := range 30 {
 		searches = append(searches, strings.Repeat(string(rune('a'+i%26)), 99))
 	}
-	c, warnings := PodDNS(&corev1.Pod{Spec: corev1.PodSpec{DNSPolicy: corev1.DNSNone, DNSConfig: &corev1.PodDNSConfig{Searches: searches}}}, DNSConfig{})
+	c, warnings := PodDNS(&corev1.Pod{Spec: corev1.PodSpec{DNSPolicy: corev1.DNSNone, DNSConfig: &corev1.PodDNSConfig{Searches: searches}}}, DNSConfig{}, nil)
 	if n := len(strings.Join(c.searches, " ")); n > maxDNSSearchListChars || len(c.searches) != 20 || len(warnings) != 1 {
 		t.Errorf("search line of %d characters, %d domains, warnings %q; want at most %d characters (20 domains) and one warning", n, len(c.searches), warnings, maxDNSSearchListChars)
 	}

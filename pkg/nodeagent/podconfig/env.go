@@ -258,9 +258,22 @@ func PodField(pod *corev1.Pod, path string) (string, error) {
 		return NodeIP, nil
 	case "status.hostIPs":
 		return NodeIP, nil
-	case "status.podIP":
-		return NodeIP, nil
-	case "status.podIPs":
+	case "status.podIP", "status.podIPs":
+		// The worker gives the pod's own address, once it has one, in
+		// the status it resolves from (as the kubelet uses the sandbox's).
+		if pod.Status.PodIP != "" {
+			if path == "status.podIP" {
+				return pod.Status.PodIP, nil
+			}
+			ips := make([]string, 0, len(pod.Status.PodIPs))
+			for _, ip := range pod.Status.PodIPs {
+				ips = append(ips, ip.IP)
+			}
+			if len(ips) == 0 {
+				ips = append(ips, pod.Status.PodIP)
+			}
+			return strings.Join(ips, ","), nil
+		}
 		return NodeIP, nil
 	}
 	return "", fmt.Errorf("unsupported fieldRef %q", path)

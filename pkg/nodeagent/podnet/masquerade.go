@@ -12,10 +12,11 @@ import (
 // natTable is jobkeeper's nftables table in the node's namespace.
 const natTable = "jobkeeper"
 
-// Redirect sends TCP connections to From (a Service's address) to To, an
-// address of the node's.
+// Redirect sends TCP connections (UDP datagrams with UDP) to From (a
+// Service's address) to To, an address of the node's.
 type Redirect struct {
 	From, To netip.AddrPort
+	UDP      bool
 }
 
 // setUpMasquerade (re)creates the table natTable with its rules: what a
@@ -80,14 +81,19 @@ func tearDownMasquerade(ns netns.NsHandle) error {
 	return nil
 }
 
-// redirectRule is "ip daddr From.Addr tcp dport From.Port dnat to To".
+// redirectRule is "ip daddr From.Addr tcp dport From.Port dnat to To"
+// (udp with UDP).
 func redirectRule(r Redirect) []expr.Any {
 	port := func(p uint16) []byte { return []byte{byte(p >> 8), byte(p)} }
+	proto := byte(unix.IPPROTO_TCP)
+	if r.UDP {
+		proto = unix.IPPROTO_UDP
+	}
 	return []expr.Any{
 		&expr.Payload{DestRegister: 1, Base: expr.PayloadBaseNetworkHeader, Offset: 16, Len: 4},
 		&expr.Cmp{Op: expr.CmpOpEq, Register: 1, Data: r.From.Addr().AsSlice()},
 		&expr.Meta{Key: expr.MetaKeyL4PROTO, Register: 1},
-		&expr.Cmp{Op: expr.CmpOpEq, Register: 1, Data: []byte{unix.IPPROTO_TCP}},
+		&expr.Cmp{Op: expr.CmpOpEq, Register: 1, Data: []byte{proto}},
 		&expr.Payload{DestRegister: 1, Base: expr.PayloadBaseTransportHeader, Offset: 2, Len: 2},
 		&expr.Cmp{Op: expr.CmpOpEq, Register: 1, Data: port(r.From.Port())},
 		&expr.Immediate{Register: 1, Data: r.To.Addr().AsSlice()},

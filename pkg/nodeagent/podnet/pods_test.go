@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
+	"time"
 
 	"github.com/vishvananda/netlink"
 	"github.com/vishvananda/netns"
@@ -30,7 +31,10 @@ func TestPodsPinNamespaces(t *testing.T) {
 	// The kubernetes Service's address, sent to a relay of the node's.
 	service := netip.MustParseAddrPort("10.0.0.1:443")
 	relay := netip.AddrPortFrom(gateway(DefaultPodCIDR), 8443)
-	n, err := SetUp(Config{StateDir: filepath.Join(dir, "ipam"), Redirects: []Redirect{{From: service, To: relay}}}, node)
+	// A DNS Service's address, in UDP, sent to the node's server.
+	dnsService := netip.MustParseAddrPort("10.0.0.10:53")
+	dnsServer := netip.AddrPortFrom(gateway(DefaultPodCIDR), 5353)
+	n, err := SetUp(Config{StateDir: filepath.Join(dir, "ipam"), Redirects: []Redirect{{From: service, To: relay}, {From: dnsService, To: dnsServer, UDP: true}}}, node)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -78,6 +82,35 @@ func TestPodsPinNamespaces(t *testing.T) {
 	listen(t, node, relay.String())
 	if from := dial(t, nsB, service.String()); from != ipB.String() {
 		t.Errorf("the relay saw pod b as %s, want %s", from, ipB)
+	}
+
+	var pc net.PacketConn
+	if err := inNamespace(node, func() (err error) { pc, err = net.ListenPacket("udp", dnsServer.String()); return err }); err != nil {
+		t.Fatal(err)
+	}
+	defer pc.Close()
+	go func() {
+		buf := make([]byte, 512)
+		for {
+			n, from, err := pc.ReadFrom(buf)
+			if err != nil {
+				return
+			}
+			_, _ = pc.WriteTo([]byte(from.(*net.UDPAddr).IP.String()+":"+string(buf[:n])), from)
+		}
+	}()
+	var uc net.Conn
+	if err := inNamespace(nsB, func() (err error) { uc, err = net.Dial("udp", dnsService.String()); return err }); err != nil {
+		t.Fatal(err)
+	}
+	defer uc.Close()
+	_ = uc.SetDeadline(time.Now().Add(5 * time.Second))
+	if _, err := uc.Write([]byte("q")); err != nil {
+		t.Fatal(err)
+	}
+	buf := make([]byte, 512)
+	if n, err := uc.Read(buf); err != nil || string(buf[:n]) != ipB.String()+":q" {
+		t.Errorf("the UDP redirect answered %q %v, want %s:q", buf[:n], err, ipB)
 	}
 
 	// DialContext reaches a server on the pod's own loopback.

@@ -58,14 +58,14 @@ func UnsupportedProbe(p *corev1.Probe, h runtime.Handle) string {
 
 // CheckFor returns the check of probe p of container c, run against the
 // attempt h.
-func CheckFor(p *corev1.Probe, c *corev1.Container, h runtime.Handle) Check {
+func CheckFor(p *corev1.Probe, c *corev1.Container, h runtime.Handle, podIP string) Check {
 	switch {
 	case p.HTTPGet != nil:
-		return httpCheck(p.HTTPGet, c)
+		return httpCheck(p.HTTPGet, c, podIP)
 	case p.TCPSocket != nil:
-		return tcpCheck(p.TCPSocket, c)
+		return tcpCheck(p.TCPSocket, c, podIP)
 	case p.GRPC != nil:
-		return grpcCheck(p.GRPC)
+		return grpcCheck(p.GRPC, podIP)
 	case p.Exec != nil:
 		if ex, ok := h.(runtime.Execer); ok {
 			return execCheck(expandStatic(p.Exec.Command, c.Env), ex)
@@ -104,12 +104,16 @@ func probePort(port intstr.IntOrString, c *corev1.Container) (int, error) {
 	return n, nil
 }
 
-// probeHost is the host a probe reaches: its own, else the pod's IP.
-func probeHost(host string) string {
-	if host == "" {
-		return podconfig.NodeIP
+// probeHost is the host a probe reaches: its own, else the pod's IP
+// (podIP; empty: the node's, which pods sharing its network have).
+func probeHost(host, podIP string) string {
+	switch {
+	case host != "":
+		return host
+	case podIP != "":
+		return podIP
 	}
-	return host
+	return podconfig.NodeIP
 }
 
 // probeDialer is a dialer whose sockets linger for one second at most once
@@ -128,7 +132,7 @@ func probeDialer(timeout time.Duration) *net.Dialer {
 // (a query stays), httpHeaders added in order, the Host header as the
 // request's host, User-Agent and Accept (*/*) unless set; an Accept set to
 // "" is removed.
-func HTTPRequest(ctx context.Context, g *corev1.HTTPGetAction, c *corev1.Container, userAgent string) (*http.Request, error) {
+func HTTPRequest(ctx context.Context, g *corev1.HTTPGetAction, c *corev1.Container, podIP, userAgent string) (*http.Request, error) {
 	port, err := probePort(g.Port, c)
 	if err != nil {
 		return nil, err
@@ -141,7 +145,7 @@ func HTTPRequest(ctx context.Context, g *corev1.HTTPGetAction, c *corev1.Contain
 	if err != nil {
 		u = &url.URL{Path: g.Path}
 	}
-	u.Scheme, u.Host = scheme, net.JoinHostPort(probeHost(g.Host), strconv.Itoa(port))
+	u.Scheme, u.Host = scheme, net.JoinHostPort(probeHost(g.Host, podIP), strconv.Itoa(port))
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u.String(), nil)
 	if err != nil {
 		return nil, err
@@ -190,9 +194,9 @@ func HTTPClient(timeout time.Duration) *http.Client {
 
 // httpCheck is an HTTP GET: a status in [200, 300) succeeds, a redirect
 // that was not followed succeeds with a warning, anything else fails.
-func httpCheck(g *corev1.HTTPGetAction, c *corev1.Container) Check {
+func httpCheck(g *corev1.HTTPGetAction, c *corev1.Container, podIP string) Check {
 	return func(ctx context.Context, timeout time.Duration) (Outcome, string) {
-		req, err := HTTPRequest(ctx, g, c, probeUserAgent)
+		req, err := HTTPRequest(ctx, g, c, podIP, probeUserAgent)
 		if err != nil {
 			return Error, err.Error()
 		}
@@ -217,13 +221,13 @@ func httpCheck(g *corev1.HTTPGetAction, c *corev1.Container) Check {
 }
 
 // tcpCheck succeeds when a TCP connection opens.
-func tcpCheck(s *corev1.TCPSocketAction, c *corev1.Container) Check {
+func tcpCheck(s *corev1.TCPSocketAction, c *corev1.Container, podIP string) Check {
 	return func(ctx context.Context, timeout time.Duration) (Outcome, string) {
 		port, err := probePort(s.Port, c)
 		if err != nil {
 			return Error, err.Error()
 		}
-		conn, err := probeDialer(timeout).DialContext(ctx, "tcp", net.JoinHostPort(probeHost(s.Host), strconv.Itoa(port)))
+		conn, err := probeDialer(timeout).DialContext(ctx, "tcp", net.JoinHostPort(probeHost(s.Host, podIP), strconv.Itoa(port)))
 		if err != nil {
 			return Failure, err.Error()
 		}
@@ -235,7 +239,7 @@ func tcpCheck(s *corev1.TCPSocketAction, c *corev1.Container) Check {
 // grpcCheck calls grpc.health.v1.Health/Check for the probe's service on
 // the pod's IP, without TLS, as the kubelet's: the connection must be up
 // within the timeout, and the answer SERVING.
-func grpcCheck(g *corev1.GRPCAction) Check {
+func grpcCheck(g *corev1.GRPCAction, podIP string) Check {
 	return func(ctx context.Context, timeout time.Duration) (Outcome, string) {
 		service := ""
 		if g.Service != nil {
@@ -243,7 +247,7 @@ func grpcCheck(g *corev1.GRPCAction) Check {
 		}
 		ctx, cancel := context.WithTimeout(ctx, timeout)
 		defer cancel()
-		addr := net.JoinHostPort(podconfig.NodeIP, strconv.Itoa(int(g.Port)))
+		addr := net.JoinHostPort(probeHost("", podIP), strconv.Itoa(int(g.Port)))
 		conn, err := grpc.NewClient("passthrough:///"+addr,
 			grpc.WithUserAgent(probeUserAgent),
 			grpc.WithTransportCredentials(insecure.NewCredentials()),

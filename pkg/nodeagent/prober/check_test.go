@@ -72,7 +72,7 @@ func TestHTTPCheck(t *testing.T) {
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
-			got, out := httpCheck(&tc.get, ctr)(context.Background(), time.Second)
+			got, out := httpCheck(&tc.get, ctr, "")(context.Background(), time.Second)
 			if got != tc.want || out != tc.wantOutput {
 				t.Errorf("check = %v %q, want %v %q", got, out, tc.want, tc.wantOutput)
 			}
@@ -80,7 +80,7 @@ func TestHTTPCheck(t *testing.T) {
 	}
 
 	t.Run("timeout", func(t *testing.T) {
-		got, out := httpCheck(&corev1.HTTPGetAction{Path: "/slow", Port: intstr.FromInt32(port)}, ctr)(context.Background(), 100*time.Millisecond)
+		got, out := httpCheck(&corev1.HTTPGetAction{Path: "/slow", Port: intstr.FromInt32(port)}, ctr, "")(context.Background(), 100*time.Millisecond)
 		if got != Failure || !strings.Contains(out, "Client.Timeout exceeded") {
 			t.Errorf("check = %v %q, want a failure on the client's timeout", got, out)
 		}
@@ -90,7 +90,7 @@ func TestHTTPCheck(t *testing.T) {
 		get := &corev1.HTTPGetAction{Path: "/ok?x=1", Port: intstr.FromInt32(port), HTTPHeaders: []corev1.HTTPHeader{
 			{Name: "Host", Value: "example.test"}, {Name: "X-Custom", Value: "a"}, {Name: "X-Custom", Value: "b"},
 		}}
-		if got, _ := httpCheck(get, ctr)(context.Background(), time.Second); got != Success {
+		if got, _ := httpCheck(get, ctr, "")(context.Background(), time.Second); got != Success {
 			t.Fatalf("check = %v", got)
 		}
 		mu.Lock()
@@ -109,15 +109,15 @@ func TestTCPCheck(t *testing.T) {
 	}
 	port := l.Addr().(*net.TCPAddr).Port
 	ctr := &corev1.Container{Name: "c"}
-	if got, out := tcpCheck(&corev1.TCPSocketAction{Port: intstr.FromInt(port)}, ctr)(context.Background(), time.Second); got != Success {
+	if got, out := tcpCheck(&corev1.TCPSocketAction{Port: intstr.FromInt(port)}, ctr, "")(context.Background(), time.Second); got != Success {
 		t.Errorf("open port: %v %q", got, out)
 	}
 	_ = l.Close()
-	got, out := tcpCheck(&corev1.TCPSocketAction{Port: intstr.FromInt(port)}, ctr)(context.Background(), time.Second)
+	got, out := tcpCheck(&corev1.TCPSocketAction{Port: intstr.FromInt(port)}, ctr, "")(context.Background(), time.Second)
 	if want := fmt.Sprintf("dial tcp 127.0.0.1:%d: connect: connection refused", port); got != Failure || out != want {
 		t.Errorf("closed port: %v %q, want failure %q", got, out, want)
 	}
-	if got, out := tcpCheck(&corev1.TCPSocketAction{Port: intstr.FromInt(0)}, ctr)(context.Background(), time.Second); got != Error || out != "invalid port number: 0" {
+	if got, out := tcpCheck(&corev1.TCPSocketAction{Port: intstr.FromInt(0)}, ctr, "")(context.Background(), time.Second); got != Error || out != "invalid port number: 0" {
 		t.Errorf("port 0: %v %q", got, out)
 	}
 }
@@ -168,7 +168,7 @@ func TestGRPCCheck(t *testing.T) {
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
-			got, out := grpcCheck(&tc.action)(context.Background(), 200*time.Millisecond)
+			got, out := grpcCheck(&tc.action, "")(context.Background(), 200*time.Millisecond)
 			if got != tc.want || out != tc.wantOutput {
 				t.Errorf("check = %v %q, want %v %q", got, out, tc.want, tc.wantOutput)
 			}
@@ -209,7 +209,7 @@ func TestExecCheck(t *testing.T) {
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
 			p := &corev1.Probe{ProbeHandler: corev1.ProbeHandler{Exec: &corev1.ExecAction{Command: tc.command}}}
-			got, out := CheckFor(p, ctr, runtimetest.ExecHandle{Execer: ex})(context.Background(), 50*time.Millisecond)
+			got, out := CheckFor(p, ctr, runtimetest.ExecHandle{Execer: ex}, "")(context.Background(), 50*time.Millisecond)
 			if got != tc.want || out != tc.wantOutput {
 				t.Errorf("check = %v %q, want %v %q", got, out, tc.want, tc.wantOutput)
 			}

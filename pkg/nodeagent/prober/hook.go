@@ -45,6 +45,9 @@ type HookRun struct {
 	PodRef string
 	// Handle is the attempt.
 	Handle runtime.Handle
+	// PodIP is the pod's address, which an httpGet without a host
+	// reaches; empty: the node's.
+	PodIP string
 	// clock times sleep hooks.
 	Clock clock.Clock
 	// Record records an event on the pod.
@@ -103,7 +106,7 @@ func (r HookRun) Run(ctx context.Context) (string, error) {
 // followed, the answer's status is not looked at, and an HTTPS request that
 // got a plain HTTP answer is sent again with HTTP.
 func (r HookRun) httpGet(ctx context.Context) error {
-	req, err := HTTPRequest(ctx, r.Handler.HTTPGet, r.Container, hookUserAgent)
+	req, err := HTTPRequest(ctx, r.Handler.HTTPGet, r.Container, r.PodIP, hookUserAgent)
 	if err != nil {
 		return err
 	}

@@ -1,6 +1,7 @@
 package server
 
 import (
+	"context"
 	"crypto/tls"
 	"crypto/x509"
 	"errors"
@@ -40,6 +41,10 @@ type Config struct {
 	Clock clock.PassiveClock
 	// Pods lists the pods bound to the node.
 	Pods corelisters.PodLister
+	// DialPod, when set, connects to a port of a pod with a network of
+	// its own from inside its namespace (port-forward); it returns false
+	// for a pod that shares the node's, whose ports are the node's.
+	DialPod func(ctx context.Context, pod *corev1.Pod, port int32) (net.Conn, bool, error)
 	// LogPath is the log file of one attempt of a container.
 	LogPath func(uid types.UID, container string, attempt int32) string
 	// RuntimeName is the runtime's name, for the errors it answers.

@@ -342,12 +342,21 @@ func (s *streamer) followLog(ctx context.Context, container string, out, errOut 
 	return logfile.Read(ctx, s.srv.cfg.LogPath(s.pod.UID, container, attempt), opts, dst)
 }
 
-// PortForward implements portforward.PortForwarder: pods share the host's
-// network, so the pod's port is the port on 127.0.0.1.
+// PortForward implements portforward.PortForwarder: the pod's port is
+// dialled inside its network namespace, as CRI runtimes do, where it has
+// one; a pod sharing the host's network has its port on 127.0.0.1.
 func (s *streamer) PortForward(ctx context.Context, _ string, _ string, port int32, stream io.ReadWriteCloser) error {
 	defer func() { _ = stream.Close() }()
-	var d net.Dialer
-	conn, err := d.DialContext(ctx, "tcp", net.JoinHostPort(podconfig.NodeIP, strconv.Itoa(int(port))))
+	var conn net.Conn
+	var err error
+	own := false
+	if s.srv.cfg.DialPod != nil {
+		conn, own, err = s.srv.cfg.DialPod(ctx, s.pod, port)
+	}
+	if !own {
+		var d net.Dialer
+		conn, err = d.DialContext(ctx, "tcp", net.JoinHostPort(podconfig.NodeIP, strconv.Itoa(int(port))))
+	}
 	if err != nil {
 		return fmt.Errorf("forwarding to port %d of pod %s/%s: %w", port, s.pod.Namespace, s.pod.Name, err)
 	}

@@ -72,6 +72,11 @@ type PodView struct {
 	Ephemerals []ContainerView
 	// StartTime is when the agent accepted the pod.
 	StartTime time.Time
+	// OwnNetwork is true for a pod with a network namespace of its own,
+	// whose address is PodIP once it has one (empty before); a pod
+	// without one has the node's.
+	OwnNetwork bool
+	PodIP      string
 	// Terminal is true once the pod was stopped for good (deletion, deadline).
 	Terminal bool
 	// Reason and message explain a terminal pod.
@@ -351,8 +356,14 @@ func BuildStatus(pod *corev1.Pod, v PodView, now time.Time) *corev1.PodStatus {
 	st.Phase = phase
 	st.HostIP = podconfig.NodeIP
 	st.HostIPs = []corev1.HostIP{{IP: podconfig.NodeIP}}
-	st.PodIP = podconfig.NodeIP
-	st.PodIPs = []corev1.PodIP{{IP: podconfig.NodeIP}}
+	ip := podconfig.NodeIP
+	if v.OwnNetwork {
+		ip = v.PodIP
+	}
+	if ip != "" {
+		st.PodIP = ip
+		st.PodIPs = []corev1.PodIP{{IP: ip}}
+	}
 	if !v.StartTime.IsZero() && st.StartTime == nil {
 		st.StartTime = ptr.To(metav1.NewTime(v.StartTime))
 	}
