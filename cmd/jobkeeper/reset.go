@@ -11,6 +11,7 @@ import (
 	"jobkeeper.dev/jobkeeper/pkg/controlplane"
 	"jobkeeper.dev/jobkeeper/pkg/nodeagent"
 	"jobkeeper.dev/jobkeeper/pkg/nodeagent/cgroup"
+	"jobkeeper.dev/jobkeeper/pkg/nodeagent/podnet"
 	"jobkeeper.dev/jobkeeper/pkg/nodeagent/process"
 )
 
@@ -45,6 +46,17 @@ elsewhere with --kubeconfig-out keeps its jobkeeper context, which the next up r
 			// Read before the directory goes; killed only once it is gone,
 			// so that an up still using it keeps its containers.
 			left := process.ReadRecorded(filepath.Join(abs, "node", "process-state"))
+			// The pods' pinned network namespaces are mounts under the
+			// directory, which Reset refuses: they go first, unless an up
+			// uses the directory.
+			if err := controlplane.CheckDirLock(abs); err != nil {
+				return err
+			}
+			if had, err := resetPodNetwork(filepath.Join(abs, "node")); err != nil {
+				return err
+			} else if had {
+				fmt.Fprintf(cmd.OutOrStdout(), "Removed the pod network (bridge %s, its veths, the pods' network namespaces and the nftables table %s)\n", podnet.DefaultBridge, podnet.Table)
+			}
 			cgroupRoot := nodeagent.RecordedCgroupRoot(filepath.Join(abs, "node"))
 			removed, err := controlplane.Reset(abs)
 			out := cmd.OutOrStdout()

@@ -6,6 +6,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/pprof"
+	"net/netip"
 	"net/url"
 	"path/filepath"
 	"strings"
@@ -26,6 +27,7 @@ import (
 	"jobkeeper.dev/jobkeeper/pkg/controlplane"
 	"jobkeeper.dev/jobkeeper/pkg/metrics"
 	"jobkeeper.dev/jobkeeper/pkg/nodeagent"
+	"jobkeeper.dev/jobkeeper/pkg/nodeagent/podnet"
 	"jobkeeper.dev/jobkeeper/pkg/nodeagent/process"
 	"jobkeeper.dev/jobkeeper/pkg/nodeagent/simulated"
 )
@@ -57,6 +59,11 @@ type nodeAgentFlags struct {
 	extended map[string]int64
 	// reserved are --system-reserved's NAME=QUANTITY pairs.
 	reserved map[string]string
+	// network is --network: networkPod or networkHost.
+	network string
+	// podCIDR is --pod-cidr, parsed into cidr.
+	podCIDR string
+	cidr    netip.Prefix
 }
 
 func (f *nodeAgentFlags) addFlags(fs *pflag.FlagSet) {
@@ -74,6 +81,8 @@ func (f *nodeAgentFlags) addFlags(fs *pflag.FlagSet) {
 	fs.StringToInt64Var(&f.extended, "extended-resource", nil, "An extended resource the local Node advertises, as NAME=COUNT (example.com/gpu=1; repeat or separate with commas): pods requesting it are scheduled while the count lasts, others stay Pending with the scheduler's \"Insufficient\" message. Nothing is attached to the container for it.")
 	fs.Int64Var(&f.opts.PodMaxPids, "pod-max-pids", -1, "The most processes a pod may have (its cgroup's pids.max, the kubelet's --pod-max-pids); -1: no limit. Needs cgroups (--cgroups=auto, as root).")
 	fs.StringVar(&f.opts.Cgroups, "cgroups", nodeagent.CgroupsAuto, "Resource limits of the process runtime: \"auto\" puts each pod and container in cgroups laid out as the kubelet's, with their cpu and memory limits (a container over its memory limit is OOMKilled), where the node agent can write cgroups (as root, or as a user in a cgroup delegated to it); \"off\" never does, and limits are only warned about (NotEnforced).")
+	fs.StringVar(&f.network, "network", networkHost, "How pods are networked: \"pod\" gives each pod that is not hostNetwork a network namespace of its own, with an address from --pod-cidr, reaching the others, this host's networks, the apiserver at the kubernetes Service and the cluster DNS (Services by name, EndpointSlices); needs root. \"host\": pods share this host's network, as processes of it.")
+	fs.StringVar(&f.podCIDR, "pod-cidr", podnet.DefaultPodCIDR.String(), "The pods' address range with --network=pod (IPv4, at least /30); its first address is this node's on the pod network. Refused when it overlaps a route of this host's.")
 	fs.BoolVar(&f.opts.SeccompDefault, "seccomp-default", false, "Give containers that name no seccomp profile the runtime's default (RuntimeDefault), as the kubelet's --seccomp-default; without it they run Unconfined, the kubelet's default. Localhost profiles are read from <data-dir>/seccomp.")
 }
 
@@ -141,6 +150,23 @@ func (f *nodeAgentFlags) validate() error {
 	if f.opts.Images == nodeagent.ImagesOCI && f.opts.Isolation == process.IsolationOff {
 		return fmt.Errorf("--images=%s needs a private filesystem view for each container: use --pod-isolation=%s, or --images=%s", nodeagent.ImagesOCI, process.IsolationAuto, nodeagent.ImagesHost)
 	}
+	switch f.network {
+	case networkPod:
+		if f.opts.Runtime != process.Name {
+			return fmt.Errorf("--network=%s needs --runtime=%s: %s pods run nowhere", networkPod, process.Name, f.opts.Runtime)
+		}
+		p, err := netip.ParsePrefix(f.podCIDR)
+		if err != nil {
+			return fmt.Errorf("--pod-cidr %q: %v", f.podCIDR, err)
+		}
+		if !p.Addr().Is4() || p.Bits() > 30 {
+			return fmt.Errorf("--pod-cidr %s: an IPv4 range of at least 4 addresses (a /30 or wider) is needed", f.podCIDR)
+		}
+		f.cidr = p.Masked()
+	case networkHost:
+	default:
+		return fmt.Errorf("--network %q is not one of %q, %q", f.network, networkPod, networkHost)
+	}
 	if f.opts.KubeletPort < 0 || f.opts.KubeletPort > 65535 {
 		return fmt.Errorf("--kubelet-port %d is out of range 0-65535", f.opts.KubeletPort)
 	}
@@ -166,33 +192,60 @@ func (f *nodeAgentFlags) component(out io.Writer) upComponent {
 		opts.ServingKeyFile = pki.NodeServingKey()
 		opts.ClientCAFile = pki.CACert()
 		opts.AllowedClientCommonNames = []string{controlplane.KubeletClientCommonName}
-		// Pods share this host's network: they reach the apiserver where
-		// it listens, not at the kubernetes Service's ClusterIP, which
-		// nothing routes here.
-		apiserver, err := url.Parse(cp.URL())
-		if err != nil {
-			return nil, fmt.Errorf("the apiserver's URL %q: %w", cp.URL(), err)
+		var network *podNetwork
+		netCtx, stopNetwork := context.WithCancel(ctx)
+		if f.network == networkPod {
+			// Pods reach the apiserver at the kubernetes Service's
+			// address, which the node relays, and the cluster DNS at
+			// the kube-dns Service's.
+			var err error
+			if network, err = startPodNetwork(netCtx, cp, opts.DataDir, f.cidr); err != nil {
+				stopNetwork()
+				return nil, err
+			}
+			opts.PodNetwork, opts.ClusterDNS = network.pods, []string{clusterDNSIP.String()}
+		} else {
+			// Pods share this host's network: they reach the apiserver
+			// where it listens, not at the kubernetes Service's
+			// ClusterIP, which nothing routes here.
+			apiserver, err := url.Parse(cp.URL())
+			if err != nil {
+				stopNetwork()
+				return nil, fmt.Errorf("the apiserver's URL %q: %w", cp.URL(), err)
+			}
+			opts.APIServer = apiserver.Host
 		}
-		opts.APIServer = apiserver.Host
+		// The network goes once the agent stopped its pods (or stays for
+		// the next up when their containers are left running).
+		endNetwork := func() {
+			stopNetwork()
+			if network != nil {
+				network.stop(f.opts.KeepRunningOnStop)
+			}
+		}
 		// The kubelet's default --kube-api-content-type.
 		cfg := controlplane.ProtobufConfig(cp.AdminConfig())
 		cfg.UserAgent = "jobkeeper-node-agent"
 		client, err := kubernetes.NewForConfig(cfg)
 		if err != nil {
+			endNetwork()
 			return nil, err
 		}
 		agent, err := nodeagent.New(client, opts)
 		if err != nil {
+			endNetwork()
 			return nil, fmt.Errorf("node agent: %w", err)
 		}
 		if f.metrics != nil {
 			if err := f.metrics.start(ctx, cp, agent); err != nil {
+				endNetwork()
 				return nil, fmt.Errorf("resource metrics API: %w", err)
 			}
 		}
 		done := make(chan struct{})
 		go func() {
 			defer close(done)
+			defer endNetwork()
 			if err := agent.Run(ctx); err != nil && ctx.Err() == nil {
 				klog.FromContext(ctx).Error(err, "Node agent stopped")
 			}
@@ -205,6 +258,9 @@ func (f *nodeAgentFlags) component(out io.Writer) upComponent {
 				return nil, fmt.Errorf("containers cannot get a private filesystem view here (%s), so their images cannot be run: start with --images=host to run commands on this host's own files instead", why)
 			}
 			fmt.Fprintln(out, isolationBanner(f.opts.Runtime, f.opts.Images, opts.ImageDir, ok, why))
+			if f.opts.Runtime == process.Name {
+				fmt.Fprintln(out, networkBanner(f.network, f.cidr))
+			}
 			if ok {
 				if pid, why, err := agent.PIDNamespaces(isoCtx); err == nil && !pid {
 					fmt.Fprintln(out, "WARNING: containers get no PID namespace here ("+why+"):\n"+
@@ -230,7 +286,7 @@ func isolationBanner(runtime, imagesMode, imageDir string, isolated bool, why st
 	case imagesMode == nodeagent.ImagesOCI && isolated:
 		return "Pods run their images (--images=oci): each container's root is its image, pulled from its registry\n" +
 			"into " + imageDir + " or loaded with `jobkeeper image load FILE`; its writes stay in the container.\n" +
-			"Pods share this host's network. --images=host runs commands on this host's own files instead."
+			"--images=host runs commands on this host's own files instead."
 	case isolated:
 		return "Pods run as processes on this host, and the host is the image (--images=host): each container sees\n" +
 			"this host's filesystems copy-on-write (its writes stay in the container), with its volumes mounted in that view.\n" +
@@ -238,6 +294,16 @@ func isolationBanner(runtime, imagesMode, imageDir string, isolated bool, why st
 	}
 	return "WARNING: containers cannot get a private filesystem view here (" + why + "):\n" +
 		"pods run as processes directly on this host's filesystem (--images=host), and pods with volumes are refused."
+}
+
+// networkBanner says how pods are networked.
+func networkBanner(mode string, cidr netip.Prefix) string {
+	if mode != networkPod {
+		return "Pods share this host's network (--network=host): a pod's ports are this host's; --network=pod gives each its own."
+	}
+	return "Each pod gets a network of its own (--network=pod): an address in " + cidr.String() + ", the apiserver at the kubernetes\n" +
+		"Service (" + kubernetesIP.String() + ":443) and the cluster DNS at " + clusterDNSIP.String() + " (Services and pods by name). Other Services'\n" +
+		"cluster IPs are not routed yet: use headless Services' names or the pods' addresses."
 }
 
 // limitsBanner says whether containers' resource limits are enforced.

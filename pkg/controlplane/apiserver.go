@@ -23,7 +23,7 @@ import (
 
 // serviceCIDR is the service cluster IP range; its first address is the
 // kubernetes.default Service, included in the serving certificate.
-const serviceCIDR = "10.0.0.0/24"
+const ServiceCIDR = "10.0.0.0/24"
 
 // serviceIP is the first address of serviceCIDR.
 var serviceIP = net.ParseIP("10.0.0.1")
@@ -145,7 +145,7 @@ func startAPIServer(ctx context.Context, c apiserverConfig) (<-chan error, error
 	s.Etcd.StorageConfig.Transport.ServerList = []string{c.etcdURL}
 	s.Etcd.WatchCacheSizes = watchCacheSizes
 	s.Etcd.StorageConfig.CompactionInterval = compactionInterval
-	s.ServiceClusterIPRanges = serviceCIDR
+	s.ServiceClusterIPRanges = ServiceCIDR
 	// A single apiserver on loopback: nothing to publish in the kubernetes
 	// Endpoints, and the lease reconciler would only add writes.
 	s.EndpointReconcilerType = string(reconcilers.NoneEndpointReconcilerType)

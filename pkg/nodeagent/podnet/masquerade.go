@@ -9,8 +9,8 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// natTable is jobkeeper's nftables table in the node's namespace.
-const natTable = "jobkeeper"
+// Table is the nftables table of jobkeeper's rules in the node's namespace.
+const Table = "jobkeeper"
 
 // Redirect sends TCP connections (UDP datagrams with UDP) to From (a
 // Service's address) to To, an address of the node's.
@@ -19,7 +19,7 @@ type Redirect struct {
 	UDP      bool
 }
 
-// setUpMasquerade (re)creates the table natTable with its rules: what a
+// setUpMasquerade (re)creates the table Table with its rules: what a
 // pod sends outside the pod CIDR leaves with the node's address, and
 // what it sends to a redirect's From goes to its To.
 func setUpMasquerade(ns netns.NsHandle, cidr netip.Prefix, redirects []Redirect) error {
@@ -27,7 +27,7 @@ func setUpMasquerade(ns netns.NsHandle, cidr netip.Prefix, redirects []Redirect)
 	if err != nil {
 		return err
 	}
-	table := &nftables.Table{Name: natTable, Family: nftables.TableFamilyIPv4}
+	table := &nftables.Table{Name: Table, Family: nftables.TableFamilyIPv4}
 	// Add then delete then add: the table is new whatever a previous run
 	// left (deleting one that does not exist would fail the batch).
 	c.AddTable(table)
@@ -62,7 +62,7 @@ func setUpMasquerade(ns netns.NsHandle, cidr netip.Prefix, redirects []Redirect)
 	return c.Flush()
 }
 
-// tearDownMasquerade deletes the table natTable, if it exists.
+// tearDownMasquerade deletes the table Table, if it exists.
 func tearDownMasquerade(ns netns.NsHandle) error {
 	c, err := nftables.New(nftables.WithNetNSFd(int(ns)))
 	if err != nil {
@@ -73,7 +73,7 @@ func tearDownMasquerade(ns netns.NsHandle) error {
 		return err
 	}
 	for _, t := range tables {
-		if t.Name == natTable {
+		if t.Name == Table {
 			c.DelTable(t)
 			return c.Flush()
 		}

@@ -298,21 +298,39 @@ func (n *Node) TearDown() error {
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	defer n.Close()
+	return removeNode(n.h, n.ns, n.cfg.Bridge, n.cfg.StateDir)
+}
+
+// RemoveNode removes what SetUp made in the network namespace ns with the
+// bridge bridge and the state directory stateDir, as TearDown does,
+// without a Node (jobkeeper reset, after a crash). Nothing missing is an
+// error.
+func RemoveNode(ns netns.NsHandle, bridge, stateDir string) error {
+	h, err := netlink.NewHandleAt(ns)
+	if err != nil {
+		return fmt.Errorf("netlink in the node's network namespace: %w", err)
+	}
+	defer h.Close()
+	return removeNode(h, ns, bridge, stateDir)
+}
+
+// removeNode is TearDown with the handle h in ns.
+func removeNode(h *netlink.Handle, ns netns.NsHandle, bridge, stateDir string) error {
 	var errs []error
-	if links, err := n.h.LinkList(); err != nil {
-		errs = append(errs, fmt.Errorf("listing links: %w", err))
-	} else {
-		for _, l := range links {
-			if l.Attrs().MasterIndex == n.bridge && l.Attrs().Index != n.bridge {
-				errs = append(errs, n.h.LinkDel(l))
+	if br, err := h.LinkByName(bridge); err == nil {
+		if links, err := h.LinkList(); err != nil {
+			errs = append(errs, fmt.Errorf("listing links: %w", err))
+		} else {
+			for _, l := range links {
+				if l.Attrs().MasterIndex == br.Attrs().Index {
+					errs = append(errs, h.LinkDel(l))
+				}
 			}
 		}
+		errs = append(errs, h.LinkDel(br))
 	}
-	if l, err := n.h.LinkByName(n.cfg.Bridge); err == nil {
-		errs = append(errs, n.h.LinkDel(l))
-	}
-	errs = append(errs, tearDownMasquerade(n.ns))
-	errs = append(errs, os.RemoveAll(n.cfg.StateDir))
+	errs = append(errs, tearDownMasquerade(ns))
+	errs = append(errs, os.RemoveAll(stateDir))
 	return errors.Join(errs...)
 }
 

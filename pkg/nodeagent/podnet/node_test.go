@@ -226,8 +226,8 @@ func TestAttachConnectsPods(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, tb := range tables {
-		if tb.Name == natTable {
-			t.Errorf("nftables table %s left after TearDown", natTable)
+		if tb.Name == Table {
+			t.Errorf("nftables table %s left after TearDown", Table)
 		}
 	}
 }
@@ -239,7 +239,7 @@ func masqueradeRules(t *testing.T, ns netns.NsHandle) int {
 	if err != nil {
 		t.Fatal(err)
 	}
-	rules, err := c.GetRules(&nftables.Table{Name: natTable, Family: nftables.TableFamilyIPv4}, &nftables.Chain{Name: "postrouting"})
+	rules, err := c.GetRules(&nftables.Table{Name: Table, Family: nftables.TableFamilyIPv4}, &nftables.Chain{Name: "postrouting"})
 	if err != nil {
 		t.Fatal(err)
 	}

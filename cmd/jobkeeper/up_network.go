@@ -1,0 +1,331 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/netip"
+	"net/url"
+	"os"
+	"path/filepath"
+	"sync"
+	"time"
+
+	"github.com/vishvananda/netns"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/client-go/informers"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/klog/v2"
+	endpointcontroller "k8s.io/kubernetes/pkg/controller/endpoint"
+	endpointslicecontroller "k8s.io/kubernetes/pkg/controller/endpointslice"
+	endpointslicemirroringcontroller "k8s.io/kubernetes/pkg/controller/endpointslicemirroring"
+
+	"jobkeeper.dev/jobkeeper/pkg/clusterdns"
+	"jobkeeper.dev/jobkeeper/pkg/controlplane"
+	"jobkeeper.dev/jobkeeper/pkg/nodeagent/podconfig"
+	"jobkeeper.dev/jobkeeper/pkg/nodeagent/podnet"
+)
+
+// The network modes of `up --network`.
+const (
+	networkPod  = "pod"
+	networkHost = "host"
+)
+
+// The cluster's addresses beside the pod CIDR: the Service CIDR is the
+// apiserver's (controlplane), whose first address is the kubernetes
+// Service's; the cluster DNS Service takes the tenth, as kubeadm's does.
+var (
+	serviceCIDR    = netip.MustParsePrefix(controlplane.ServiceCIDR)
+	kubernetesIP   = serviceCIDR.Addr().Next()
+	clusterDNSIP   = netip.AddrFrom4([4]byte{serviceCIDR.Addr().As4()[0], serviceCIDR.Addr().As4()[1], serviceCIDR.Addr().As4()[2], 10})
+	clusterDNSName = "kube-dns"
+)
+
+// The endpoints controllers' settings, kube-controller-manager's defaults.
+const (
+	endpointSliceWorkers  = 5
+	maxEndpointsPerSlice  = 100
+	mirroringWorkers      = 5
+	maxEndpointsPerSubset = 1000
+	endpointsWorkers      = 5
+)
+
+// podNetwork is `up --network=pod`: the node's side of the pod network,
+// the pods' namespaces, a relay from the kubernetes Service to the
+// apiserver, the cluster DNS server, and upstream's endpoints controllers.
+type podNetwork struct {
+	pods *podnet.Pods
+	// wg waits for the servers and controllers once ctx ended.
+	wg sync.WaitGroup
+}
+
+// networkDir is where the pod network keeps its state under the node's
+// data directory: the addresses (ipam) and the pinned namespaces (netns).
+func networkDir(nodeDir string) string { return filepath.Join(nodeDir, "podnet") }
+
+// startPodNetwork sets the pod network up for the node whose data
+// directory is nodeDir, with pod CIDR cidr, and runs what serves it until
+// ctx ends.
+func startPodNetwork(ctx context.Context, cp *controlplane.ControlPlane, nodeDir string, cidr netip.Prefix) (*podNetwork, error) {
+	if os.Geteuid() != 0 {
+		return nil, errors.New("--network=pod needs root here (pods' network namespaces and the node's bridge): run as root, or start with --network=host to share this host's network")
+	}
+	host, err := netns.Get()
+	if err != nil {
+		return nil, fmt.Errorf("--network=pod: this host's network namespace: %w; start with --network=host to share this host's network", err)
+	}
+	defer host.Close()
+	if err := podnet.CheckRanges(host, podnet.DefaultBridge, map[string]netip.Prefix{
+		"the pod CIDR (--pod-cidr)": cidr,
+		"the service CIDR":          serviceCIDR,
+	}); err != nil {
+		return nil, err
+	}
+	apiserver, err := url.Parse(cp.URL())
+	if err != nil {
+		return nil, fmt.Errorf("the apiserver's URL %q: %w", cp.URL(), err)
+	}
+	gw := cidr.Masked().Addr().Next()
+	relay := netip.AddrPortFrom(gw, 443)
+	dns := netip.AddrPortFrom(gw, 53)
+	node, err := podnet.SetUp(podnet.Config{
+		PodCIDR:  cidr,
+		StateDir: filepath.Join(networkDir(nodeDir), "ipam"),
+		Redirects: []podnet.Redirect{
+			{From: netip.AddrPortFrom(kubernetesIP, 443), To: relay},
+			{From: netip.AddrPortFrom(clusterDNSIP, 53), To: dns},
+			{From: netip.AddrPortFrom(clusterDNSIP, 53), To: dns, UDP: true},
+		},
+	}, host)
+	if err != nil {
+		return nil, fmt.Errorf("--network=pod: %w; start with --network=host to share this host's network", err)
+	}
+	pods, err := podnet.NewPods(node, filepath.Join(networkDir(nodeDir), "netns"))
+	if err != nil {
+		node.Close()
+		return nil, err
+	}
+	pn := &podNetwork{pods: pods}
+	ln, err := net.Listen("tcp", relay.String())
+	if err != nil {
+		node.Close()
+		return nil, fmt.Errorf("the relay from the kubernetes Service to the apiserver: %w", err)
+	}
+	pn.wg.Go(func() { relayTCP(ctx, ln, apiserver.Host) })
+	if err := pn.startDNS(ctx, cp, dns.String(), cidr); err != nil {
+		_ = ln.Close()
+		node.Close()
+		return nil, err
+	}
+	if err := pn.startEndpointsControllers(ctx, cp); err != nil {
+		_ = ln.Close()
+		node.Close()
+		return nil, err
+	}
+	return pn, nil
+}
+
+// stop waits for the servers and controllers (ctx has ended), then removes
+// the pod network, or, when keep is set (containers left running for the
+// next up), leaves it for the next up to take over.
+func (pn *podNetwork) stop(keep bool) {
+	pn.wg.Wait()
+	if keep {
+		pn.pods.Node().Close()
+		return
+	}
+	if err := pn.pods.TearDown(); err != nil {
+		klog.Background().Info("Removing the pod network failed", "err", err)
+	}
+}
+
+// startDNS serves the cluster's DNS on addr, the node's address on the pod
+// network, which the kube-dns Service's address is sent to; the Service is
+// created when missing, so that pods and tools find it where they look.
+func (pn *podNetwork) startDNS(ctx context.Context, cp *controlplane.ControlPlane, addr string, cidr netip.Prefix) error {
+	cfg := controlplane.ProtobufConfig(cp.AdminConfig())
+	cfg.UserAgent = "jobkeeper-cluster-dns"
+	client, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		return err
+	}
+	if err := ensureDNSService(ctx, client); err != nil {
+		return err
+	}
+	upstreams, err := clusterdns.UpstreamsFromResolvConf(podconfig.HostResolvConf)
+	if err != nil {
+		klog.FromContext(ctx).Info("No upstream resolvers: names outside the cluster will not resolve in pods", "err", err)
+	}
+	factory := informers.NewSharedInformerFactoryWithOptions(client, 0, informers.WithTransform(dropManagedFields))
+	services, slices := factory.Core().V1().Services().Informer(), factory.Discovery().V1().EndpointSlices().Informer()
+	if err := clusterdns.AddIndexers(services, slices); err != nil {
+		return err
+	}
+	srv, err := clusterdns.New(clusterdns.Options{Upstreams: upstreams, ReverseCIDRs: []netip.Prefix{cidr, serviceCIDR}}, services, slices)
+	if err != nil {
+		return err
+	}
+	pc, l, err := clusterdns.Listen(addr)
+	if err != nil {
+		return fmt.Errorf("the cluster DNS server on %s: %w", addr, err)
+	}
+	factory.Start(ctx.Done())
+	pn.wg.Go(func() {
+		if err := srv.Serve(ctx, pc, l); err != nil && ctx.Err() == nil {
+			klog.FromContext(ctx).Error(err, "The cluster DNS server stopped")
+		}
+	})
+	pn.wg.Go(factory.Shutdown)
+	return nil
+}
+
+// ensureDNSService creates kube-system/kube-dns at the cluster DNS address
+// unless it exists (an earlier up's). It selects no pods: the node sends
+// what reaches its address to the server. One elsewhere is refused.
+func ensureDNSService(ctx context.Context, client kubernetes.Interface) error {
+	old, err := client.CoreV1().Services(metav1.NamespaceSystem).Get(ctx, clusterDNSName, metav1.GetOptions{})
+	switch {
+	case err == nil && old.Spec.ClusterIP == clusterDNSIP.String():
+		return nil
+	case err == nil:
+		return fmt.Errorf("the Service %s/%s has the address %s, not the cluster DNS's %s: delete it, and up creates it again", metav1.NamespaceSystem, clusterDNSName, old.Spec.ClusterIP, clusterDNSIP)
+	case !apierrors.IsNotFound(err):
+		return fmt.Errorf("reading the cluster DNS Service: %w", err)
+	}
+	svc := &corev1.Service{
+		ObjectMeta: metav1.ObjectMeta{Name: clusterDNSName, Namespace: metav1.NamespaceSystem,
+			Labels: map[string]string{"k8s-app": "kube-dns", "kubernetes.io/name": "CoreDNS", "app.kubernetes.io/managed-by": "jobkeeper-up"}},
+		Spec: corev1.ServiceSpec{
+			ClusterIP: clusterDNSIP.String(),
+			Ports: []corev1.ServicePort{
+				{Name: "dns", Protocol: corev1.ProtocolUDP, Port: 53, TargetPort: intstr.FromInt32(53)},
+				{Name: "dns-tcp", Protocol: corev1.ProtocolTCP, Port: 53, TargetPort: intstr.FromInt32(53)},
+			},
+		},
+	}
+	_, err = client.CoreV1().Services(svc.Namespace).Create(ctx, svc, metav1.CreateOptions{FieldManager: refuseFieldManager})
+	if err != nil && !apierrors.IsAlreadyExists(err) {
+		return fmt.Errorf("creating the cluster DNS Service %s/%s at %s: %w", svc.Namespace, svc.Name, clusterDNSIP, err)
+	}
+	return nil
+}
+
+// startEndpointsControllers runs upstream's EndpointSlice, EndpointSlice
+// mirroring and Endpoints controllers, as kube-controller-manager does, on
+// caches of their own: the other controllers' pod cache is slimmed of what
+// these read (addresses, ports, readiness).
+func (pn *podNetwork) startEndpointsControllers(ctx context.Context, cp *controlplane.ControlPlane) error {
+	cfg := controlplane.ProtobufConfig(cp.AdminConfig())
+	cfg.UserAgent = "jobkeeper-up-endpoints-controllers"
+	cfg.QPS, cfg.Burst = 100, 200
+	client, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		return err
+	}
+	factory := informers.NewSharedInformerFactoryWithOptions(client, 0, informers.WithTransform(dropManagedFields))
+	core, discovery := factory.Core().V1(), factory.Discovery().V1()
+	slices := endpointslicecontroller.NewController(ctx, core.Pods(), core.Services(), core.Nodes(), discovery.EndpointSlices(),
+		maxEndpointsPerSlice, client, 0)
+	mirroring := endpointslicemirroringcontroller.NewController(ctx, core.Endpoints(), discovery.EndpointSlices(), core.Services(),
+		maxEndpointsPerSubset, client, 0)
+	endpoints := endpointcontroller.NewEndpointController(ctx, core.Pods(), core.Services(), core.Endpoints(), client, 0)
+	factory.Start(ctx.Done())
+	pn.wg.Go(func() { slices.Run(ctx, endpointSliceWorkers) })
+	pn.wg.Go(func() { mirroring.Run(ctx, mirroringWorkers) })
+	pn.wg.Go(func() { endpoints.Run(ctx, endpointsWorkers) })
+	pn.wg.Go(factory.Shutdown)
+	klog.FromContext(ctx).Info("Started upstream controllers", "controllers", []string{"endpointslice", "endpointslicemirroring", "endpoints"})
+	return nil
+}
+
+// dropManagedFields is an informer transform that drops what no reader of
+// these caches uses.
+func dropManagedFields(obj any) (any, error) {
+	if m, ok := obj.(metav1.ObjectMetaAccessor); ok {
+		m.GetObjectMeta().SetManagedFields(nil)
+	}
+	return obj, nil
+}
+
+// relayTCP accepts connections on ln until ctx ends and relays each to
+// target: pods reach the apiserver, which listens on the node's loopback,
+// at the kubernetes Service's address.
+func relayTCP(ctx context.Context, ln net.Listener, target string) {
+	go func() {
+		<-ctx.Done()
+		_ = ln.Close()
+	}()
+	var conns sync.WaitGroup
+	defer conns.Wait()
+	for {
+		c, err := ln.Accept()
+		if err != nil {
+			if ctx.Err() == nil {
+				klog.FromContext(ctx).Error(err, "The relay to the apiserver stopped")
+			}
+			return
+		}
+		conns.Go(func() { relayConn(ctx, c, target) })
+	}
+}
+
+// relayConn copies between c and a new connection to target, both ways,
+// until both sides closed or ctx ended.
+func relayConn(ctx context.Context, c net.Conn, target string) {
+	defer c.Close()
+	d := net.Dialer{Timeout: 10 * time.Second}
+	up, err := d.DialContext(ctx, "tcp", target)
+	if err != nil {
+		klog.FromContext(ctx).V(2).Info("Relaying to the apiserver failed", "from", c.RemoteAddr().String(), "err", err)
+		return
+	}
+	defer up.Close()
+	stop := context.AfterFunc(ctx, func() {
+		_ = c.Close()
+		_ = up.Close()
+	})
+	defer stop()
+	done := make(chan struct{})
+	go func() {
+		_, _ = io.Copy(up, c)
+		if tc, ok := up.(*net.TCPConn); ok {
+			_ = tc.CloseWrite()
+		}
+		close(done)
+	}()
+	_, _ = io.Copy(c, up)
+	if tc, ok := c.(*net.TCPConn); ok {
+		_ = tc.CloseWrite()
+	}
+	<-done
+}
+
+// resetPodNetwork removes what an up with --network=pod left on this host
+// for the node whose data directory is nodeDir (a crash, kill -9, or
+// --keep-running-on-stop): the pinned namespaces, the bridge with its
+// veths, the nftables table and the addresses. It reports whether there
+// was a pod network to remove.
+func resetPodNetwork(nodeDir string) (bool, error) {
+	dir := networkDir(nodeDir)
+	if _, err := os.Stat(dir); err != nil {
+		return false, nil
+	}
+	if err := podnet.UnpinAll(filepath.Join(dir, "netns")); err != nil {
+		return true, fmt.Errorf("removing the pods' network namespaces: %w", err)
+	}
+	host, err := netns.Get()
+	if err != nil {
+		return true, err
+	}
+	defer host.Close()
+	if err := podnet.RemoveNode(host, podnet.DefaultBridge, filepath.Join(dir, "ipam")); err != nil {
+		return true, fmt.Errorf("removing the pod network: %w", err)
+	}
+	return true, os.Remove(dir)
+}
