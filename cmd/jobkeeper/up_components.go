@@ -2,12 +2,14 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
 	"net/http/pprof"
 	"net/netip"
 	"net/url"
+	"os"
 	"path/filepath"
 	"strings"
 	"time"
@@ -152,6 +154,9 @@ func (f *nodeAgentFlags) validate() error {
 	}
 	switch f.network {
 	case networkPod:
+		if os.Geteuid() != 0 {
+			return errors.New(errPodNetworkNeedsRoot)
+		}
 		if f.opts.Runtime != process.Name {
 			return fmt.Errorf("--network=%s needs --runtime=%s: %s pods run nowhere", networkPod, process.Name, f.opts.Runtime)
 		}

@@ -37,6 +37,9 @@ const (
 	networkHost = "host"
 )
 
+// errPodNetworkNeedsRoot refuses --network=pod as another user.
+const errPodNetworkNeedsRoot = "--network=pod needs root (pods' network namespaces, the node's bridge and its nftables rules): run as root, or start with --network=host to share this host's network"
+
 // The cluster's addresses beside the pod CIDR: the Service CIDR is the
 // apiserver's (controlplane), whose first address is the kubernetes
 // Service's; the cluster DNS Service takes the tenth, as kubeadm's does.
@@ -74,7 +77,7 @@ func networkDir(nodeDir string) string { return filepath.Join(nodeDir, "podnet")
 // ctx ends.
 func startPodNetwork(ctx context.Context, cp *controlplane.ControlPlane, nodeDir string, cidr netip.Prefix) (*podNetwork, error) {
 	if os.Geteuid() != 0 {
-		return nil, errors.New("--network=pod needs root here (pods' network namespaces and the node's bridge): run as root, or start with --network=host to share this host's network")
+		return nil, errors.New(errPodNetworkNeedsRoot)
 	}
 	host, err := netns.Get()
 	if err != nil {

@@ -1,0 +1,210 @@
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"net/netip"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	v1 "github.com/google/go-containerregistry/pkg/v1"
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/utils/ptr"
+
+	"jobkeeper.dev/jobkeeper/internal/testimages"
+	"jobkeeper.dev/jobkeeper/test/builder"
+)
+
+// staticImage builds the Go program of testdata/<program> statically and
+// returns an image whose entrypoint it is.
+func staticImage(t *testing.T, program string) v1.Image {
+	t.Helper()
+	out := filepath.Join(t.TempDir(), program)
+	cmd := exec.Command("go", "build", "-trimpath", "-ldflags=-s -w", "-o", out, "./testdata/"+program)
+	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
+	if msg, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("building %s: %v\n%s", program, err, msg)
+	}
+	binary, err := os.ReadFile(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	img, err := testimages.Static(map[string][]byte{program: binary}, "/"+program)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return img
+}
+
+// TestUpPodNetwork runs, on `up --network=pod`, the pattern of Kubernetes'
+// "Job with Pod-to-Pod Communication" example and of distributed training:
+// an Indexed Job of 4 behind a headless Service, each pod listening on the
+// same port (29500) and reaching every other by <job>-<index>.<service>. It
+// checks the pods' addresses, the Service's EndpointSlice, in-cluster
+// access through the kubernetes Service, and that a stop leaves nothing
+// of the network on the host.
+func TestUpPodNetwork(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("--network=pod needs root")
+	}
+	ctx := context.Background()
+	dataDir := t.TempDir()
+	up, c, _ := startUp(t, dataDir, "--images=oci", "--network=pod")
+	stopped := false
+	defer func() {
+		if !stopped {
+			up.stop(t)
+		}
+	}()
+	archive := filepath.Join(t.TempDir(), "images.tar")
+	const checkRef, inClusterRef = "jobkeeper.test/e2e/podnetcheck:1", "jobkeeper.test/e2e/inclusterlist:1"
+	if err := testimages.WriteDockerArchive(archive, map[string]v1.Image{checkRef: staticImage(t, "podnetcheck"), inClusterRef: inClusterImage(t)}); err != nil {
+		t.Fatal(err)
+	}
+	imageLoad(t, dataDir, archive)
+
+	ns := "podnet"
+	if _, err := c.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	const name, service, n = "ddp", "ddp-workers", 4
+	svc := &corev1.Service{
+		ObjectMeta: metav1.ObjectMeta{Name: service, Namespace: ns},
+		Spec: corev1.ServiceSpec{ClusterIP: corev1.ClusterIPNone, Selector: map[string]string{batchv1.JobNameLabel: name},
+			Ports: []corev1.ServicePort{{Name: "rendezvous", Port: 29500}}},
+	}
+	if _, err := c.CoreV1().Services(ns).Create(ctx, svc, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	job := builder.MakeJob(name, ns).BackoffLimit(0).Obj()
+	job.Spec.CompletionMode = ptr.To(batchv1.IndexedCompletion)
+	job.Spec.Completions, job.Spec.Parallelism = ptr.To[int32](n), ptr.To[int32](n)
+	job.Spec.Template.Spec.Subdomain = service
+	job.Spec.Template.Spec.Containers[0].Image = checkRef
+	job.Spec.Template.Spec.Containers[0].Command = nil
+	job.Spec.Template.Spec.Containers[0].Args = []string{"-job", name, "-service", service, "-n", fmt.Sprint(n), "-port", "29500"}
+	job.Spec.Template.Spec.Containers[0].Ports = []corev1.ContainerPort{{Name: "rendezvous", ContainerPort: 29500}}
+	if _, err := c.BatchV1().Jobs(ns).Create(ctx, job, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+
+	// While the pods run, the Service's EndpointSlice names them.
+	var slice *discoveryv1.EndpointSlice
+	if err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, 2*time.Minute, true, func(ctx context.Context) (bool, error) {
+		list, err := c.DiscoveryV1().EndpointSlices(ns).List(ctx, metav1.ListOptions{LabelSelector: discoveryv1.LabelServiceName + "=" + service})
+		if err != nil || len(list.Items) != 1 {
+			return false, nil
+		}
+		slice = &list.Items[0]
+		return len(slice.Endpoints) == n, nil
+	}); err != nil {
+		t.Errorf("the Service's EndpointSlice never listed %d pods: %+v\n%s", n, slice, jobPodsAndEvents(c, ns, name))
+	} else {
+		for _, e := range slice.Endpoints {
+			if e.Hostname == nil || !strings.HasPrefix(*e.Hostname, name+"-") {
+				t.Errorf("endpoint %+v has no hostname %s-<index>", e, name)
+			}
+		}
+	}
+
+	got := waitJob(t, c, ns, name, "finished", func(j *batchv1.Job) bool {
+		return hasCondition(batchv1.JobComplete)(j) || hasCondition(batchv1.JobFailed)(j)
+	})
+	pods := podsOf(t, c, job)
+	var logs strings.Builder
+	for _, p := range pods {
+		raw, err := c.CoreV1().Pods(ns).GetLogs(p.Name, &corev1.PodLogOptions{}).DoRaw(ctx)
+		if err != nil {
+			t.Errorf("logs of %s: %v", p.Name, err)
+		}
+		fmt.Fprintf(&logs, "--- %s (%s)\n%s", p.Name, p.Status.PodIP, raw)
+	}
+	if !hasCondition(batchv1.JobComplete)(got) {
+		t.Fatalf("the Job did not complete: %+v\npods: %s\nlogs:\n%s", got.Status.Conditions, describePods(pods), logs.String())
+	}
+	pool := netip.MustParsePrefix("10.244.0.0/24")
+	seen := map[string]bool{}
+	for _, p := range pods {
+		ip, err := netip.ParseAddr(p.Status.PodIP)
+		if err != nil || !pool.Contains(ip) || seen[p.Status.PodIP] {
+			t.Errorf("pod %s has the address %q: want its own in %s", p.Name, p.Status.PodIP, pool)
+		}
+		seen[p.Status.PodIP] = true
+	}
+	for i := range n {
+		if !strings.Contains(logs.String(), fmt.Sprintf("reached %s-%d.%s at 10.244.0.", name, i, service)) {
+			t.Errorf("no pod says it reached %s-%d at a pod address:\n%s", name, i, logs.String())
+		}
+	}
+
+	// In-cluster clients reach the apiserver at the kubernetes Service.
+	role := &rbacv1.Role{
+		ObjectMeta: metav1.ObjectMeta{Name: "pod-reader", Namespace: ns},
+		Rules:      []rbacv1.PolicyRule{{APIGroups: []string{""}, Resources: []string{"pods"}, Verbs: []string{"list"}}},
+	}
+	if _, err := c.RbacV1().Roles(ns).Create(ctx, role, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	binding := &rbacv1.RoleBinding{
+		ObjectMeta: metav1.ObjectMeta{Name: "default-reads-pods", Namespace: ns},
+		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: role.Name},
+		Subjects:   []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Name: "default", Namespace: ns}},
+	}
+	if _, err := c.RbacV1().RoleBindings(ns).Create(ctx, binding, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	lister := builder.MakeJob("incluster", ns).BackoffLimit(0).Obj()
+	lister.Spec.Template.Spec.Containers[0].Image = inClusterRef
+	lister.Spec.Template.Spec.Containers[0].Command, lister.Spec.Template.Spec.Containers[0].Args = nil, nil
+	if _, err := c.BatchV1().Jobs(ns).Create(ctx, lister, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	waitJob(t, c, ns, lister.Name, "finished", func(j *batchv1.Job) bool {
+		return hasCondition(batchv1.JobComplete)(j) || hasCondition(batchv1.JobFailed)(j)
+	})
+	lp := podsOf(t, c, lister)
+	if len(lp) != 1 {
+		t.Fatalf("%d pods of the in-cluster Job", len(lp))
+	}
+	raw, err := c.CoreV1().Pods(ns).GetLogs(lp[0].Name, &corev1.PodLogOptions{}).DoRaw(ctx)
+	if !strings.Contains(string(raw), "apiserver: https://10.0.0.1:443") || !strings.Contains(string(raw), "pods in "+ns+": ") {
+		t.Errorf("the in-cluster program did not list pods through the kubernetes Service (logs: %v):\n%s\n%s", err, raw, jobPodsAndEvents(c, ns, lister.Name))
+	}
+
+	up.stop(t)
+	stopped = true
+	if _, err := net.InterfaceByName("jobkeeper0"); err == nil {
+		t.Error("the bridge jobkeeper0 is left after a stop")
+	}
+	if entries, _ := os.ReadDir(filepath.Join(dataDir, "node", "podnet", "netns")); len(entries) > 0 {
+		t.Errorf("pinned namespaces left after a stop: %v", entries)
+	}
+}
+
+// TestUpPodNetworkRefusedAsUser: as another user, --network=pod refuses to
+// start, in one line saying what to use instead.
+func TestUpPodNetworkRefusedAsUser(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("the test runs up as another user, as root")
+	}
+	base := enterableDir(t, "jobkeeper-podnet-")
+	exe := filepath.Join(base, "jobkeeper")
+	copyFile(t, binary, exe, 0o755)
+	cred := &syscall.Credential{Uid: escapeUID, Gid: escapeUID}
+	p := startBinaryAs(t, cred, []string{"HOME=" + base}, exe, "up", "--data-dir", filepath.Join(base, "data"), "--port", "0", "--images=host", "--network=pod")
+	code, out := p.waitExit(t, startTimeout)
+	if code == 0 || !strings.Contains(out, "--network=pod needs root") || !strings.Contains(out, "--network=host") {
+		t.Errorf("up --network=pod as a user exited %d:\n%s", code, out)
+	}
+}

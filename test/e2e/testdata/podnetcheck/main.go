@@ -1,0 +1,91 @@
+// Command podnetcheck is the program of the pod network test
+// (test/e2e/podnetwork_test.go), a pod of an Indexed Job behind a headless
+// Service, as distributed training runs: it listens on -port, answering
+// each connection with its completion index, then reaches every pod of the
+// Job, itself included, by its DNS name <job>-<index>.<service> on that
+// port (retrying while the others start), prints what each answered, and
+// exits once every pod has reached it, or fails after -timeout.
+package main
+
+import (
+	"flag"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"strconv"
+	"sync/atomic"
+	"time"
+)
+
+func main() {
+	job := flag.String("job", "", "the Job's name")
+	service := flag.String("service", "", "the headless Service's name (the pods' subdomain)")
+	n := flag.Int("n", 0, "the Job's completions")
+	port := flag.Int("port", 29500, "the port every pod listens on")
+	timeout := flag.Duration("timeout", 2*time.Minute, "how long the whole check may take")
+	flag.Parse()
+	index := os.Getenv("JOB_COMPLETION_INDEX")
+	deadline := time.Now().Add(*timeout)
+
+	ln, err := net.Listen("tcp", ":"+strconv.Itoa(*port))
+	if err != nil {
+		fail("listening: %v", err)
+	}
+	var served atomic.Int32
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			_, _ = io.WriteString(c, index)
+			_ = c.Close()
+			served.Add(1)
+		}
+	}()
+
+	for i := range *n {
+		name := fmt.Sprintf("%s-%d.%s", *job, i, *service)
+		addr := net.JoinHostPort(name, strconv.Itoa(*port))
+		for {
+			answer, from, err := ask(addr)
+			if err == nil {
+				fmt.Printf("index %s reached %s at %s: it answered %s\n", index, name, from, answer)
+				break
+			}
+			if time.Now().After(deadline) {
+				fail("index %s could not reach %s: %v", index, addr, err)
+			}
+			time.Sleep(500 * time.Millisecond)
+		}
+	}
+	for served.Load() < int32(*n) {
+		if time.Now().After(deadline) {
+			fail("index %s was reached %d times, want %d", index, served.Load(), *n)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	fmt.Printf("index %s was reached by all %d pods\n", index, *n)
+}
+
+// ask connects to addr and returns what the other side wrote and its
+// address.
+func ask(addr string) (string, string, error) {
+	c, err := net.DialTimeout("tcp", addr, 2*time.Second)
+	if err != nil {
+		return "", "", err
+	}
+	defer c.Close()
+	_ = c.SetDeadline(time.Now().Add(5 * time.Second))
+	b, err := io.ReadAll(c)
+	if err != nil {
+		return "", "", err
+	}
+	return string(b), c.RemoteAddr().String(), nil
+}
+
+func fail(format string, args ...any) {
+	fmt.Printf(format+"\n", args...)
+	os.Exit(1)
+}
