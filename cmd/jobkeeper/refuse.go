@@ -123,21 +123,30 @@ func refuseBinding() *admissionregistrationv1.ValidatingAdmissionPolicyBinding {
 // creating or updating them (so every start leaves the current version), and
 // waits until the apiserver enforces them, so that nothing created after
 // "jobkeeper is up" slips through.
-func installRefusals(ctx context.Context, admin *rest.Config) error {
+//
+// The warnings are those of the network mode (warnedKindsFor).
+func installRefusals(network string) bootstrapFunc {
+	return func(ctx context.Context, admin *rest.Config) error {
+		return installRefusalsFor(ctx, admin, warnedKindsFor(network))
+	}
+}
+
+// installRefusalsFor is installRefusals with the warned kinds warned.
+func installRefusalsFor(ctx context.Context, admin *rest.Config, warned []warnedKind) error {
 	cfg := rest.CopyConfig(admin)
 	cfg.UserAgent = refuseFieldManager
 	client, err := kubernetes.NewForConfig(cfg)
 	if err != nil {
 		return err
 	}
-	if err := applyRefusals(ctx, client); err != nil {
+	if err := applyRefusals(ctx, client, warned); err != nil {
 		return fmt.Errorf("installing the admission policy %s: %w", refusePolicyName, err)
 	}
 	if err := waitRefused(ctx, client, refusalWaitTimeout); err != nil {
 		// Not fatal: the policy is stored and will be enforced; say so in the log.
 		klog.FromContext(ctx).Error(err, "Admission policy not enforced yet", "policy", refusePolicyName)
 	}
-	for _, k := range warnedKinds {
+	for _, k := range warned {
 		if err := waitWarned(ctx, cfg, k, refusalWaitTimeout); err != nil {
 			klog.FromContext(ctx).Error(err, "Admission policy not enforced yet", "policy", k.policy)
 		}
@@ -147,11 +156,11 @@ func installRefusals(ctx context.Context, admin *rest.Config) error {
 
 // applyRefusals creates the refusal and the warning policies and their
 // bindings, or updates their specs when they exist.
-func applyRefusals(ctx context.Context, client kubernetes.Interface) error {
+func applyRefusals(ctx context.Context, client kubernetes.Interface, warned []warnedKind) error {
 	if err := applyPolicy(ctx, client, refusePolicy(), refuseBinding()); err != nil {
 		return err
 	}
-	for _, k := range warnedKinds {
+	for _, k := range warned {
 		if err := applyPolicy(ctx, client, warnPolicy(k), warnBinding(k)); err != nil {
 			return fmt.Errorf("installing the admission policy %s: %w", k.policy, err)
 		}

@@ -127,7 +127,7 @@ backups kept.`,
 				return err
 			}
 			up.shutdownGrace = node.shutdownGrace()
-			bootstrap := []bootstrapFunc{installCRDs, installRefusals}
+			bootstrap := []bootstrapFunc{installCRDs, installRefusals(node.network)}
 			if node.enabled {
 				// The resource metrics API (kubectl top) from the node
 				// agent's samples.

@@ -29,6 +29,7 @@ import (
 	"jobkeeper.dev/jobkeeper/pkg/controlplane"
 	"jobkeeper.dev/jobkeeper/pkg/nodeagent/podconfig"
 	"jobkeeper.dev/jobkeeper/pkg/nodeagent/podnet"
+	"jobkeeper.dev/jobkeeper/pkg/serviceproxy"
 )
 
 // The network modes of `up --network`.
@@ -64,8 +65,12 @@ const (
 // apiserver, the cluster DNS server, and upstream's endpoints controllers.
 type podNetwork struct {
 	pods *podnet.Pods
-	// wg waits for the servers and controllers once ctx ended.
-	wg sync.WaitGroup
+	// host is the node's network namespace, where the Services' rules
+	// are.
+	host netns.NsHandle
+	// cancel ends the servers and controllers; wg waits for them.
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
 }
 
 // networkDir is where the pod network keeps its state under the node's
@@ -83,7 +88,12 @@ func startPodNetwork(ctx context.Context, cp *controlplane.ControlPlane, nodeDir
 	if err != nil {
 		return nil, fmt.Errorf("--network=pod: this host's network namespace: %w; start with --network=host to share this host's network", err)
 	}
-	defer host.Close()
+	ok := false
+	defer func() {
+		if !ok {
+			host.Close()
+		}
+	}()
 	if err := podnet.CheckRanges(host, podnet.DefaultBridge, map[string]netip.Prefix{
 		"the pod CIDR (--pod-cidr)": cidr,
 		"the service CIDR":          serviceCIDR,
@@ -98,8 +108,9 @@ func startPodNetwork(ctx context.Context, cp *controlplane.ControlPlane, nodeDir
 	relay := netip.AddrPortFrom(gw, 443)
 	dns := netip.AddrPortFrom(gw, 53)
 	node, err := podnet.SetUp(podnet.Config{
-		PodCIDR:  cidr,
-		StateDir: filepath.Join(networkDir(nodeDir), "ipam"),
+		PodCIDR:     cidr,
+		StateDir:    filepath.Join(networkDir(nodeDir), "ipam"),
+		ServiceCIDR: serviceCIDR,
 		Redirects: []podnet.Redirect{
 			{From: netip.AddrPortFrom(kubernetesIP, 443), To: relay},
 			{From: netip.AddrPortFrom(clusterDNSIP, 53), To: dns},
@@ -109,51 +120,60 @@ func startPodNetwork(ctx context.Context, cp *controlplane.ControlPlane, nodeDir
 	if err != nil {
 		return nil, fmt.Errorf("--network=pod: %w; start with --network=host to share this host's network", err)
 	}
-	pods, err := podnet.NewPods(node, filepath.Join(networkDir(nodeDir), "netns"))
-	if err != nil {
-		node.Close()
+	// What fails from here on takes the network away again: nothing of
+	// it is left on the host by a start that did not happen.
+	ctx, cancel := context.WithCancel(ctx)
+	pn := &podNetwork{host: host, cancel: cancel}
+	fail := func(err error) (*podNetwork, error) {
+		cancel()
+		pn.wg.Wait()
+		if tdErr := errors.Join(serviceproxy.Remove(host), node.TearDown(), podnet.UnpinAll(filepath.Join(networkDir(nodeDir), "netns"))); tdErr != nil {
+			klog.FromContext(ctx).Info("Removing the pod network after a failed start failed", "err", tdErr)
+		}
 		return nil, err
 	}
-	pn := &podNetwork{pods: pods}
+	if pn.pods, err = podnet.NewPods(node, filepath.Join(networkDir(nodeDir), "netns")); err != nil {
+		return fail(err)
+	}
 	ln, err := net.Listen("tcp", relay.String())
 	if err != nil {
-		node.Close()
-		return nil, fmt.Errorf("the relay from the kubernetes Service to the apiserver: %w", err)
+		return fail(fmt.Errorf("the relay from the kubernetes Service to the apiserver: %w", err))
 	}
 	pn.wg.Go(func() { relayTCP(ctx, ln, apiserver.Host) })
-	if err := pn.startDNS(ctx, cp, dns.String(), cidr); err != nil {
-		_ = ln.Close()
-		node.Close()
-		return nil, err
+	if err := pn.startServices(ctx, cp, host, dns.String(), cidr); err != nil {
+		return fail(err)
 	}
 	if err := pn.startEndpointsControllers(ctx, cp); err != nil {
-		_ = ln.Close()
-		node.Close()
-		return nil, err
+		return fail(err)
 	}
+	ok = true
 	return pn, nil
 }
 
-// stop waits for the servers and controllers (ctx has ended), then removes
+// stop ends the servers and controllers and waits for them, then removes
 // the pod network, or, when keep is set (containers left running for the
 // next up), leaves it for the next up to take over.
 func (pn *podNetwork) stop(keep bool) {
+	pn.cancel()
 	pn.wg.Wait()
+	defer pn.host.Close()
 	if keep {
 		pn.pods.Node().Close()
 		return
 	}
-	if err := pn.pods.TearDown(); err != nil {
+	if err := errors.Join(serviceproxy.Remove(pn.host), pn.pods.TearDown()); err != nil {
 		klog.Background().Info("Removing the pod network failed", "err", err)
 	}
 }
 
-// startDNS serves the cluster's DNS on addr, the node's address on the pod
-// network, which the kube-dns Service's address is sent to; the Service is
-// created when missing, so that pods and tools find it where they look.
-func (pn *podNetwork) startDNS(ctx context.Context, cp *controlplane.ControlPlane, addr string, cidr netip.Prefix) error {
+// startServices routes the Services' cluster IPs (serviceproxy, in host's
+// tables) and serves the cluster's DNS on addr, the node's address on the
+// pod network, which the kube-dns Service's address is sent to; the
+// Service is created when missing, so that pods and tools find it where
+// they look. Both follow the same caches of Services and EndpointSlices.
+func (pn *podNetwork) startServices(ctx context.Context, cp *controlplane.ControlPlane, host netns.NsHandle, addr string, cidr netip.Prefix) error {
 	cfg := controlplane.ProtobufConfig(cp.AdminConfig())
-	cfg.UserAgent = "jobkeeper-cluster-dns"
+	cfg.UserAgent = "jobkeeper-services"
 	client, err := kubernetes.NewForConfig(cfg)
 	if err != nil {
 		return err
@@ -174,11 +194,21 @@ func (pn *podNetwork) startDNS(ctx context.Context, cp *controlplane.ControlPlan
 	if err != nil {
 		return err
 	}
+	// The kubernetes and kube-dns Services are sent to the node's relay
+	// and DNS server (podnet's redirects).
+	proxy, err := serviceproxy.New(host, services, slices, func(s *corev1.Service) bool {
+		return (s.Namespace == metav1.NamespaceDefault && s.Name == "kubernetes") ||
+			(s.Namespace == metav1.NamespaceSystem && s.Name == clusterDNSName)
+	})
+	if err != nil {
+		return err
+	}
 	pc, l, err := clusterdns.Listen(addr)
 	if err != nil {
 		return fmt.Errorf("the cluster DNS server on %s: %w", addr, err)
 	}
 	factory.Start(ctx.Done())
+	pn.wg.Go(func() { proxy.Run(ctx) })
 	pn.wg.Go(func() {
 		if err := srv.Serve(ctx, pc, l); err != nil && ctx.Err() == nil {
 			klog.FromContext(ctx).Error(err, "The cluster DNS server stopped")
@@ -327,7 +357,7 @@ func resetPodNetwork(nodeDir string) (bool, error) {
 		return true, err
 	}
 	defer host.Close()
-	if err := podnet.RemoveNode(host, podnet.DefaultBridge, filepath.Join(dir, "ipam")); err != nil {
+	if err := errors.Join(serviceproxy.Remove(host), podnet.RemoveNode(host, podnet.DefaultBridge, filepath.Join(dir, "ipam"))); err != nil {
 		return true, fmt.Errorf("removing the pod network: %w", err)
 	}
 	return true, os.Remove(dir)

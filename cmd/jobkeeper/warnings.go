@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"errors"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -106,6 +107,47 @@ var warnedKinds = []warnedKind{{
 		return err
 	},
 }}
+
+// reachPodsOwnNetwork says how to reach a pod's port under `up
+// --network=pod`, in the warnings.
+const reachPodsOwnNetwork = "Pods have addresses of their own: reach them from pods by a Service's name or cluster IP, or from this host at their addresses, or use kubectl port-forward."
+
+// warnedKindsFor is warnedKinds as the network mode (--network) makes
+// them: with pods' own network, ClusterIP Services are routed, and only
+// node ports and load balancers are warned of.
+func warnedKindsFor(network string) []warnedKind {
+	if network != networkPod {
+		return warnedKinds
+	}
+	out := slices.Clone(warnedKinds)
+	for i := range out {
+		k := &out[i]
+		switch k.resource {
+		case "services":
+			k.exempt = "(" + k.exempt + `) || object.spec.type == "ClusterIP" || object.spec.type == "ExternalName"`
+			k.message = "jobkeeper up routes Services' cluster IPs and names, but opens no node ports and runs no load balancer: " +
+				"this Service's nodePort or load balancer address serves nothing. " + reachPodsOwnNetwork + " See " + upDocs + "."
+			k.probe = func(ctx context.Context, client kubernetes.Interface) error {
+				svc := &corev1.Service{
+					ObjectMeta: probeMeta(),
+					Spec: corev1.ServiceSpec{
+						Type:     corev1.ServiceTypeNodePort,
+						Selector: map[string]string{"app": "jobkeeper-admission-probe"},
+						Ports:    []corev1.ServicePort{{Port: 80}},
+					},
+				}
+				_, err := client.CoreV1().Services(svc.Namespace).Create(ctx, svc, dryRun())
+				return err
+			}
+		case "ingresses":
+			k.message = "jobkeeper up runs no Ingress controller: nothing serves this Ingress's hosts and paths. " +
+				reachPodsOwnNetwork + " See " + upDocs + "."
+		case "networkpolicies":
+			k.message = "jobkeeper up does not enforce NetworkPolicies: all traffic to and from pods is allowed. See " + upDocs + "."
+		}
+	}
+	return out
+}
 
 // probeMeta names the dry-run objects that check a policy is enforced.
 func probeMeta() metav1.ObjectMeta {

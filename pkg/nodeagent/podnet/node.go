@@ -29,6 +29,10 @@ type Config struct {
 	// Redirects are TCP connections from pods sent to the node (a
 	// Service's address to a relay of the node's).
 	Redirects []Redirect
+	// ServiceCIDR, when set, is routed to a link of the node's
+	// (routeServices), so that connections to Services' addresses meet
+	// their rules whatever the node's other routes.
+	ServiceCIDR netip.Prefix
 }
 
 // Defaults.
@@ -125,6 +129,14 @@ func (n *Node) setUpBridge() error {
 	if _, ok := link.(*netlink.Bridge); !ok {
 		return fmt.Errorf("%s exists and is a %s, not a bridge", n.cfg.Bridge, link.Type())
 	}
+	// A bridge takes the lowest MAC of its ports unless it was given
+	// one: pods coming and going would change their gateway's MAC under
+	// their ARP caches. Its own is derived from its address, as the pods'.
+	if mac := podMAC(gateway(n.cfg.PodCIDR)); link.Attrs().HardwareAddr.String() != mac.String() {
+		if err := n.h.LinkSetHardwareAddr(link, mac); err != nil {
+			return fmt.Errorf("giving the bridge %s the MAC %s: %w", n.cfg.Bridge, mac, err)
+		}
+	}
 	gw := &netlink.Addr{IPNet: ipNet(gateway(n.cfg.PodCIDR), n.cfg.PodCIDR.Bits())}
 	if err := n.h.AddrReplace(link, gw); err != nil {
 		return fmt.Errorf("giving the bridge %s the address %s: %w", n.cfg.Bridge, gw.IPNet, err)
@@ -133,6 +145,43 @@ func (n *Node) setUpBridge() error {
 		return fmt.Errorf("setting the bridge %s up: %w", n.cfg.Bridge, err)
 	}
 	n.bridge = link.Attrs().Index
+	if n.cfg.ServiceCIDR.IsValid() {
+		return n.routeServices()
+	}
+	return nil
+}
+
+// serviceLink is the name of the link the service CIDR is routed to, for
+// the bridge bridge.
+func serviceLink(bridge string) string { return bridge + "-svc" }
+
+// routeServices routes the service CIDR to a link of its own, a bridge
+// without ports, which sends nothing anywhere (as kube-proxy's IPVS mode
+// uses a dummy link, a module not every kernel has), whatever the node's
+// other routes (none may lead anywhere): the Services' rules send what reaches a Service's
+// address on, or refuse it. Not through the bridge: a pod's packet
+// forwarded back out the interface it came in by makes the node send the
+// pod an ICMP redirect, which uses up the ICMP rate limit towards the pod,
+// and the refusal of a UDP Service without endpoints would not be sent.
+func (n *Node) routeServices() error {
+	name := serviceLink(n.cfg.Bridge)
+	link, err := n.h.LinkByName(name)
+	if err != nil {
+		if err := n.h.LinkAdd(&netlink.Bridge{LinkAttrs: netlink.LinkAttrs{Name: name}}); err != nil {
+			return fmt.Errorf("creating the link %s for the service CIDR: %w", name, err)
+		}
+		if link, err = n.h.LinkByName(name); err != nil {
+			return fmt.Errorf("looking up the link %s: %w", name, err)
+		}
+	}
+	if err := n.h.LinkSetUp(link); err != nil {
+		return fmt.Errorf("setting %s up: %w", name, err)
+	}
+	route := &netlink.Route{LinkIndex: link.Attrs().Index, Dst: ipNet(n.cfg.ServiceCIDR.Masked().Addr(), n.cfg.ServiceCIDR.Bits()),
+		Src: net.IP(gateway(n.cfg.PodCIDR).AsSlice()), Scope: netlink.SCOPE_LINK}
+	if err := n.h.RouteReplace(route); err != nil {
+		return fmt.Errorf("routing the service CIDR %s to %s: %w", n.cfg.ServiceCIDR, name, err)
+	}
 	return nil
 }
 
@@ -191,6 +240,14 @@ func (n *Node) Attach(uid string, podNS netns.NsHandle) (netip.Addr, error) {
 		// step of the call).
 		undo()
 		return fail(fmt.Errorf("creating the veth pair %s/%s: %w", name, PodInterface, err))
+	}
+	// A pod that reaches itself through a Service's address gets its
+	// own packets back through its port, which a bridge sends nowhere
+	// but to where they came from only in hairpin mode (the CNI bridge
+	// plugin's hairpinMode).
+	if err := n.h.LinkSetHairpin(veth, true); err != nil {
+		undo()
+		return fail(fmt.Errorf("setting hairpin mode on %s: %w", name, err))
 	}
 	if err := n.h.LinkSetUp(veth); err != nil {
 		undo()
@@ -328,6 +385,9 @@ func removeNode(h *netlink.Handle, ns netns.NsHandle, bridge, stateDir string) e
 			}
 		}
 		errs = append(errs, h.LinkDel(br))
+	}
+	if l, err := h.LinkByName(serviceLink(bridge)); err == nil {
+		errs = append(errs, h.LinkDel(l))
 	}
 	errs = append(errs, tearDownMasquerade(ns))
 	errs = append(errs, os.RemoveAll(stateDir))

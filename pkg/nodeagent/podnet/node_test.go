@@ -90,13 +90,14 @@ func dial(t *testing.T, ns netns.NsHandle, addr string) string {
 func TestAttachConnectsPods(t *testing.T) {
 	node, pod1, pod2, outside := newNamespace(t), newNamespace(t), newNamespace(t), newNamespace(t)
 	state := filepath.Join(t.TempDir(), "podnet")
-	n, err := SetUp(Config{StateDir: state}, node)
+	services := netip.MustParsePrefix("10.0.0.0/24")
+	n, err := SetUp(Config{StateDir: state, ServiceCIDR: services}, node)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer n.Close()
 	// Set up twice (a restarted agent): the same bridge, one rule.
-	n2, err := SetUp(Config{StateDir: state}, node)
+	n2, err := SetUp(Config{StateDir: state, ServiceCIDR: services}, node)
 	if err != nil {
 		t.Fatalf("second SetUp: %v", err)
 	}
@@ -216,6 +217,9 @@ func TestAttachConnectsPods(t *testing.T) {
 	var notFound netlink.LinkNotFoundError
 	if _, err := h.LinkByName(DefaultBridge); !errors.As(err, &notFound) {
 		t.Errorf("bridge after TearDown: %v", err)
+	}
+	if _, err := h.LinkByName(serviceLink(DefaultBridge)); !errors.As(err, &notFound) {
+		t.Errorf("the service CIDR's link after TearDown: %v", err)
 	}
 	c, err := nftables.New(nftables.WithNetNSFd(int(node)))
 	if err != nil {

@@ -1,0 +1,275 @@
+package serviceproxy
+
+import (
+	"errors"
+	"io"
+	"net"
+	"net/netip"
+	"os"
+	"path/filepath"
+	"runtime"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/google/nftables"
+	"github.com/vishvananda/netns"
+	corev1 "k8s.io/api/core/v1"
+
+	"jobkeeper.dev/jobkeeper/pkg/nodeagent/podnet"
+)
+
+// in runs fn on a thread in the network namespace ns.
+func in(t *testing.T, ns netns.NsHandle, fn func() error) error {
+	t.Helper()
+	errc := make(chan error, 1)
+	go func() {
+		runtime.LockOSThread()
+		orig, err := netns.Get()
+		if err != nil {
+			errc <- err
+			return
+		}
+		defer orig.Close()
+		if err := netns.Set(ns); err != nil {
+			errc <- err
+			return
+		}
+		err = fn()
+		if netns.Set(orig) == nil {
+			runtime.UnlockOSThread()
+		}
+		errc <- err
+	}()
+	return <-errc
+}
+
+// newNode returns a network namespace of the test's own, with the pod
+// network set up in it and pods a, b and c attached.
+func newNode(t *testing.T) (node netns.NsHandle, pods map[string]netns.NsHandle, ips map[string]netip.Addr) {
+	t.Helper()
+	if os.Geteuid() != 0 {
+		t.Skip("needs root: network namespaces, links and nftables")
+	}
+	c := make(chan error, 1)
+	go func() {
+		runtime.LockOSThread()
+		orig, err := netns.Get()
+		if err != nil {
+			c <- err
+			return
+		}
+		defer orig.Close()
+		node, err = netns.New()
+		if err == nil && netns.Set(orig) == nil {
+			runtime.UnlockOSThread()
+		}
+		c <- err
+	}()
+	if err := <-c; err != nil {
+		t.Skipf("cannot create a network namespace: %v", err)
+	}
+	t.Cleanup(func() { _ = node.Close() })
+	dir := t.TempDir()
+	n, err := podnet.SetUp(podnet.Config{StateDir: filepath.Join(dir, "ipam"), ServiceCIDR: netip.MustParsePrefix("10.0.0.0/24")}, node)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(n.Close)
+	pins := filepath.Join(dir, "netns")
+	p, err := podnet.NewPods(n, pins)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := podnet.UnpinAll(pins); err != nil {
+			t.Error(err)
+		}
+	})
+	pods, ips = map[string]netns.NsHandle{}, map[string]netip.Addr{}
+	for _, name := range []string{"a", "b", "c"} {
+		path, ip, err := p.Ensure(name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ns, err := netns.GetFromPath(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = ns.Close() })
+		pods[name], ips[name] = ns, ip
+	}
+	return node, pods, ips
+}
+
+// serve answers each TCP connection on addr in ns with name.
+func serve(t *testing.T, ns netns.NsHandle, addr, name string) {
+	t.Helper()
+	var ln net.Listener
+	if err := in(t, ns, func() (err error) { ln, err = net.Listen("tcp", addr); return err }); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = ln.Close() })
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			_, _ = io.WriteString(c, name)
+			_ = c.Close()
+		}
+	}()
+}
+
+// ask connects from ns to addr and returns what it answered.
+func ask(t *testing.T, ns netns.NsHandle, addr string) (string, error) {
+	t.Helper()
+	var c net.Conn
+	if err := in(t, ns, func() (err error) { c, err = net.DialTimeout("tcp", addr, 3*time.Second); return err }); err != nil {
+		return "", err
+	}
+	defer c.Close()
+	_ = c.SetDeadline(time.Now().Add(3 * time.Second))
+	b, err := io.ReadAll(c)
+	return string(b), err
+}
+
+func TestApplyRoutesServices(t *testing.T) {
+	node, pods, ips := newNode(t)
+	serve(t, pods["a"], ":8080", "a")
+	serve(t, pods["b"], ":8080", "b")
+	web := netip.MustParseAddrPort("10.0.0.50:80")
+	empty := netip.MustParseAddrPort("10.0.0.51:80")
+	rules := []Rule{
+		{Service: "ns/web:", Address: web, Protocol: corev1.ProtocolTCP, Endpoints: []netip.AddrPort{
+			netip.AddrPortFrom(ips["a"], 8080), netip.AddrPortFrom(ips["b"], 8080)}},
+		{Service: "ns/empty:", Address: empty, Protocol: corev1.ProtocolTCP},
+	}
+	if err := Apply(node, rules); err != nil {
+		t.Fatal(err)
+	}
+	// Written twice (the proxy's next sync): one table.
+	if err := Apply(node, rules); err != nil {
+		t.Fatal(err)
+	}
+
+	// From another pod, both endpoints answer (missing one in 40 tries
+	// has a chance of 2^-39).
+	seen := map[string]int{}
+	for range 40 {
+		got, err := ask(t, pods["c"], web.String())
+		if err != nil {
+			t.Fatalf("pod c to the Service: %v", err)
+		}
+		seen[got]++
+	}
+	if seen["a"] == 0 || seen["b"] == 0 || len(seen) != 2 {
+		t.Errorf("answers from the Service: %v, want a and b", seen)
+	}
+	// A pod reaches its own Service, itself included (hairpin).
+	self := 0
+	for range 40 {
+		got, err := ask(t, pods["a"], web.String())
+		if err != nil {
+			t.Fatalf("pod a to its own Service: %v", err)
+		}
+		if got == "a" {
+			self++
+		}
+	}
+	if self == 0 {
+		t.Error("pod a never reached itself through its Service")
+	}
+	// The node itself reaches the Service.
+	if _, err := ask(t, node, web.String()); err != nil {
+		t.Errorf("the node to the Service: %v", err)
+	}
+	// A Service without endpoints refuses at once.
+	start := time.Now()
+	_, err := ask(t, pods["c"], empty.String())
+	if !errors.Is(err, syscall.ECONNREFUSED) {
+		t.Errorf("a Service without endpoints gave %v, want connection refused", err)
+	}
+	if d := time.Since(start); d > 2*time.Second {
+		t.Errorf("refusing took %s", d)
+	}
+
+	// Endpoints change: only b is left.
+	rules[0].Endpoints = rules[0].Endpoints[1:]
+	if err := Apply(node, rules); err != nil {
+		t.Fatal(err)
+	}
+	for range 10 {
+		if got, err := ask(t, pods["c"], web.String()); err != nil || got != "b" {
+			t.Fatalf("after a change the Service answered %q %v, want b", got, err)
+		}
+	}
+
+	if err := Remove(node); err != nil {
+		t.Fatal(err)
+	}
+	conn, err := nftables.New(nftables.WithNetNSFd(int(node)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	tables, err := conn.ListTablesOfFamily(nftables.TableFamilyIPv4)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tb := range tables {
+		if tb.Name == Table {
+			t.Error("the table is left after Remove")
+		}
+	}
+	if err := Remove(node); err != nil {
+		t.Errorf("Remove without a table: %v", err)
+	}
+}
+
+func TestApplyRoutesUDP(t *testing.T) {
+	node, pods, ips := newNode(t)
+	var pc net.PacketConn
+	if err := in(t, pods["a"], func() (err error) { pc, err = net.ListenPacket("udp", ":5353"); return err }); err != nil {
+		t.Fatal(err)
+	}
+	defer pc.Close()
+	go func() {
+		buf := make([]byte, 64)
+		for {
+			n, from, err := pc.ReadFrom(buf)
+			if err != nil {
+				return
+			}
+			_, _ = pc.WriteTo(append([]byte("a:"), buf[:n]...), from)
+		}
+	}()
+	dns := netip.MustParseAddrPort("10.0.0.52:53")
+	none := netip.MustParseAddrPort("10.0.0.53:53")
+	if err := Apply(node, []Rule{
+		{Address: dns, Protocol: corev1.ProtocolUDP, Endpoints: []netip.AddrPort{netip.AddrPortFrom(ips["a"], 5353)}},
+		{Address: none, Protocol: corev1.ProtocolUDP},
+	}); err != nil {
+		t.Fatal(err)
+	}
+	exchange := func(addr string) (string, error) {
+		var c net.Conn
+		if err := in(t, pods["c"], func() (err error) { c, err = net.Dial("udp", addr); return err }); err != nil {
+			return "", err
+		}
+		defer c.Close()
+		_ = c.SetDeadline(time.Now().Add(2 * time.Second))
+		if _, err := c.Write([]byte("q")); err != nil {
+			return "", err
+		}
+		buf := make([]byte, 64)
+		n, err := c.Read(buf)
+		return string(buf[:n]), err
+	}
+	if got, err := exchange(dns.String()); err != nil || got != "a:q" {
+		t.Errorf("the UDP Service answered %q %v", got, err)
+	}
+	if _, err := exchange(none.String()); !errors.Is(err, syscall.ECONNREFUSED) {
+		t.Errorf("a UDP Service without endpoints gave %v, want refused (port unreachable)", err)
+	}
+}

@@ -1,0 +1,91 @@
+package serviceproxy
+
+import (
+	"net/netip"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+)
+
+func service(name, ip string, ports ...corev1.ServicePort) *corev1.Service {
+	return &corev1.Service{
+		ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: name},
+		Spec:       corev1.ServiceSpec{ClusterIP: ip, ClusterIPs: []string{ip}, Ports: ports},
+	}
+}
+
+func endpoint(ip string, ready, serving, terminating bool) discoveryv1.Endpoint {
+	return discoveryv1.Endpoint{Addresses: []string{ip}, Conditions: discoveryv1.EndpointConditions{Ready: &ready, Serving: &serving, Terminating: &terminating}}
+}
+
+func slice(svc, name string, ports []discoveryv1.EndpointPort, eps ...discoveryv1.Endpoint) *discoveryv1.EndpointSlice {
+	return &discoveryv1.EndpointSlice{
+		ObjectMeta:  metav1.ObjectMeta{Namespace: "ns", Name: name, Labels: map[string]string{discoveryv1.LabelServiceName: svc}},
+		AddressType: discoveryv1.AddressTypeIPv4,
+		Ports:       ports,
+		Endpoints:   eps,
+	}
+}
+
+func slicePortOf(name string, proto corev1.Protocol, port int32) discoveryv1.EndpointPort {
+	return discoveryv1.EndpointPort{Name: &name, Protocol: &proto, Port: &port}
+}
+
+func ap(s string) netip.AddrPort { return netip.MustParseAddrPort(s) }
+
+func TestCompute(t *testing.T) {
+	web := service("web", "10.0.0.20",
+		corev1.ServicePort{Name: "http", Port: 80, Protocol: corev1.ProtocolTCP},
+		corev1.ServicePort{Name: "dns", Port: 53, Protocol: corev1.ProtocolUDP},
+		corev1.ServicePort{Name: "sctp", Port: 9, Protocol: corev1.ProtocolSCTP})
+	webPorts := []discoveryv1.EndpointPort{slicePortOf("http", corev1.ProtocolTCP, 8080), slicePortOf("dns", corev1.ProtocolUDP, 5353)}
+	headless := service("headless", corev1.ClusterIPNone, corev1.ServicePort{Name: "p", Port: 1})
+	external := service("ext", "", corev1.ServicePort{Port: 80})
+	external.Spec.Type = corev1.ServiceTypeExternalName
+	empty := service("empty", "10.0.0.5", corev1.ServicePort{Port: 80})
+	draining := service("draining", "10.0.0.30", corev1.ServicePort{Name: "p", Port: 81})
+	kubernetes := service("kubernetes", "10.0.0.1", corev1.ServicePort{Name: "https", Port: 443})
+
+	slices := []*discoveryv1.EndpointSlice{
+		slice("web", "web-a", webPorts,
+			endpoint("10.244.0.3", true, true, false),
+			endpoint("10.244.0.2", true, true, false),
+			endpoint("10.244.0.9", false, false, false), // not ready
+			endpoint("10.244.0.8", false, true, true)),  // terminating: only when none is ready
+		slice("web", "web-b", webPorts, endpoint("10.244.0.2", true, true, false)), // in two slices
+		slice("draining", "draining-a", []discoveryv1.EndpointPort{slicePortOf("p", corev1.ProtocolTCP, 9000)},
+			endpoint("10.244.0.7", false, true, true), endpoint("10.244.0.6", false, false, true)),
+		// Another namespace's slice of the same name, and one of no Service.
+		{ObjectMeta: metav1.ObjectMeta{Namespace: "other", Name: "web-x", Labels: map[string]string{discoveryv1.LabelServiceName: "web"}},
+			AddressType: discoveryv1.AddressTypeIPv4, Ports: webPorts, Endpoints: []discoveryv1.Endpoint{endpoint("10.244.0.99", true, true, false)}},
+		{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "orphan"}, AddressType: discoveryv1.AddressTypeIPv4},
+	}
+	skip := func(s *corev1.Service) bool { return s.Name == "kubernetes" }
+	got := Compute([]*corev1.Service{web, headless, external, empty, draining, kubernetes}, slices, skip)
+	want := []Rule{
+		{Service: "ns/empty:", Address: ap("10.0.0.5:80"), Protocol: corev1.ProtocolTCP},
+		{Service: "ns/web:dns", Address: ap("10.0.0.20:53"), Protocol: corev1.ProtocolUDP, Endpoints: []netip.AddrPort{ap("10.244.0.2:5353"), ap("10.244.0.3:5353")}},
+		{Service: "ns/web:http", Address: ap("10.0.0.20:80"), Protocol: corev1.ProtocolTCP, Endpoints: []netip.AddrPort{ap("10.244.0.2:8080"), ap("10.244.0.3:8080")}},
+		{Service: "ns/draining:p", Address: ap("10.0.0.30:81"), Protocol: corev1.ProtocolTCP, Endpoints: []netip.AddrPort{ap("10.244.0.7:9000")}},
+	}
+	if diff := cmp.Diff(want, got, cmp.Comparer(func(a, b netip.AddrPort) bool { return a == b })); diff != "" {
+		t.Errorf("rules (-want +got):\n%s", diff)
+	}
+}
+
+func TestComputePortsByName(t *testing.T) {
+	// The slice's port is found by the Service port's name and protocol:
+	// a same-named port of another protocol, or one without a number,
+	// gives no endpoint.
+	svc := service("s", "10.0.0.40", corev1.ServicePort{Name: "a", Port: 80})
+	s := slice("s", "s-1", []discoveryv1.EndpointPort{slicePortOf("a", corev1.ProtocolUDP, 8080), {Name: ptr.To("a")}},
+		endpoint("10.244.0.2", true, true, false))
+	got := Compute([]*corev1.Service{svc}, []*discoveryv1.EndpointSlice{s}, nil)
+	if len(got) != 1 || len(got[0].Endpoints) != 0 {
+		t.Errorf("rules %+v, want one without endpoints", got)
+	}
+}
