@@ -87,13 +87,23 @@ func TestUpPodNetwork(t *testing.T) {
 	if _, err := c.CoreV1().Services(ns).Create(ctx, svc, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
+	// A ClusterIP Service that leads to index 0 alone, as a rendezvous
+	// address (MASTER_ADDR) does.
+	leader := &corev1.Service{
+		ObjectMeta: metav1.ObjectMeta{Name: "leader", Namespace: ns},
+		Spec: corev1.ServiceSpec{Selector: map[string]string{batchv1.JobNameLabel: name, batchv1.JobCompletionIndexAnnotation: "0"},
+			Ports: []corev1.ServicePort{{Name: "rendezvous", Port: 29500}}},
+	}
+	if _, err := c.CoreV1().Services(ns).Create(ctx, leader, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
 	job := builder.MakeJob(name, ns).BackoffLimit(0).Obj()
 	job.Spec.CompletionMode = ptr.To(batchv1.IndexedCompletion)
 	job.Spec.Completions, job.Spec.Parallelism = ptr.To[int32](n), ptr.To[int32](n)
 	job.Spec.Template.Spec.Subdomain = service
 	job.Spec.Template.Spec.Containers[0].Image = checkRef
 	job.Spec.Template.Spec.Containers[0].Command = nil
-	job.Spec.Template.Spec.Containers[0].Args = []string{"-job", name, "-service", service, "-n", fmt.Sprint(n), "-port", "29500"}
+	job.Spec.Template.Spec.Containers[0].Args = []string{"-job", name, "-service", service, "-n", fmt.Sprint(n), "-port", "29500", "-leader", leader.Name}
 	job.Spec.Template.Spec.Containers[0].Ports = []corev1.ContainerPort{{Name: "rendezvous", ContainerPort: 29500}}
 	if _, err := c.BatchV1().Jobs(ns).Create(ctx, job, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
@@ -146,6 +156,12 @@ func TestUpPodNetwork(t *testing.T) {
 		if !strings.Contains(logs.String(), fmt.Sprintf("reached %s-%d.%s at 10.244.0.", name, i, service)) {
 			t.Errorf("no pod says it reached %s-%d at a pod address:\n%s", name, i, logs.String())
 		}
+	}
+	if got := strings.Count(logs.String(), "reached leader at 10.0.0."); got != n {
+		t.Errorf("%d pods reached the leader Service at its cluster IP, want %d:\n%s", got, n, logs.String())
+	}
+	if got := strings.Count(logs.String(), ": it answered 0\n"); got != 2*n {
+		t.Errorf("%d answers from index 0, want %d (its name and the leader Service, from each pod):\n%s", got, 2*n, logs.String())
 	}
 
 	// In-cluster clients reach the apiserver at the kubernetes Service.

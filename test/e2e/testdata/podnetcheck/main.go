@@ -4,7 +4,8 @@
 // each connection with its completion index, then reaches every pod of the
 // Job, itself included, by its DNS name <job>-<index>.<service> on that
 // port (retrying while the others start), prints what each answered, and
-// exits once every pod has reached it, or fails after -timeout.
+// exits once every pod has reached it, or fails after -timeout. With
+// -leader it also reaches that Service by name, which leads to index 0.
 package main
 
 import (
@@ -24,6 +25,7 @@ func main() {
 	n := flag.Int("n", 0, "the Job's completions")
 	port := flag.Int("port", 29500, "the port every pod listens on")
 	timeout := flag.Duration("timeout", 2*time.Minute, "how long the whole check may take")
+	leader := flag.String("leader", "", "a ClusterIP Service's name that leads to index 0 alone, also reached on -port")
 	flag.Parse()
 	index := os.Getenv("JOB_COMPLETION_INDEX")
 	deadline := time.Now().Add(*timeout)
@@ -45,8 +47,14 @@ func main() {
 		}
 	}()
 
+	names := []string{}
 	for i := range *n {
-		name := fmt.Sprintf("%s-%d.%s", *job, i, *service)
+		names = append(names, fmt.Sprintf("%s-%d.%s", *job, i, *service))
+	}
+	if *leader != "" {
+		names = append(names, *leader)
+	}
+	for _, name := range names {
 		addr := net.JoinHostPort(name, strconv.Itoa(*port))
 		for {
 			answer, from, err := ask(addr)
@@ -60,9 +68,15 @@ func main() {
 			time.Sleep(500 * time.Millisecond)
 		}
 	}
-	for served.Load() < int32(*n) {
+	// Every pod reaches each pod once by name, and index 0 once more
+	// through the leader Service.
+	want := int32(*n)
+	if *leader != "" && index == "0" {
+		want *= 2
+	}
+	for served.Load() < want {
 		if time.Now().After(deadline) {
-			fail("index %s was reached %d times, want %d", index, served.Load(), *n)
+			fail("index %s was reached %d times, want %d", index, served.Load(), want)
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
