@@ -11,7 +11,6 @@ import (
 	"jobkeeper.dev/jobkeeper/pkg/controlplane"
 	"jobkeeper.dev/jobkeeper/pkg/nodeagent"
 	"jobkeeper.dev/jobkeeper/pkg/nodeagent/cgroup"
-	"jobkeeper.dev/jobkeeper/pkg/nodeagent/podnet"
 	"jobkeeper.dev/jobkeeper/pkg/nodeagent/process"
 )
 
@@ -52,10 +51,12 @@ elsewhere with --kubeconfig-out keeps its jobkeeper context, which the next up r
 			if err := controlplane.CheckDirLock(abs); err != nil {
 				return err
 			}
-			if had, err := resetPodNetwork(filepath.Join(abs, "node")); err != nil {
+			said, err := resetPodNetwork(filepath.Join(abs, "node"))
+			if said != "" {
+				fmt.Fprintln(cmd.OutOrStdout(), said)
+			}
+			if err != nil {
 				return err
-			} else if had {
-				fmt.Fprintf(cmd.OutOrStdout(), "Removed the pod network (bridge %s, its veths, the pods' network namespaces and the nftables table %s)\n", podnet.DefaultBridge, podnet.Table)
 			}
 			cgroupRoot := nodeagent.RecordedCgroupRoot(filepath.Join(abs, "node"))
 			removed, err := controlplane.Reset(abs)

@@ -152,25 +152,8 @@ func (f *nodeAgentFlags) validate() error {
 	if f.opts.Images == nodeagent.ImagesOCI && f.opts.Isolation == process.IsolationOff {
 		return fmt.Errorf("--images=%s needs a private filesystem view for each container: use --pod-isolation=%s, or --images=%s", nodeagent.ImagesOCI, process.IsolationAuto, nodeagent.ImagesHost)
 	}
-	switch f.network {
-	case networkPod:
-		if os.Geteuid() != 0 {
-			return errors.New(errPodNetworkNeedsRoot)
-		}
-		if f.opts.Runtime != process.Name {
-			return fmt.Errorf("--network=%s needs --runtime=%s: %s pods run nowhere", networkPod, process.Name, f.opts.Runtime)
-		}
-		p, err := netip.ParsePrefix(f.podCIDR)
-		if err != nil {
-			return fmt.Errorf("--pod-cidr %q: %v", f.podCIDR, err)
-		}
-		if !p.Addr().Is4() || p.Bits() > 30 {
-			return fmt.Errorf("--pod-cidr %s: an IPv4 range of at least 4 addresses (a /30 or wider) is needed", f.podCIDR)
-		}
-		f.cidr = p.Masked()
-	case networkHost:
-	default:
-		return fmt.Errorf("--network %q is not one of %q, %q", f.network, networkPod, networkHost)
+	if err := f.validateNetwork(); err != nil {
+		return err
 	}
 	if f.opts.KubeletPort < 0 || f.opts.KubeletPort > 65535 {
 		return fmt.Errorf("--kubelet-port %d is out of range 0-65535", f.opts.KubeletPort)
@@ -198,7 +181,10 @@ func (f *nodeAgentFlags) component(out io.Writer) upComponent {
 		opts.ClientCAFile = pki.CACert()
 		opts.AllowedClientCommonNames = []string{controlplane.KubeletClientCommonName}
 		var network *podNetwork
-		netCtx, stopNetwork := context.WithCancel(ctx)
+		// The network outlives ctx: pods being stopped after it ended
+		// (grace periods, preStop hooks) still reach the apiserver, the
+		// DNS and each other; endNetwork ends it once the agent stopped.
+		netCtx, stopNetwork := context.WithCancel(context.WithoutCancel(ctx))
 		if f.network == networkPod {
 			// Pods reach the apiserver at the kubernetes Service's
 			// address, which the node relays, and the cluster DNS at
@@ -209,6 +195,7 @@ func (f *nodeAgentFlags) component(out io.Writer) upComponent {
 				return nil, err
 			}
 			opts.PodNetwork, opts.ClusterDNS = network.pods, []string{clusterDNSIP.String()}
+			opts.ResolvConf = podsResolvConf()
 		} else {
 			// Pods share this host's network: they reach the apiserver
 			// where it listens, not at the kubernetes Service's
@@ -346,4 +333,32 @@ func serveMetrics(ctx context.Context, cp *controlplane.ControlPlane, addr strin
 	}
 	klog.FromContext(ctx).Info("Serving metrics", "address", served, "protection", "HTTPS, apiserver authentication and authorization")
 	return served, nil
+}
+
+// validateNetwork checks --network and --pod-cidr.
+func (f *nodeAgentFlags) validateNetwork() error {
+	switch f.network {
+	case networkPod:
+		if os.Geteuid() != 0 {
+			return errors.New(errPodNetworkNeedsRoot)
+		}
+		if f.opts.Runtime != process.Name {
+			return fmt.Errorf("--network=%s needs --runtime=%s: the %s runtime runs no processes to network", networkPod, process.Name, f.opts.Runtime)
+		}
+		if f.opts.Isolation == process.IsolationOff {
+			return fmt.Errorf("--network=%s gives pods their own /etc/resolv.conf and /etc/hosts, which needs --pod-isolation=%s", networkPod, process.IsolationAuto)
+		}
+		p, err := netip.ParsePrefix(f.podCIDR)
+		if err != nil {
+			return fmt.Errorf("--pod-cidr %q: %v", f.podCIDR, err)
+		}
+		if !p.Addr().Is4() || p.Bits() > 30 {
+			return fmt.Errorf("--pod-cidr %s: an IPv4 range of at least 4 addresses (a /30 or wider) is needed", f.podCIDR)
+		}
+		f.cidr = p.Masked()
+	case networkHost:
+	default:
+		return fmt.Errorf("--network %q is not one of %q, %q", f.network, networkPod, networkHost)
+	}
+	return nil
 }

@@ -10,10 +10,12 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"time"
 
 	"github.com/vishvananda/netns"
+	"golang.org/x/sys/unix"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -68,6 +70,10 @@ type podNetwork struct {
 	// host is the node's network namespace, where the Services' rules
 	// are.
 	host netns.NsHandle
+	// lock is the host-wide lock of the pod network, held while it runs;
+	// dir is its state directory.
+	lock *os.File
+	dir  string
 	// cancel ends the servers and controllers; wg waits for them.
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
@@ -84,14 +90,20 @@ func startPodNetwork(ctx context.Context, cp *controlplane.ControlPlane, nodeDir
 	if os.Geteuid() != 0 {
 		return nil, errors.New(errPodNetworkNeedsRoot)
 	}
+	lock, err := lockPodNetwork(filepath.Dir(nodeDir))
+	if err != nil {
+		return nil, err
+	}
 	host, err := netns.Get()
 	if err != nil {
+		_ = lock.Close()
 		return nil, fmt.Errorf("--network=pod: this host's network namespace: %w; start with --network=host to share this host's network", err)
 	}
 	ok := false
 	defer func() {
 		if !ok {
 			host.Close()
+			_ = lock.Close()
 		}
 	}()
 	if err := podnet.CheckRanges(host, podnet.DefaultBridge, map[string]netip.Prefix{
@@ -123,7 +135,7 @@ func startPodNetwork(ctx context.Context, cp *controlplane.ControlPlane, nodeDir
 	// What fails from here on takes the network away again: nothing of
 	// it is left on the host by a start that did not happen.
 	ctx, cancel := context.WithCancel(ctx)
-	pn := &podNetwork{host: host, cancel: cancel}
+	pn := &podNetwork{host: host, cancel: cancel, lock: lock, dir: networkDir(nodeDir)}
 	fail := func(err error) (*podNetwork, error) {
 		cancel()
 		pn.wg.Wait()
@@ -156,12 +168,13 @@ func startPodNetwork(ctx context.Context, cp *controlplane.ControlPlane, nodeDir
 func (pn *podNetwork) stop(keep bool) {
 	pn.cancel()
 	pn.wg.Wait()
+	defer func() { _ = pn.lock.Close() }()
 	defer pn.host.Close()
 	if keep {
 		pn.pods.Node().Close()
 		return
 	}
-	if err := errors.Join(serviceproxy.Remove(pn.host), pn.pods.TearDown()); err != nil {
+	if err := errors.Join(serviceproxy.Remove(pn.host), pn.pods.TearDown(), os.Remove(pn.dir)); err != nil {
 		klog.Background().Info("Removing the pod network failed", "err", err)
 	}
 }
@@ -296,14 +309,25 @@ func relayTCP(ctx context.Context, ln net.Listener, target string) {
 	}()
 	var conns sync.WaitGroup
 	defer conns.Wait()
+	var delay time.Duration
 	for {
 		c, err := ln.Accept()
 		if err != nil {
-			if ctx.Err() == nil {
-				klog.FromContext(ctx).Error(err, "The relay to the apiserver stopped")
+			if ctx.Err() != nil || errors.Is(err, net.ErrClosed) {
+				return
 			}
-			return
+			// Out of file descriptors, say: tried again, as net/http's
+			// server does.
+			delay = min(max(2*delay, 5*time.Millisecond), time.Second)
+			klog.FromContext(ctx).Error(err, "The relay to the apiserver cannot accept; trying again", "delay", delay)
+			select {
+			case <-ctx.Done():
+				return
+			case <-time.After(delay):
+			}
+			continue
 		}
+		delay = 0
 		conns.Go(func() { relayConn(ctx, c, target) })
 	}
 }
@@ -341,24 +365,98 @@ func relayConn(ctx context.Context, c net.Conn, target string) {
 
 // resetPodNetwork removes what an up with --network=pod left on this host
 // for the node whose data directory is nodeDir (a crash, kill -9, or
-// --keep-running-on-stop): the pinned namespaces, the bridge with its
-// veths, the nftables table and the addresses. It reports whether there
-// was a pod network to remove.
-func resetPodNetwork(nodeDir string) (bool, error) {
+// --keep-running-on-stop): the pinned namespaces, and, unless another up
+// has the host's pod network now, the bridge with its veths, the nftables
+// tables and the addresses. It returns what it did, for reset to say ("":
+// there was no pod network).
+func resetPodNetwork(nodeDir string) (string, error) {
 	dir := networkDir(nodeDir)
 	if _, err := os.Stat(dir); err != nil {
-		return false, nil
+		return "", nil
 	}
 	if err := podnet.UnpinAll(filepath.Join(dir, "netns")); err != nil {
-		return true, fmt.Errorf("removing the pods' network namespaces: %w", err)
+		return "", fmt.Errorf("removing the pods' network namespaces: %w", err)
 	}
+	lock, err := lockPodNetwork(filepath.Dir(nodeDir))
+	if err != nil {
+		// Another up's: its bridge and tables stay.
+		return "Removed the pods' network namespaces; left this host's pod network alone: " + err.Error(), os.RemoveAll(dir)
+	}
+	defer func() { _ = lock.Close() }()
 	host, err := netns.Get()
 	if err != nil {
-		return true, err
+		return "", err
 	}
 	defer host.Close()
 	if err := errors.Join(serviceproxy.Remove(host), podnet.RemoveNode(host, podnet.DefaultBridge, filepath.Join(dir, "ipam"))); err != nil {
-		return true, fmt.Errorf("removing the pod network: %w", err)
+		return "", fmt.Errorf("removing the pod network: %w", err)
 	}
-	return true, os.Remove(dir)
+	return fmt.Sprintf("Removed the pod network (bridge %s, its veths, the pods' network namespaces and the nftables tables %s and %s)",
+		podnet.DefaultBridge, podnet.Table, serviceproxy.Table), os.RemoveAll(dir)
+}
+
+// systemdResolvConf is systemd-resolved's list of the host's real
+// nameservers, beside the stub at 127.0.0.53 that /etc/resolv.conf names.
+const systemdResolvConf = "/run/systemd/resolve/resolv.conf"
+
+// podsResolvConf is the resolver configuration pods with a network of
+// their own start from (dnsPolicy Default, and the searches of
+// ClusterFirst): the host's, unless its nameservers are all on its
+// loopback, which a pod's namespace does not reach, and systemd-resolved
+// lists the real ones (as kubeadm points the kubelet's --resolv-conf at
+// it).
+func podsResolvConf() string {
+	host, err := os.ReadFile(podconfig.HostResolvConf)
+	if err != nil || !onlyLoopbackNameservers(host) {
+		return podconfig.HostResolvConf
+	}
+	if _, err := os.Stat(systemdResolvConf); err == nil {
+		return systemdResolvConf
+	}
+	return podconfig.HostResolvConf
+}
+
+// onlyLoopbackNameservers reports whether every nameserver of a
+// resolv.conf is a loopback address (and there is one).
+func onlyLoopbackNameservers(conf []byte) bool {
+	n := 0
+	for _, line := range strings.Split(string(conf), "\n") {
+		f := strings.Fields(line)
+		if len(f) < 2 || f[0] != "nameserver" {
+			continue
+		}
+		ip, err := netip.ParseAddr(f[1])
+		if err != nil || !ip.IsLoopback() {
+			return false
+		}
+		n++
+	}
+	return n > 0
+}
+
+// podNetworkLock is the host-wide lock of the pod network (a variable for
+// tests): one bridge,
+// one set of tables and one address range per host, so one up at a time
+// has them. It holds the data directory of the up that has it.
+var podNetworkLock = "/run/jobkeeper-podnet.lock"
+
+// lockPodNetwork takes the pod network's lock for the up of dataDir, or
+// says which up has it. Closing the file releases it.
+func lockPodNetwork(dataDir string) (*os.File, error) {
+	f, err := os.OpenFile(podNetworkLock, os.O_CREATE|os.O_RDWR, 0o600)
+	if err != nil {
+		return nil, fmt.Errorf("opening the pod network's lock %s: %w", podNetworkLock, err)
+	}
+	if err := unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB); err != nil {
+		owner, _ := io.ReadAll(f)
+		_ = f.Close()
+		if errors.Is(err, unix.EWOULDBLOCK) {
+			return nil, fmt.Errorf("another jobkeeper up (data directory %s) has this host's pod network (bridge %s): stop it, or start this one with --network=host",
+				strings.TrimSpace(string(owner)), podnet.DefaultBridge)
+		}
+		return nil, fmt.Errorf("locking %s: %w", podNetworkLock, err)
+	}
+	_ = f.Truncate(0)
+	_, _ = f.WriteAt([]byte(dataDir+"\n"), 0)
+	return f, nil
 }

@@ -639,12 +639,10 @@ func (a *Agent) removeOrphanDirs(ctx context.Context) {
 	}
 	known := map[string]bool{}
 	pods, _ := a.podLister.List(everything)
-	byUID := make(map[types.UID]*corev1.Pod, len(pods))
 	for _, p := range pods {
 		known[string(p.UID)] = true
-		byUID[p.UID] = p
 	}
-	a.pruneNetworks(ctx, byUID)
+	a.pruneNetworks(ctx)
 	a.removeOrphanCgroups(ctx, known)
 	for _, e := range entries {
 		if !known[e.Name()] {

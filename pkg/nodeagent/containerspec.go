@@ -221,7 +221,7 @@ func (a *Agent) podEtcFiles(pod *corev1.Pod, hostname string) ([]podconfig.EtcFi
 // podResolvConf returns the pod's resolv.conf (podDNS over the host's),
 // recording a DNSConfigForming Warning event for each limit it cut.
 func (a *Agent) podResolvConf(pod *corev1.Pod) []byte {
-	host, _ := os.ReadFile(podconfig.HostResolvConf)
+	host, _ := os.ReadFile(a.opts.ResolvConf)
 	c, warnings := podconfig.PodDNS(pod, podconfig.ParseResolvConf(host), a.opts.ClusterDNS)
 	for _, w := range warnings {
 		a.event(pod, corev1.EventTypeWarning, "DNSConfigForming", w)

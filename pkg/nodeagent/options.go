@@ -12,6 +12,7 @@ import (
 	"k8s.io/utils/clock"
 
 	"jobkeeper.dev/jobkeeper/pkg/images"
+	"jobkeeper.dev/jobkeeper/pkg/nodeagent/podconfig"
 	"jobkeeper.dev/jobkeeper/pkg/nodeagent/process"
 	"jobkeeper.dev/jobkeeper/pkg/nodeagent/simulated"
 	"jobkeeper.dev/jobkeeper/pkg/nodeagent/volume"
@@ -135,6 +136,9 @@ type Options struct {
 	// namespaces of their own (podnetwork.go); nil: pods share the
 	// agent's. Only with a runtime that can join them (as root).
 	PodNetwork PodNetwork
+	// ResolvConf is the resolver configuration pods' own is composed
+	// from (the kubelet's --resolv-conf); default podconfig.HostResolvConf.
+	ResolvConf string
 	// ClusterDNS are the nameservers of pods whose dnsPolicy asks for the
 	// cluster's DNS (the kubelet's --cluster-dns); empty: they get the
 	// host's, as a kubelet without cluster DNS gives.
@@ -211,6 +215,9 @@ func (o *Options) complete() error {
 	}
 	if o.ShutdownGracePeriod <= 0 {
 		o.ShutdownGracePeriod = DefaultShutdownGracePeriod
+	}
+	if o.ResolvConf == "" {
+		o.ResolvConf = podconfig.HostResolvConf
 	}
 	if o.StatusWorkers <= 0 {
 		o.StatusWorkers = 16

@@ -108,15 +108,27 @@ func (a *Agent) releaseNetwork(ctx context.Context, uid types.UID) {
 }
 
 // pruneNetworks removes, at the agent's start, the network namespaces of
-// pods that left the API or finished while it was away. pods are the
-// pods in the API, by UID.
-func (a *Agent) pruneNetworks(ctx context.Context, pods map[types.UID]*corev1.Pod) {
+// pods that left the API or finished while it was away. Workers run
+// meanwhile: a pod with a worker, or live in the API as the cache has it
+// now (not as when the prune began), keeps its namespace.
+func (a *Agent) pruneNetworks(ctx context.Context) {
 	if a.opts.PodNetwork == nil {
 		return
 	}
 	live := func(uid string) bool {
-		p := pods[types.UID(uid)]
-		return p != nil && p.Spec.NodeName == a.opts.NodeName && p.Status.Phase != corev1.PodSucceeded && p.Status.Phase != corev1.PodFailed
+		a.mu.Lock()
+		w := a.workers[types.UID(uid)]
+		a.mu.Unlock()
+		if w != nil {
+			return true
+		}
+		pods, _ := a.podLister.List(everything)
+		for _, p := range pods {
+			if string(p.UID) == uid {
+				return p.Spec.NodeName == a.opts.NodeName && p.Status.Phase != corev1.PodSucceeded && p.Status.Phase != corev1.PodFailed
+			}
+		}
+		return false
 	}
 	if err := a.opts.PodNetwork.Prune(live); err != nil {
 		klog.FromContext(ctx).Info("Removing networks of pods gone failed", "err", err)

@@ -51,12 +51,19 @@ func setUpMasquerade(ns netns.NsHandle, cidr netip.Prefix, redirects []Redirect)
 		&expr.Masq{},
 	}})
 	if len(redirects) > 0 {
-		pre := c.AddChain(&nftables.Chain{
-			Name: "prerouting", Table: table, Type: nftables.ChainTypeNAT,
-			Hooknum: nftables.ChainHookPrerouting, Priority: nftables.ChainPriorityNATDest,
-		})
-		for _, r := range redirects {
-			c.AddRule(&nftables.Rule{Table: table, Chain: pre, Exprs: redirectRule(r)})
+		// From pods (prerouting) and from the node itself: its
+		// hostNetwork pods are given the same Service addresses.
+		for _, hook := range []struct {
+			name string
+			hook *nftables.ChainHook
+		}{{"prerouting", nftables.ChainHookPrerouting}, {"output", nftables.ChainHookOutput}} {
+			ch := c.AddChain(&nftables.Chain{
+				Name: hook.name, Table: table, Type: nftables.ChainTypeNAT,
+				Hooknum: hook.hook, Priority: nftables.ChainPriorityNATDest,
+			})
+			for _, r := range redirects {
+				c.AddRule(&nftables.Rule{Table: table, Chain: ch, Exprs: redirectRule(r)})
+			}
 		}
 	}
 	return c.Flush()

@@ -34,7 +34,7 @@ func TestPodsPinNamespaces(t *testing.T) {
 	// A DNS Service's address, in UDP, sent to the node's server.
 	dnsService := netip.MustParseAddrPort("10.0.0.10:53")
 	dnsServer := netip.AddrPortFrom(gateway(DefaultPodCIDR), 5353)
-	n, err := SetUp(Config{StateDir: filepath.Join(dir, "ipam"), Redirects: []Redirect{{From: service, To: relay}, {From: dnsService, To: dnsServer, UDP: true}}}, node)
+	n, err := SetUp(Config{StateDir: filepath.Join(dir, "ipam"), ServiceCIDR: netip.MustParsePrefix("10.0.0.0/24"), Redirects: []Redirect{{From: service, To: relay}, {From: dnsService, To: dnsServer, UDP: true}}}, node)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -82,6 +82,14 @@ func TestPodsPinNamespaces(t *testing.T) {
 	listen(t, node, relay.String())
 	if from := dial(t, nsB, service.String()); from != ipB.String() {
 		t.Errorf("the relay saw pod b as %s, want %s", from, ipB)
+	}
+	// The node itself (its hostNetwork pods) too, through its loopback
+	// (up on any host, not yet in a new namespace).
+	if err := setLoopbackUp(node); err != nil {
+		t.Fatal(err)
+	}
+	if from := dial(t, node, service.String()); from != gateway(DefaultPodCIDR).String() {
+		t.Errorf("the relay saw the node as %s", from)
 	}
 
 	var pc net.PacketConn
@@ -190,4 +198,18 @@ func TestPodsPinNamespaces(t *testing.T) {
 			t.Errorf("Ensure(%q) did not fail", bad)
 		}
 	}
+}
+
+// setLoopbackUp sets the loopback of ns up.
+func setLoopbackUp(ns netns.NsHandle) error {
+	h, err := netlink.NewHandleAt(ns)
+	if err != nil {
+		return err
+	}
+	defer h.Close()
+	lo, err := h.LinkByName("lo")
+	if err != nil {
+		return err
+	}
+	return h.LinkSetUp(lo)
 }
