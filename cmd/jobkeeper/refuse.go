@@ -24,8 +24,10 @@ const (
 	// upRuns lists what acts on objects under `up`.
 	upRuns = "Jobs (jobkeeper's Job controller), CronJobs, TTL-after-finished cleanup, Pods (the local " +
 		"node agent), namespace deletion, garbage collection of dependents, and pod garbage collection " +
-		"(pods of a gone node, or stuck terminating), and PersistentVolumeClaims (the default StorageClass " +
-		"standard: a directory under the data directory per claim)"
+		"(pods of a gone node, or stuck terminating), PersistentVolumeClaims (the default StorageClass " +
+		"standard: a directory under the data directory per claim), and with --network=pod (the default as root) " +
+		"ClusterIP Services, EndpointSlices, the cluster DNS and, from the first one created, Deployments, " +
+		"ReplicaSets, StatefulSets and DaemonSets"
 	// upRefuses lists the kinds `up` refuses to create, because nothing would act on them.
 	upRefuses = "Deployments, ReplicaSets, StatefulSets and DaemonSets"
 	// upDocs is where a refused user is sent.
@@ -48,7 +50,7 @@ var refusalWaitTimeout = 10 * time.Second
 
 // refusalMessage is the refusal's message for kind (e.g. "Deployment").
 func refusalMessage(kind string) string {
-	return "jobkeeper up does not run " + kind + "s: nothing here would act on this object. " +
+	return "jobkeeper up does not run " + kind + "s with --network=host: their pods would share this host's network. " +
 		"jobkeeper up runs " + upRuns + "; it refuses " + upRefuses + ". See " + upDocs + "."
 }
 
@@ -124,25 +126,32 @@ func refuseBinding() *admissionregistrationv1.ValidatingAdmissionPolicyBinding {
 // waits until the apiserver enforces them, so that nothing created after
 // "jobkeeper is up" slips through.
 //
-// The warnings are those of the network mode (warnedKindsFor).
+// The warnings are those of the network mode (warnedKindsFor). With pods'
+// own network (--network=pod) the workloads run (runWorkloadsOnDemand):
+// the refusal a --network=host start left is removed instead.
 func installRefusals(network string) bootstrapFunc {
 	return func(ctx context.Context, admin *rest.Config) error {
-		return installRefusalsFor(ctx, admin, warnedKindsFor(network))
+		return installRefusalsFor(ctx, admin, network != networkPod, warnedKindsFor(network))
 	}
 }
 
-// installRefusalsFor is installRefusals with the warned kinds warned.
-func installRefusalsFor(ctx context.Context, admin *rest.Config, warned []warnedKind) error {
+// installRefusalsFor is installRefusals with the workloads refused or not,
+// and the warned kinds warned.
+func installRefusalsFor(ctx context.Context, admin *rest.Config, refuse bool, warned []warnedKind) error {
 	cfg := rest.CopyConfig(admin)
 	cfg.UserAgent = refuseFieldManager
 	client, err := kubernetes.NewForConfig(cfg)
 	if err != nil {
 		return err
 	}
-	if err := applyRefusals(ctx, client, warned); err != nil {
+	if err := applyRefusals(ctx, client, refuse, warned); err != nil {
 		return fmt.Errorf("installing the admission policy %s: %w", refusePolicyName, err)
 	}
-	if err := waitRefused(ctx, client, refusalWaitTimeout); err != nil {
+	if !refuse {
+		if err := waitAccepted(ctx, client, refusalWaitTimeout); err != nil {
+			klog.FromContext(ctx).Error(err, "Admission policy still enforced", "policy", refusePolicyName)
+		}
+	} else if err := waitRefused(ctx, client, refusalWaitTimeout); err != nil {
 		// Not fatal: the policy is stored and will be enforced; say so in the log.
 		klog.FromContext(ctx).Error(err, "Admission policy not enforced yet", "policy", refusePolicyName)
 	}
@@ -154,10 +163,15 @@ func installRefusalsFor(ctx context.Context, admin *rest.Config, warned []warned
 	return nil
 }
 
-// applyRefusals creates the refusal and the warning policies and their
-// bindings, or updates their specs when they exist.
-func applyRefusals(ctx context.Context, client kubernetes.Interface, warned []warnedKind) error {
-	if err := applyPolicy(ctx, client, refusePolicy(), refuseBinding()); err != nil {
+// applyRefusals creates the refusal (or, unless refuse, deletes it) and
+// the warning policies and their bindings, or updates their specs when
+// they exist.
+func applyRefusals(ctx context.Context, client kubernetes.Interface, refuse bool, warned []warnedKind) error {
+	if !refuse {
+		if err := deletePolicy(ctx, client, refusePolicyName); err != nil {
+			return err
+		}
+	} else if err := applyPolicy(ctx, client, refusePolicy(), refuseBinding()); err != nil {
 		return err
 	}
 	for _, k := range warned {
@@ -199,6 +213,29 @@ func applyPolicy(ctx context.Context, client kubernetes.Interface, policy *admis
 		cur.Spec = binding.Spec
 		_, err = bindings.Update(ctx, cur, metav1.UpdateOptions{FieldManager: refuseFieldManager})
 		return err
+	})
+}
+
+// deletePolicy deletes the policy name and its binding, if they exist.
+func deletePolicy(ctx context.Context, client kubernetes.Interface, name string) error {
+	err := client.AdmissionregistrationV1().ValidatingAdmissionPolicyBindings().Delete(ctx, name, metav1.DeleteOptions{})
+	if err != nil && !apierrors.IsNotFound(err) {
+		return err
+	}
+	err = client.AdmissionregistrationV1().ValidatingAdmissionPolicies().Delete(ctx, name, metav1.DeleteOptions{})
+	if err != nil && !apierrors.IsNotFound(err) {
+		return err
+	}
+	return nil
+}
+
+// waitAccepted makes dry-run creations of a Deployment until one is
+// accepted: a refusal policy just deleted is no longer enforced.
+func waitAccepted(ctx context.Context, client kubernetes.Interface, timeout time.Duration) error {
+	probe := refusalProbe()
+	return waitEnforced(ctx, timeout, func() (bool, error) {
+		_, err := client.AppsV1().Deployments(probe.Namespace).Create(ctx, probe, metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
+		return err == nil, err
 	})
 }
 

@@ -102,7 +102,7 @@ What up runs:
 What it accepts with a warning:
 ` + wrap(upWarns()+": nothing here routes, serves or enforces them; each creation gets a warning (kubectl prints it) saying so.", 96, "  ") + `
 What it refuses:
-` + wrap(upRefuses+": nothing here would run them, so an admission policy refuses their creation, with a message saying so.", 96, "  ") + `
+` + wrap(upRefuses+", with --network=host (the default as another user): their pods would share this host's network, so an admission policy refuses their creation, with a message saying so. With --network=pod (the default as root) upstream's controllers run them, started when the first such object appears.", 96, "  ") + `
 
 A local node agent runs the pods on this machine. By default (--images=oci) each container runs
 its image: its root filesystem is the image, pulled from its registry into <data-dir>/images or
@@ -127,7 +127,13 @@ backups kept.`,
 				return err
 			}
 			up.shutdownGrace = node.shutdownGrace()
-			bootstrap := []bootstrapFunc{installCRDs, installRefusals(node.network)}
+			// Without the node agent there is no pod network, whatever
+			// --network says.
+			network := node.network
+			if !node.enabled {
+				network = networkHost
+			}
+			bootstrap := []bootstrapFunc{installCRDs, installRefusals(network)}
 			if node.enabled {
 				// The resource metrics API (kubectl top) from the node
 				// agent's samples.
@@ -139,7 +145,11 @@ backups kept.`,
 				node.metrics, up.localServices = m, m.localServices()
 				bootstrap = append(bootstrap, m.register)
 			}
-			return runUp(cmd.OutOrStdout(), up, opts, bootstrap, []upComponent{runLocalControllers, node.volumesComponent(), node.component(cmd.OutOrStdout())})
+			components := []upComponent{runLocalControllers, node.volumesComponent(), node.component(cmd.OutOrStdout())}
+			if network == networkPod {
+				components = append(components, runWorkloadsOnDemand)
+			}
+			return runUp(cmd.OutOrStdout(), up, opts, bootstrap, components)
 		},
 	}
 	fs := cmd.Flags()

@@ -83,7 +83,7 @@ func (f *nodeAgentFlags) addFlags(fs *pflag.FlagSet) {
 	fs.StringToInt64Var(&f.extended, "extended-resource", nil, "An extended resource the local Node advertises, as NAME=COUNT (example.com/gpu=1; repeat or separate with commas): pods requesting it are scheduled while the count lasts, others stay Pending with the scheduler's \"Insufficient\" message. Nothing is attached to the container for it.")
 	fs.Int64Var(&f.opts.PodMaxPids, "pod-max-pids", -1, "The most processes a pod may have (its cgroup's pids.max, the kubelet's --pod-max-pids); -1: no limit. Needs cgroups (--cgroups=auto, as root).")
 	fs.StringVar(&f.opts.Cgroups, "cgroups", nodeagent.CgroupsAuto, "Resource limits of the process runtime: \"auto\" puts each pod and container in cgroups laid out as the kubelet's, with their cpu and memory limits (a container over its memory limit is OOMKilled), where the node agent can write cgroups (as root, or as a user in a cgroup delegated to it); \"off\" never does, and limits are only warned about (NotEnforced).")
-	fs.StringVar(&f.network, "network", defaultNetwork(), "How pods are networked: \"pod\" gives each pod that is not hostNetwork a network namespace of its own, with an address from --pod-cidr, reaching the others, this host's networks, Services at their cluster IPs and names (the cluster DNS), and the apiserver at the kubernetes Service; needs root. \"host\": pods share this host's network, as processes of it. The default is \"pod\" as root and \"host\" as another user.")
+	fs.StringVar(&f.network, "network", "", "How pods are networked: \"pod\" gives each pod that is not hostNetwork a network namespace of its own, with an address from --pod-cidr, reaching the others, this host's networks, Services at their cluster IPs and names (the cluster DNS), and the apiserver at the kubernetes Service; needs root. \"host\": pods share this host's network, as processes of it. The default is \"pod\" as root (with the process runtime and pod isolation) and \"host\" otherwise.")
 	fs.StringVar(&f.podCIDR, "pod-cidr", podnet.DefaultPodCIDR.String(), "The pods' address range with --network=pod (IPv4, at least /30); its first address is this node's on the pod network. Refused when it overlaps a route of this host's.")
 	fs.BoolVar(&f.opts.SeccompDefault, "seccomp-default", false, "Give containers that name no seccomp profile the runtime's default (RuntimeDefault), as the kubelet's --seccomp-default; without it they run Unconfined, the kubelet's default. Localhost profiles are read from <data-dir>/seccomp.")
 }
@@ -337,6 +337,12 @@ func serveMetrics(ctx context.Context, cp *controlplane.ControlPlane, addr strin
 
 // validateNetwork checks --network and --pod-cidr.
 func (f *nodeAgentFlags) validateNetwork() error {
+	if f.network == "" {
+		f.network = networkHost
+		if os.Geteuid() == 0 && f.opts.Runtime == process.Name && f.opts.Isolation != process.IsolationOff {
+			f.network = networkPod
+		}
+	}
 	switch f.network {
 	case networkPod:
 		if os.Geteuid() != 0 {

@@ -40,16 +40,6 @@ const (
 	networkHost = "host"
 )
 
-// defaultNetwork is --network's default: pods get networks of their own
-// where up can give them (as root); as another user they share the
-// host's, and the banner says so.
-func defaultNetwork() string {
-	if os.Geteuid() == 0 {
-		return networkPod
-	}
-	return networkHost
-}
-
 // errPodNetworkNeedsRoot refuses --network=pod as another user.
 const errPodNetworkNeedsRoot = "--network=pod needs root (pods' network namespaces, the node's bridge and its nftables rules): run as root, or start with --network=host to share this host's network"
 

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -51,11 +52,10 @@ const pathTimeout = 90 * time.Second
 // the binary refuses says why in one log line.
 //
 // up runs no Deployments yet (it refuses them, docs/deploy.md), so each
-// replica is the Deployment's pod template as a bare pod. Pods share this
-// host's network on up, so each replica gets free ports of its own for
-// metrics and probes instead of the chart's 8080 and 8081, and the metrics
-// are read at the pod's port rather than through the Service, which nothing
-// routes on up. The chart is applied as deploy/manifests renders it with its
+// replica is the Deployment's pod template as a bare pod. Pods may share
+// this host's network on up (--network=host), so each replica gets free
+// ports of its own for metrics and probes instead of the chart's 8080 and
+// 8081, and the metrics are read at the pod's address and port. The chart is applied as deploy/manifests renders it with its
 // default values (CI checks the two agree), not with helm install.
 func TestChartControllerPath(t *testing.T) {
 	if os.Geteuid() != 0 {
@@ -113,7 +113,11 @@ func TestChartControllerPath(t *testing.T) {
 	t.Logf("leader: %s", leader)
 
 	runPathJob(t, c, "before-failover")
-	metrics := readMetrics(t, metricsPorts[leader])
+	leaderPod, err := c.CoreV1().Pods(ns).Get(ctx, leader, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	metrics := readMetrics(t, leaderPod.Status.PodIP, metricsPorts[leader])
 	if !finishedJobLine.MatchString(metrics) {
 		t.Errorf("the leader's /metrics count no finished Job; its job_controller_ lines:\n%s", controllerLines(metrics))
 	}
@@ -344,9 +348,9 @@ func chartImage(t *testing.T) string {
 
 // readMetrics reads /metrics in plain HTTP at port on this host, as the
 // chart's Service would reach it.
-func readMetrics(t *testing.T, port int) string {
+func readMetrics(t *testing.T, podIP string, port int) string {
 	t.Helper()
-	resp, err := http.Get("http://127.0.0.1:" + strconv.Itoa(port) + "/metrics")
+	resp, err := http.Get("http://" + net.JoinHostPort(podIP, strconv.Itoa(port)) + "/metrics")
 	if err != nil {
 		t.Fatalf("reading the leader's metrics: %v", err)
 	}

@@ -41,7 +41,9 @@ var stackTrace = regexp.MustCompile(`(?m)goroutine \d+ \[|"stacktrace"|^\s+/\S+\
 // a warning that nothing serves or enforces them.
 func TestUpRefusesUnsupportedWorkloads(t *testing.T) {
 	dataDir := t.TempDir()
-	p, c, kc := startUp(t, dataDir)
+	// As another user --network=host is the default; as root it is given:
+	// with pods' own network the workloads run (TestUpWorkloadsOnPodNetwork).
+	p, c, kc := startUp(t, dataDir, "--network=host")
 	checkRefused(t, c)
 	checkServiceWarned(t, kc)
 	checkNetworkingWarned(t, kc)
@@ -51,7 +53,7 @@ func TestUpRefusesUnsupportedWorkloads(t *testing.T) {
 	}
 
 	// A restart finds the policies stored and keeps refusing and warning.
-	p2, c2, kc2 := startUp(t, dataDir)
+	p2, c2, kc2 := startUp(t, dataDir, "--network=host")
 	checkRefused(t, c2)
 	checkServiceWarned(t, kc2)
 	p2.stop(t)

@@ -14,11 +14,13 @@ import (
 	"time"
 
 	v1 "github.com/google/go-containerregistry/pkg/v1"
+	appsv1 "k8s.io/api/apps/v1"
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/utils/ptr"
 
@@ -222,5 +224,112 @@ func TestUpPodNetworkRefusedAsUser(t *testing.T) {
 	code, out := p.waitExit(t, startTimeout)
 	if code == 0 || !strings.Contains(out, "--network=pod needs root") || !strings.Contains(out, "--network=host") {
 		t.Errorf("up --network=pod as a user exited %d:\n%s", code, out)
+	}
+}
+
+// TestUpWorkloadsOnPodNetwork runs, on `up --network=pod`, a Deployment of
+// 2 behind a ClusterIP Service and a StatefulSet of 2 behind a headless
+// Service, and a Job that reaches them by <svc>, <svc>.<ns>.svc.cluster.local
+// and <sts>-0.<svc>: upstream's workload controllers, started when the
+// first workload appeared, the Services' routing and the cluster DNS.
+func TestUpWorkloadsOnPodNetwork(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("--network=pod needs root")
+	}
+	ctx := context.Background()
+	dataDir := t.TempDir()
+	up, c, _ := startUp(t, dataDir, "--images=oci", "--network=pod")
+	defer up.stop(t)
+	const ref = "jobkeeper.test/e2e/podnetcheck:1"
+	archive := filepath.Join(t.TempDir(), "images.tar")
+	if err := testimages.WriteDockerArchive(archive, map[string]v1.Image{ref: staticImage(t, "podnetcheck")}); err != nil {
+		t.Fatal(err)
+	}
+	imageLoad(t, dataDir, archive)
+	ns := "apps"
+	if _, err := c.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	server := func(app string) corev1.PodTemplateSpec {
+		return corev1.PodTemplateSpec{
+			ObjectMeta: metav1.ObjectMeta{Labels: map[string]string{"app": app}},
+			Spec: corev1.PodSpec{TerminationGracePeriodSeconds: ptr.To[int64](1), Containers: []corev1.Container{{
+				Name: "server", Image: ref, Args: []string{"-serve", "-port", "8080"},
+				Ports:          []corev1.ContainerPort{{Name: "http", ContainerPort: 8080}},
+				ReadinessProbe: &corev1.Probe{ProbeHandler: corev1.ProbeHandler{TCPSocket: &corev1.TCPSocketAction{Port: intstr.FromInt32(8080)}}, PeriodSeconds: 1},
+			}}},
+		}
+	}
+	for _, svc := range []*corev1.Service{
+		{ObjectMeta: metav1.ObjectMeta{Name: "web", Namespace: ns}, Spec: corev1.ServiceSpec{Selector: map[string]string{"app": "web"},
+			Ports: []corev1.ServicePort{{Name: "http", Port: 80, TargetPort: intstr.FromString("http")}}}},
+		{ObjectMeta: metav1.ObjectMeta{Name: "db", Namespace: ns}, Spec: corev1.ServiceSpec{ClusterIP: corev1.ClusterIPNone, Selector: map[string]string{"app": "db"},
+			Ports: []corev1.ServicePort{{Name: "http", Port: 8080}}}},
+	} {
+		if _, err := c.CoreV1().Services(ns).Create(ctx, svc, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	web := &appsv1.Deployment{
+		ObjectMeta: metav1.ObjectMeta{Name: "web", Namespace: ns},
+		Spec: appsv1.DeploymentSpec{Replicas: ptr.To[int32](2), Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": "web"}}, Template: server("web")},
+	}
+	if _, err := c.AppsV1().Deployments(ns).Create(ctx, web, metav1.CreateOptions{}); err != nil {
+		t.Fatalf("creating a Deployment on up --network=pod: %v", err)
+	}
+	db := &appsv1.StatefulSet{
+		ObjectMeta: metav1.ObjectMeta{Name: "db", Namespace: ns},
+		Spec: appsv1.StatefulSetSpec{Replicas: ptr.To[int32](2), ServiceName: "db", Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": "db"}}, Template: server("db")},
+	}
+	if _, err := c.AppsV1().StatefulSets(ns).Create(ctx, db, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, 2*time.Minute, true, func(ctx context.Context) (bool, error) {
+		d, err1 := c.AppsV1().Deployments(ns).Get(ctx, "web", metav1.GetOptions{})
+		s, err2 := c.AppsV1().StatefulSets(ns).Get(ctx, "db", metav1.GetOptions{})
+		return err1 == nil && err2 == nil && d.Status.ReadyReplicas == 2 && s.Status.ReadyReplicas == 2, nil
+	}); err != nil {
+		pods, _ := c.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{})
+		t.Fatalf("the Deployment and the StatefulSet never had 2 ready replicas each: %s", describePods(pods.Items))
+	}
+
+	job := builder.MakeJob("client", ns).BackoffLimit(0).Obj()
+	job.Spec.Template.Spec.Containers[0].Image = ref
+	job.Spec.Template.Spec.Containers[0].Command = nil
+	job.Spec.Template.Spec.Containers[0].Args = []string{"-port", "80", "-ask", "web,web,web,web,web,web,web,web,web,web,web.apps.svc.cluster.local"}
+	job.Spec.Template.Spec.InitContainers = []corev1.Container{{Name: "db", Image: ref,
+		Args: []string{"-port", "8080", "-ask", "db-0.db,db-1.db.apps.svc.cluster.local"}}}
+	if _, err := c.BatchV1().Jobs(ns).Create(ctx, job, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	got := waitJob(t, c, ns, job.Name, "finished", func(j *batchv1.Job) bool {
+		return hasCondition(batchv1.JobComplete)(j) || hasCondition(batchv1.JobFailed)(j)
+	})
+	pods := podsOf(t, c, job)
+	var logs strings.Builder
+	for _, p := range pods {
+		for _, container := range []string{"db", "main"} {
+			raw, _ := c.CoreV1().Pods(ns).GetLogs(p.Name, &corev1.PodLogOptions{Container: container}).DoRaw(ctx)
+			fmt.Fprintf(&logs, "--- %s/%s\n%s", p.Name, container, raw)
+		}
+	}
+	if !hasCondition(batchv1.JobComplete)(got) {
+		t.Fatalf("the client Job did not complete: %s\n%s", describePods(pods), logs.String())
+	}
+	out := logs.String()
+	for _, want := range []string{"reached db-0.db at 10.244.0.", ": it answered db-0\n", ": it answered db-1\n", "reached web.apps.svc.cluster.local at 10.0.0."} {
+		if !strings.Contains(out, want) {
+			t.Errorf("the client's logs lack %q:\n%s", want, out)
+		}
+	}
+	// Ten connections to the Service, spread over both replicas.
+	answered := map[string]bool{}
+	for _, line := range strings.Split(out, "\n") {
+		if strings.HasPrefix(line, "reached web at 10.0.0.") {
+			answered[line[strings.LastIndex(line, " ")+1:]] = true
+		}
+	}
+	if len(answered) != 2 {
+		t.Errorf("the web Service's 10 connections reached %d replicas (%v), want 2:\n%s", len(answered), answered, out)
 	}
 }

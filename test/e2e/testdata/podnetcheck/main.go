@@ -6,6 +6,12 @@
 // port (retrying while the others start), prints what each answered, and
 // exits once every pod has reached it, or fails after -timeout. With
 // -leader it also reaches that Service by name, which leads to index 0.
+//
+// With -serve it only serves: each connection on -port is answered with
+// the pod's hostname, until it is stopped (a Deployment's or a
+// StatefulSet's pods). With -ask it only asks: it reaches each of the
+// comma-separated names on -port, retrying until -timeout, and prints what
+// each answered.
 package main
 
 import (
@@ -15,6 +21,7 @@ import (
 	"net"
 	"os"
 	"strconv"
+	"strings"
 	"sync/atomic"
 	"time"
 )
@@ -26,7 +33,16 @@ func main() {
 	port := flag.Int("port", 29500, "the port every pod listens on")
 	timeout := flag.Duration("timeout", 2*time.Minute, "how long the whole check may take")
 	leader := flag.String("leader", "", "a ClusterIP Service's name that leads to index 0 alone, also reached on -port")
+	serveOnly := flag.Bool("serve", false, "only answer connections on -port with the hostname, for ever")
+	askOnly := flag.String("ask", "", "only reach these comma-separated names on -port and print their answers")
 	flag.Parse()
+	if *serveOnly {
+		serve(*port)
+	}
+	if *askOnly != "" {
+		askAll(strings.Split(*askOnly, ","), *port, time.Now().Add(*timeout))
+		return
+	}
 	index := os.Getenv("JOB_COMPLETION_INDEX")
 	deadline := time.Now().Add(*timeout)
 
@@ -81,6 +97,41 @@ func main() {
 		time.Sleep(100 * time.Millisecond)
 	}
 	fmt.Printf("index %s was reached by all %d pods\n", index, *n)
+}
+
+// serve answers each connection on port with the hostname, for ever.
+func serve(port int) {
+	name, _ := os.Hostname()
+	ln, err := net.Listen("tcp", ":"+strconv.Itoa(port))
+	if err != nil {
+		fail("listening: %v", err)
+	}
+	for {
+		c, err := ln.Accept()
+		if err != nil {
+			fail("accepting: %v", err)
+		}
+		_, _ = io.WriteString(c, name)
+		_ = c.Close()
+	}
+}
+
+// askAll reaches each name on port and prints what it answered.
+func askAll(names []string, port int, deadline time.Time) {
+	for _, name := range names {
+		addr := net.JoinHostPort(name, strconv.Itoa(port))
+		for {
+			answer, from, err := ask(addr)
+			if err == nil {
+				fmt.Printf("reached %s at %s: it answered %s\n", name, from, answer)
+				break
+			}
+			if time.Now().After(deadline) {
+				fail("could not reach %s: %v", addr, err)
+			}
+			time.Sleep(500 * time.Millisecond)
+		}
+	}
 }
 
 // ask connects to addr and returns what the other side wrote and its

@@ -1,0 +1,104 @@
+package main
+
+import (
+	"context"
+	"sync"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	"k8s.io/client-go/informers"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/metadata"
+	"k8s.io/client-go/metadata/metadatainformer"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/util/flowcontrol"
+	"k8s.io/klog/v2"
+	"k8s.io/kubernetes/pkg/controller/daemon"
+	"k8s.io/kubernetes/pkg/controller/deployment"
+	"k8s.io/kubernetes/pkg/controller/replicaset"
+	"k8s.io/kubernetes/pkg/controller/statefulset"
+
+	"jobkeeper.dev/jobkeeper/pkg/controlplane"
+)
+
+// The workload controllers' settings, kube-controller-manager's defaults.
+const (
+	deploymentWorkers    = 5
+	replicaSetWorkers    = 5
+	statefulSetWorkers   = 5
+	daemonSetWorkers     = 2
+	daemonSetBackoffBase = time.Second
+	daemonSetBackoffMax  = 15 * time.Minute
+)
+
+// workloadResources are the apps/v1 resources whose controllers run on
+// demand.
+var workloadResources = []string{"deployments", "replicasets", "statefulsets", "daemonsets"}
+
+// runWorkloadsOnDemand is the upComponent of `up --network=pod` that runs
+// upstream's Deployment, ReplicaSet, StatefulSet and DaemonSet controllers,
+// as kube-controller-manager does, from the moment the first such object
+// exists: until then only four metadata watches run, so that a batch-only
+// user pays neither for their caches (a second, untrimmed cache of every
+// pod) nor for their workers.
+func runWorkloadsOnDemand(ctx context.Context, cp *controlplane.ControlPlane) (func(), error) {
+	cfg := controlplane.ProtobufConfig(cp.AdminConfig())
+	cfg.UserAgent = "jobkeeper-up-workload-controllers"
+	cfg.QPS, cfg.Burst = 100, 200
+	client, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		return nil, err
+	}
+	metadataClient, err := metadata.NewForConfig(cfg)
+	if err != nil {
+		return nil, err
+	}
+	var wg sync.WaitGroup
+	var once sync.Once
+	start := func() {
+		once.Do(func() {
+			if err := startWorkloadControllers(ctx, client, &wg); err != nil {
+				klog.FromContext(ctx).Error(err, "Starting the workload controllers failed")
+			}
+		})
+	}
+	watchers := metadatainformer.NewSharedInformerFactory(metadataClient, 0)
+	for _, r := range workloadResources {
+		inf := watchers.ForResource(appsv1.SchemeGroupVersion.WithResource(r)).Informer()
+		if _, err := inf.AddEventHandler(cache.ResourceEventHandlerFuncs{AddFunc: func(any) { start() }}); err != nil {
+			return nil, err
+		}
+	}
+	watchers.Start(ctx.Done())
+	return func() {
+		watchers.Shutdown()
+		wg.Wait()
+	}, nil
+}
+
+// startWorkloadControllers starts the four controllers and their caches,
+// which run until ctx ends; wg waits for them.
+func startWorkloadControllers(ctx context.Context, client kubernetes.Interface, wg *sync.WaitGroup) error {
+	started := time.Now()
+	factory := informers.NewSharedInformerFactoryWithOptions(client, 0, informers.WithTransform(dropManagedFields))
+	apps, core := factory.Apps().V1(), factory.Core().V1()
+	dc, err := deployment.NewDeploymentController(ctx, apps.Deployments(), apps.ReplicaSets(), core.Pods(), client)
+	if err != nil {
+		return err
+	}
+	rc := replicaset.NewReplicaSetController(ctx, apps.ReplicaSets(), core.Pods(), client, replicaset.BurstReplicas)
+	sc := statefulset.NewStatefulSetController(ctx, core.Pods(), apps.StatefulSets(), core.PersistentVolumeClaims(), apps.ControllerRevisions(), client)
+	dsc, err := daemon.NewDaemonSetsController(ctx, apps.DaemonSets(), apps.ControllerRevisions(), core.Pods(), core.Nodes(), client,
+		flowcontrol.NewBackOff(daemonSetBackoffBase, daemonSetBackoffMax))
+	if err != nil {
+		return err
+	}
+	factory.Start(ctx.Done())
+	wg.Go(func() { dc.Run(ctx, deploymentWorkers) })
+	wg.Go(func() { rc.Run(ctx, replicaSetWorkers) })
+	wg.Go(func() { sc.Run(ctx, statefulSetWorkers) })
+	wg.Go(func() { dsc.Run(ctx, daemonSetWorkers) })
+	wg.Go(factory.Shutdown)
+	klog.FromContext(ctx).Info("Started upstream controllers on the first workload", "controllers", []string{"deployment", "replicaset", "statefulset", "daemonset"}, "elapsed", time.Since(started))
+	return nil
+}
