@@ -136,8 +136,15 @@ func runInClusterJob(t *testing.T, c kubernetes.Interface, ns, name, ref string,
 	if !hasCondition(want)(got) {
 		t.Fatalf("Job conditions %+v, want %s; pod: %s\nlogs:\n%s", got.Status.Conditions, want, describePods(pods), logs)
 	}
-	if !strings.Contains(logs, "apiserver: https://127.0.0.1:") {
-		t.Errorf("the program did not reach the apiserver at 127.0.0.1:\n%s", logs)
+	// Sharing the host's network (--network=host, the default as a user),
+	// the pod is given where the apiserver listens; with a network of its
+	// own (the default as root), the kubernetes Service, as on a cluster.
+	apiserver := "apiserver: https://10.0.0.1:443"
+	if pods[0].Status.PodIP == "127.0.0.1" {
+		apiserver = "apiserver: https://127.0.0.1:"
+	}
+	if !strings.Contains(logs, apiserver) {
+		t.Errorf("the program did not reach the apiserver (%q):\n%s", apiserver, logs)
 	}
 	// The admission plugin's 3607 s, extended by the apiserver's default
 	// --service-account-extend-token-expiration: the agent does not
