@@ -291,11 +291,15 @@ func isolationBanner(runtime, imagesMode, imageDir string, isolated bool, why st
 // networkBanner says how pods are networked.
 func networkBanner(mode string, cidr netip.Prefix) string {
 	if mode != networkPod {
+		if os.Geteuid() != 0 {
+			return "Pods share this host's network (--network=host): a pod's ports are this host's; --network=pod, which gives\n" +
+				"each a network of its own, needs root."
+		}
 		return "Pods share this host's network (--network=host): a pod's ports are this host's; --network=pod gives each its own."
 	}
 	return "Each pod gets a network of its own (--network=pod): an address in " + cidr.String() + ", the apiserver at the kubernetes\n" +
-		"Service (" + kubernetesIP.String() + ":443) and the cluster DNS at " + clusterDNSIP.String() + " (Services and pods by name). Other Services'\n" +
-		"cluster IPs are not routed yet: use headless Services' names or the pods' addresses."
+		"Service (" + kubernetesIP.String() + ":443), Services at their cluster IPs, and the cluster DNS at " + clusterDNSIP.String() + " (Services and\n" +
+		"pods by name). Deployments, StatefulSets and DaemonSets run from the first one created."
 }
 
 // limitsBanner says whether containers' resource limits are enforced.
