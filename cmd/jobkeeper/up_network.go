@@ -107,8 +107,8 @@ func startPodNetwork(ctx context.Context, cp *controlplane.ControlPlane, nodeDir
 		}
 	}()
 	if err := podnet.CheckRanges(host, podnet.DefaultBridge, map[string]netip.Prefix{
-		"the pod CIDR (--pod-cidr)": cidr,
-		"the service CIDR":          serviceCIDR,
+		"pod CIDR (--pod-cidr)": cidr,
+		"service CIDR":          serviceCIDR,
 	}); err != nil {
 		return nil, err
 	}

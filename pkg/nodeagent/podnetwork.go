@@ -12,6 +12,7 @@ import (
 	"k8s.io/klog/v2"
 
 	"jobkeeper.dev/jobkeeper/pkg/nodeagent/lifecycle"
+	"jobkeeper.dev/jobkeeper/pkg/nodeagent/podnet"
 )
 
 // A pod gets a network namespace of its own where the agent has a
@@ -34,6 +35,8 @@ type PodNetwork interface {
 	Prune(live func(uid string) bool) error
 	// DialContext connects to addr from inside the pod's namespace.
 	DialContext(ctx context.Context, uid, network, addr string) (net.Conn, error)
+	// MapPorts sets the pod's host ports (none: it has none).
+	MapPorts(uid string, ports []podnet.PortMapping) error
 }
 
 // ReasonFailedCreatePodSandBox is the kubelet's Warning event of a pod
@@ -66,7 +69,50 @@ func (w *worker) ensureNetwork(ctx context.Context, pod *corev1.Pod, c *containe
 		return false
 	}
 	w.netns, w.podIP = path, ip.String()
+	w.mapPorts(ctx, pod)
 	return true
+}
+
+// mapPorts gives the pod its host ports once its network is up (again
+// after an agent restart, whose table started empty). A failure is
+// logged and tried again at the next start of a container.
+func (w *worker) mapPorts(ctx context.Context, pod *corev1.Pod) {
+	if err := w.agent.opts.PodNetwork.MapPorts(string(pod.UID), hostPorts(pod)); err != nil {
+		klog.FromContext(ctx).Info("Mapping the pod's host ports failed", "pod", klog.KObj(pod), "err", err)
+		return
+	}
+	w.portsMapped = true
+}
+
+// hostPorts are the pod's hostPorts, as the kubelet hands them to the
+// network plugin: the containers' and the sidecars' ports with a
+// hostPort, TCP and UDP (SCTP is not mapped).
+func hostPorts(pod *corev1.Pod) []podnet.PortMapping {
+	var out []podnet.PortMapping
+	add := func(c *corev1.Container) {
+		for _, p := range c.Ports {
+			if p.HostPort <= 0 || p.HostPort > 65535 || p.ContainerPort <= 0 || p.ContainerPort > 65535 {
+				continue
+			}
+			if p.Protocol != "" && p.Protocol != corev1.ProtocolTCP && p.Protocol != corev1.ProtocolUDP {
+				continue
+			}
+			m := podnet.PortMapping{HostPort: uint16(p.HostPort), ContainerPort: uint16(p.ContainerPort), UDP: p.Protocol == corev1.ProtocolUDP}
+			if ip, err := netip.ParseAddr(p.HostIP); err == nil && ip.Is4() {
+				m.HostIP = ip
+			}
+			out = append(out, m)
+		}
+	}
+	for i := range pod.Spec.InitContainers {
+		if c := &pod.Spec.InitContainers[i]; c.RestartPolicy != nil && *c.RestartPolicy == corev1.ContainerRestartPolicyAlways {
+			add(c)
+		}
+	}
+	for i := range pod.Spec.Containers {
+		add(&pod.Spec.Containers[i])
+	}
+	return out
 }
 
 // withPodIP is pod as its containers are configured: its status carries
@@ -91,6 +137,10 @@ func (w *worker) knownPodIP(pod *corev1.Pod) string {
 		if path, ip, ok := w.agent.opts.PodNetwork.Lookup(string(pod.UID)); ok {
 			w.netns, w.podIP = path, ip.String()
 		}
+	}
+	if w.podIP != "" && !w.portsMapped {
+		// A restarted agent's running pod.
+		w.mapPorts(context.Background(), pod)
 	}
 	return w.podIP
 }

@@ -19,6 +19,7 @@ import (
 
 	"jobkeeper.dev/jobkeeper/pkg/nodeagent/lifecycle"
 	"jobkeeper.dev/jobkeeper/pkg/nodeagent/podconfig"
+	"jobkeeper.dev/jobkeeper/pkg/nodeagent/podnet"
 	"jobkeeper.dev/jobkeeper/pkg/nodeagent/runtime"
 	"jobkeeper.dev/jobkeeper/test/builder"
 )
@@ -31,6 +32,7 @@ type fakePodNetwork struct {
 	fail    error
 	ensured []string
 	removed []string
+	ports   map[string][]podnet.PortMapping
 }
 
 func newFakePodNetwork() *fakePodNetwork {
@@ -84,6 +86,23 @@ func (n *fakePodNetwork) DialContext(context.Context, string, string, string) (n
 	return nil, errors.New("not in a test")
 }
 
+func (n *fakePodNetwork) MapPorts(uid string, ports []podnet.PortMapping) error {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if n.ports == nil {
+		n.ports = map[string][]podnet.PortMapping{}
+	}
+	n.ports[uid] = ports
+	return nil
+}
+
+func (n *fakePodNetwork) portsOf(uid string) ([]podnet.PortMapping, bool) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	p, ok := n.ports[uid]
+	return p, ok
+}
+
 func (n *fakePodNetwork) setFail(err error) {
 	n.mu.Lock()
 	defer n.mu.Unlock()
@@ -130,6 +149,12 @@ func TestPodNetworkOfItsOwn(t *testing.T) {
 		{Name: "MY_IP", ValueFrom: &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{FieldPath: "status.podIP"}}},
 		{Name: "MY_IPS", ValueFrom: &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{FieldPath: "status.podIPs"}}},
 	}
+	pod.Spec.Containers[0].Ports = []corev1.ContainerPort{
+		{ContainerPort: 8080, HostPort: 18080},
+		{ContainerPort: 53, HostPort: 5353, Protocol: corev1.ProtocolUDP, HostIP: "10.1.2.3"},
+		{ContainerPort: 9090}, // no hostPort
+		{ContainerPort: 7, HostPort: 7, Protocol: corev1.ProtocolSCTP},
+	}
 	host := builder.MakePod("h", "ns").UID("u2").Obj()
 	host.Spec.HostNetwork = true
 	pn := newFakePodNetwork()
@@ -138,6 +163,10 @@ func TestPodNetworkOfItsOwn(t *testing.T) {
 	h := rt.podAttempt(t, "p", "main", 0)
 	if h.spec.NetworkNamespace != "/netns/u1" {
 		t.Errorf("the container's network namespace is %q, want the pod's", h.spec.NetworkNamespace)
+	}
+	wantPorts := []podnet.PortMapping{{HostPort: 18080, ContainerPort: 8080}, {HostIP: netip.MustParseAddr("10.1.2.3"), HostPort: 5353, ContainerPort: 53, UDP: true}}
+	if got, ok := pn.portsOf("u1"); !ok || !slices.Equal(got, wantPorts) {
+		t.Errorf("host ports %+v %v, want %+v", got, ok, wantPorts)
 	}
 	for _, want := range []string{"MY_IP=10.244.0.2", "MY_IPS=10.244.0.2"} {
 		if !slices.Contains(h.spec.Env, want) {

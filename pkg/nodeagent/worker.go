@@ -196,8 +196,10 @@ type worker struct {
 	// capacity (guarded by the agent's mu).
 	released bool
 	// netns and podIP are the pod's network namespace file and address,
-	// once it has them (a pod with a network of its own, podnetwork.go).
+	// once it has them (a pod with a network of its own, podnetwork.go);
+	// portsMapped once its host ports are.
 	netns, podIP string
+	portsMapped  bool
 }
 
 // uid is the worker's pod's UID.

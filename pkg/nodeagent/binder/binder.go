@@ -268,6 +268,12 @@ func (b *Binder) sync(ctx context.Context) error {
 	}
 	nodeLabels := NodeLabels(b.cfg.NodeName)
 	view := b.volumeView(nodeLabels)
+	// The host ports held: by the pods bound to the node, then by those
+	// this pass places.
+	var held []hostPort
+	if bound, err := b.cfg.Pods.List(everything); err == nil {
+		held = heldPorts(bound)
+	}
 	var toBind []*corev1.Pod
 	var volumesFailed error
 	// fits decides one pod against what the pass placed so far: whether
@@ -285,6 +291,12 @@ func (b *Binder) sync(ctx context.Context) error {
 		}
 		r := PodRequests(pod)
 		if !fitsNow(r, used, usedPods, b.cfg.MaxPods, b.cfg.Capacity) {
+			return fit{requests: r}
+		}
+		if !portsFree(pod, held) {
+			// It waits, as the scheduler leaves it, until the port is
+			// free.
+			b.markUnschedulable(ctx, pod, hostPortsTaken)
 			return fit{requests: r}
 		}
 		d, err := decideVolumes(pod, view.view)
@@ -327,6 +339,7 @@ func (b *Binder) sync(ctx context.Context) error {
 		}
 		used, usedPods = used.Add(f.requests), usedPods+1
 		view.add(pod)
+		held = append(held, hostPortsOf(pod)...)
 		toBind = append(toBind, pod)
 	}
 	var failed bool

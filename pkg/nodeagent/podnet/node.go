@@ -389,7 +389,7 @@ func removeNode(h *netlink.Handle, ns netns.NsHandle, bridge, stateDir string) e
 	if l, err := h.LinkByName(serviceLink(bridge)); err == nil {
 		errs = append(errs, h.LinkDel(l))
 	}
-	errs = append(errs, tearDownMasquerade(ns))
+	errs = append(errs, tearDownMasquerade(ns), removeHostPorts(ns))
 	errs = append(errs, os.RemoveAll(stateDir))
 	return errors.Join(errs...)
 }

@@ -11,8 +11,9 @@ import (
 
 // CheckRanges refuses address ranges (by what they are: "pod CIDR",
 // "service CIDR") that overlap each other or a route of the network
-// namespace ns other than the default route and bridge's own (a previous
-// run's): the node could then not tell pods from the networks it reaches.
+// namespace ns other than the default route and those of bridge and of
+// its service link (a previous run's): the node could then not tell pods
+// from the networks it reaches.
 // The error names both.
 func CheckRanges(ns netns.NsHandle, bridge string, ranges map[string]netip.Prefix) error {
 	h, err := netlink.NewHandleAt(ns)
@@ -20,9 +21,11 @@ func CheckRanges(ns netns.NsHandle, bridge string, ranges map[string]netip.Prefi
 		return fmt.Errorf("netlink in the node's network namespace: %w", err)
 	}
 	defer h.Close()
-	own := -1
-	if l, err := h.LinkByName(bridge); err == nil {
-		own = l.Attrs().Index
+	own := map[int]bool{}
+	for _, name := range []string{bridge, serviceLink(bridge)} {
+		if l, err := h.LinkByName(name); err == nil {
+			own[l.Attrs().Index] = true
+		}
 	}
 	routes, err := h.RouteListFiltered(netlink.FAMILY_ALL, &netlink.Route{Table: 0}, netlink.RT_FILTER_TABLE)
 	if err != nil {
@@ -30,7 +33,7 @@ func CheckRanges(ns netns.NsHandle, bridge string, ranges map[string]netip.Prefi
 	}
 	var hostRoutes []routeInfo
 	for _, r := range routes {
-		if r.Dst == nil || r.LinkIndex == own {
+		if r.Dst == nil || own[r.LinkIndex] {
 			continue
 		}
 		ones, _ := r.Dst.Mask.Size()

@@ -32,9 +32,15 @@ func TestCheckRangesReadsRoutes(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer n.Close()
-	pods := map[string]netip.Prefix{"pod CIDR": DefaultPodCIDR}
+	// A previous run's network, with its service link (a crash left it).
+	n2, err := SetUp(Config{StateDir: t.TempDir(), ServiceCIDR: netip.MustParsePrefix("10.0.0.0/24")}, node)
+	if err != nil {
+		t.Fatal(err)
+	}
+	n2.Close()
+	pods := map[string]netip.Prefix{"pod CIDR": DefaultPodCIDR, "service CIDR": netip.MustParsePrefix("10.0.0.0/24")}
 	if err := CheckRanges(node, DefaultBridge, pods); err != nil {
-		t.Errorf("the bridge's own route refused: %v", err)
+		t.Errorf("the bridge's and the service link's own routes refused: %v", err)
 	}
 	h, err := netlink.NewHandleAt(node)
 	if err != nil {

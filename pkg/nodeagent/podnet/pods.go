@@ -26,8 +26,13 @@ import (
 type Pods struct {
 	node *Node
 	dir  string
-	// mu serialises creating and removing namespaces.
+	// mu serialises creating and removing namespaces, and guards the
+	// host ports.
 	mu sync.Mutex
+	// hostPorts are the pods' host ports (hostports.go); portsWritten is
+	// set once the table was written.
+	hostPorts    map[string][]PortMapping
+	portsWritten bool
 }
 
 // NewPods returns the pods' namespaces pinned in dir (created when
@@ -109,7 +114,7 @@ func (p *Pods) Remove(uid string) error {
 	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	return errors.Join(unpin(path), p.node.Detach(uid))
+	return errors.Join(p.unmapPorts(uid), unpin(path), p.node.Detach(uid))
 }
 
 // Prune removes the namespaces and addresses of the pods for which live

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/nftables"
 	"github.com/vishvananda/netlink"
 	"github.com/vishvananda/netns"
 )
@@ -212,4 +213,79 @@ func setLoopbackUp(ns netns.NsHandle) error {
 		return err
 	}
 	return h.LinkSetUp(lo)
+}
+
+func TestHostPorts(t *testing.T) {
+	node := newNamespace(t)
+	if err := setLoopbackUp(node); err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	n, err := SetUp(Config{StateDir: filepath.Join(dir, "ipam")}, node)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer n.Close()
+	pins := filepath.Join(dir, "netns")
+	pods, err := NewPods(n, pins)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := UnpinAll(pins); err != nil {
+			t.Error(err)
+		}
+	})
+	pathA, ipA, err := pods.Ensure("pod-a")
+	if err != nil {
+		t.Fatal(err)
+	}
+	pathB, ipB, err := pods.Ensure("pod-b")
+	if err != nil {
+		t.Fatal(err)
+	}
+	nsA, nsB := openPinned(t, pathA), openPinned(t, pathB)
+	listen(t, nsA, ":8080")
+	if err := pods.MapPorts("pod-a", []PortMapping{{HostPort: 18080, ContainerPort: 8080}}); err != nil {
+		t.Fatal(err)
+	}
+	// Unchanged: nothing written again.
+	if err := pods.MapPorts("pod-a", []PortMapping{{HostPort: 18080, ContainerPort: 8080}}); err != nil {
+		t.Fatal(err)
+	}
+	gw := net.JoinHostPort(n.Gateway().String(), "18080")
+	if from := dial(t, nsB, gw); from != ipB.String() {
+		t.Errorf("pod a saw pod b, through the node's host port, as %s, want %s", from, ipB)
+	}
+	if from := dial(t, node, gw); from != n.Gateway().String() {
+		t.Errorf("pod a saw the node as %s", from)
+	}
+	// A pod reaches its own host port (masqueraded).
+	if from := dial(t, nsA, gw); from != n.Gateway().String() {
+		t.Errorf("pod a saw itself, through its host port, as %s (want the node's %s)", from, n.Gateway())
+	}
+	_ = ipA
+	// Gone with the pod.
+	if err := pods.Remove("pod-a"); err != nil {
+		t.Fatal(err)
+	}
+	var c net.Conn
+	err = inNamespace(nsB, func() (err error) { c, err = net.DialTimeout("tcp", gw, 2*time.Second); return err })
+	if err == nil {
+		c.Close()
+		t.Error("the host port still leads somewhere after its pod was removed")
+	}
+	if err := n.TearDown(); err != nil {
+		t.Fatal(err)
+	}
+	conn, err := nftables.New(nftables.WithNetNSFd(int(node)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	tables, _ := conn.ListTablesOfFamily(nftables.TableFamilyIPv4)
+	for _, tb := range tables {
+		if tb.Name == HostPortsTable {
+			t.Error("the host ports' table is left after TearDown")
+		}
+	}
 }
