@@ -47,15 +47,13 @@ require (
 
 require (
 	github.com/google/nftables v0.3.0
+	github.com/mdlayher/netlink v1.7.3-0.20250113171957-fbb4dce95f42
 	github.com/vishvananda/netlink v1.3.1
 	github.com/vishvananda/netns v0.0.5
 	sigs.k8s.io/metrics-server v0.8.0
 )
 
-require (
-	github.com/mdlayher/netlink v1.7.3-0.20250113171957-fbb4dce95f42 // indirect
-	github.com/mdlayher/socket v0.5.0 // indirect
-)
+require github.com/mdlayher/socket v0.5.0 // indirect
 
 require (
 	cel.dev/expr v0.25.1 // indirect

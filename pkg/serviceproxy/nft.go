@@ -2,11 +2,13 @@ package serviceproxy
 
 import (
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"net/netip"
 
 	"github.com/google/nftables"
 	"github.com/google/nftables/expr"
+	mdnetlink "github.com/mdlayher/netlink"
 	"golang.org/x/sys/unix"
 	corev1 "k8s.io/api/core/v1"
 
@@ -22,13 +24,29 @@ const Table = "jobkeeper-services"
 //
 //	prerouting, output (nat, dstnat): jump services
 //	services: one rule per Rule with endpoints: daddr, protocol, dport -> jump svc-N
-//	svc-N: endpoint i of n taken with probability 1/(n-i) -> jump ep-N-i
-//	ep-N-i: dnat to the endpoint
+//	svc-N: endpoint i of n taken with probability 1/(n-i): dnat to it
 //	postrouting (nat, srcnat): saddr and daddr the same endpoint -> masquerade
-//	forward, output (filter): jump no-endpoints
+//	forward, output (filter): new connections -> jump no-endpoints
 //	no-endpoints: one rule per Rule without: daddr, protocol, dport -> reject
 func Apply(ns netns.NsHandle, rules []Rule) error {
-	c, err := nftables.New(nftables.WithNetNSFd(int(ns)))
+	// The whole table goes in one batch, acknowledged message by message:
+	// the socket's buffers are sized to it (forced, as nft does, as root),
+	// or a few dozen Services would not fit.
+	size := socketBuffer(rules)
+	c, err := nftables.New(nftables.WithNetNSFd(int(ns)), nftables.WithSockOptions(func(conn *mdnetlink.Conn) error {
+		raw, err := conn.SyscallConn()
+		if err != nil {
+			return err
+		}
+		var serr error
+		if err := raw.Control(func(fd uintptr) {
+			serr = errors.Join(unix.SetsockoptInt(int(fd), unix.SOL_SOCKET, unix.SO_SNDBUFFORCE, size),
+				unix.SetsockoptInt(int(fd), unix.SOL_SOCKET, unix.SO_RCVBUFFORCE, size))
+		}); err != nil {
+			return err
+		}
+		return serr
+	}))
 	if err != nil {
 		return err
 	}
@@ -58,7 +76,13 @@ func Apply(ns netns.NsHandle, rules []Rule) error {
 		base("filter-forward", nftables.ChainTypeFilter, nftables.ChainHookForward, nftables.ChainPriorityFilter),
 		base("filter-output", nftables.ChainTypeFilter, nftables.ChainHookOutput, nftables.ChainPriorityFilter),
 	} {
-		add(b, jump(refuse.Name))
+		// Only a connection's first packet: the rest of an established
+		// one never needs refusing.
+		add(b,
+			&expr.Ct{Key: expr.CtKeySTATE, Register: 1},
+			&expr.Bitwise{SourceRegister: 1, DestRegister: 1, Len: 4, Mask: native(expr.CtStateBitNEW), Xor: native(0)},
+			&expr.Cmp{Op: expr.CmpOpNeq, Register: 1, Data: native(0)},
+			jump(refuse.Name))
 	}
 	// A pod that reached itself through a Service would get its own
 	// packets with its own address as the source, which it drops: they
@@ -94,20 +118,17 @@ func Apply(ns netns.NsHandle, rules []Rule) error {
 		add(services, append(match(r), jump(svc.Name))...)
 		n := len(r.Endpoints)
 		for j, ep := range r.Endpoints {
-			ch := regular(fmt.Sprintf("ep-%d-%d", i, j))
+			var exprs []expr.Any
 			if j < n-1 {
-				add(svc,
+				exprs = append(exprs,
 					&expr.Numgen{Register: 1, Modulus: uint32(n - j), Type: unix.NFT_NG_RANDOM},
-					&expr.Cmp{Op: expr.CmpOpEq, Register: 1, Data: native(0)},
-					jump(ch.Name))
-			} else {
-				add(svc, jump(ch.Name))
+					&expr.Cmp{Op: expr.CmpOpEq, Register: 1, Data: native(0)})
 			}
-			add(ch,
+			add(svc, append(exprs,
 				&expr.Immediate{Register: 1, Data: ep.Addr().AsSlice()},
 				&expr.Immediate{Register: 2, Data: port(ep.Port())},
 				&expr.NAT{Type: expr.NATTypeDestNAT, Family: unix.NFPROTO_IPV4, RegAddrMin: 1, RegProtoMin: 2, Specified: true},
-			)
+			)...)
 		}
 	}
 	return c.Flush()
@@ -131,6 +152,16 @@ func Remove(ns netns.NsHandle) error {
 		}
 	}
 	return nil
+}
+
+// socketBuffer is the netlink socket buffer a batch of rules needs: about
+// 1 KB a message with its acknowledgement, at least 1 MB.
+func socketBuffer(rules []Rule) int {
+	messages := 16
+	for _, r := range rules {
+		messages += 3 + len(r.Endpoints)
+	}
+	return max(1<<20, messages*1024)
 }
 
 // match is "ip daddr <address> <protocol> dport <port>".

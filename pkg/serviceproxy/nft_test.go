@@ -272,4 +272,77 @@ func TestApplyRoutesUDP(t *testing.T) {
 	if _, err := exchange(none.String()); !errors.Is(err, syscall.ECONNREFUSED) {
 		t.Errorf("a UDP Service without endpoints gave %v, want refused (port unreachable)", err)
 	}
+
+	// A connected socket's flow moves once its endpoint is gone: a is
+	// replaced by b, and its conntrack entry cleared.
+	var pb net.PacketConn
+	if err := in(t, pods["b"], func() (err error) { pb, err = net.ListenPacket("udp", ":5353"); return err }); err != nil {
+		t.Fatal(err)
+	}
+	defer pb.Close()
+	go func() {
+		buf := make([]byte, 64)
+		for {
+			n, from, err := pb.ReadFrom(buf)
+			if err != nil {
+				return
+			}
+			_, _ = pb.WriteTo(append([]byte("b:"), buf[:n]...), from)
+		}
+	}()
+	var c net.Conn
+	if err := in(t, pods["c"], func() (err error) { c, err = net.Dial("udp", dns.String()); return err }); err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	roundTrip := func() string {
+		_ = c.SetDeadline(time.Now().Add(2 * time.Second))
+		if _, err := c.Write([]byte("q")); err != nil {
+			return err.Error()
+		}
+		buf := make([]byte, 64)
+		n, err := c.Read(buf)
+		if err != nil {
+			return err.Error()
+		}
+		return string(buf[:n])
+	}
+	if got := roundTrip(); got != "a:q" {
+		t.Fatalf("the flow answered %q, want a:q", got)
+	}
+	before := []Rule{{Address: dns, Protocol: corev1.ProtocolUDP, Endpoints: []netip.AddrPort{netip.AddrPortFrom(ips["a"], 5353)}}}
+	after := []Rule{{Address: dns, Protocol: corev1.ProtocolUDP, Endpoints: []netip.AddrPort{netip.AddrPortFrom(ips["b"], 5353)}}}
+	if err := Apply(node, after); err != nil {
+		t.Fatal(err)
+	}
+	if got := roundTrip(); got != "a:q" {
+		t.Logf("before clearing, the flow answered %q", got)
+	}
+	if err := clearStaleUDP(node, before, after); err != nil {
+		t.Fatal(err)
+	}
+	if got := roundTrip(); got != "b:q" {
+		t.Errorf("after its endpoint left, the flow answered %q, want b:q", got)
+	}
+}
+
+// TestApplyManyServices: hundreds of Services, each with endpoints, go in
+// one write (the batch outgrows a netlink socket's default buffers).
+func TestApplyManyServices(t *testing.T) {
+	node, _, ips := newNode(t)
+	var rules []Rule
+	for i := range 600 {
+		rules = append(rules, Rule{
+			Address:  netip.AddrPortFrom(netip.AddrFrom4([4]byte{10, 0, byte(1 + i/250), byte(i % 250)}), 80),
+			Protocol: corev1.ProtocolTCP,
+			Endpoints: []netip.AddrPort{
+				netip.AddrPortFrom(ips["a"], 8080), netip.AddrPortFrom(ips["b"], 8080), netip.AddrPortFrom(ips["c"], 8080)},
+		})
+	}
+	if err := Apply(node, rules); err != nil {
+		t.Fatalf("writing 600 Services of 3 endpoints: %v", err)
+	}
+	if err := Apply(node, nil); err != nil {
+		t.Fatal(err)
+	}
 }

@@ -2,7 +2,7 @@ package serviceproxy
 
 import (
 	"context"
-	"reflect"
+	"slices"
 	"time"
 
 	"github.com/vishvananda/netns"
@@ -30,10 +30,13 @@ type Proxy struct {
 	synced   []cache.InformerSynced
 	skip     func(*corev1.Service) bool
 	queue    workqueue.TypedRateLimitingInterface[string]
-	// last is what the table holds; nil before the first write.
-	last []Rule
-	// apply writes rules (Apply in ns; tests count the writes).
+	// last is what the table holds, once written is set.
+	last    []Rule
+	written bool
+	// apply writes rules (Apply in ns; tests count the writes), and
+	// clear forgets the UDP flows of endpoints gone (clearStaleUDP).
 	apply func(ns netns.NsHandle, rules []Rule) error
+	clear func(ns netns.NsHandle, before, after []Rule) error
 }
 
 // New returns a Proxy writing into the network namespace ns (the caller's
@@ -46,6 +49,7 @@ func New(ns netns.NsHandle, services, slices cache.SharedIndexInformer, skip fun
 		skip:   skip,
 		queue:  workqueue.NewTypedRateLimitingQueueWithConfig(workqueue.DefaultTypedControllerRateLimiter[string](), workqueue.TypedRateLimitingQueueConfig[string]{Name: "serviceproxy"}),
 		apply:  Apply,
+		clear:  clearStaleUDP,
 	}
 	h := cache.ResourceEventHandlerFuncs{
 		AddFunc:    func(any) { p.queue.Add(syncKey) },
@@ -110,15 +114,24 @@ func (p *Proxy) sync() error {
 		}
 	}
 	rules := Compute(services, slices, p.skip)
-	if p.last != nil && reflect.DeepEqual(rules, p.last) {
+	if p.written && equalRules(rules, p.last) {
 		return nil
 	}
 	if err := p.apply(p.ns, rules); err != nil {
 		return err
 	}
-	if rules == nil {
-		rules = []Rule{}
+	if err := p.clear(p.ns, p.last, rules); err != nil {
+		// The rules are right; a flow left pointing at a gone pod ends
+		// with its conntrack entry.
+		klog.Background().Info("Clearing stale UDP flows of Services failed", "err", err)
 	}
-	p.last = rules
+	p.last, p.written = rules, true
 	return nil
+}
+
+// equalRules reports whether two rule lists are the same.
+func equalRules(a, b []Rule) bool {
+	return slices.EqualFunc(a, b, func(x, y Rule) bool {
+		return x.Service == y.Service && x.Address == y.Address && x.Protocol == y.Protocol && slices.Equal(x.Endpoints, y.Endpoints)
+	})
 }

@@ -70,6 +70,7 @@ func TestProxyFollowsChanges(t *testing.T) {
 		t.Fatal(err)
 	}
 	p.apply = w.apply
+	p.clear = func(netns.NsHandle, []Rule, []Rule) error { return nil }
 	factory.Start(ctx.Done())
 	done := make(chan struct{})
 	go func() {
@@ -92,26 +93,77 @@ func TestProxyFollowsChanges(t *testing.T) {
 		t.Fatalf("rules %+v, want the endpoint", got)
 	}
 
-	// A change that changes no rule writes nothing.
-	web.Labels = map[string]string{"touched": "yes"}
-	if _, err := client.CoreV1().Services("ns").Update(ctx, web, metav1.UpdateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	other := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "x"}}
-	if _, err := client.CoreV1().ConfigMaps("ns").Create(ctx, other, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
 	// The Service is gone: its rule goes.
 	if err := client.CoreV1().Services("ns").Delete(ctx, "web", metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "the write without the Service", func() bool { return w.count() >= 3 })
-	if w.count() != 3 {
-		t.Errorf("%d writes, want 3: a label change is no change of the rules", w.count())
-	}
+	waitFor(t, "the write without the Service", func() bool { return w.count() == 3 })
 	if got := w.last(); len(got) != 0 {
 		t.Errorf("rules %+v after the Service left, want none", got)
 	}
 	cancel()
 	<-done
+}
+
+// TestProxySyncWritesOnlyChanges: a sync whose rules are the table's
+// writes nothing, the empty table included; a change writes it again.
+func TestProxySyncWritesOnlyChanges(t *testing.T) {
+	client := fake.NewClientset()
+	factory := informers.NewSharedInformerFactory(client, 0)
+	services, slices := factory.Core().V1().Services().Informer(), factory.Discovery().V1().EndpointSlices().Informer()
+	p, err := New(netns.None(), services, slices, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	w := &writes{}
+	var cleared [][2][]Rule
+	p.apply = w.apply
+	p.clear = func(_ netns.NsHandle, before, after []Rule) error {
+		cleared = append(cleared, [2][]Rule{before, after})
+		return nil
+	}
+	sync := func() {
+		t.Helper()
+		if err := p.sync(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	sync()
+	sync()
+	if w.count() != 1 {
+		t.Fatalf("%d writes of an empty table synced twice, want 1", w.count())
+	}
+	web := service("web", "10.0.0.20", corev1.ServicePort{Name: "dns", Port: 53, Protocol: corev1.ProtocolUDP})
+	if err := services.GetStore().Add(web); err != nil {
+		t.Fatal(err)
+	}
+	s := slice("web", "web-1", []discoveryv1.EndpointPort{slicePortOf("dns", corev1.ProtocolUDP, 5353)},
+		endpoint("10.244.0.2", true, true, false), endpoint("10.244.0.3", true, true, false))
+	if err := slices.GetStore().Add(s); err != nil {
+		t.Fatal(err)
+	}
+	sync()
+	touched := web.DeepCopy()
+	touched.Labels = map[string]string{"touched": "yes"}
+	if err := services.GetStore().Update(touched); err != nil {
+		t.Fatal(err)
+	}
+	sync()
+	if w.count() != 2 {
+		t.Fatalf("%d writes, want 2: a label is no change of the rules", w.count())
+	}
+	// An endpoint leaves: written again, and its flows cleared.
+	s = s.DeepCopy()
+	s.Endpoints = s.Endpoints[1:]
+	if err := slices.GetStore().Update(s); err != nil {
+		t.Fatal(err)
+	}
+	sync()
+	if w.count() != 3 {
+		t.Fatalf("%d writes after an endpoint left, want 3", w.count())
+	}
+	last := cleared[len(cleared)-1]
+	if len(last[0]) != 1 || len(last[0][0].Endpoints) != 2 || len(last[1][0].Endpoints) != 1 {
+		t.Errorf("the flows cleared were asked with %+v", last)
+	}
 }

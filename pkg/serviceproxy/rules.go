@@ -120,7 +120,9 @@ func endpointsOf(sliceList []*discoveryv1.EndpointSlice, portName string, proto 
 			isReady := c.Ready == nil || *c.Ready
 			serving := c.Serving != nil && *c.Serving
 			terminating := c.Terminating != nil && *c.Terminating
-			for _, a := range e.Addresses {
+			// As kube-proxy: an endpoint's first address (the others are
+			// the same pod's, and not used).
+			for _, a := range e.Addresses[:min(1, len(e.Addresses))] {
 				ip, err := netip.ParseAddr(a)
 				if err != nil || !ip.Is4() {
 					continue
