@@ -50,7 +50,7 @@ var refusalWaitTimeout = 10 * time.Second
 
 // refusalMessage is the refusal's message for kind (e.g. "Deployment").
 func refusalMessage(kind string) string {
-	return "jobkeeper up does not run " + kind + "s with --network=host: their pods would share this host's network. " +
+	return "jobkeeper up does not run " + kind + "s without a pod network (--network=pod, as root): their pods would share this host's network. " +
 		"jobkeeper up runs " + upRuns + "; it refuses " + upRefuses + ". See " + upDocs + "."
 }
 

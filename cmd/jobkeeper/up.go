@@ -123,6 +123,9 @@ Logs of all components are in <data-dir>/logs, each rotated at ` + strconv.Itoa(
 backups kept.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if abs, err := filepath.Abs(up.dataDir); err == nil {
+				node.dataDir = abs
+			}
 			if err := node.validate(); err != nil {
 				return err
 			}

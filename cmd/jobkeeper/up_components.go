@@ -61,8 +61,11 @@ type nodeAgentFlags struct {
 	extended map[string]int64
 	// reserved are --system-reserved's NAME=QUANTITY pairs.
 	reserved map[string]string
-	// network is --network: networkPod or networkHost.
-	network string
+	// network is --network: networkPod or networkHost; networkWhy says
+	// why the default fell back to the host's.
+	network, networkWhy string
+	// dataDir is up's data directory, for the pod network's lock.
+	dataDir string
 	// podCIDR is --pod-cidr, parsed into cidr.
 	podCIDR string
 	cidr    netip.Prefix
@@ -251,7 +254,7 @@ func (f *nodeAgentFlags) component(out io.Writer) upComponent {
 			}
 			fmt.Fprintln(out, isolationBanner(f.opts.Runtime, f.opts.Images, opts.ImageDir, ok, why))
 			if f.opts.Runtime == process.Name {
-				fmt.Fprintln(out, networkBanner(f.network, f.cidr))
+				fmt.Fprintln(out, networkBanner(f.network, f.cidr, f.networkWhy))
 			}
 			if ok {
 				if pid, why, err := agent.PIDNamespaces(isoCtx); err == nil && !pid {
@@ -289,8 +292,11 @@ func isolationBanner(runtime, imagesMode, imageDir string, isolated bool, why st
 }
 
 // networkBanner says how pods are networked.
-func networkBanner(mode string, cidr netip.Prefix) string {
+func networkBanner(mode string, cidr netip.Prefix, why string) string {
 	if mode != networkPod {
+		if why != "" {
+			return "Pods share this host's network (--network=host, as pods cannot get networks of their own here:\n" + why + ")."
+		}
 		if os.Geteuid() != 0 {
 			return "Pods share this host's network (--network=host): a pod's ports are this host's; --network=pod, which gives\n" +
 				"each a network of its own, needs root."
@@ -345,6 +351,9 @@ func (f *nodeAgentFlags) validateNetwork() error {
 		f.network = networkHost
 		if os.Geteuid() == 0 && f.opts.Runtime == process.Name && f.opts.Isolation != process.IsolationOff {
 			f.network = networkPod
+			if why := podNetworkUnavailable(f.dataDir); why != "" {
+				f.network, f.networkWhy = networkHost, why
+			}
 		}
 	}
 	switch f.network {

@@ -14,6 +14,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/google/nftables"
 	"github.com/vishvananda/netns"
 	"golang.org/x/sys/unix"
 	corev1 "k8s.io/api/core/v1"
@@ -456,7 +457,37 @@ func lockPodNetwork(dataDir string) (*os.File, error) {
 		}
 		return nil, fmt.Errorf("locking %s: %w", podNetworkLock, err)
 	}
+	// The last holder may have left its network running for its next up
+	// (--keep-running-on-stop): its pods keep their addresses, which
+	// another data directory's up would hand out again.
+	prev, _ := io.ReadAll(f)
+	if owner := strings.TrimSpace(string(prev)); owner != "" && owner != dataDir {
+		if _, err := os.Stat(networkDir(filepath.Join(owner, "node"))); err == nil {
+			_ = f.Close()
+			return nil, fmt.Errorf("this host's pod network (bridge %s) was left running by the jobkeeper up of %s for its next start (--keep-running-on-stop): start that one again, or run jobkeeper reset --data-dir %s, or start this one with --network=host",
+				podnet.DefaultBridge, owner, owner)
+		}
+	}
 	_ = f.Truncate(0)
 	_, _ = f.WriteAt([]byte(dataDir+"\n"), 0)
 	return f, nil
+}
+
+// podNetworkUnavailable says why up cannot give pods networks of their own
+// on this host now, "" when it can: the check behind --network's default,
+// which then falls back to the host's network rather than failing.
+func podNetworkUnavailable(dataDir string) string {
+	lock, err := lockPodNetwork(dataDir)
+	if err != nil {
+		return err.Error()
+	}
+	_ = lock.Close()
+	c, err := nftables.New()
+	if err == nil {
+		_, err = c.ListTablesOfFamily(nftables.TableFamilyIPv4)
+	}
+	if err != nil {
+		return "nftables is not available: " + err.Error()
+	}
+	return ""
 }

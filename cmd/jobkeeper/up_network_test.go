@@ -27,6 +27,8 @@ func TestOnlyLoopbackNameservers(t *testing.T) {
 }
 
 func TestPodNetworkLockIsOneUpsAtATime(t *testing.T) {
+	saved := podNetworkLock
+	t.Cleanup(func() { podNetworkLock = saved })
 	podNetworkLock = filepath.Join(t.TempDir(), "podnet.lock")
 	first, err := lockPodNetwork("/data/a")
 	if err != nil {
@@ -41,6 +43,26 @@ func TestPodNetworkLockIsOneUpsAtATime(t *testing.T) {
 		t.Fatalf("the lock once released: %v", err)
 	}
 	_ = second.Close()
+
+	// A network left running by its up (--keep-running-on-stop) is that
+	// up's until it is started again or reset.
+	kept := t.TempDir()
+	if err := os.MkdirAll(networkDir(filepath.Join(kept, "node")), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	third, err := lockPodNetwork(kept)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = third.Close()
+	if _, err := lockPodNetwork("/data/b"); err == nil || !strings.Contains(err.Error(), "--keep-running-on-stop") || !strings.Contains(err.Error(), kept) {
+		t.Errorf("another up over a kept network gave %v, want a refusal naming %s", err, kept)
+	}
+	again, err := lockPodNetwork(kept)
+	if err != nil {
+		t.Fatalf("the kept network's own up: %v", err)
+	}
+	_ = again.Close()
 }
 
 func TestPodNetworkFlags(t *testing.T) {
