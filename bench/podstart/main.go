@@ -7,6 +7,7 @@
 // both alike.
 //
 //	go run ./bench/podstart -binary /tmp/jk -networks host,pod -pods 30 -repeats 3
+//	go run ./bench/podstart -binaries before=/tmp/jk-old,after=/tmp/jk -networks default
 //
 // It needs root for -networks pod.
 package main
@@ -35,13 +36,32 @@ import (
 
 func main() {
 	binary := flag.String("binary", "", "the jobkeeper binary (required)")
-	networks := flag.String("networks", "host,pod", "comma-separated --network modes to compare")
+	networks := flag.String("networks", "host,pod", "comma-separated --network modes to compare (\"default\": no --network flag, for a binary from before it)")
+	binaries := flag.String("binaries", "", "comma-separated NAME=PATH binaries to compare, each run with -networks (instead of -binary)")
 	pods := flag.Int("pods", 30, "pods created one after another per run")
 	repeats := flag.Int("repeats", 3, "runs per mode")
 	idle := flag.Duration("idle", 15*time.Second, "how long after ready the idle RSS is read")
 	flag.Parse()
-	if *binary == "" {
-		fmt.Fprintln(os.Stderr, "-binary is required")
+	type subject struct{ name, binary, mode string }
+	var subjects []subject
+	switch {
+	case *binaries != "":
+		for _, nb := range strings.Split(*binaries, ",") {
+			name, path, ok := strings.Cut(nb, "=")
+			if !ok {
+				fmt.Fprintln(os.Stderr, "-binaries: NAME=PATH")
+				os.Exit(2)
+			}
+			for _, mode := range strings.Split(*networks, ",") {
+				subjects = append(subjects, subject{name + " --network=" + mode, path, mode})
+			}
+		}
+	case *binary != "":
+		for _, mode := range strings.Split(*networks, ",") {
+			subjects = append(subjects, subject{"--network=" + mode, *binary, mode})
+		}
+	default:
+		fmt.Fprintln(os.Stderr, "-binary or -binaries is required")
 		os.Exit(2)
 	}
 	type result struct {
@@ -49,28 +69,27 @@ func main() {
 		latency    []time.Duration
 	}
 	results := map[string]*result{}
-	modes := strings.Split(*networks, ",")
 	for r := range *repeats {
-		for _, mode := range modes {
-			if results[mode] == nil {
-				results[mode] = &result{}
+		for _, sub := range subjects {
+			if results[sub.name] == nil {
+				results[sub.name] = &result{}
 			}
-			ready, rss, lat, err := run(*binary, mode, *pods, *idle)
+			ready, rss, lat, err := run(sub.binary, sub.mode, *pods, *idle)
 			if err != nil {
-				fmt.Fprintf(os.Stderr, "run %d, --network=%s: %v\n", r+1, mode, err)
+				fmt.Fprintf(os.Stderr, "run %d, %s: %v\n", r+1, sub.name, err)
 				os.Exit(1)
 			}
-			res := results[mode]
+			res := results[sub.name]
 			res.ready, res.rss, res.latency = append(res.ready, ready), append(res.rss, rss), append(res.latency, lat...)
-			fmt.Printf("run %d --network=%-4s ready %.2fs idle RSS %.1f MB pod start median %s p90 %s\n",
-				r+1, mode, ready, rss, pct(lat, 50), pct(lat, 90))
+			fmt.Printf("run %d %s: ready %.2fs idle RSS %.1f MB pod start median %s p90 %s\n",
+				r+1, sub.name, ready, rss, pct(lat, 50), pct(lat, 90))
 		}
 	}
 	fmt.Println()
-	for _, mode := range modes {
-		res := results[mode]
-		fmt.Printf("--network=%-4s ready median %.2fs  idle RSS median %.1f MB  pod start (create to Running, %d pods) median %s p90 %s\n",
-			mode, median(res.ready), median(res.rss), len(res.latency), pct(res.latency, 50), pct(res.latency, 90))
+	for _, sub := range subjects {
+		res := results[sub.name]
+		fmt.Printf("%s: ready median %.2fs  idle RSS median %.1f MB  pod start (create to Running, %d pods) median %s p90 %s\n",
+			sub.name, median(res.ready), median(res.rss), len(res.latency), pct(res.latency, 50), pct(res.latency, 90))
 	}
 }
 
@@ -84,8 +103,11 @@ func run(binary, mode string, pods int, idle time.Duration) (float64, float64, [
 	}
 	defer os.RemoveAll(dir)
 	kubeconfig := filepath.Join(dir, "kubeconfig")
-	cmd := exec.Command(binary, "up", "--data-dir", filepath.Join(dir, "data"), "--port", "0", "--kubeconfig-out", kubeconfig,
-		"--images=host", "--network="+mode)
+	args := []string{"up", "--data-dir", filepath.Join(dir, "data"), "--port", "0", "--kubeconfig-out", kubeconfig, "--images=host"}
+	if mode != "default" {
+		args = append(args, "--network="+mode)
+	}
+	cmd := exec.Command(binary, args...)
 	out, err := cmd.StdoutPipe()
 	if err != nil {
 		return 0, 0, nil, err
