@@ -1,7 +1,6 @@
 package serviceproxy
 
 import (
-	"encoding/binary"
 	"errors"
 	"fmt"
 	"net/netip"
@@ -13,6 +12,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/vishvananda/netns"
+
+	"jobkeeper.dev/jobkeeper/internal/nftrules"
 )
 
 // Table is the nftables table of the Services' rules in the node's
@@ -80,8 +81,8 @@ func Apply(ns netns.NsHandle, rules []Rule) error {
 		// one never needs refusing.
 		add(b,
 			&expr.Ct{Key: expr.CtKeySTATE, Register: 1},
-			&expr.Bitwise{SourceRegister: 1, DestRegister: 1, Len: 4, Mask: native(expr.CtStateBitNEW), Xor: native(0)},
-			&expr.Cmp{Op: expr.CmpOpNeq, Register: 1, Data: native(0)},
+			&expr.Bitwise{SourceRegister: 1, DestRegister: 1, Len: 4, Mask: nftrules.Native(expr.CtStateBitNEW), Xor: nftrules.Native(0)},
+			&expr.Cmp{Op: expr.CmpOpNeq, Register: 1, Data: nftrules.Native(0)},
 			jump(refuse.Name))
 	}
 	// A pod that reached itself through a Service would get its own
@@ -96,13 +97,7 @@ func Apply(ns netns.NsHandle, rules []Rule) error {
 				continue
 			}
 			hairpins[ep.Addr()] = true
-			add(post,
-				&expr.Payload{DestRegister: 1, Base: expr.PayloadBaseNetworkHeader, Offset: 12, Len: 4},
-				&expr.Cmp{Op: expr.CmpOpEq, Register: 1, Data: ep.Addr().AsSlice()},
-				&expr.Payload{DestRegister: 1, Base: expr.PayloadBaseNetworkHeader, Offset: 16, Len: 4},
-				&expr.Cmp{Op: expr.CmpOpEq, Register: 1, Data: ep.Addr().AsSlice()},
-				&expr.Masq{},
-			)
+			add(post, nftrules.Hairpin(ep.Addr())...)
 		}
 	}
 	for i, r := range rules {
@@ -122,13 +117,9 @@ func Apply(ns netns.NsHandle, rules []Rule) error {
 			if j < n-1 {
 				exprs = append(exprs,
 					&expr.Numgen{Register: 1, Modulus: uint32(n - j), Type: unix.NFT_NG_RANDOM},
-					&expr.Cmp{Op: expr.CmpOpEq, Register: 1, Data: native(0)})
+					&expr.Cmp{Op: expr.CmpOpEq, Register: 1, Data: nftrules.Native(0)})
 			}
-			add(svc, append(exprs,
-				&expr.Immediate{Register: 1, Data: ep.Addr().AsSlice()},
-				&expr.Immediate{Register: 2, Data: port(ep.Port())},
-				&expr.NAT{Type: expr.NATTypeDestNAT, Family: unix.NFPROTO_IPV4, RegAddrMin: 1, RegProtoMin: 2, Specified: true},
-			)...)
+			add(svc, append(exprs, nftrules.DNAT(ep)...)...)
 		}
 	}
 	return c.Flush()
@@ -136,23 +127,7 @@ func Apply(ns netns.NsHandle, rules []Rule) error {
 
 // Remove deletes the table Table from the network namespace ns, if it is
 // there.
-func Remove(ns netns.NsHandle) error {
-	c, err := nftables.New(nftables.WithNetNSFd(int(ns)))
-	if err != nil {
-		return err
-	}
-	tables, err := c.ListTablesOfFamily(nftables.TableFamilyIPv4)
-	if err != nil {
-		return err
-	}
-	for _, t := range tables {
-		if t.Name == Table {
-			c.DelTable(t)
-			return c.Flush()
-		}
-	}
-	return nil
-}
+func Remove(ns netns.NsHandle) error { return nftrules.DeleteTable(ns, Table) }
 
 // socketBuffer is the netlink socket buffer a batch of rules needs: about
 // 1 KB a message with its acknowledgement, at least 1 MB.
@@ -166,26 +141,8 @@ func socketBuffer(rules []Rule) int {
 
 // match is "ip daddr <address> <protocol> dport <port>".
 func match(r Rule) []expr.Any {
-	proto := byte(unix.IPPROTO_TCP)
-	if r.Protocol == corev1.ProtocolUDP {
-		proto = unix.IPPROTO_UDP
-	}
-	return []expr.Any{
-		&expr.Payload{DestRegister: 1, Base: expr.PayloadBaseNetworkHeader, Offset: 16, Len: 4},
-		&expr.Cmp{Op: expr.CmpOpEq, Register: 1, Data: r.Address.Addr().AsSlice()},
-		&expr.Meta{Key: expr.MetaKeyL4PROTO, Register: 1},
-		&expr.Cmp{Op: expr.CmpOpEq, Register: 1, Data: []byte{proto}},
-		&expr.Payload{DestRegister: 1, Base: expr.PayloadBaseTransportHeader, Offset: 2, Len: 2},
-		&expr.Cmp{Op: expr.CmpOpEq, Register: 1, Data: port(r.Address.Port())},
-	}
+	return append(nftrules.DestAddr(r.Address.Addr()), nftrules.DestPort(r.Protocol == corev1.ProtocolUDP, r.Address.Port())...)
 }
 
 // jump is a verdict jumping to chain.
 func jump(chain string) *expr.Verdict { return &expr.Verdict{Kind: expr.VerdictJump, Chain: chain} }
-
-// port is a port in network byte order.
-func port(p uint16) []byte { return binary.BigEndian.AppendUint16(nil, p) }
-
-// native is a 32-bit register value (a mark, numgen's output) in the
-// host's byte order, as the kernel keeps them.
-func native(v uint32) []byte { return binary.NativeEndian.AppendUint32(nil, v) }

@@ -1,7 +1,6 @@
 package podnet
 
 import (
-	"encoding/binary"
 	"fmt"
 	"net/netip"
 	"slices"
@@ -10,6 +9,8 @@ import (
 	"github.com/google/nftables/expr"
 	"github.com/vishvananda/netns"
 	"golang.org/x/sys/unix"
+
+	"jobkeeper.dev/jobkeeper/internal/nftrules"
 )
 
 // HostPortsTable is the nftables table of the pods' host ports in the
@@ -91,13 +92,7 @@ func (p *Pods) writeHostPorts() error {
 			}
 			c.AddRule(&nftables.Rule{Table: t, Chain: out, Exprs: append(notLoopback, rule...)})
 		}
-		c.AddRule(&nftables.Rule{Table: t, Chain: post, Exprs: []expr.Any{
-			&expr.Payload{DestRegister: 1, Base: expr.PayloadBaseNetworkHeader, Offset: 12, Len: 4},
-			&expr.Cmp{Op: expr.CmpOpEq, Register: 1, Data: ip.AsSlice()},
-			&expr.Payload{DestRegister: 1, Base: expr.PayloadBaseNetworkHeader, Offset: 16, Len: 4},
-			&expr.Cmp{Op: expr.CmpOpEq, Register: 1, Data: ip.AsSlice()},
-			&expr.Masq{},
-		}})
+		c.AddRule(&nftables.Rule{Table: t, Chain: post, Exprs: nftrules.Hairpin(ip)})
 	}
 	if err := c.Flush(); err != nil {
 		return fmt.Errorf("writing the pods' host ports: %w", err)
@@ -111,45 +106,16 @@ func (p *Pods) writeHostPorts() error {
 func hostPortRule(m PortMapping, ip netip.Addr) []expr.Any {
 	var exprs []expr.Any
 	if m.HostIP.IsValid() && !m.HostIP.IsUnspecified() {
-		exprs = append(exprs,
-			&expr.Payload{DestRegister: 1, Base: expr.PayloadBaseNetworkHeader, Offset: 16, Len: 4},
-			&expr.Cmp{Op: expr.CmpOpEq, Register: 1, Data: m.HostIP.AsSlice()})
+		exprs = nftrules.DestAddr(m.HostIP)
 	} else {
-		exprs = append(exprs,
+		exprs = []expr.Any{
 			&expr.Fib{Register: 1, FlagDADDR: true, ResultADDRTYPE: true},
-			&expr.Cmp{Op: expr.CmpOpEq, Register: 1, Data: binary.NativeEndian.AppendUint32(nil, unix.RTN_LOCAL)})
+			&expr.Cmp{Op: expr.CmpOpEq, Register: 1, Data: nftrules.Native(unix.RTN_LOCAL)},
+		}
 	}
-	proto := byte(unix.IPPROTO_TCP)
-	if m.UDP {
-		proto = unix.IPPROTO_UDP
-	}
-	port := func(v uint16) []byte { return binary.BigEndian.AppendUint16(nil, v) }
-	return append(exprs,
-		&expr.Meta{Key: expr.MetaKeyL4PROTO, Register: 1},
-		&expr.Cmp{Op: expr.CmpOpEq, Register: 1, Data: []byte{proto}},
-		&expr.Payload{DestRegister: 1, Base: expr.PayloadBaseTransportHeader, Offset: 2, Len: 2},
-		&expr.Cmp{Op: expr.CmpOpEq, Register: 1, Data: port(m.HostPort)},
-		&expr.Immediate{Register: 1, Data: ip.AsSlice()},
-		&expr.Immediate{Register: 2, Data: port(m.ContainerPort)},
-		&expr.NAT{Type: expr.NATTypeDestNAT, Family: unix.NFPROTO_IPV4, RegAddrMin: 1, RegProtoMin: 2, Specified: true},
-	)
+	exprs = append(exprs, nftrules.DestPort(m.UDP, m.HostPort)...)
+	return append(exprs, nftrules.DNAT(netip.AddrPortFrom(ip, m.ContainerPort))...)
 }
 
 // removeHostPorts deletes the table from ns, if it is there.
-func removeHostPorts(ns netns.NsHandle) error {
-	c, err := nftables.New(nftables.WithNetNSFd(int(ns)))
-	if err != nil {
-		return err
-	}
-	tables, err := c.ListTablesOfFamily(nftables.TableFamilyIPv4)
-	if err != nil {
-		return err
-	}
-	for _, t := range tables {
-		if t.Name == HostPortsTable {
-			c.DelTable(t)
-			return c.Flush()
-		}
-	}
-	return nil
-}
+func removeHostPorts(ns netns.NsHandle) error { return nftrules.DeleteTable(ns, HostPortsTable) }

@@ -6,7 +6,8 @@ import (
 	"github.com/google/nftables"
 	"github.com/google/nftables/expr"
 	"github.com/vishvananda/netns"
-	"golang.org/x/sys/unix"
+
+	"jobkeeper.dev/jobkeeper/internal/nftrules"
 )
 
 // Table is the nftables table of jobkeeper's rules in the node's namespace.
@@ -70,43 +71,13 @@ func setUpMasquerade(ns netns.NsHandle, cidr netip.Prefix, redirects []Redirect)
 }
 
 // tearDownMasquerade deletes the table Table, if it exists.
-func tearDownMasquerade(ns netns.NsHandle) error {
-	c, err := nftables.New(nftables.WithNetNSFd(int(ns)))
-	if err != nil {
-		return err
-	}
-	tables, err := c.ListTablesOfFamily(nftables.TableFamilyIPv4)
-	if err != nil {
-		return err
-	}
-	for _, t := range tables {
-		if t.Name == Table {
-			c.DelTable(t)
-			return c.Flush()
-		}
-	}
-	return nil
-}
+func tearDownMasquerade(ns netns.NsHandle) error { return nftrules.DeleteTable(ns, Table) }
 
 // redirectRule is "ip daddr From.Addr tcp dport From.Port dnat to To"
 // (udp with UDP).
 func redirectRule(r Redirect) []expr.Any {
-	port := func(p uint16) []byte { return []byte{byte(p >> 8), byte(p)} }
-	proto := byte(unix.IPPROTO_TCP)
-	if r.UDP {
-		proto = unix.IPPROTO_UDP
-	}
-	return []expr.Any{
-		&expr.Payload{DestRegister: 1, Base: expr.PayloadBaseNetworkHeader, Offset: 16, Len: 4},
-		&expr.Cmp{Op: expr.CmpOpEq, Register: 1, Data: r.From.Addr().AsSlice()},
-		&expr.Meta{Key: expr.MetaKeyL4PROTO, Register: 1},
-		&expr.Cmp{Op: expr.CmpOpEq, Register: 1, Data: []byte{proto}},
-		&expr.Payload{DestRegister: 1, Base: expr.PayloadBaseTransportHeader, Offset: 2, Len: 2},
-		&expr.Cmp{Op: expr.CmpOpEq, Register: 1, Data: port(r.From.Port())},
-		&expr.Immediate{Register: 1, Data: r.To.Addr().AsSlice()},
-		&expr.Immediate{Register: 2, Data: port(r.To.Port())},
-		&expr.NAT{Type: expr.NATTypeDestNAT, Family: unix.NFPROTO_IPV4, RegAddrMin: 1, RegProtoMin: 2, Specified: true},
-	}
+	exprs := append(nftrules.DestAddr(r.From.Addr()), nftrules.DestPort(r.UDP, r.From.Port())...)
+	return append(exprs, nftrules.DNAT(r.To)...)
 }
 
 // prefixMask is cidr's IPv4 netmask.
