@@ -22,26 +22,7 @@ import (
 // in runs fn on a thread in the network namespace ns.
 func in(t *testing.T, ns netns.NsHandle, fn func() error) error {
 	t.Helper()
-	errc := make(chan error, 1)
-	go func() {
-		runtime.LockOSThread()
-		orig, err := netns.Get()
-		if err != nil {
-			errc <- err
-			return
-		}
-		defer orig.Close()
-		if err := netns.Set(ns); err != nil {
-			errc <- err
-			return
-		}
-		err = fn()
-		if netns.Set(orig) == nil {
-			runtime.UnlockOSThread()
-		}
-		errc <- err
-	}()
-	return <-errc
+	return podnet.InNamespace(ns, fn)
 }
 
 // newNode returns a network namespace of the test's own, with the pod

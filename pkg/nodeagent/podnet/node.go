@@ -91,7 +91,7 @@ func SetUp(cfg Config, ns netns.NsHandle) (*Node, error) {
 		h.Close()
 		return nil, err
 	}
-	if err := inNamespace(ns, enableForwarding); err != nil {
+	if err := InNamespace(ns, enableForwarding); err != nil {
 		h.Close()
 		return nil, fmt.Errorf("enabling IPv4 forwarding: %w", err)
 	}
@@ -406,9 +406,9 @@ func ipNet(ip netip.Addr, bits int) *net.IPNet {
 	return &net.IPNet{IP: net.IP(ip.AsSlice()), Mask: net.CIDRMask(bits, ip.BitLen())}
 }
 
-// inNamespace runs fn on a thread in the network namespace ns. A thread
+// InNamespace runs fn on a thread in the network namespace ns. A thread
 // that could not be brought back is never reused.
-func inNamespace(ns netns.NsHandle, fn func() error) error {
+func InNamespace(ns netns.NsHandle, fn func() error) error {
 	errc := make(chan error, 1)
 	go func() {
 		runtime.LockOSThread()

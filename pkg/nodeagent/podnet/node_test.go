@@ -54,7 +54,7 @@ func newNamespace(t *testing.T) netns.NsHandle {
 func listen(t *testing.T, ns netns.NsHandle, addr string) string {
 	t.Helper()
 	var ln net.Listener
-	if err := inNamespace(ns, func() (err error) { ln, err = net.Listen("tcp", addr); return err }); err != nil {
+	if err := InNamespace(ns, func() (err error) { ln, err = net.Listen("tcp", addr); return err }); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = ln.Close() })
@@ -76,7 +76,7 @@ func listen(t *testing.T, ns netns.NsHandle, addr string) string {
 func dial(t *testing.T, ns netns.NsHandle, addr string) string {
 	t.Helper()
 	var c net.Conn
-	if err := inNamespace(ns, func() (err error) { c, err = net.Dial("tcp", addr); return err }); err != nil {
+	if err := InNamespace(ns, func() (err error) { c, err = net.Dial("tcp", addr); return err }); err != nil {
 		t.Fatalf("dialing %s: %v", addr, err)
 	}
 	defer c.Close()

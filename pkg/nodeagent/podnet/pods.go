@@ -183,7 +183,7 @@ func (p *Pods) DialContext(ctx context.Context, uid, network, addr string) (net.
 	}
 	defer ns.Close()
 	var conn net.Conn
-	err = inNamespace(ns, func() error {
+	err = InNamespace(ns, func() error {
 		// A socket belongs to the namespace it was created in, whichever
 		// thread later uses it: only the socket's creation needs this
 		// thread, and a dial's first step creates it.

@@ -94,7 +94,7 @@ func TestPodsPinNamespaces(t *testing.T) {
 	}
 
 	var pc net.PacketConn
-	if err := inNamespace(node, func() (err error) { pc, err = net.ListenPacket("udp", dnsServer.String()); return err }); err != nil {
+	if err := InNamespace(node, func() (err error) { pc, err = net.ListenPacket("udp", dnsServer.String()); return err }); err != nil {
 		t.Fatal(err)
 	}
 	defer pc.Close()
@@ -109,7 +109,7 @@ func TestPodsPinNamespaces(t *testing.T) {
 		}
 	}()
 	var uc net.Conn
-	if err := inNamespace(nsB, func() (err error) { uc, err = net.Dial("udp", dnsService.String()); return err }); err != nil {
+	if err := InNamespace(nsB, func() (err error) { uc, err = net.Dial("udp", dnsService.String()); return err }); err != nil {
 		t.Fatal(err)
 	}
 	defer uc.Close()
@@ -270,7 +270,7 @@ func TestHostPorts(t *testing.T) {
 		t.Fatal(err)
 	}
 	var c net.Conn
-	err = inNamespace(nsB, func() (err error) { c, err = net.DialTimeout("tcp", gw, 2*time.Second); return err })
+	err = InNamespace(nsB, func() (err error) { c, err = net.DialTimeout("tcp", gw, 2*time.Second); return err })
 	if err == nil {
 		c.Close()
 		t.Error("the host port still leads somewhere after its pod was removed")
