@@ -217,7 +217,7 @@ func oomKilledJobs(t *testing.T, up *process, c kubernetes.Interface) {
 				return err == nil && hasCondition(batchv1.JobFailed)(j), nil
 			})
 			if err != nil {
-				t.Fatalf("job %s never failed; its pods: %s", tc.job.Name, describePods(podsOf(t, c, tc.job)))
+				t.Fatalf("job %s never failed; its pods:\n%s", tc.job.Name, jobPodsAndEvents(c, ns, tc.job.Name))
 			}
 			for _, cond := range got.Status.Conditions {
 				if cond.Type == batchv1.JobFailed && cond.Reason != tc.reason {
