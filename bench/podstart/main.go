@@ -7,7 +7,7 @@
 // both alike.
 //
 //	go run ./bench/podstart -binary /tmp/jk -networks host,pod -pods 30 -repeats 3
-//	go run ./bench/podstart -binaries before=/tmp/jk-old,after=/tmp/jk -networks default
+//	go run ./bench/podstart -binaries before=/tmp/jk-old@default,after=/tmp/jk@host+pod
 //
 // It needs root for -networks pod.
 package main
@@ -37,7 +37,7 @@ import (
 func main() {
 	binary := flag.String("binary", "", "the jobkeeper binary (required)")
 	networks := flag.String("networks", "host,pod", "comma-separated --network modes to compare (\"default\": no --network flag, for a binary from before it)")
-	binaries := flag.String("binaries", "", "comma-separated NAME=PATH binaries to compare, each run with -networks (instead of -binary)")
+	binaries := flag.String("binaries", "", "comma-separated NAME=PATH binaries to compare, each run with -networks, or with its own modes as NAME=PATH@MODE+MODE (instead of -binary)")
 	pods := flag.Int("pods", 30, "pods created one after another per run")
 	repeats := flag.Int("repeats", 3, "runs per mode")
 	idle := flag.Duration("idle", 15*time.Second, "how long after ready the idle RSS is read")
@@ -52,7 +52,11 @@ func main() {
 				fmt.Fprintln(os.Stderr, "-binaries: NAME=PATH")
 				os.Exit(2)
 			}
-			for _, mode := range strings.Split(*networks, ",") {
+			modes := strings.Split(*networks, ",")
+			if p, m, ok := strings.Cut(path, "@"); ok {
+				path, modes = p, strings.Split(m, "+")
+			}
+			for _, mode := range modes {
 				subjects = append(subjects, subject{name + " --network=" + mode, path, mode})
 			}
 		}
