@@ -2,8 +2,6 @@ package e2e
 
 import (
 	"context"
-	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -26,24 +24,7 @@ const serviceAccountMountPath = "/var/run/secrets/kubernetes.io/serviceaccount"
 
 // inClusterImage builds testdata/inclusterlist statically and returns an
 // image whose entrypoint it is.
-func inClusterImage(t *testing.T) v1.Image {
-	t.Helper()
-	out := filepath.Join(t.TempDir(), "inclusterlist")
-	cmd := exec.Command("go", "build", "-trimpath", "-ldflags=-s -w", "-o", out, "./testdata/inclusterlist")
-	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
-	if msg, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("building the in-cluster program: %v\n%s", err, msg)
-	}
-	binary, err := os.ReadFile(out)
-	if err != nil {
-		t.Fatal(err)
-	}
-	img, err := testimages.Static(map[string][]byte{"inclusterlist": binary}, "/inclusterlist")
-	if err != nil {
-		t.Fatal(err)
-	}
-	return img
-}
+func inClusterImage(t *testing.T) v1.Image { return staticImage(t, "inclusterlist") }
 
 // TestUpInClusterAccess runs, on `up --images=oci`, a Job whose container
 // uses client-go's rest.InClusterConfig to list the pods of its namespace:
@@ -83,21 +64,7 @@ func TestUpInClusterAccess(t *testing.T) {
 		}
 	})
 
-	role := &rbacv1.Role{
-		ObjectMeta: metav1.ObjectMeta{Name: "pod-reader", Namespace: ns},
-		Rules:      []rbacv1.PolicyRule{{APIGroups: []string{""}, Resources: []string{"pods"}, Verbs: []string{"get", "list"}}},
-	}
-	if _, err := c.RbacV1().Roles(ns).Create(ctx, role, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	binding := &rbacv1.RoleBinding{
-		ObjectMeta: metav1.ObjectMeta{Name: "default-reads-pods", Namespace: ns},
-		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: role.Name},
-		Subjects:   []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Name: "default", Namespace: ns}},
-	}
-	if _, err := c.RbacV1().RoleBindings(ns).Create(ctx, binding, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
+	grantPodReader(t, c, ns, "get", "list")
 
 	t.Run("allowed with a RoleBinding", func(t *testing.T) {
 		logs := runInClusterJob(t, c, ns, "allowed", ref, batchv1.JobComplete)
@@ -214,5 +181,27 @@ func testAutomount(t *testing.T, c kubernetes.Interface, ns, ref string) {
 				t.Errorf("token volume %q mounted %v, want mounted %v; volumes %+v, mounts %+v", volume, mounted, tc.wantMounted, got.Spec.Volumes, got.Spec.Containers[0].VolumeMounts)
 			}
 		})
+	}
+}
+
+// grantPodReader lets the default ServiceAccount of ns do verbs on pods
+// (a Role and its RoleBinding).
+func grantPodReader(t *testing.T, c kubernetes.Interface, ns string, verbs ...string) {
+	t.Helper()
+	ctx := context.Background()
+	role := &rbacv1.Role{
+		ObjectMeta: metav1.ObjectMeta{Name: "pod-reader", Namespace: ns},
+		Rules:      []rbacv1.PolicyRule{{APIGroups: []string{""}, Resources: []string{"pods"}, Verbs: verbs}},
+	}
+	if _, err := c.RbacV1().Roles(ns).Create(ctx, role, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	binding := &rbacv1.RoleBinding{
+		ObjectMeta: metav1.ObjectMeta{Name: "default-reads-pods", Namespace: ns},
+		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: role.Name},
+		Subjects:   []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Name: "default", Namespace: ns}},
+	}
+	if _, err := c.RbacV1().RoleBindings(ns).Create(ctx, binding, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
 	}
 }

@@ -18,7 +18,6 @@ import (
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
-	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/apimachinery/pkg/util/wait"
@@ -167,21 +166,7 @@ func TestUpPodNetwork(t *testing.T) {
 	}
 
 	// In-cluster clients reach the apiserver at the kubernetes Service.
-	role := &rbacv1.Role{
-		ObjectMeta: metav1.ObjectMeta{Name: "pod-reader", Namespace: ns},
-		Rules:      []rbacv1.PolicyRule{{APIGroups: []string{""}, Resources: []string{"pods"}, Verbs: []string{"list"}}},
-	}
-	if _, err := c.RbacV1().Roles(ns).Create(ctx, role, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	binding := &rbacv1.RoleBinding{
-		ObjectMeta: metav1.ObjectMeta{Name: "default-reads-pods", Namespace: ns},
-		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: role.Name},
-		Subjects:   []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Name: "default", Namespace: ns}},
-	}
-	if _, err := c.RbacV1().RoleBindings(ns).Create(ctx, binding, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
+	grantPodReader(t, c, ns, "list")
 	lister := builder.MakeJob("incluster", ns).BackoffLimit(0).Obj()
 	lister.Spec.Template.Spec.Containers[0].Image = inClusterRef
 	lister.Spec.Template.Spec.Containers[0].Command, lister.Spec.Template.Spec.Containers[0].Args = nil, nil

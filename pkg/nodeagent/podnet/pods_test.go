@@ -35,22 +35,7 @@ func TestPodsPinNamespaces(t *testing.T) {
 	// A DNS Service's address, in UDP, sent to the node's server.
 	dnsService := netip.MustParseAddrPort("10.0.0.10:53")
 	dnsServer := netip.AddrPortFrom(gateway(DefaultPodCIDR), 5353)
-	n, err := SetUp(Config{StateDir: filepath.Join(dir, "ipam"), ServiceCIDR: netip.MustParsePrefix("10.0.0.0/24"), Redirects: []Redirect{{From: service, To: relay}, {From: dnsService, To: dnsServer, UDP: true}}}, node)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer n.Close()
-	pins := filepath.Join(dir, "netns")
-	pods, err := NewPods(n, pins)
-	if err != nil {
-		t.Fatal(err)
-	}
-	// Nothing pinned is left on the host, whatever fails.
-	t.Cleanup(func() {
-		if err := UnpinAll(pins); err != nil {
-			t.Error(err)
-		}
-	})
+	_, pods := setUpPods(t, node, Config{StateDir: filepath.Join(dir, "ipam"), ServiceCIDR: netip.MustParsePrefix("10.0.0.0/24"), Redirects: []Redirect{{From: service, To: relay}, {From: dnsService, To: dnsServer, UDP: true}}})
 
 	pathA, ipA, err := pods.Ensure("pod-a")
 	if err != nil {
@@ -220,22 +205,7 @@ func TestHostPorts(t *testing.T) {
 	if err := setLoopbackUp(node); err != nil {
 		t.Fatal(err)
 	}
-	dir := t.TempDir()
-	n, err := SetUp(Config{StateDir: filepath.Join(dir, "ipam")}, node)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer n.Close()
-	pins := filepath.Join(dir, "netns")
-	pods, err := NewPods(n, pins)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if err := UnpinAll(pins); err != nil {
-			t.Error(err)
-		}
-	})
+	n, pods := setUpPods(t, node, Config{StateDir: filepath.Join(t.TempDir(), "ipam")})
 	pathA, ipA, err := pods.Ensure("pod-a")
 	if err != nil {
 		t.Fatal(err)
@@ -288,4 +258,27 @@ func TestHostPorts(t *testing.T) {
 			t.Error("the host ports' table is left after TearDown")
 		}
 	}
+}
+
+// setUpPods sets the node's side up in node with cfg and returns it with
+// the pods' namespaces, pinned beside cfg.StateDir; nothing pinned is left
+// on the host, whatever fails.
+func setUpPods(t *testing.T, node netns.NsHandle, cfg Config) (*Node, *Pods) {
+	t.Helper()
+	n, err := SetUp(cfg, node)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(n.Close)
+	pins := filepath.Join(filepath.Dir(cfg.StateDir), "netns")
+	pods, err := NewPods(n, pins)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := UnpinAll(pins); err != nil {
+			t.Error(err)
+		}
+	})
+	return n, pods
 }
