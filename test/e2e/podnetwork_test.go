@@ -278,6 +278,27 @@ func TestUpWorkloadsOnPodNetwork(t *testing.T) {
 		t.Fatalf("the Deployment and the StatefulSet never had 2 ready replicas each: %s", describePods(pods.Items))
 	}
 
+	// Ready replicas are not yet routed ones: the Service's EndpointSlice
+	// lists both as ready before the client asks (the proxy follows it
+	// within moments).
+	if err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
+		list, err := c.DiscoveryV1().EndpointSlices(ns).List(ctx, metav1.ListOptions{LabelSelector: discoveryv1.LabelServiceName + "=web"})
+		if err != nil {
+			return false, nil
+		}
+		ready := 0
+		for _, s := range list.Items {
+			for _, e := range s.Endpoints {
+				if e.Conditions.Ready == nil || *e.Conditions.Ready {
+					ready++
+				}
+			}
+		}
+		return ready == 2, nil
+	}); err != nil {
+		t.Fatal("the web Service's EndpointSlices never listed 2 ready endpoints")
+	}
+	time.Sleep(time.Second)
 	job := builder.MakeJob("client", ns).BackoffLimit(0).Obj()
 	job.Spec.Template.Spec.Containers[0].Image = ref
 	job.Spec.Template.Spec.Containers[0].Command = nil
