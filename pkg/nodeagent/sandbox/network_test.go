@@ -76,7 +76,7 @@ func TestNetworkNamespaces(t *testing.T) {
 		ns := newNetworkNamespace(t)
 		// probe0 exists only in ns.
 		s, out := startTestWith(t, true, StartOptions{Network: NetworkJoin, JoinNetworkNamespace: ns},
-			Config{PIDNamespace: PIDContainer, Command: []string{"sh", "-c", "cat /proc/net/dev; sleep 60"}})
+			Config{PIDNamespace: PIDContainer, Command: []string{"sh", "-c", "cat /proc/net/dev; exec sleep 60"}})
 		r, w, err := os.Pipe()
 		if err != nil {
 			t.Fatal(err)
@@ -85,7 +85,10 @@ func TestNetworkNamespaces(t *testing.T) {
 		defer devNull.Close()
 		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 		defer cancel()
-		p, err := s.Exec(ctx, []string{"cat", "/proc/net/dev"}, false, devNull, w, w)
+		// The exec'd command waits for the container's sleep, so the
+		// container's own listing is written before the kill below.
+		wait := "until grep -qx sleep /proc/[0-9]*/comm 2>/dev/null; do sleep 0.01; done; cat /proc/net/dev"
+		p, err := s.Exec(ctx, []string{"sh", "-c", wait}, false, devNull, w, w)
 		_ = w.Close()
 		if err != nil {
 			t.Fatal(err)
