@@ -54,6 +54,26 @@ type Sources struct {
 	// takes minutes and a module requiring k8s.io/kubernetes with its test
 	// dependencies, which test/conformance/run.sh has).
 	Agnhost string
+	// AgnhostTools are the programs upstream's agnhost image adds from
+	// alpine's packages (curl, netcat, dig...), copied from this machine
+	// with their libraries (AgnhostToolsFromHost); none leaves busybox's
+	// versions, which lack the options the [sig-network] specs use.
+	AgnhostTools []HostProgram
+}
+
+// AgnhostToolsFromHost are the programs of upstream's agnhost image (alpine
+// with curl, netcat-openbsd, bind-tools and bash) at alpine's paths, from
+// this Debian machine's curl, netcat-openbsd, bind9-dnsutils and bash
+// packages (`apt-get install curl netcat-openbsd bind9-dnsutils`).
+func AgnhostToolsFromHost() []HostProgram {
+	return []HostProgram{
+		{Source: "/usr/bin/curl", Path: "usr/bin/curl"},
+		{Source: "/bin/nc.openbsd", Path: "usr/bin/nc"},
+		{Source: "/usr/bin/dig", Path: "usr/bin/dig"},
+		{Source: "/usr/bin/nslookup", Path: "usr/bin/nslookup"},
+		{Source: "/usr/bin/host", Path: "usr/bin/host"},
+		{Source: "/bin/bash", Path: "bin/bash"},
+	}
 }
 
 // StandIns are offline stand-ins for the images of upstream's e2e specs,
@@ -82,7 +102,7 @@ func StandIns(src Sources) (map[string]v1.Image, error) {
 	}
 	images := map[string]v1.Image{BusyboxImage: busybox, PauseImage: pause, NonewprivsImage: nnp, NonRootImage: nonRoot, GlibcDNSImage: glibcDNS}
 	if src.Agnhost != "" {
-		agnhost, err := Agnhost(busybox, src.Agnhost)
+		agnhost, err := Agnhost(busybox, src.Agnhost, src.AgnhostTools...)
 		if err != nil {
 			return nil, fmt.Errorf("the agnhost stand-in: %w", err)
 		}
@@ -131,13 +151,23 @@ func GlibcDNS(busybox v1.Image) (v1.Image, error) {
 // (user-defined-in-image, uid and gid 1000, also a member of
 // group-defined-in-image, gid 50000); Entrypoint ["/agnhost"], Cmd
 // ["pause"]. Upstream's image is alpine with curl, netcat, iproute2, iperf,
-// bind-tools and coredns added, and a registry's files for the image pull
-// specs; the stand-in has busybox's versions of the first four and none of
-// the rest.
-func Agnhost(busybox v1.Image, agnhostPath string) (v1.Image, error) {
+// bind-tools, bash and coredns added, and a registry's files for the image
+// pull specs; the stand-in has tools (HostPrograms, in a layer of their own)
+// in their place, busybox's versions of those not given, and neither
+// coredns nor the registry.
+func Agnhost(busybox v1.Image, agnhostPath string, tools ...HostProgram) (v1.Image, error) {
 	binary, err := readStatic(agnhostPath)
 	if err != nil {
 		return nil, fmt.Errorf("the agnhost program: %w", err)
+	}
+	if len(tools) > 0 {
+		files, err := HostPrograms(tools...)
+		if err != nil {
+			return nil, fmt.Errorf("the agnhost image's tools: %w", err)
+		}
+		if busybox, err = WithLayer(busybox, files...); err != nil {
+			return nil, err
+		}
 	}
 	const user, group = "user-defined-in-image", "group-defined-in-image"
 	img, err := WithLayer(busybox,

@@ -4,8 +4,9 @@
 # version of go.mod) against a private `jobkeeper up`, one e2e.test process
 # per spec, and write the results into docs/conformance.md. See docs/conformance.md for what it measures.
 #
-# Needs Go, gcc, the Go module proxy and a static busybox (Debian's
-# busybox-static) for the images (no registry, no GitHub, no cluster). Heavy:
+# Needs Go, gcc, the Go module proxy, a static busybox (Debian's
+# busybox-static) and Debian's curl, netcat-openbsd, bind9-dnsutils and bash
+# for the images (no registry, no GitHub, no cluster). Heavy:
 # the first run builds e2e.test and agnhost (tens of minutes on 2 cores),
 # later runs reuse them.
 set -euo pipefail
@@ -186,6 +187,27 @@ if [ "$images" = oci ] && { [ "$rebuild" = 1 ] || [ ! -x "$agnhost" ] || [ "$(ca
 	log "agnhost built in $(fmt_duration $(($(date +%s) - b0)))"
 fi
 
+# --- the agnhost image's tools --------------------------------------------
+# Upstream's agnhost image adds alpine's curl, netcat-openbsd, bind-tools and
+# bash, which the [sig-network] specs run; the stand-in copies this machine's
+# (with their libraries), installed here from Debian's packages if missing.
+if [ "$images" = oci ]; then
+	missing=()
+	for pkg in curl netcat-openbsd bind9-dnsutils bash; do
+		dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q 'ok installed' || missing+=("$pkg")
+	done
+	if [ ${#missing[@]} -gt 0 ]; then
+		sudo=""
+		if [ "$(id -u)" != 0 ]; then sudo="sudo"; fi
+		log "installing ${missing[*]} (the agnhost stand-in's tools)"
+		$sudo apt-get install -y -q "${missing[@]}" >/dev/null ||
+			{ $sudo apt-get update -q >/dev/null && $sudo apt-get install -y -q "${missing[@]}" >/dev/null; } || {
+			echo "installing ${missing[*]} failed" >&2
+			exit 1
+		}
+	fi
+fi
+
 # --- jobkeeper ------------------------------------------------------------
 src="$root"
 if [ -n "$at" ]; then
@@ -219,7 +241,7 @@ load_images() {
 		exit 1
 	}
 	# standins builds the pause and nnp programs with the go command, from $root.
-	lines=$(cd "$root" && "$results/standins" -o "$results/standins.tar" --busybox "$busybox" --agnhost "$agnhost") || {
+	lines=$(cd "$root" && "$results/standins" -o "$results/standins.tar" --busybox "$busybox" --agnhost "$agnhost" --agnhost-host-tools) || {
 		echo "building the image stand-ins failed (a static busybox: apt-get install busybox-static, or --busybox PATH)" >&2
 		exit 1
 	}

@@ -5,13 +5,15 @@
 // the names the specs use, for `jobkeeper image load` (test/conformance/run.sh
 // does both):
 //
-//	go run ./internal/testimages/cmd/standins -o /tmp/standins.tar [--busybox /bin/busybox] [--pause PATH] [--nnp PATH] [--agnhost PATH]
+//	go run ./internal/testimages/cmd/standins -o /tmp/standins.tar [--busybox /bin/busybox] [--pause PATH] [--nnp PATH] [--agnhost PATH [--agnhost-host-tools]]
 //
 // busybox comes from a static busybox binary (Debian's busybox-static,
 // /bin/busybox by default); pause and nnp are jobkeeper's own programs,
 // built with the go command from the current directory (inside jobkeeper's
 // module) unless --pause or --nnp names a built one; agnhost is written
-// only with --agnhost, upstream's agnhost built static. It prints one line
+// only with --agnhost, upstream's agnhost built static, and with
+// --agnhost-host-tools holds this machine's curl, netcat, dig and bash as
+// upstream's holds alpine's. It prints one line
 // per image written, tab-separated: name, image ID (the config's digest,
 // which `jobkeeper image ls` shows too), platform, what it was built from.
 package main
@@ -32,8 +34,9 @@ func main() {
 	pause := flag.String("pause", "", "a static pause program (default: build internal/testimages/pause)")
 	nnp := flag.String("nnp", "", "a static nnp program (default: build internal/testimages/nnp)")
 	agnhost := flag.String("agnhost", "", "upstream's agnhost program, built static (default: no agnhost stand-in)")
+	hostTools := flag.Bool("agnhost-host-tools", false, "put this machine's curl, nc (netcat-openbsd), dig, nslookup, host (bind9-dnsutils) and bash, with their libraries, into the agnhost stand-in, as upstream's image has alpine's")
 	flag.Usage = func() {
-		fmt.Fprintf(flag.CommandLine.Output(), "usage: standins -o FILE [--busybox PATH] [--pause PATH] [--nnp PATH] [--agnhost PATH]\n\n")
+		fmt.Fprintf(flag.CommandLine.Output(), "usage: standins -o FILE [--busybox PATH] [--pause PATH] [--nnp PATH] [--agnhost PATH [--agnhost-host-tools]]\n\n")
 		flag.PrintDefaults()
 	}
 	flag.Parse()
@@ -41,7 +44,11 @@ func main() {
 		flag.Usage()
 		os.Exit(2)
 	}
-	if err := run(*out, testimages.Sources{Busybox: *busybox, Pause: *pause, NNP: *nnp, Agnhost: *agnhost}); err != nil {
+	src := testimages.Sources{Busybox: *busybox, Pause: *pause, NNP: *nnp, Agnhost: *agnhost}
+	if *hostTools {
+		src.AgnhostTools = testimages.AgnhostToolsFromHost()
+	}
+	if err := run(*out, src); err != nil {
 		fmt.Fprintln(os.Stderr, "standins:", err)
 		os.Exit(1)
 	}
