@@ -1,9 +1,13 @@
 package serviceproxy
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"net/netip"
+	"slices"
+	"time"
 
 	"github.com/google/nftables"
 	"github.com/google/nftables/expr"
@@ -20,15 +24,22 @@ import (
 // network namespace.
 const Table = "jobkeeper-services"
 
-// Apply replaces the table Table in the network namespace ns with rules,
-// in one transaction:
+// Apply makes the table Table in the network namespace ns hold rules, in
+// one transaction:
 //
 //	prerouting, output (nat, dstnat): jump services
 //	services: one rule per Rule with endpoints: daddr, protocol, dport -> jump svc-N
-//	svc-N: endpoint i of n taken with probability 1/(n-i): dnat to it
+//	svc-N: with affinity, first: saddr in affinity set i -> dnat to endpoint i
+//	       then endpoint i of n taken with probability 1/(n-i): (saddr into
+//	       affinity set i,) dnat to it
 //	postrouting (nat, srcnat): saddr and daddr the same endpoint -> masquerade
 //	forward, output (filter): new connections -> jump no-endpoints
 //	no-endpoints: one rule per Rule without: daddr, protocol, dport -> reject
+//
+// Every rule is replaced; chains and affinity sets no longer wanted are
+// deleted. The affinity sets still wanted are kept with their clients, so
+// that a change to other Services (or to this one's endpoints) does not
+// move a client whose endpoint is still there.
 func Apply(ns netns.NsHandle, rules []Rule) error {
 	// The whole table goes in one batch, acknowledged message by message:
 	// the socket's buffers are sized to it (forced, as nft does, as root),
@@ -52,15 +63,22 @@ func Apply(ns netns.NsHandle, rules []Rule) error {
 		return err
 	}
 	t := &nftables.Table{Name: Table, Family: nftables.TableFamilyIPv4}
-	// Added, deleted and added again: the table is new whatever was
-	// there, in the same transaction as its rules.
+	oldChains, oldSets, err := contents(c, t)
+	if err != nil {
+		return fmt.Errorf("reading the table %s: %w", Table, err)
+	}
+	// Every rule goes first, which releases the chains and sets they
+	// named; what is still wanted is added again (a no-op for what is
+	// there), what is not is deleted last.
 	c.AddTable(t)
-	c.DelTable(t)
-	c.AddTable(t)
+	c.FlushTable(t)
+	chains, sets := map[string]bool{}, map[string]bool{}
 	base := func(name string, typ nftables.ChainType, hook *nftables.ChainHook, prio *nftables.ChainPriority) *nftables.Chain {
+		chains[name] = true
 		return c.AddChain(&nftables.Chain{Name: name, Table: t, Type: typ, Hooknum: hook, Priority: prio})
 	}
 	regular := func(name string) *nftables.Chain {
+		chains[name] = true
 		return c.AddChain(&nftables.Chain{Name: name, Table: t})
 	}
 	add := func(ch *nftables.Chain, exprs ...expr.Any) {
@@ -112,6 +130,23 @@ func Apply(ns netns.NsHandle, rules []Rule) error {
 		svc := regular(fmt.Sprintf("svc-%d", i))
 		add(services, append(match(r), jump(svc.Name))...)
 		n := len(r.Endpoints)
+		affinity := make([]*nftables.Set, n)
+		if r.Affinity > 0 {
+			for j, ep := range r.Endpoints {
+				set := &nftables.Set{Table: t, Name: affinitySet(r, ep), KeyType: nftables.TypeIPAddr,
+					HasTimeout: true, Dynamic: true, Timeout: r.Affinity}
+				if err := c.AddSet(set, nil); err != nil {
+					return err
+				}
+				sets[set.Name] = true
+				affinity[j] = set
+				// A client this endpoint served within the timeout goes
+				// back to it.
+				add(svc, append([]expr.Any{sourceAddr(),
+					&expr.Lookup{SourceRegister: 1, SetName: set.Name, SetID: set.ID},
+					remember(set, r.Affinity)}, nftrules.DNAT(ep)...)...)
+			}
+		}
 		for j, ep := range r.Endpoints {
 			var exprs []expr.Any
 			if j < n-1 {
@@ -119,10 +154,64 @@ func Apply(ns netns.NsHandle, rules []Rule) error {
 					&expr.Numgen{Register: 1, Modulus: uint32(n - j), Type: unix.NFT_NG_RANDOM},
 					&expr.Cmp{Op: expr.CmpOpEq, Register: 1, Data: nftrules.Native(0)})
 			}
+			if set := affinity[j]; set != nil {
+				exprs = append(exprs, sourceAddr(), remember(set, r.Affinity))
+			}
 			add(svc, append(exprs, nftrules.DNAT(ep)...)...)
 		}
 	}
+	for _, ch := range oldChains {
+		if !chains[ch.Name] {
+			c.DelChain(ch)
+		}
+	}
+	for _, set := range oldSets {
+		if !sets[set.Name] {
+			c.DelSet(set)
+		}
+	}
 	return c.Flush()
+}
+
+// contents lists the chains and sets of the table t, none when it is not
+// there.
+func contents(c *nftables.Conn, t *nftables.Table) ([]*nftables.Chain, []*nftables.Set, error) {
+	tables, err := c.ListTablesOfFamily(t.Family)
+	if err != nil {
+		return nil, nil, err
+	}
+	if !slices.ContainsFunc(tables, func(x *nftables.Table) bool { return x.Name == t.Name }) {
+		return nil, nil, nil
+	}
+	all, err := c.ListChainsOfTableFamily(t.Family)
+	if err != nil {
+		return nil, nil, err
+	}
+	chains := slices.DeleteFunc(all, func(ch *nftables.Chain) bool { return ch.Table == nil || ch.Table.Name != t.Name })
+	sets, err := c.GetSets(t)
+	if err != nil {
+		return nil, nil, err
+	}
+	return chains, sets, nil
+}
+
+// affinitySet names the set of the clients endpoint ep of r served: the
+// same name for as long as the Service port, the endpoint and the timeout
+// are the same (a set's timeout cannot change in place).
+func affinitySet(r Rule, ep netip.AddrPort) string {
+	h := sha256.Sum256(fmt.Appendf(nil, "%s/%s>%s/%d", r.Address, r.Protocol, ep, r.Affinity.Milliseconds()))
+	return "affinity-" + hex.EncodeToString(h[:8])
+}
+
+// sourceAddr is "ip saddr" into register 1.
+func sourceAddr() expr.Any {
+	return &expr.Payload{DestRegister: 1, Base: expr.PayloadBaseNetworkHeader, Offset: 12, Len: 4}
+}
+
+// remember is "update @set { ip saddr timeout d }", register 1 holding
+// the source address.
+func remember(set *nftables.Set, d time.Duration) expr.Any {
+	return &expr.Dynset{SrcRegKey: 1, SetName: set.Name, SetID: set.ID, Operation: unix.NFT_DYNSET_OP_UPDATE, Timeout: d}
 }
 
 // Remove deletes the table Table from the network namespace ns, if it is
@@ -135,6 +224,9 @@ func socketBuffer(rules []Rule) int {
 	messages := 16
 	for _, r := range rules {
 		messages += 3 + len(r.Endpoints)
+		if r.Affinity > 0 {
+			messages += 2 * len(r.Endpoints) // a set and a rule each
+		}
 	}
 	return max(1<<20, messages*1024)
 }

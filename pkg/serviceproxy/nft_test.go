@@ -327,3 +327,89 @@ func TestApplyManyServices(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// TestApplySessionAffinity: with ClientIP affinity a client keeps its
+// endpoint, across rewrites of the table for other Services, until that
+// endpoint leaves; the sets go when the affinity does.
+func TestApplySessionAffinity(t *testing.T) {
+	node, pods, ips := newNode(t)
+	serve(t, pods["a"], ":8080", "a")
+	serve(t, pods["b"], ":8080", "b")
+	web := netip.MustParseAddrPort("10.0.0.60:80")
+	endpoints := []netip.AddrPort{netip.AddrPortFrom(ips["a"], 8080), netip.AddrPortFrom(ips["b"], 8080)}
+	rules := []Rule{{Service: "ns/web:", Address: web, Protocol: corev1.ProtocolTCP, Endpoints: endpoints, Affinity: time.Hour}}
+	if err := Apply(node, rules); err != nil {
+		t.Fatal(err)
+	}
+	// sticky asks n times from ns and returns the one endpoint that
+	// answered, failing the test if several did.
+	sticky := func(ns netns.NsHandle, who string, n int) string {
+		t.Helper()
+		seen := map[string]int{}
+		for range n {
+			got, err := ask(t, ns, web.String())
+			if err != nil {
+				t.Fatalf("%s to the Service: %v", who, err)
+			}
+			seen[got]++
+		}
+		if len(seen) != 1 {
+			t.Fatalf("%s reached %v, want one endpoint throughout", who, seen)
+		}
+		for e := range seen {
+			return e
+		}
+		return ""
+	}
+	first := sticky(pods["c"], "pod c", 20)
+	sticky(node, "the node", 20)
+
+	// Another Service appears: the table is rewritten, the client's
+	// endpoint kept.
+	rules = append(rules, Rule{Service: "ns/other:", Address: netip.MustParseAddrPort("10.0.0.61:80"), Protocol: corev1.ProtocolTCP,
+		Endpoints: endpoints})
+	if err := Apply(node, rules); err != nil {
+		t.Fatal(err)
+	}
+	if got := sticky(pods["c"], "pod c after a rewrite", 10); got != first {
+		t.Errorf("after a rewrite for another Service pod c reached %s, before %s", got, first)
+	}
+
+	// Its endpoint leaves: it goes to the other.
+	other := map[string]netip.AddrPort{"a": endpoints[1], "b": endpoints[0]}[first]
+	rules[0].Endpoints = []netip.AddrPort{other}
+	if err := Apply(node, rules); err != nil {
+		t.Fatal(err)
+	}
+	if got := sticky(pods["c"], "pod c after its endpoint left", 5); got == first {
+		t.Errorf("pod c still reached %s, which left", got)
+	}
+
+	// Affinity off: the sets are gone, and connections spread again.
+	rules[0].Endpoints, rules[0].Affinity = endpoints, 0
+	if err := Apply(node, rules); err != nil {
+		t.Fatal(err)
+	}
+	conn, err := nftables.New(nftables.WithNetNSFd(int(node)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	sets, err := conn.GetSets(&nftables.Table{Name: Table, Family: nftables.TableFamilyIPv4})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(sets) != 0 {
+		t.Errorf("%d affinity sets left without affinity", len(sets))
+	}
+	seen := map[string]bool{}
+	for range 40 {
+		got, err := ask(t, pods["c"], web.String())
+		if err != nil {
+			t.Fatal(err)
+		}
+		seen[got] = true
+	}
+	if len(seen) != 2 {
+		t.Errorf("without affinity pod c reached %v, want both", seen)
+	}
+}

@@ -10,15 +10,19 @@
 // transaction, so no connection sees half a change; Proxy keeps the table
 // in step with informers.
 //
-// Not done: NodePort, externalIPs and LoadBalancer addresses, session
-// affinity (ClientIP), IPv6, and traffic policies (on a single node every
-// endpoint is local).
+// ClientIP session affinity is kept in one nftables set per endpoint of
+// the Service port (the clients it served last, each with the Service's
+// timeout), which outlives the table's rewrites.
+//
+// Not done: NodePort, externalIPs and LoadBalancer addresses, IPv6, and
+// traffic policies (on a single node every endpoint is local).
 package serviceproxy
 
 import (
 	"cmp"
 	"net/netip"
 	"slices"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
@@ -34,7 +38,15 @@ type Rule struct {
 	// Endpoints are the ready endpoints' addresses and target ports,
 	// sorted.
 	Endpoints []netip.AddrPort
+	// Affinity, when not zero, is the Service's ClientIP session affinity:
+	// a client's connections go to the endpoint its last one went to,
+	// until it has made none for this long.
+	Affinity time.Duration
 }
+
+// DefaultAffinityTimeout is how long a ClientIP session affinity lasts
+// when the Service does not say (the API's default, 3 hours).
+const DefaultAffinityTimeout = 10800 * time.Second
 
 // Compute returns the rules of services given their EndpointSlices,
 // sorted by address, port and protocol. Services skip reports true for are
@@ -80,6 +92,7 @@ func Compute(services []*corev1.Service, endpointSlices []*discoveryv1.EndpointS
 				Address:   netip.AddrPortFrom(vip, uint16(p.Port)),
 				Protocol:  proto,
 				Endpoints: endpointsOf(byService[[2]string{svc.Namespace, svc.Name}], p.Name, proto),
+				Affinity:  affinity(svc),
 			})
 		}
 	}
@@ -87,6 +100,17 @@ func Compute(services []*corev1.Service, endpointSlices []*discoveryv1.EndpointS
 		return cmp.Or(a.Address.Compare(b.Address), cmp.Compare(a.Protocol, b.Protocol))
 	})
 	return rules
+}
+
+// affinity is the Service's ClientIP session affinity timeout, or 0.
+func affinity(svc *corev1.Service) time.Duration {
+	if svc.Spec.SessionAffinity != corev1.ServiceAffinityClientIP {
+		return 0
+	}
+	if c := svc.Spec.SessionAffinityConfig; c != nil && c.ClientIP != nil && c.ClientIP.TimeoutSeconds != nil && *c.ClientIP.TimeoutSeconds > 0 {
+		return time.Duration(*c.ClientIP.TimeoutSeconds) * time.Second
+	}
+	return DefaultAffinityTimeout
 }
 
 // clusterIPv4 is the Service's IPv4 cluster IP, if it has one.

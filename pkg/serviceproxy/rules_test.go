@@ -3,6 +3,7 @@ package serviceproxy
 import (
 	"net/netip"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 	corev1 "k8s.io/api/core/v1"
@@ -87,5 +88,23 @@ func TestComputePortsByName(t *testing.T) {
 	got := Compute([]*corev1.Service{svc}, []*discoveryv1.EndpointSlice{s}, nil)
 	if len(got) != 1 || len(got[0].Endpoints) != 0 {
 		t.Errorf("rules %+v, want one without endpoints", got)
+	}
+}
+
+func TestComputeAffinity(t *testing.T) {
+	sticky := service("sticky", "10.0.0.41", corev1.ServicePort{Port: 80})
+	sticky.Spec.SessionAffinity = corev1.ServiceAffinityClientIP
+	timed := service("timed", "10.0.0.42", corev1.ServicePort{Port: 80})
+	timed.Spec.SessionAffinity = corev1.ServiceAffinityClientIP
+	timed.Spec.SessionAffinityConfig = &corev1.SessionAffinityConfig{ClientIP: &corev1.ClientIPConfig{TimeoutSeconds: ptr.To[int32](60)}}
+	none := service("none", "10.0.0.43", corev1.ServicePort{Port: 80})
+	none.Spec.SessionAffinity = corev1.ServiceAffinityNone
+	got := map[string]time.Duration{}
+	for _, r := range Compute([]*corev1.Service{sticky, timed, none}, nil, nil) {
+		got[r.Service] = r.Affinity
+	}
+	want := map[string]time.Duration{"ns/sticky:": 3 * time.Hour, "ns/timed:": time.Minute, "ns/none:": 0}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("affinity (-want +got):\n%s", diff)
 	}
 }
