@@ -59,14 +59,39 @@ type Sources struct {
 	// with their libraries (AgnhostToolsFromHost); none leaves busybox's
 	// versions, which lack the options the [sig-network] specs use.
 	AgnhostTools []HostProgram
+	// GlibcDNSTools are the programs upstream's glibc-dns-testing image
+	// (Debian with dnsutils) has and busybox has not, copied from this
+	// machine (GlibcDNSToolsFromHost); none leaves the image without dig.
+	GlibcDNSTools []HostProgram
 }
+
+// GlibcDNSToolsFromHost are dnsutils' dig, nslookup and host of this
+// Debian machine (`apt-get install bind9-dnsutils`), where Debian puts
+// them, and its dash as /bin/sh (shellInPath), Debian's shell.
+func GlibcDNSToolsFromHost() []HostProgram {
+	return []HostProgram{
+		shellInPath,
+		{Source: "/usr/bin/dig", Path: "usr/bin/dig"},
+		{Source: "/usr/bin/nslookup", Path: "usr/bin/nslookup"},
+		{Source: "/usr/bin/host", Path: "usr/bin/host"},
+	}
+}
+
+// shellInPath replaces busybox's sh in an image given other tools: Debian's
+// static busybox runs its own applets before the programs in PATH
+// (FEATURE_SH_STANDALONE), so that its sh would run its own nc or nslookup
+// instead of the tools; alpine's busybox sh, and Debian's dash, look in
+// PATH as upstream's images do.
+var shellInPath = HostProgram{Source: "/bin/dash", Path: "bin/sh"}
 
 // AgnhostToolsFromHost are the programs of upstream's agnhost image (alpine
 // with curl, netcat-openbsd, bind-tools and bash) at alpine's paths, from
 // this Debian machine's curl, netcat-openbsd, bind9-dnsutils and bash
-// packages (`apt-get install curl netcat-openbsd bind9-dnsutils`).
+// packages (`apt-get install curl netcat-openbsd bind9-dnsutils`), and its
+// dash as /bin/sh (shellInPath).
 func AgnhostToolsFromHost() []HostProgram {
 	return []HostProgram{
+		shellInPath,
 		{Source: "/usr/bin/curl", Path: "usr/bin/curl"},
 		{Source: "/bin/nc.openbsd", Path: "usr/bin/nc"},
 		{Source: "/usr/bin/dig", Path: "usr/bin/dig"},
@@ -96,7 +121,7 @@ func StandIns(src Sources) (map[string]v1.Image, error) {
 	if err != nil {
 		return nil, fmt.Errorf("the nonroot stand-in: %w", err)
 	}
-	glibcDNS, err := GlibcDNS(busybox)
+	glibcDNS, err := GlibcDNS(busybox, src.GlibcDNSTools...)
 	if err != nil {
 		return nil, fmt.Errorf("the glibc-dns-testing stand-in: %w", err)
 	}
@@ -139,10 +164,22 @@ func NonRoot(busybox v1.Image) (v1.Image, error) {
 // with dnsutils and coredns 1.5.0, which the hostname specs run `hostname`
 // and `hostname -f` in): the busybox stand-in. busybox's `hostname -f`
 // looks the hostname up as Debian's does, in /etc/hosts (the pod's
-// managed one) before DNS, and fails likewise when nothing knows it; dig,
-// nslookup's options and coredns are not there.
-func GlibcDNS(busybox v1.Image) (v1.Image, error) {
-	return withStandInConfig(busybox, GlibcDNSImage, "busybox stand-in", Config{Cmd: []string{"sh"}})
+// managed one) before DNS, and fails likewise when nothing knows it. tools
+// (dnsutils' dig, nslookup and host: GlibcDNSToolsFromHost) go in a layer
+// of their own; coredns is not there.
+func GlibcDNS(busybox v1.Image, tools ...HostProgram) (v1.Image, error) {
+	img, source := busybox, "busybox stand-in"
+	if len(tools) > 0 {
+		files, err := HostPrograms(tools...)
+		if err != nil {
+			return nil, fmt.Errorf("the glibc-dns-testing image's tools: %w", err)
+		}
+		if img, err = WithLayer(busybox, files...); err != nil {
+			return nil, err
+		}
+		source = "busybox stand-in with this machine's dnsutils"
+	}
+	return withStandInConfig(img, GlibcDNSImage, source, Config{Cmd: []string{"sh"}})
 }
 
 // Agnhost is a stand-in for upstream's agnhost image: the busybox stand-in

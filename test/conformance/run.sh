@@ -187,19 +187,20 @@ if [ "$images" = oci ] && { [ "$rebuild" = 1 ] || [ ! -x "$agnhost" ] || [ "$(ca
 	log "agnhost built in $(fmt_duration $(($(date +%s) - b0)))"
 fi
 
-# --- the agnhost image's tools --------------------------------------------
+# --- the images' tools -----------------------------------------------------
 # Upstream's agnhost image adds alpine's curl, netcat-openbsd, bind-tools and
-# bash, which the [sig-network] specs run; the stand-in copies this machine's
-# (with their libraries), installed here from Debian's packages if missing.
+# bash, and glibc-dns-testing is Debian with dnsutils; the [sig-network]
+# specs run them. The stand-ins copy this machine's (with their libraries),
+# installed here from Debian's packages if missing.
 if [ "$images" = oci ]; then
 	missing=()
-	for pkg in curl netcat-openbsd bind9-dnsutils bash; do
+	for pkg in curl netcat-openbsd bind9-dnsutils bash dash; do
 		dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q 'ok installed' || missing+=("$pkg")
 	done
 	if [ ${#missing[@]} -gt 0 ]; then
 		sudo=""
 		if [ "$(id -u)" != 0 ]; then sudo="sudo"; fi
-		log "installing ${missing[*]} (the agnhost stand-in's tools)"
+		log "installing ${missing[*]} (the stand-ins' tools)"
 		$sudo apt-get install -y -q "${missing[@]}" >/dev/null ||
 			{ $sudo apt-get update -q >/dev/null && $sudo apt-get install -y -q "${missing[@]}" >/dev/null; } || {
 			echo "installing ${missing[*]} failed" >&2
@@ -241,7 +242,7 @@ load_images() {
 		exit 1
 	}
 	# standins builds the pause and nnp programs with the go command, from $root.
-	lines=$(cd "$root" && "$results/standins" -o "$results/standins.tar" --busybox "$busybox" --agnhost "$agnhost" --agnhost-host-tools) || {
+	lines=$(cd "$root" && "$results/standins" -o "$results/standins.tar" --busybox "$busybox" --agnhost "$agnhost" --host-tools) || {
 		echo "building the image stand-ins failed (a static busybox: apt-get install busybox-static, or --busybox PATH)" >&2
 		exit 1
 	}

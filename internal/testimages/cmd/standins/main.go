@@ -5,15 +5,16 @@
 // the names the specs use, for `jobkeeper image load` (test/conformance/run.sh
 // does both):
 //
-//	go run ./internal/testimages/cmd/standins -o /tmp/standins.tar [--busybox /bin/busybox] [--pause PATH] [--nnp PATH] [--agnhost PATH [--agnhost-host-tools]]
+//	go run ./internal/testimages/cmd/standins -o /tmp/standins.tar [--busybox /bin/busybox] [--pause PATH] [--nnp PATH] [--agnhost PATH] [--host-tools]
 //
 // busybox comes from a static busybox binary (Debian's busybox-static,
 // /bin/busybox by default); pause and nnp are jobkeeper's own programs,
 // built with the go command from the current directory (inside jobkeeper's
 // module) unless --pause or --nnp names a built one; agnhost is written
-// only with --agnhost, upstream's agnhost built static, and with
-// --agnhost-host-tools holds this machine's curl, netcat, dig and bash as
-// upstream's holds alpine's. It prints one line
+// only with --agnhost, upstream's agnhost built static. --host-tools puts
+// this machine's curl, netcat, dig and bash into the agnhost stand-in, as
+// upstream's holds alpine's, and its dnsutils into glibc-dns-testing. It
+// prints one line
 // per image written, tab-separated: name, image ID (the config's digest,
 // which `jobkeeper image ls` shows too), platform, what it was built from.
 package main
@@ -34,9 +35,9 @@ func main() {
 	pause := flag.String("pause", "", "a static pause program (default: build internal/testimages/pause)")
 	nnp := flag.String("nnp", "", "a static nnp program (default: build internal/testimages/nnp)")
 	agnhost := flag.String("agnhost", "", "upstream's agnhost program, built static (default: no agnhost stand-in)")
-	hostTools := flag.Bool("agnhost-host-tools", false, "put this machine's curl, nc (netcat-openbsd), dig, nslookup, host (bind9-dnsutils) and bash, with their libraries, into the agnhost stand-in, as upstream's image has alpine's")
+	hostTools := flag.Bool("host-tools", false, "put this machine's curl, nc (netcat-openbsd), dig, nslookup, host (bind9-dnsutils) and bash, with their libraries, into the agnhost stand-in, as upstream's image has alpine's, and dnsutils into the glibc-dns-testing one")
 	flag.Usage = func() {
-		fmt.Fprintf(flag.CommandLine.Output(), "usage: standins -o FILE [--busybox PATH] [--pause PATH] [--nnp PATH] [--agnhost PATH [--agnhost-host-tools]]\n\n")
+		fmt.Fprintf(flag.CommandLine.Output(), "usage: standins -o FILE [--busybox PATH] [--pause PATH] [--nnp PATH] [--agnhost PATH] [--host-tools]\n\n")
 		flag.PrintDefaults()
 	}
 	flag.Parse()
@@ -47,6 +48,7 @@ func main() {
 	src := testimages.Sources{Busybox: *busybox, Pause: *pause, NNP: *nnp, Agnhost: *agnhost}
 	if *hostTools {
 		src.AgnhostTools = testimages.AgnhostToolsFromHost()
+		src.GlibcDNSTools = testimages.GlibcDNSToolsFromHost()
 	}
 	if err := run(*out, src); err != nil {
 		fmt.Fprintln(os.Stderr, "standins:", err)
