@@ -18,6 +18,8 @@ import (
 	"github.com/vishvananda/netns"
 	"golang.org/x/sys/unix"
 	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
@@ -27,6 +29,7 @@ import (
 	endpointcontroller "k8s.io/kubernetes/pkg/controller/endpoint"
 	endpointslicecontroller "k8s.io/kubernetes/pkg/controller/endpointslice"
 	endpointslicemirroringcontroller "k8s.io/kubernetes/pkg/controller/endpointslicemirroring"
+	"k8s.io/utils/ptr"
 
 	"jobkeeper.dev/jobkeeper/pkg/clusterdns"
 	"jobkeeper.dev/jobkeeper/pkg/controlplane"
@@ -153,7 +156,7 @@ func startPodNetwork(ctx context.Context, cp *controlplane.ControlPlane, nodeDir
 		return fail(fmt.Errorf("the relay from the kubernetes Service to the apiserver: %w", err))
 	}
 	pn.wg.Go(func() { relayTCP(ctx, ln, apiserver.Host) })
-	if err := pn.startServices(ctx, cp, host, dns.String(), cidr); err != nil {
+	if err := pn.startServices(ctx, cp, host, dns.String(), relay, cidr); err != nil {
 		return fail(err)
 	}
 	if err := pn.startEndpointsControllers(ctx, cp); err != nil {
@@ -185,7 +188,7 @@ func (pn *podNetwork) stop(keep bool) {
 // pod network, which the kube-dns Service's address is sent to; the
 // Service is created when missing, so that pods and tools find it where
 // they look. Both follow the same caches of Services and EndpointSlices.
-func (pn *podNetwork) startServices(ctx context.Context, cp *controlplane.ControlPlane, host netns.NsHandle, addr string, cidr netip.Prefix) error {
+func (pn *podNetwork) startServices(ctx context.Context, cp *controlplane.ControlPlane, host netns.NsHandle, addr string, relay netip.AddrPort, cidr netip.Prefix) error {
 	cfg := controlplane.ProtobufConfig(cp.AdminConfig())
 	cfg.UserAgent = "jobkeeper-services"
 	client, err := kubernetes.NewForConfig(cfg)
@@ -193,6 +196,9 @@ func (pn *podNetwork) startServices(ctx context.Context, cp *controlplane.Contro
 		return err
 	}
 	if err := ensureDNSService(ctx, client); err != nil {
+		return err
+	}
+	if err := ensureAPIServerEndpoints(ctx, client, relay); err != nil {
 		return err
 	}
 	upstreams, err := clusterdns.UpstreamsFromResolvConf(podconfig.HostResolvConf)
@@ -259,6 +265,59 @@ func ensureDNSService(ctx context.Context, client kubernetes.Interface) error {
 	_, err = client.CoreV1().Services(svc.Namespace).Create(ctx, svc, metav1.CreateOptions{FieldManager: refuseFieldManager})
 	if err != nil && !apierrors.IsAlreadyExists(err) {
 		return fmt.Errorf("creating the cluster DNS Service %s/%s at %s: %w", svc.Namespace, svc.Name, clusterDNSIP, err)
+	}
+	return nil
+}
+
+// ensureAPIServerEndpoints publishes where pods reach the apiserver, the
+// node's relay, as the kubernetes Service's Endpoints and EndpointSlice,
+// both named kubernetes in the default namespace, as kube-apiserver's
+// endpoint reconciler publishes its own address (its reconciler is off:
+// the apiserver listens on loopback only). The Endpoints are labelled not
+// to be mirrored, and the slice carries no managed-by label, as the
+// reconciler's, so that neither endpoints controller takes them over.
+// What an earlier up wrote with another address is replaced.
+func ensureAPIServerEndpoints(ctx context.Context, client kubernetes.Interface, relay netip.AddrPort) error {
+	const name, portName = "kubernetes", "https"
+	ip, port := relay.Addr().String(), int32(relay.Port())
+	endpoints := &corev1.Endpoints{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: metav1.NamespaceDefault,
+			Labels: map[string]string{discoveryv1.LabelSkipMirror: "true"}},
+		Subsets: []corev1.EndpointSubset{{
+			Addresses: []corev1.EndpointAddress{{IP: ip}},
+			Ports:     []corev1.EndpointPort{{Name: portName, Port: port, Protocol: corev1.ProtocolTCP}},
+		}},
+	}
+	slice := &discoveryv1.EndpointSlice{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: metav1.NamespaceDefault,
+			Labels: map[string]string{discoveryv1.LabelServiceName: name}},
+		AddressType: discoveryv1.AddressTypeIPv4,
+		Endpoints:   []discoveryv1.Endpoint{{Addresses: []string{ip}, Conditions: discoveryv1.EndpointConditions{Ready: ptr.To(true)}}},
+		Ports:       []discoveryv1.EndpointPort{{Name: ptr.To(portName), Port: ptr.To(port), Protocol: ptr.To(corev1.ProtocolTCP)}},
+	}
+	create := metav1.CreateOptions{FieldManager: refuseFieldManager}
+	update := metav1.UpdateOptions{FieldManager: refuseFieldManager}
+	old, err := client.CoreV1().Endpoints(metav1.NamespaceDefault).Get(ctx, name, metav1.GetOptions{})
+	switch {
+	case apierrors.IsNotFound(err):
+		_, err = client.CoreV1().Endpoints(metav1.NamespaceDefault).Create(ctx, endpoints, create)
+	case err == nil && !equality.Semantic.DeepEqual(old.Subsets, endpoints.Subsets):
+		endpoints.ResourceVersion = old.ResourceVersion
+		_, err = client.CoreV1().Endpoints(metav1.NamespaceDefault).Update(ctx, endpoints, update)
+	}
+	if err != nil {
+		return fmt.Errorf("publishing the apiserver's Endpoints (default/kubernetes): %w", err)
+	}
+	oldSlice, err := client.DiscoveryV1().EndpointSlices(metav1.NamespaceDefault).Get(ctx, name, metav1.GetOptions{})
+	switch {
+	case apierrors.IsNotFound(err):
+		_, err = client.DiscoveryV1().EndpointSlices(metav1.NamespaceDefault).Create(ctx, slice, create)
+	case err == nil && !(equality.Semantic.DeepEqual(oldSlice.Endpoints, slice.Endpoints) && equality.Semantic.DeepEqual(oldSlice.Ports, slice.Ports)):
+		slice.ResourceVersion = oldSlice.ResourceVersion
+		_, err = client.DiscoveryV1().EndpointSlices(metav1.NamespaceDefault).Update(ctx, slice, update)
+	}
+	if err != nil {
+		return fmt.Errorf("publishing the apiserver's EndpointSlice (default/kubernetes): %w", err)
 	}
 	return nil
 }

@@ -1,10 +1,17 @@
 package main
 
 import (
+	"context"
+	"net/netip"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes/fake"
 
 	"jobkeeper.dev/jobkeeper/pkg/nodeagent"
 	"jobkeeper.dev/jobkeeper/pkg/nodeagent/process"
@@ -99,4 +106,53 @@ func TestPodNetworkFlags(t *testing.T) {
 // nodeAgentOpts are node agent options with a runtime and an isolation.
 func nodeAgentOpts(runtime, isolation string) nodeagent.Options {
 	return nodeagent.Options{Runtime: runtime, Isolation: isolation}
+}
+
+// TestAPIServerEndpoints: the relay is published as the kubernetes
+// Service's Endpoints (not mirrored) and EndpointSlice (not managed by a
+// controller), and an earlier up's other address is replaced.
+func TestAPIServerEndpoints(t *testing.T) {
+	ctx := context.Background()
+	client := fake.NewClientset(&corev1.Endpoints{
+		ObjectMeta: metav1.ObjectMeta{Name: "kubernetes", Namespace: "default", ResourceVersion: "1"},
+		Subsets:    []corev1.EndpointSubset{{Addresses: []corev1.EndpointAddress{{IP: "10.244.9.1"}}}},
+	})
+	relay := netip.MustParseAddrPort("10.244.0.1:443")
+	for range 2 { // the second finds everything in place
+		if err := ensureAPIServerEndpoints(ctx, client, relay); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ep, err := client.CoreV1().Endpoints("default").Get(ctx, "kubernetes", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(ep.Subsets) != 1 || len(ep.Subsets[0].Addresses) != 1 || ep.Subsets[0].Addresses[0].IP != "10.244.0.1" ||
+		len(ep.Subsets[0].Ports) != 1 || ep.Subsets[0].Ports[0].Port != 443 || ep.Subsets[0].Ports[0].Name != "https" {
+		t.Errorf("Endpoints: %+v, want 10.244.0.1 with https 443", ep.Subsets)
+	}
+	if ep.Labels[discoveryv1.LabelSkipMirror] != "true" {
+		t.Errorf("Endpoints labels %v: want them not mirrored", ep.Labels)
+	}
+	slices, err := client.DiscoveryV1().EndpointSlices("default").List(ctx, metav1.ListOptions{LabelSelector: discoveryv1.LabelServiceName + "=kubernetes"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(slices.Items) != 1 {
+		t.Fatalf("%d EndpointSlices of the kubernetes Service, want 1", len(slices.Items))
+	}
+	s := slices.Items[0]
+	if s.AddressType != discoveryv1.AddressTypeIPv4 || len(s.Endpoints) != 1 || s.Endpoints[0].Addresses[0] != "10.244.0.1" ||
+		len(s.Ports) != 1 || *s.Ports[0].Port != 443 || s.Labels[discoveryv1.LabelManagedBy] != "" {
+		t.Errorf("EndpointSlice: %+v", s)
+	}
+	writes := 0
+	for _, a := range client.Actions() {
+		if a.GetVerb() == "create" || a.GetVerb() == "update" {
+			writes++
+		}
+	}
+	if writes != 2 {
+		t.Errorf("%d writes, want 2 (the Endpoints updated, the slice created; nothing the second time)", writes)
+	}
 }
