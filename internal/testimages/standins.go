@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
+	"path/filepath"
 
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 )
@@ -59,6 +60,11 @@ type Sources struct {
 	// with their libraries (AgnhostToolsFromHost); none leaves busybox's
 	// versions, which lack the options the [sig-network] specs use.
 	AgnhostTools []HostProgram
+	// AgnhostPorterDir is upstream's test/images/agnhost/porter source
+	// directory, whose localhost.crt and localhost.key upstream's image
+	// holds at its root for `agnhost porter`'s TLS ports; empty leaves
+	// them out.
+	AgnhostPorterDir string
 	// GlibcDNSTools are the programs upstream's glibc-dns-testing image
 	// (Debian with dnsutils) has and busybox has not, copied from this
 	// machine (GlibcDNSToolsFromHost); none leaves the image without dig.
@@ -127,7 +133,7 @@ func StandIns(src Sources) (map[string]v1.Image, error) {
 	}
 	images := map[string]v1.Image{BusyboxImage: busybox, PauseImage: pause, NonewprivsImage: nnp, NonRootImage: nonRoot, GlibcDNSImage: glibcDNS}
 	if src.Agnhost != "" {
-		agnhost, err := Agnhost(busybox, src.Agnhost, src.AgnhostTools...)
+		agnhost, err := Agnhost(busybox, src.Agnhost, src.AgnhostPorterDir, src.AgnhostTools...)
 		if err != nil {
 			return nil, fmt.Errorf("the agnhost stand-in: %w", err)
 		}
@@ -187,15 +193,26 @@ func GlibcDNS(busybox v1.Image, tools ...HostProgram) (v1.Image, error) {
 // it), /uploads, and the account the image's Dockerfile adds
 // (user-defined-in-image, uid and gid 1000, also a member of
 // group-defined-in-image, gid 50000); Entrypoint ["/agnhost"], Cmd
-// ["pause"]. Upstream's image is alpine with curl, netcat, iproute2, iperf,
+// ["pause"], and porterDir's localhost.crt and localhost.key at the root
+// when given. Upstream's image is alpine with curl, netcat, iproute2, iperf,
 // bind-tools, bash and coredns added, and a registry's files for the image
 // pull specs; the stand-in has tools (HostPrograms, in a layer of their own)
 // in their place, busybox's versions of those not given, and neither
 // coredns nor the registry.
-func Agnhost(busybox v1.Image, agnhostPath string, tools ...HostProgram) (v1.Image, error) {
+func Agnhost(busybox v1.Image, agnhostPath, porterDir string, tools ...HostProgram) (v1.Image, error) {
 	binary, err := readStatic(agnhostPath)
 	if err != nil {
 		return nil, fmt.Errorf("the agnhost program: %w", err)
+	}
+	var certs []File
+	if porterDir != "" {
+		for _, name := range []string{"localhost.crt", "localhost.key"} {
+			b, err := os.ReadFile(filepath.Join(porterDir, name))
+			if err != nil {
+				return nil, fmt.Errorf("agnhost porter's certificate: %w", err)
+			}
+			certs = append(certs, Regular(name, 0o644, b))
+		}
 	}
 	if len(tools) > 0 {
 		files, err := HostPrograms(tools...)
@@ -207,7 +224,7 @@ func Agnhost(busybox v1.Image, agnhostPath string, tools ...HostProgram) (v1.Ima
 		}
 	}
 	const user, group = "user-defined-in-image", "group-defined-in-image"
-	img, err := WithLayer(busybox,
+	img, err := WithLayer(busybox, append([]File{
 		Regular("agnhost", 0o755, binary),
 		Symlink("agnhost-2", "agnhost"),
 		Dir("uploads", 0o755),
@@ -220,7 +237,8 @@ func Agnhost(busybox v1.Image, agnhostPath string, tools ...HostProgram) (v1.Ima
 			"root:x:0:\n"+
 				"nobody:x:65534:\n"+
 				user+":x:1000:\n"+
-				group+":x:50000:"+user+"\n")))
+				group+":x:50000:"+user+"\n")),
+	}, certs...)...)
 	if err != nil {
 		return nil, err
 	}

@@ -209,6 +209,10 @@ if [ "$images" = oci ]; then
 	fi
 fi
 
+# agnhost porter's TLS certificate and key, which upstream's image holds at
+# its root, from the same module.
+agnhost_porter="$(cd "$root" && go mod download -json "k8s.io/kubernetes@$k8s_version" | sed -n 's/^[[:space:]]*"Dir": "\(.*\)",\{0,1\}$/\1/p')/test/images/agnhost/porter"
+
 # --- jobkeeper ------------------------------------------------------------
 src="$root"
 if [ -n "$at" ]; then
@@ -242,7 +246,7 @@ load_images() {
 		exit 1
 	}
 	# standins builds the pause and nnp programs with the go command, from $root.
-	lines=$(cd "$root" && "$results/standins" -o "$results/standins.tar" --busybox "$busybox" --agnhost "$agnhost" --host-tools) || {
+	lines=$(cd "$root" && "$results/standins" -o "$results/standins.tar" --busybox "$busybox" --agnhost "$agnhost" --agnhost-porter "$agnhost_porter" --host-tools) || {
 		echo "building the image stand-ins failed (a static busybox: apt-get install busybox-static, or --busybox PATH)" >&2
 		exit 1
 	}

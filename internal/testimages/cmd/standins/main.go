@@ -5,7 +5,7 @@
 // the names the specs use, for `jobkeeper image load` (test/conformance/run.sh
 // does both):
 //
-//	go run ./internal/testimages/cmd/standins -o /tmp/standins.tar [--busybox /bin/busybox] [--pause PATH] [--nnp PATH] [--agnhost PATH] [--host-tools]
+//	go run ./internal/testimages/cmd/standins -o /tmp/standins.tar [--busybox /bin/busybox] [--pause PATH] [--nnp PATH] [--agnhost PATH [--agnhost-porter DIR]] [--host-tools]
 //
 // busybox comes from a static busybox binary (Debian's busybox-static,
 // /bin/busybox by default); pause and nnp are jobkeeper's own programs,
@@ -35,9 +35,10 @@ func main() {
 	pause := flag.String("pause", "", "a static pause program (default: build internal/testimages/pause)")
 	nnp := flag.String("nnp", "", "a static nnp program (default: build internal/testimages/nnp)")
 	agnhost := flag.String("agnhost", "", "upstream's agnhost program, built static (default: no agnhost stand-in)")
+	porter := flag.String("agnhost-porter", "", "upstream's test/images/agnhost/porter directory, whose localhost.crt and localhost.key go to the agnhost stand-in's root (default: none)")
 	hostTools := flag.Bool("host-tools", false, "put this machine's curl, nc (netcat-openbsd), dig, nslookup, host (bind9-dnsutils) and bash, with their libraries, into the agnhost stand-in, as upstream's image has alpine's, and dnsutils into the glibc-dns-testing one")
 	flag.Usage = func() {
-		fmt.Fprintf(flag.CommandLine.Output(), "usage: standins -o FILE [--busybox PATH] [--pause PATH] [--nnp PATH] [--agnhost PATH] [--host-tools]\n\n")
+		fmt.Fprintf(flag.CommandLine.Output(), "usage: standins -o FILE [--busybox PATH] [--pause PATH] [--nnp PATH] [--agnhost PATH [--agnhost-porter DIR]] [--host-tools]\n\n")
 		flag.PrintDefaults()
 	}
 	flag.Parse()
@@ -45,7 +46,7 @@ func main() {
 		flag.Usage()
 		os.Exit(2)
 	}
-	src := testimages.Sources{Busybox: *busybox, Pause: *pause, NNP: *nnp, Agnhost: *agnhost}
+	src := testimages.Sources{Busybox: *busybox, Pause: *pause, NNP: *nnp, Agnhost: *agnhost, AgnhostPorterDir: *porter}
 	if *hostTools {
 		src.AgnhostTools = testimages.AgnhostToolsFromHost()
 		src.GlibcDNSTools = testimages.GlibcDNSToolsFromHost()
