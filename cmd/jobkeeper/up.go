@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/url"
 	"os"
 	"path/filepath"
@@ -37,6 +38,9 @@ type upOptions struct {
 	// localServices are aggregated APIs served in this process
 	// (controlplane.Config.LocalServices).
 	localServices map[types.NamespacedName]*url.URL
+	// nodeIPs are the node agent's addresses besides loopback
+	// (controlplane.Config.NodeIPs).
+	nodeIPs []net.IP
 }
 
 // upComponent starts something that runs beside the control plane (the node
@@ -151,6 +155,7 @@ backups kept.`,
 			components := []upComponent{runLocalControllers, node.volumesComponent(), node.component(cmd.OutOrStdout())}
 			if network == networkPod {
 				components = append(components, runWorkloadsOnDemand)
+				up.nodeIPs = []net.IP{net.IP(nodeAddress(node.cidr).AsSlice())}
 			}
 			return runUp(cmd.OutOrStdout(), up, opts, bootstrap, components)
 		},
@@ -267,6 +272,7 @@ func runUp(out io.Writer, up *upOptions, opts *manager.Options, bootstrap []boot
 		KubeconfigOut: up.kubeconfigOut,
 		Bootstrap:     bootstrap,
 		LocalServices: up.localServices,
+		NodeIPs:       up.nodeIPs,
 		// runLocalControllers runs the serviceaccount controller and the
 		// root CA publisher, and the node agent mounts the token volume.
 		ServiceAccountAdmission: true,

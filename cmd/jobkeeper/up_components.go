@@ -198,6 +198,9 @@ func (f *nodeAgentFlags) component(out io.Writer) upComponent {
 				return nil, err
 			}
 			opts.PodNetwork, opts.ClusterDNS = network.pods, []string{clusterDNSIP.String()}
+			// The node is at its address on the pod network, where pods
+			// and the apiserver reach it (node ports, the kubelet API).
+			opts.NodeIP = nodeAddress(f.cidr).String()
 			opts.ResolvConf = podsResolvConf()
 		} else {
 			// Pods share this host's network: they reach the apiserver

@@ -87,6 +87,9 @@ type podNetwork struct {
 // data directory: the addresses (ipam) and the pinned namespaces (netns).
 func networkDir(nodeDir string) string { return filepath.Join(nodeDir, "podnet") }
 
+// nodeAddress is the node's address on the pod network of cidr: its first.
+func nodeAddress(cidr netip.Prefix) netip.Addr { return cidr.Masked().Addr().Next() }
+
 // startPodNetwork sets the pod network up for the node whose data
 // directory is nodeDir, with pod CIDR cidr, and runs what serves it until
 // ctx ends.
@@ -120,7 +123,7 @@ func startPodNetwork(ctx context.Context, cp *controlplane.ControlPlane, nodeDir
 	if err != nil {
 		return nil, fmt.Errorf("the apiserver's URL %q: %w", cp.URL(), err)
 	}
-	gw := cidr.Masked().Addr().Next()
+	gw := nodeAddress(cidr)
 	relay := netip.AddrPortFrom(gw, 443)
 	dns := netip.AddrPortFrom(gw, 53)
 	node, err := podnet.SetUp(podnet.Config{

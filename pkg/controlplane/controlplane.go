@@ -60,6 +60,10 @@ type Config struct {
 	// both are done. They get an admin client configuration; an error fails
 	// Start.
 	Bootstrap []func(ctx context.Context, admin *rest.Config) error
+	// NodeIPs are the node agent's addresses besides loopback, which its
+	// serving certificate names (the apiserver reaches it at its
+	// InternalIP).
+	NodeIPs []net.IP
 	// LocalServices are Services of aggregated APIs served in this process
 	// (the resource metrics API), and where: the aggregator proxies to
 	// them there.
@@ -183,7 +187,7 @@ func Start(ctx context.Context, cfg Config) (_ *ControlPlane, err error) {
 	cp.url = "https://" + net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
 	cp.conns = trackConnections(listener)
 
-	if err := cp.pki.Ensure(serviceIP); err != nil {
+	if err := cp.pki.Ensure(serviceIP, cfg.NodeIPs...); err != nil {
 		listener.Close()
 		return nil, fmt.Errorf("preparing certificates: %w", err)
 	}

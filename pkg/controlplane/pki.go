@@ -14,6 +14,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"slices"
 	"time"
 )
 
@@ -85,8 +86,11 @@ type leaf struct {
 // Ensure creates every missing file of the PKI and leaves existing ones
 // untouched, so a restarted control plane keeps its identity and old
 // kubeconfigs keep working. Files are written atomically (temp file + rename)
-// so an interrupted start never leaves half a key behind.
-func (p PKI) Ensure(serviceIP net.IP) error {
+// so an interrupted start never leaves half a key behind. nodeIPs are
+// the node agent's addresses besides loopback, in its serving certificate:
+// a certificate missing an address it needs is issued again (by the same
+// CA, so nothing else changes).
+func (p PKI) Ensure(serviceIP net.IP, nodeIPs ...net.IP) error {
 	if err := os.MkdirAll(p.Dir, 0o700); err != nil {
 		return fmt.Errorf("creating PKI directory: %w", err)
 	}
@@ -122,7 +126,7 @@ func (p PKI) Ensure(serviceIP net.IP) error {
 			subject:  pkix.Name{CommonName: "jobkeeper-node"},
 			usage:    x509.ExtKeyUsageServerAuth,
 			dnsNames: []string{"localhost"},
-			ips:      loopback,
+			ips:      append(slices.Clip(loopback), nodeIPs...),
 		},
 	}
 	leaves = append(leaves, leaf{
@@ -133,7 +137,7 @@ func (p PKI) Ensure(serviceIP net.IP) error {
 		ips:      loopback,
 	})
 	for _, l := range leaves {
-		if fileExists(l.cert) && fileExists(l.key) {
+		if fileExists(l.cert) && fileExists(l.key) && coversIPs(l.cert, l.ips) {
 			continue
 		}
 		if err := issueLeaf(l, caCert, caKey); err != nil {
@@ -207,6 +211,21 @@ func (p PKI) ensureCA(certPath, keyPath, commonName string) (*x509.Certificate, 
 		return nil, nil, err
 	}
 	return cert, key, nil
+}
+
+// coversIPs reports whether the certificate at path names every one of
+// ips; an unreadable one does not.
+func coversIPs(path string, ips []net.IP) bool {
+	cert, err := ReadCertificate(path)
+	if err != nil {
+		return false
+	}
+	for _, ip := range ips {
+		if !slices.ContainsFunc(cert.IPAddresses, ip.Equal) {
+			return false
+		}
+	}
+	return true
 }
 
 func issueLeaf(l leaf, caCert *x509.Certificate, caKey crypto.Signer) error {

@@ -6,6 +6,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -116,6 +117,39 @@ func TestPKIEnsureKeepsExisting(t *testing.T) {
 	}
 	if err := node.CheckSignatureFrom(ca); err != nil {
 		t.Errorf("re-issued node certificate not signed by the CA: %v", err)
+	}
+}
+
+// TestPKIEnsureNodeIPs: the node serving certificate names the node's
+// addresses; one issued without an address now wanted is issued again,
+// the others kept.
+func TestPKIEnsureNodeIPs(t *testing.T) {
+	p := PKI{Dir: t.TempDir()}
+	if err := p.Ensure(serviceIP); err != nil {
+		t.Fatal(err)
+	}
+	serving, _ := os.ReadFile(p.ServingCert())
+	nodeIP := net.ParseIP("10.244.0.1")
+	if err := p.Ensure(serviceIP, nodeIP); err != nil {
+		t.Fatal(err)
+	}
+	node, err := ReadCertificate(p.NodeServingCert())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.ContainsFunc(node.IPAddresses, nodeIP.Equal) || !slices.ContainsFunc(node.IPAddresses, net.ParseIP("127.0.0.1").Equal) {
+		t.Errorf("node serving certificate for %v", node.IPAddresses)
+	}
+	if after, _ := os.ReadFile(p.ServingCert()); !bytes.Equal(serving, after) {
+		t.Error("the apiserver's certificate changed with the node's addresses")
+	}
+	// The same addresses again: kept.
+	before, _ := os.ReadFile(p.NodeServingCert())
+	if err := p.Ensure(serviceIP, nodeIP); err != nil {
+		t.Fatal(err)
+	}
+	if after, _ := os.ReadFile(p.NodeServingCert()); !bytes.Equal(before, after) {
+		t.Error("the node serving certificate was issued again for the same addresses")
 	}
 }
 

@@ -243,6 +243,7 @@ func (a *Agent) withWorkers(f func(active binder.Requests, pods int, hasWorker f
 func (a *Agent) serverConfig() server.Config {
 	return server.Config{
 		NodeName:                 a.opts.NodeName,
+		Address:                  a.opts.NodeIP,
 		Port:                     a.opts.KubeletPort,
 		ServingCertFile:          a.opts.ServingCertFile,
 		ServingKeyFile:           a.opts.ServingKeyFile,

@@ -4,8 +4,9 @@
 // An Agent (New, then Run):
 //
 //   - registers a Node (capacity and allocatable: the host's CPUs and
-//     memory, Options.MaxPods pods; Ready; addresses InternalIP 127.0.0.1 and
-//     Hostname; the log endpoint's port in daemonEndpoints) and renews its
+//     memory, Options.MaxPods pods; Ready; addresses InternalIP
+//     (Options.NodeIP, 127.0.0.1 by default) and Hostname; the log
+//     endpoint's port in daemonEndpoints) and renews its
 //     Lease in kube-node-lease (node.go, lease.go);
 //   - binds pods that have no node and the default scheduler, oldest first,
 //     through pods/binding while the node has room (pod count and CPU and

@@ -32,7 +32,6 @@ import (
 
 	"jobkeeper.dev/jobkeeper/pkg/nodeagent/binder"
 	"jobkeeper.dev/jobkeeper/pkg/nodeagent/internal/periodic"
-	"jobkeeper.dev/jobkeeper/pkg/nodeagent/podconfig"
 	"jobkeeper.dev/jobkeeper/pkg/nodeagent/status"
 )
 
@@ -168,7 +167,7 @@ func allocatableOf(capacity, reserved corev1.ResourceList) corev1.ResourceList {
 	return out
 }
 
-func nodeStatus(name string, capacity, allocatable corev1.ResourceList, info corev1.NodeSystemInfo, port int, now time.Time, old []corev1.NodeCondition) corev1.NodeStatus {
+func nodeStatus(name, ip string, capacity, allocatable corev1.ResourceList, info corev1.NodeSystemInfo, port int, now time.Time, old []corev1.NodeCondition) corev1.NodeStatus {
 	cond := func(t corev1.NodeConditionType, s corev1.ConditionStatus, reason, msg string) corev1.NodeCondition {
 		c := corev1.NodeCondition{Type: t, Status: s, Reason: reason, Message: msg, LastHeartbeatTime: metav1.NewTime(now), LastTransitionTime: metav1.NewTime(now)}
 		for _, o := range old {
@@ -189,7 +188,7 @@ func nodeStatus(name string, capacity, allocatable corev1.ResourceList, info cor
 			cond(corev1.NodeReady, corev1.ConditionTrue, "KubeletReady", "kubelet is posting ready status"),
 		},
 		Addresses: []corev1.NodeAddress{
-			{Type: corev1.NodeInternalIP, Address: podconfig.NodeIP},
+			{Type: corev1.NodeInternalIP, Address: ip},
 			{Type: corev1.NodeHostName, Address: name},
 		},
 		DaemonEndpoints: corev1.NodeDaemonEndpoints{KubeletEndpoint: corev1.DaemonEndpoint{Port: int32(port)}},
@@ -255,7 +254,7 @@ func (a *Agent) writeNode(ctx context.Context, port int) error {
 		return fmt.Errorf("getting or creating node: %w", err)
 	}
 	node = node.DeepCopy()
-	node.Status = nodeStatus(a.opts.NodeName, a.capacity, a.allocatable, a.nodeInfo, port, a.clock.Now(), node.Status.Conditions)
+	node.Status = nodeStatus(a.opts.NodeName, a.opts.NodeIP, a.capacity, a.allocatable, a.nodeInfo, port, a.clock.Now(), node.Status.Conditions)
 	node, err = nodes.UpdateStatus(ctx, node, metav1.UpdateOptions{FieldManager: status.FieldManager})
 	if err != nil {
 		return fmt.Errorf("writing node status: %w", err)

@@ -3,6 +3,7 @@ package nodeagent
 import (
 	"errors"
 	"fmt"
+	"net/netip"
 	"os"
 	"path/filepath"
 	"time"
@@ -47,11 +48,18 @@ type Options struct {
 	Runtime string
 	// DataDir holds pod working directories, logs and runtime state (required).
 	DataDir string
-	// KubeletPort is the port of the log endpoint on 127.0.0.1; 0 picks a
+	// NodeIP is the node's address: the Node's InternalIP, its pods'
+	// status.hostIP (and status.podIP of those sharing its network), and
+	// where the kubelet endpoint listens, for the apiserver to reach it
+	// there. Default podconfig.NodeIP (127.0.0.1); `up --network=pod`
+	// gives the node's address on the pod network, which pods reach.
+	NodeIP string
+	// KubeletPort is the port of the log endpoint on NodeIP; 0 picks a
 	// free port. The real one is advertised in the Node status.
 	KubeletPort int
 	// ServingCertFile and ServingKeyFile are the endpoint's TLS certificate
-	// (signed by the control plane CA, SANs 127.0.0.1 and localhost).
+	// (signed by the control plane CA, SANs 127.0.0.1, localhost and
+	// NodeIP).
 	// Empty: the log endpoint is not served.
 	ServingCertFile, ServingKeyFile string
 	// ClientCAFile verifies the apiserver's client certificate (required
@@ -156,6 +164,12 @@ func (o *Options) complete() error {
 	}
 	if o.MaxPods <= 0 {
 		o.MaxPods = DefaultMaxPods
+	}
+	if o.NodeIP == "" {
+		o.NodeIP = podconfig.NodeIP
+	}
+	if ip, err := netip.ParseAddr(o.NodeIP); err != nil || !ip.Is4() {
+		return fmt.Errorf("node IP %q: want an IPv4 address", o.NodeIP)
 	}
 	if o.SyncFrequency < 0 {
 		return fmt.Errorf("sync frequency %s: must not be negative", o.SyncFrequency)

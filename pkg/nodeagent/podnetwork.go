@@ -116,13 +116,22 @@ func hostPorts(pod *corev1.Pod) []podnet.PortMapping {
 }
 
 // withPodIP is pod as its containers are configured: its status carries
-// its own address once it has one (the environment's status.podIP).
+// the node's address and the pod's own once it has one (the environment's
+// status.hostIP and status.podIP), or the node's when it shares the
+// node's network, as the status the agent reports will.
 func (w *worker) withPodIP(pod *corev1.Pod) *corev1.Pod {
-	if w.podIP == "" || !w.agent.ownNetwork(pod) || pod.Status.PodIP == w.podIP {
+	ip := w.agent.opts.NodeIP
+	if w.agent.ownNetwork(pod) {
+		ip = w.podIP
+	}
+	if pod.Status.HostIP == w.agent.opts.NodeIP && (ip == "" || pod.Status.PodIP == ip) {
 		return pod
 	}
 	p := *pod
-	p.Status.PodIP, p.Status.PodIPs = w.podIP, []corev1.PodIP{{IP: w.podIP}}
+	p.Status.HostIP, p.Status.HostIPs = w.agent.opts.NodeIP, []corev1.HostIP{{IP: w.agent.opts.NodeIP}}
+	if ip != "" {
+		p.Status.PodIP, p.Status.PodIPs = ip, []corev1.PodIP{{IP: ip}}
+	}
 	return &p
 }
 

@@ -14,11 +14,11 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	kruntime "k8s.io/apimachinery/pkg/runtime"
 	testingclock "k8s.io/utils/clock/testing"
 
 	"jobkeeper.dev/jobkeeper/pkg/nodeagent/lifecycle"
-	"jobkeeper.dev/jobkeeper/pkg/nodeagent/podconfig"
 	"jobkeeper.dev/jobkeeper/pkg/nodeagent/podnet"
 	"jobkeeper.dev/jobkeeper/pkg/nodeagent/runtime"
 	"jobkeeper.dev/jobkeeper/test/builder"
@@ -127,7 +127,7 @@ type netFakeRuntime struct{ *fakeRuntime }
 func (netFakeRuntime) NetworkNamespaces() (bool, string) { return true, "" }
 
 // startNetworkAgent runs an agent whose pods get networks of their own from
-// net, with cluster DNS at 10.244.0.1.
+// net, with cluster DNS at 10.244.0.1, the node's address (NodeIP).
 func startNetworkAgent(t *testing.T, pn *fakePodNetwork, pods ...*corev1.Pod) (*testAgent, *fakeRuntime) {
 	t.Helper()
 	var rt *fakeRuntime
@@ -136,7 +136,7 @@ func startNetworkAgent(t *testing.T, pn *fakePodNetwork, pods ...*corev1.Pod) (*
 		p.Spec.NodeName = testNode
 		objs = append(objs, p)
 	}
-	ta := startAgentOn(t, Options{MaxPods: 10, Runtime: "simulated", PodNetwork: pn, ClusterDNS: []string{"10.244.0.1"}}, func(clk *testingclock.FakeClock) runtime.Runtime {
+	ta := startAgentOn(t, Options{MaxPods: 10, Runtime: "simulated", PodNetwork: pn, ClusterDNS: []string{"10.244.0.1"}, NodeIP: "10.244.0.1"}, func(clk *testingclock.FakeClock) runtime.Runtime {
 		rt = newFakeRuntime(clk)
 		return netFakeRuntime{rt}
 	}, objs...)
@@ -148,6 +148,7 @@ func TestPodNetworkOfItsOwn(t *testing.T) {
 	pod.Spec.Containers[0].Env = []corev1.EnvVar{
 		{Name: "MY_IP", ValueFrom: &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{FieldPath: "status.podIP"}}},
 		{Name: "MY_IPS", ValueFrom: &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{FieldPath: "status.podIPs"}}},
+		{Name: "MY_HOST", ValueFrom: &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{FieldPath: "status.hostIP"}}},
 	}
 	pod.Spec.Containers[0].Ports = []corev1.ContainerPort{
 		{ContainerPort: 8080, HostPort: 18080},
@@ -157,6 +158,7 @@ func TestPodNetworkOfItsOwn(t *testing.T) {
 	}
 	host := builder.MakePod("h", "ns").UID("u2").Obj()
 	host.Spec.HostNetwork = true
+	host.Spec.Containers[0].Env = pod.Spec.Containers[0].Env
 	pn := newFakePodNetwork()
 	ta, rt := startNetworkAgent(t, pn, pod, host)
 
@@ -168,7 +170,7 @@ func TestPodNetworkOfItsOwn(t *testing.T) {
 	if got, ok := pn.portsOf("u1"); !ok || !slices.Equal(got, wantPorts) {
 		t.Errorf("host ports %+v %v, want %+v", got, ok, wantPorts)
 	}
-	for _, want := range []string{"MY_IP=10.244.0.2", "MY_IPS=10.244.0.2"} {
+	for _, want := range []string{"MY_IP=10.244.0.2", "MY_IPS=10.244.0.2", "MY_HOST=10.244.0.1"} {
 		if !slices.Contains(h.spec.Env, want) {
 			t.Errorf("environment %v lacks %s", h.spec.Env, want)
 		}
@@ -177,8 +179,15 @@ func TestPodNetworkOfItsOwn(t *testing.T) {
 	if got.Status.PodIP != "10.244.0.2" || len(got.Status.PodIPs) != 1 || got.Status.PodIPs[0].IP != "10.244.0.2" {
 		t.Errorf("status podIP %q podIPs %v, want the pod's own", got.Status.PodIP, got.Status.PodIPs)
 	}
-	if got.Status.HostIP != podconfig.NodeIP {
-		t.Errorf("hostIP %q", got.Status.HostIP)
+	if got.Status.HostIP != "10.244.0.1" || len(got.Status.HostIPs) != 1 || got.Status.HostIPs[0].IP != "10.244.0.1" {
+		t.Errorf("hostIP %q hostIPs %v, want the node's address", got.Status.HostIP, got.Status.HostIPs)
+	}
+	node, err := ta.client.CoreV1().Nodes().Get(context.Background(), testNode, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Contains(node.Status.Addresses, corev1.NodeAddress{Type: corev1.NodeInternalIP, Address: "10.244.0.1"}) {
+		t.Errorf("node addresses %v, want InternalIP 10.244.0.1", node.Status.Addresses)
 	}
 	// The managed files of image mode (and of isolated host mode).
 	if _, err := ta.agent.podEtcFiles(got, "p"); err != nil {
@@ -194,13 +203,18 @@ func TestPodNetworkOfItsOwn(t *testing.T) {
 		t.Errorf("resolv.conf is not the cluster's: %q %v", resolv, err)
 	}
 
-	// A hostNetwork pod keeps the node's.
+	// A hostNetwork pod keeps the node's network, and has its address.
 	hh := rt.podAttempt(t, "h", "main", 0)
 	if hh.spec.NetworkNamespace != "" {
 		t.Errorf("a hostNetwork pod's container joins %q", hh.spec.NetworkNamespace)
 	}
-	if got := ta.waitPod(t, "h", phaseIs(corev1.PodRunning)); got.Status.PodIP != podconfig.NodeIP {
-		t.Errorf("the hostNetwork pod's podIP is %q", got.Status.PodIP)
+	for _, want := range []string{"MY_IP=10.244.0.1", "MY_IPS=10.244.0.1", "MY_HOST=10.244.0.1"} {
+		if !slices.Contains(hh.spec.Env, want) {
+			t.Errorf("the hostNetwork pod's environment %v lacks %s", hh.spec.Env, want)
+		}
+	}
+	if got := ta.waitPod(t, "h", phaseIs(corev1.PodRunning)); got.Status.PodIP != "10.244.0.1" {
+		t.Errorf("the hostNetwork pod's podIP is %q, want the node's", got.Status.PodIP)
 	}
 
 	// The pod finishes: its network goes; its status keeps the address.

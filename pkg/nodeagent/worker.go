@@ -416,7 +416,7 @@ func (w *worker) run(ctx context.Context) {
 // init container that is not through yet waits with PodInitializing.
 func (w *worker) view() status.PodView {
 	pod := w.currentPod()
-	v := status.PodView{OwnNetwork: w.agent.ownNetwork(pod), PodIP: w.knownPodIP(pod), StartTime: w.startTime, Terminal: w.stopping && w.noneRunning(), Reason: w.reason, Message: w.message, Disrupted: w.disrupted,
+	v := status.PodView{OwnNetwork: w.agent.ownNetwork(pod), PodIP: w.knownPodIP(pod), NodeIP: w.agent.opts.NodeIP, StartTime: w.startTime, Terminal: w.stopping && w.noneRunning(), Reason: w.reason, Message: w.message, Disrupted: w.disrupted,
 		RecursiveReadOnly: volume.SupportsRecursiveReadOnly(w.agent.runtime), RestartingAll: w.restartingAll}
 	through := true
 	hold := func(cv status.ContainerView) status.ContainerView {

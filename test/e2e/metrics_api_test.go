@@ -5,12 +5,13 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"encoding/json"
-	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"os"
 	"path/filepath"
 	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -83,7 +84,7 @@ func TestUpResourceMetrics(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	get := kubeletGetter(t, dataDir, node.Status.DaemonEndpoints.KubeletEndpoint.Port)
+	get := kubeletGetter(t, dataDir, internalIP(t, node), node.Status.DaemonEndpoints.KubeletEndpoint.Port)
 	var summary statsapi.Summary
 	if err := json.Unmarshal(get("/stats/summary"), &summary); err != nil {
 		t.Fatal(err)
@@ -109,9 +110,23 @@ func TestUpResourceMetrics(t *testing.T) {
 	}
 }
 
-// kubeletGetter returns a GET of the node agent's endpoints on port with
+// internalIP is the node's InternalIP address, where the apiserver reaches
+// its kubelet endpoints (127.0.0.1, or the node's address on the pod
+// network with --network=pod).
+func internalIP(t *testing.T, node *corev1.Node) string {
+	t.Helper()
+	for _, a := range node.Status.Addresses {
+		if a.Type == corev1.NodeInternalIP {
+			return a.Address
+		}
+	}
+	t.Fatalf("the node has no InternalIP: %+v", node.Status.Addresses)
+	return ""
+}
+
+// kubeletGetter returns a GET of the node agent's endpoints at host:port with
 // the apiserver's kubelet client certificate (from up's data directory).
-func kubeletGetter(t *testing.T, dataDir string, port int32) func(path string) []byte {
+func kubeletGetter(t *testing.T, dataDir, host string, port int32) func(path string) []byte {
 	pki := filepath.Join(dataDir, "pki")
 	cert, err := tls.LoadX509KeyPair(filepath.Join(pki, "apiserver-kubelet-client.crt"), filepath.Join(pki, "apiserver-kubelet-client.key"))
 	if err != nil {
@@ -126,7 +141,7 @@ func kubeletGetter(t *testing.T, dataDir string, port int32) func(path string) [
 	client := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{Certificates: []tls.Certificate{cert}, RootCAs: pool}}}
 	return func(path string) []byte {
 		t.Helper()
-		resp, err := client.Get(fmt.Sprintf("https://127.0.0.1:%d%s", port, path))
+		resp, err := client.Get("https://" + net.JoinHostPort(host, strconv.Itoa(int(port))) + path)
 		if err != nil {
 			t.Fatal(err)
 		}

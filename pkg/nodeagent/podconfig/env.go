@@ -1,6 +1,7 @@
 package podconfig
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -254,10 +255,8 @@ func PodField(pod *corev1.Pod, path string) (string, error) {
 		return pod.Spec.NodeName, nil
 	case "spec.serviceAccountName":
 		return pod.Spec.ServiceAccountName, nil
-	case "status.hostIP":
-		return NodeIP, nil
-	case "status.hostIPs":
-		return NodeIP, nil
+	case "status.hostIP", "status.hostIPs":
+		return hostIP(pod), nil
 	case "status.podIP", "status.podIPs":
 		// The worker gives the pod's own address, once it has one, in
 		// the status it resolves from (as the kubelet uses the sandbox's).
@@ -274,9 +273,15 @@ func PodField(pod *corev1.Pod, path string) (string, error) {
 			}
 			return strings.Join(ips, ","), nil
 		}
-		return NodeIP, nil
+		return hostIP(pod), nil
 	}
 	return "", fmt.Errorf("unsupported fieldRef %q", path)
+}
+
+// hostIP is the address of the pod's node: its status's once the node
+// agent set it, else NodeIP.
+func hostIP(pod *corev1.Pod) string {
+	return cmp.Or(pod.Status.HostIP, NodeIP)
 }
 
 // subscript parses prefix['key'].

@@ -21,7 +21,6 @@ import (
 	"k8s.io/utils/clock"
 
 	"jobkeeper.dev/jobkeeper/pkg/nodeagent/logfile"
-	"jobkeeper.dev/jobkeeper/pkg/nodeagent/podconfig"
 	"jobkeeper.dev/jobkeeper/pkg/nodeagent/runtime"
 )
 
@@ -29,8 +28,10 @@ import (
 type Config struct {
 	// NodeName is the node's name, for the errors it answers.
 	NodeName string
-	// Port is the port it listens on at 127.0.0.1; 0 picks a free one.
-	Port int
+	// Address is the address it listens on (the node's), and Port the
+	// port; 0 picks a free one.
+	Address string
+	Port    int
 	// ServingCertFile and ServingKeyFile are its certificate and key.
 	ServingCertFile, ServingKeyFile string
 	// ClientCAFile signs the certificates of the clients it serves.
@@ -75,7 +76,7 @@ type server struct {
 }
 
 // New builds the TLS server of the kubelet endpoints the apiserver
-// proxies to, and listens on 127.0.0.1:KubeletPort. Only clients presenting
+// proxies to, and listens on Address:Port. Only clients presenting
 // a certificate signed by ClientCAFile with an allowed common name are
 // served.
 func New(cfg Config) (*http.Server, net.Listener, error) {
@@ -107,7 +108,7 @@ func New(cfg Config) (*http.Server, net.Listener, error) {
 			return errors.New("client certificate common name is not allowed")
 		},
 	}
-	ln, err := net.Listen("tcp", net.JoinHostPort(podconfig.NodeIP, strconv.Itoa(srv.cfg.Port)))
+	ln, err := net.Listen("tcp", net.JoinHostPort(srv.cfg.Address, strconv.Itoa(srv.cfg.Port)))
 	if err != nil {
 		return nil, nil, fmt.Errorf("listening for the kubelet endpoint: %w", err)
 	}

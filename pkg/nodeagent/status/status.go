@@ -1,6 +1,7 @@
 package status
 
 import (
+	"cmp"
 	"fmt"
 	"slices"
 	"strings"
@@ -77,6 +78,9 @@ type PodView struct {
 	// without one has the node's.
 	OwnNetwork bool
 	PodIP      string
+	// NodeIP is the node's address: the pod's hostIP, and its podIP when
+	// it shares the node's network. Empty: podconfig.NodeIP.
+	NodeIP string
 	// Terminal is true once the pod was stopped for good (deletion, deadline).
 	Terminal bool
 	// Reason and message explain a terminal pod.
@@ -354,9 +358,10 @@ func BuildStatus(pod *corev1.Pod, v PodView, now time.Time) *corev1.PodStatus {
 	}
 	terminal := IsTerminalPhase(phase)
 	st.Phase = phase
-	st.HostIP = podconfig.NodeIP
-	st.HostIPs = []corev1.HostIP{{IP: podconfig.NodeIP}}
-	ip := podconfig.NodeIP
+	nodeIP := cmp.Or(v.NodeIP, podconfig.NodeIP)
+	st.HostIP = nodeIP
+	st.HostIPs = []corev1.HostIP{{IP: nodeIP}}
+	ip := nodeIP
 	if v.OwnNetwork {
 		ip = v.PodIP
 	}
