@@ -18,6 +18,9 @@ import (
 	kruntime "k8s.io/apimachinery/pkg/runtime"
 	testingclock "k8s.io/utils/clock/testing"
 
+	"jobkeeper.dev/jobkeeper/internal/testimages"
+	"jobkeeper.dev/jobkeeper/pkg/images"
+	"jobkeeper.dev/jobkeeper/pkg/nodeagent/imagemanager"
 	"jobkeeper.dev/jobkeeper/pkg/nodeagent/lifecycle"
 	"jobkeeper.dev/jobkeeper/pkg/nodeagent/podnet"
 	"jobkeeper.dev/jobkeeper/pkg/nodeagent/runtime"
@@ -266,5 +269,25 @@ func TestPodNetworkFailureWaits(t *testing.T) {
 	}
 	if got := ta.waitPod(t, "p", phaseIs(corev1.PodRunning)); got.Status.PodIP != "10.244.0.2" {
 		t.Errorf("podIP %q after the retry", got.Status.PodIP)
+	}
+}
+
+// TestPodNetworkBeforeImage: as the kubelet makes a pod's sandbox before
+// pulling its images, a pod whose image cannot be pulled has its address.
+func TestPodNetworkBeforeImage(t *testing.T) {
+	store, err := images.Open(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = store.Close() })
+	pod := imagePod("p", testimages.Serve(t, nil)+"/test/missing:v1", corev1.PullIfNotPresent)
+	pod.Spec.NodeName = testNode
+	pn := newFakePodNetwork()
+	ta := startAgentOn(t, Options{MaxPods: 10, Runtime: "simulated", imageStore: store, PodNetwork: pn, NodeIP: "10.244.0.1"}, func(clk *testingclock.FakeClock) runtime.Runtime {
+		return netFakeRuntime{newFakeRuntime(clk)}
+	}, pod)
+	got := ta.waitPod(t, "p", func(p *corev1.Pod) bool { return waitingReason(p) == imagemanager.ReasonErrImagePull })
+	if got.Status.PodIP != "10.244.0.2" {
+		t.Errorf("a pod waiting for its image has podIP %q, want its own", got.Status.PodIP)
 	}
 }

@@ -637,7 +637,12 @@ func (w *worker) collectExits(ctx context.Context) bool {
 // (a finished attempt), evStarted otherwise.
 func (w *worker) start(ctx context.Context, pod *corev1.Pod, c *container, now time.Time) {
 	logger := klog.FromContext(ctx)
-	// As the kubelet: the image volumes first, then the container's image.
+	// As the kubelet: the pod's sandbox (its network, so that it has its
+	// address even while an image cannot be pulled), the image volumes,
+	// then the container's image.
+	if !w.ensureNetwork(ctx, pod, c, now) {
+		return
+	}
 	var img *images.Image
 	var wait *imageWait
 	c.waitsForVolume = ""
@@ -653,9 +658,6 @@ func (w *worker) start(ctx context.Context, pod *corev1.Pod, c *container, now t
 		// Added after the pod was admitted (kubectl debug --profile):
 		// it never runs, and never restarts.
 		w.apply(ctx, pod, c, lifecycle.Event{Kind: lifecycle.EvStartFailed, At: now, Result: runtime.Result{ExitCode: 128, Reason: reason, Message: msg, FinishedAt: now}})
-		return
-	}
-	if !w.ensureNetwork(ctx, pod, c, now) {
 		return
 	}
 	attempt := c.state.NextAttempt()
