@@ -22,6 +22,10 @@ const (
 	NonRootImage    = "registry.k8s.io/e2e-test-images/nonroot:1.5"
 	AgnhostImage    = "registry.k8s.io/e2e-test-images/agnhost:2.63.0"
 	GlibcDNSImage   = "registry.k8s.io/e2e-test-images/glibc-dns-testing:2.0.0"
+	// NginxImage and NginxNewImage, nginx's alpine image, are pods' servers
+	// in [sig-network] and [sig-apps] specs.
+	NginxImage    = "registry.k8s.io/e2e-test-images/nginx:1.15-4"
+	NginxNewImage = "registry.k8s.io/e2e-test-images/nginx:1.27-0"
 )
 
 // NNPPackage is the import path of the program BuildNNP builds.
@@ -131,7 +135,12 @@ func StandIns(src Sources) (map[string]v1.Image, error) {
 	if err != nil {
 		return nil, fmt.Errorf("the glibc-dns-testing stand-in: %w", err)
 	}
-	images := map[string]v1.Image{BusyboxImage: busybox, PauseImage: pause, NonewprivsImage: nnp, NonRootImage: nonRoot, GlibcDNSImage: glibcDNS}
+	nginx, err := Nginx(busybox)
+	if err != nil {
+		return nil, fmt.Errorf("the nginx stand-in: %w", err)
+	}
+	images := map[string]v1.Image{BusyboxImage: busybox, PauseImage: pause, NonewprivsImage: nnp, NonRootImage: nonRoot, GlibcDNSImage: glibcDNS,
+		NginxImage: nginx, NginxNewImage: nginx}
 	if src.Agnhost != "" {
 		agnhost, err := Agnhost(busybox, src.Agnhost, src.AgnhostPorterDir, src.AgnhostTools...)
 		if err != nil {
@@ -244,6 +253,24 @@ func Agnhost(busybox v1.Image, agnhostPath, porterDir string, tools ...HostProgr
 	}
 	return withStandInConfig(img, AgnhostImage, AgnhostPackage,
 		Config{Entrypoint: []string{"/agnhost"}, Cmd: []string{"pause"}})
+}
+
+// nginxIndex is the page nginx's image serves at /.
+const nginxIndex = "<!DOCTYPE html>\n<html>\n<head>\n<title>Welcome to nginx!</title>\n</head>\n<body>\n<h1>Welcome to nginx!</h1>\n</body>\n</html>\n"
+
+// Nginx is a stand-in for upstream's nginx images (nginx's alpine image,
+// serving /usr/share/nginx/html on port 80): the busybox stand-in running
+// busybox's httpd in the foreground on port 80 from the same directory,
+// which holds a "Welcome to nginx!" index.html.
+func Nginx(busybox v1.Image) (v1.Image, error) {
+	img, err := WithLayer(busybox,
+		Dir("usr/share/nginx/html", 0o755),
+		Regular("usr/share/nginx/html/index.html", 0o644, []byte(nginxIndex)))
+	if err != nil {
+		return nil, err
+	}
+	return withStandInConfig(img, NginxImage, "busybox httpd stand-in",
+		Config{Cmd: []string{"httpd", "-f", "-p", "80", "-h", "/usr/share/nginx/html"}})
 }
 
 // withStandInConfig is img under cfg, labelled as the stand-in for name

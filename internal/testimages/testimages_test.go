@@ -437,8 +437,21 @@ func TestStandIns(t *testing.T) {
 	if out, err := exec.Command(nnp).Output(); err != nil || string(out) != fmt.Sprintf("Effective uid: %d\n", os.Geteuid()) {
 		t.Errorf("nnp printed %q (%v)", out, err)
 	}
-	// Any static program stands in for agnhost's here.
-	images, err := StandIns(Sources{Busybox: busybox(t), Pause: pause(t), NNP: nnp, Agnhost: pause(t)})
+	// Any static program stands in for agnhost's here, and any dynamic
+	// one (this machine's ls) for the tools.
+	porter := t.TempDir()
+	for _, name := range []string{"localhost.crt", "localhost.key"} {
+		if err := os.WriteFile(filepath.Join(porter, name), []byte(name), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	src := Sources{Busybox: busybox(t), Pause: pause(t), NNP: nnp, Agnhost: pause(t), AgnhostPorterDir: porter}
+	ls, lsErr := exec.LookPath("ls")
+	if _, err := exec.LookPath("ldd"); err == nil && lsErr == nil {
+		src.AgnhostTools = []HostProgram{{Source: ls, Path: "usr/bin/curl"}, {Source: ls, Path: "bin/sh"}}
+		src.GlibcDNSTools = []HostProgram{{Source: ls, Path: "usr/bin/dig"}}
+	}
+	images, err := StandIns(src)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -447,7 +460,7 @@ func TestStandIns(t *testing.T) {
 		names = append(names, n)
 	}
 	slices.Sort(names)
-	want := []string{AgnhostImage, BusyboxImage, GlibcDNSImage, NonewprivsImage, NonRootImage, PauseImage}
+	want := []string{AgnhostImage, BusyboxImage, GlibcDNSImage, NginxImage, NginxNewImage, NonewprivsImage, NonRootImage, PauseImage}
 	if diff := cmp.Diff(want, names); diff != "" {
 		t.Errorf("stand-ins (-want +got):\n%s", diff)
 	}
@@ -456,7 +469,7 @@ func TestStandIns(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if cf.Config.Labels[LabelStandInFor] != name {
+		if cf.Config.Labels[LabelStandInFor] != name && !(name == NginxNewImage && cf.Config.Labels[LabelStandInFor] == NginxImage) {
 			t.Errorf("%s: labels %v", name, cf.Config.Labels)
 		}
 		return cf.Config
@@ -485,6 +498,27 @@ func TestStandIns(t *testing.T) {
 	}
 	if got := fs["agnhost-2"]; got.Type != tar.TypeSymlink || got.Link != "agnhost" {
 		t.Errorf("agnhost: /agnhost-2 %+v, want a link to agnhost", got)
+	}
+	for _, name := range []string{"localhost.crt", "localhost.key"} {
+		if got := fs[name]; got.Type != tar.TypeReg || got.Data != name {
+			t.Errorf("agnhost: /%s %+v, want porter's file", name, got)
+		}
+	}
+	if src.AgnhostTools != nil {
+		for _, p := range []string{"usr/bin/curl", "bin/sh"} {
+			if got := fs[p]; got.Type != tar.TypeReg {
+				t.Errorf("agnhost: /%s %+v, want the tool copied over busybox's", p, got)
+			}
+		}
+		if got := flat(GlibcDNSImage)["usr/bin/dig"]; got.Type != tar.TypeReg {
+			t.Errorf("glibc-dns-testing: /usr/bin/dig %+v, want the tool", got)
+		}
+	}
+	if cfg := config(NginxImage); !slices.Equal(cfg.Cmd, []string{"httpd", "-f", "-p", "80", "-h", "/usr/share/nginx/html"}) {
+		t.Errorf("nginx: Cmd %q", cfg.Cmd)
+	}
+	if got := flat(NginxImage)["usr/share/nginx/html/index.html"]; !strings.Contains(got.Data, "Welcome to nginx!") {
+		t.Errorf("nginx: index.html %+v", got)
 	}
 	for file, line := range map[string]string{
 		"etc/passwd": "user-defined-in-image:x:1000:1000:",
