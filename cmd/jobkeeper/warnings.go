@@ -113,8 +113,8 @@ var warnedKinds = []warnedKind{{
 const reachPodsOwnNetwork = "Pods have addresses of their own: reach them from pods by a Service's name or cluster IP, or from this host at their addresses, or use kubectl port-forward."
 
 // warnedKindsFor is warnedKinds as the network mode (--network) makes
-// them: with pods' own network, ClusterIP Services are routed, and only
-// node ports and load balancers are warned of.
+// them: with pods' own network, ClusterIP and NodePort Services are
+// routed, and only load balancers are warned of.
 func warnedKindsFor(network string) []warnedKind {
 	if network != networkPod {
 		return warnedKinds
@@ -124,14 +124,14 @@ func warnedKindsFor(network string) []warnedKind {
 		k := &out[i]
 		switch k.resource {
 		case "services":
-			k.exempt = "(" + k.exempt + `) || object.spec.type == "ClusterIP" || object.spec.type == "ExternalName"`
-			k.message = "jobkeeper up routes Services' cluster IPs and names, but opens no node ports and runs no load balancer: " +
-				"this Service's nodePort or load balancer address serves nothing. " + reachPodsOwnNetwork + " See " + upDocs + "."
+			k.exempt = "(" + k.exempt + `) || object.spec.type != "LoadBalancer"`
+			k.message = "jobkeeper up routes Services' cluster IPs, names and node ports, but runs no load balancer: " +
+				"this Service never gets a load balancer address (its node ports work, at this node's addresses). " + reachPodsOwnNetwork + " See " + upDocs + "."
 			k.probe = func(ctx context.Context, client kubernetes.Interface) error {
 				svc := &corev1.Service{
 					ObjectMeta: probeMeta(),
 					Spec: corev1.ServiceSpec{
-						Type:     corev1.ServiceTypeNodePort,
+						Type:     corev1.ServiceTypeLoadBalancer,
 						Selector: map[string]string{"app": "jobkeeper-admission-probe"},
 						Ports:    []corev1.ServicePort{{Port: 80}},
 					},

@@ -24,17 +24,39 @@ import (
 // network namespace.
 const Table = "jobkeeper-services"
 
+// masqueradeMark is the packet mark bit (kube-proxy's, 0x4000) that the
+// first packet of a connection to a node port is given, for postrouting
+// to masquerade it (clearing the bit), as kube-proxy masquerades a
+// Cluster external policy's traffic: a client on the bridge would
+// otherwise get the endpoint's replies straight from it, not through the
+// node that is to undo the DNAT (unless the bridge passes them to
+// netfilter, br_netfilter).
+const masqueradeMark uint32 = 0x4000
+
 // Apply makes the table Table in the network namespace ns hold rules, in
 // one transaction:
 //
 //	prerouting, output (nat, dstnat): jump services
 //	services: one rule per Rule with endpoints: daddr, protocol, dport -> jump svc-N
+//	          last: daddr local and not 127.0.0.0/8 -> jump nodeports
+//	nodeports: one rule per Rule with endpoints and a NodePort: protocol,
+//	           dport NodePort -> mark |= 0x4000, jump svc-N
 //	svc-N: with affinity, first: saddr in affinity set i -> dnat to endpoint i
 //	       then endpoint i of n taken with probability 1/(n-i): (saddr into
 //	       affinity set i,) dnat to it
-//	postrouting (nat, srcnat): saddr and daddr the same endpoint -> masquerade
-//	forward, output (filter): new connections -> jump no-endpoints
+//	postrouting (nat, srcnat): mark & 0x4000 -> clear it, masquerade
+//	                           saddr and daddr the same endpoint -> masquerade
+//	input, forward, output (filter): new connections -> jump no-endpoints
 //	no-endpoints: one rule per Rule without: daddr, protocol, dport -> reject
+//	              and, with a NodePort, daddr local and not 127.0.0.0/8,
+//	              protocol, dport NodePort -> reject
+//
+// Node ports are looked at after every cluster IP, so that a connection
+// to a cluster IP costs no route lookup; they are matched on any of the
+// node's addresses but the loopback ones (as kube-proxy's nftables mode:
+// a connection from 127.0.0.1 cannot be sent to a pod). A node port
+// without endpoints is refused in input, where what is addressed to the
+// node goes, and in output (the node's own connections).
 //
 // Every rule is replaced; chains and affinity sets no longer wanted are
 // deleted. The affinity sets still wanted are kept with their clients, so
@@ -84,7 +106,7 @@ func Apply(ns netns.NsHandle, rules []Rule) error {
 	add := func(ch *nftables.Chain, exprs ...expr.Any) {
 		c.AddRule(&nftables.Rule{Table: t, Chain: ch, Exprs: exprs})
 	}
-	services, refuse := regular("services"), regular("no-endpoints")
+	services, nodePorts, refuse := regular("services"), regular("nodeports"), regular("no-endpoints")
 	for _, b := range []*nftables.Chain{
 		base("prerouting", nftables.ChainTypeNAT, nftables.ChainHookPrerouting, nftables.ChainPriorityNATDest),
 		base("output", nftables.ChainTypeNAT, nftables.ChainHookOutput, nftables.ChainPriorityNATDest),
@@ -92,6 +114,7 @@ func Apply(ns netns.NsHandle, rules []Rule) error {
 		add(b, jump(services.Name))
 	}
 	for _, b := range []*nftables.Chain{
+		base("filter-input", nftables.ChainTypeFilter, nftables.ChainHookInput, nftables.ChainPriorityFilter),
 		base("filter-forward", nftables.ChainTypeFilter, nftables.ChainHookForward, nftables.ChainPriorityFilter),
 		base("filter-output", nftables.ChainTypeFilter, nftables.ChainHookOutput, nftables.ChainPriorityFilter),
 	} {
@@ -103,11 +126,14 @@ func Apply(ns netns.NsHandle, rules []Rule) error {
 			&expr.Cmp{Op: expr.CmpOpNeq, Register: 1, Data: nftrules.Native(0)},
 			jump(refuse.Name))
 	}
+	post := base("postrouting", nftables.ChainTypeNAT, nftables.ChainHookPostrouting, nftables.ChainPriorityNATSource)
+	// Connections to node ports, marked in nodeports, first: the mark is
+	// cleared as they are masqueraded.
+	add(post, masqueradeMarked()...)
 	// A pod that reached itself through a Service would get its own
 	// packets with its own address as the source, which it drops: they
 	// are masqueraded, found by source and destination being the same
 	// endpoint once the destination was changed.
-	post := base("postrouting", nftables.ChainTypeNAT, nftables.ChainHookPostrouting, nftables.ChainPriorityNATSource)
 	hairpins := map[netip.Addr]bool{}
 	for _, r := range rules {
 		for _, ep := range r.Endpoints {
@@ -125,10 +151,16 @@ func Apply(ns netns.NsHandle, rules []Rule) error {
 				reject = &expr.Reject{Type: unix.NFT_REJECT_ICMP_UNREACH, Code: 3} // port unreachable
 			}
 			add(refuse, append(match(r), reject)...)
+			if r.NodePort != 0 {
+				add(refuse, slices.Concat(localDest(), nodePortMatch(r), []expr.Any{reject})...)
+			}
 			continue
 		}
 		svc := regular(fmt.Sprintf("svc-%d", i))
 		add(services, append(match(r), jump(svc.Name))...)
+		if r.NodePort != 0 {
+			add(nodePorts, slices.Concat(nodePortMatch(r), markForMasquerade(), []expr.Any{jump(svc.Name)})...)
+		}
 		n := len(r.Endpoints)
 		affinity := make([]*nftables.Set, n)
 		if r.Affinity > 0 {
@@ -160,6 +192,7 @@ func Apply(ns netns.NsHandle, rules []Rule) error {
 			add(svc, append(exprs, nftrules.DNAT(ep)...)...)
 		}
 	}
+	add(services, append(localDest(), jump(nodePorts.Name))...)
 	for _, ch := range oldChains {
 		if !chains[ch.Name] {
 			c.DelChain(ch)
@@ -221,11 +254,14 @@ func Remove(ns netns.NsHandle) error { return nftrules.DeleteTable(ns, Table) }
 // socketBuffer is the netlink socket buffer a batch of rules needs: about
 // 1 KB a message with its acknowledgement, at least 1 MB.
 func socketBuffer(rules []Rule) int {
-	messages := 16
+	messages := 24
 	for _, r := range rules {
 		messages += 3 + len(r.Endpoints)
 		if r.Affinity > 0 {
 			messages += 2 * len(r.Endpoints) // a set and a rule each
+		}
+		if r.NodePort != 0 {
+			messages++ // its rule in nodeports or no-endpoints
 		}
 	}
 	return max(1<<20, messages*1024)
@@ -234,6 +270,45 @@ func socketBuffer(rules []Rule) int {
 // match is "ip daddr <address> <protocol> dport <port>".
 func match(r Rule) []expr.Any {
 	return append(nftrules.DestAddr(r.Address.Addr()), nftrules.DestPort(r.Protocol == corev1.ProtocolUDP, r.Address.Port())...)
+}
+
+// nodePortMatch is "<protocol> dport <node port>".
+func nodePortMatch(r Rule) []expr.Any {
+	return nftrules.DestPort(r.Protocol == corev1.ProtocolUDP, r.NodePort)
+}
+
+// localDest is "ip daddr != 127.0.0.0/8 fib daddr type local": an
+// address of the node's, the loopback ones aside.
+func localDest() []expr.Any {
+	return []expr.Any{
+		&expr.Payload{DestRegister: 1, Base: expr.PayloadBaseNetworkHeader, Offset: 16, Len: 1},
+		&expr.Cmp{Op: expr.CmpOpNeq, Register: 1, Data: []byte{127}},
+		&expr.Fib{Register: 1, FlagDADDR: true, ResultADDRTYPE: true},
+		&expr.Cmp{Op: expr.CmpOpEq, Register: 1, Data: nftrules.Native(unix.RTN_LOCAL)},
+	}
+}
+
+// markForMasquerade is "meta mark set meta mark | masqueradeMark".
+func markForMasquerade() []expr.Any {
+	return []expr.Any{
+		&expr.Meta{Key: expr.MetaKeyMARK, Register: 1},
+		&expr.Bitwise{SourceRegister: 1, DestRegister: 1, Len: 4, Mask: nftrules.Native(^masqueradeMark), Xor: nftrules.Native(masqueradeMark)},
+		&expr.Meta{Key: expr.MetaKeyMARK, SourceRegister: true, Register: 1},
+	}
+}
+
+// masqueradeMarked is "meta mark & masqueradeMark != 0 meta mark set meta
+// mark & ~masqueradeMark masquerade".
+func masqueradeMarked() []expr.Any {
+	return []expr.Any{
+		&expr.Meta{Key: expr.MetaKeyMARK, Register: 1},
+		&expr.Bitwise{SourceRegister: 1, DestRegister: 1, Len: 4, Mask: nftrules.Native(masqueradeMark), Xor: nftrules.Native(0)},
+		&expr.Cmp{Op: expr.CmpOpNeq, Register: 1, Data: nftrules.Native(0)},
+		&expr.Meta{Key: expr.MetaKeyMARK, Register: 1},
+		&expr.Bitwise{SourceRegister: 1, DestRegister: 1, Len: 4, Mask: nftrules.Native(^masqueradeMark), Xor: nftrules.Native(0)},
+		&expr.Meta{Key: expr.MetaKeyMARK, SourceRegister: true, Register: 1},
+		&expr.Masq{},
+	}
 }
 
 // jump is a verdict jumping to chain.

@@ -3,6 +3,7 @@ package serviceproxy
 import (
 	"errors"
 	"io"
+	"maps"
 	"net"
 	"net/netip"
 	"os"
@@ -13,6 +14,7 @@ import (
 	"time"
 
 	"github.com/google/nftables"
+	"github.com/vishvananda/netlink"
 	"github.com/vishvananda/netns"
 	corev1 "k8s.io/api/core/v1"
 
@@ -51,6 +53,20 @@ func newNode(t *testing.T) (node netns.NsHandle, pods map[string]netns.NsHandle,
 		t.Skipf("cannot create a network namespace: %v", err)
 	}
 	t.Cleanup(func() { _ = node.Close() })
+	// Loopback up, as a node's is: the node's connections to its own
+	// addresses go through it.
+	h, err := netlink.NewHandleAt(node)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lo, err := h.LinkByName("lo")
+	if err == nil {
+		err = h.LinkSetUp(lo)
+	}
+	h.Close()
+	if err != nil {
+		t.Fatalf("setting the node's loopback up: %v", err)
+	}
 	dir := t.TempDir()
 	n, err := podnet.SetUp(podnet.Config{StateDir: filepath.Join(dir, "ipam"), ServiceCIDR: netip.MustParsePrefix("10.0.0.0/24")}, node)
 	if err != nil {
@@ -98,6 +114,27 @@ func serve(t *testing.T, ns netns.NsHandle, addr, name string) {
 				return
 			}
 			_, _ = io.WriteString(c, name)
+			_ = c.Close()
+		}
+	}()
+}
+
+// serveSource answers each TCP connection on addr in ns with the
+// address it came from.
+func serveSource(t *testing.T, ns netns.NsHandle, addr string) {
+	t.Helper()
+	var ln net.Listener
+	if err := in(t, ns, func() (err error) { ln, err = net.Listen("tcp", addr); return err }); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = ln.Close() })
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			_, _ = io.WriteString(c, c.RemoteAddr().(*net.TCPAddr).AddrPort().Addr().Unmap().String())
 			_ = c.Close()
 		}
 	}()
@@ -411,5 +448,132 @@ func TestApplySessionAffinity(t *testing.T) {
 	}
 	if len(seen) != 2 {
 		t.Errorf("without affinity pod c reached %v, want both", seen)
+	}
+}
+
+// TestApplyNodePort: a Service's node port, on an address of the node's,
+// reaches the Service's endpoints from a pod and from the node itself,
+// masqueraded, under the Service's affinity; without endpoints it refuses
+// at once, a server of the node's on that port notwithstanding; the
+// loopback addresses serve no node port; gone, the node port is closed
+// again.
+func TestApplyNodePort(t *testing.T) {
+	node, pods, ips := newNode(t)
+	serve(t, pods["a"], ":8080", "a")
+	serve(t, pods["b"], ":8080", "b")
+	serve(t, node, ":30081", "node")
+	serveSource(t, pods["a"], ":8081")
+	// The bridge's address, the first of the pod CIDR (newNode's is the
+	// default): the node's address on the pod network.
+	gateway := podnet.DefaultPodCIDR.Masked().Addr().Next()
+	web := netip.AddrPortFrom(gateway, 30080)
+	empty := netip.AddrPortFrom(gateway, 30081)
+	sticky := netip.AddrPortFrom(gateway, 30082)
+	source := netip.AddrPortFrom(gateway, 30083)
+	endpoints := []netip.AddrPort{netip.AddrPortFrom(ips["a"], 8080), netip.AddrPortFrom(ips["b"], 8080)}
+	rules := []Rule{
+		{Service: "ns/web:", Address: netip.MustParseAddrPort("10.0.0.70:80"), Protocol: corev1.ProtocolTCP,
+			Endpoints: endpoints, NodePort: web.Port()},
+		{Service: "ns/empty:", Address: netip.MustParseAddrPort("10.0.0.71:80"), Protocol: corev1.ProtocolTCP,
+			NodePort: empty.Port()},
+		{Service: "ns/sticky:", Address: netip.MustParseAddrPort("10.0.0.72:80"), Protocol: corev1.ProtocolTCP,
+			Endpoints: endpoints, Affinity: time.Hour, NodePort: sticky.Port()},
+		{Service: "ns/source:", Address: netip.MustParseAddrPort("10.0.0.73:80"), Protocol: corev1.ProtocolTCP,
+			Endpoints: []netip.AddrPort{netip.AddrPortFrom(ips["a"], 8081)}, NodePort: source.Port()},
+	}
+	if err := Apply(node, rules); err != nil {
+		t.Fatal(err)
+	}
+
+	// From another pod, both endpoints answer.
+	seen := map[string]int{}
+	for range 40 {
+		got, err := ask(t, pods["c"], web.String())
+		if err != nil {
+			t.Fatalf("pod c to the node port: %v", err)
+		}
+		seen[got]++
+	}
+	if seen["a"] == 0 || seen["b"] == 0 || len(seen) != 2 {
+		t.Errorf("answers from the node port: %v, want a and b", seen)
+	}
+	// An endpoint reaches itself through the node port.
+	self := 0
+	for range 40 {
+		got, err := ask(t, pods["a"], web.String())
+		if err != nil {
+			t.Fatalf("pod a to the node port: %v", err)
+		}
+		if got == "a" {
+			self++
+		}
+	}
+	if self == 0 {
+		t.Error("pod a never reached itself through the node port")
+	}
+	// The node reaches it at its address, not at the loopback's.
+	if got, err := ask(t, node, web.String()); err != nil || (got != "a" && got != "b") {
+		t.Errorf("the node to the node port: %q %v", got, err)
+	}
+	if _, err := ask(t, node, netip.AddrPortFrom(netip.MustParseAddr("127.0.0.1"), web.Port()).String()); !errors.Is(err, syscall.ECONNREFUSED) {
+		t.Errorf("the node to the node port on 127.0.0.1 gave %v, want connection refused (not served on the loopback)", err)
+	}
+
+	// The endpoint sees the connection come from the node, so that its
+	// replies go back through it (the bridge may not pass them to
+	// netfilter).
+	if got, err := ask(t, pods["c"], source.String()); err != nil || got != gateway.String() {
+		t.Errorf("pod c's connection through the node port came from %q %v, want %s (masqueraded)", got, err, gateway)
+	}
+	// At the cluster IP it is not masqueraded.
+	if got, err := ask(t, pods["c"], rules[3].Address.String()); err != nil || got != ips["c"].String() {
+		t.Errorf("pod c's connection to the cluster IP came from %q %v, want %s", got, err, ips["c"])
+	}
+
+	// Without endpoints the node port refuses at once, from a pod and
+	// from the node, though the node has a server on that port.
+	for _, from := range []struct {
+		name string
+		ns   netns.NsHandle
+	}{{"pod c", pods["c"]}, {"the node", node}} {
+		start := time.Now()
+		if got, err := ask(t, from.ns, empty.String()); !errors.Is(err, syscall.ECONNREFUSED) {
+			t.Errorf("%s to a node port without endpoints: %q %v, want connection refused", from.name, got, err)
+		}
+		if d := time.Since(start); d > 2*time.Second {
+			t.Errorf("%s: refusing took %s", from.name, d)
+		}
+	}
+
+	// With ClientIP affinity, a client reaches the same endpoint at the
+	// node port as at the cluster IP.
+	endpoint := func(addr netip.AddrPort) map[string]int {
+		seen := map[string]int{}
+		for range 10 {
+			got, err := ask(t, pods["c"], addr.String())
+			if err != nil {
+				t.Fatalf("pod c to %s: %v", addr, err)
+			}
+			seen[got]++
+		}
+		return seen
+	}
+	viaClusterIP, viaNodePort := endpoint(rules[2].Address), endpoint(sticky)
+	if len(viaClusterIP) != 1 || !maps.Equal(viaClusterIP, viaNodePort) {
+		t.Errorf("with affinity pod c reached %v at the cluster IP and %v at the node port, want one endpoint throughout", viaClusterIP, viaNodePort)
+	}
+
+	// The Service gone, its node port is closed (nothing on the node
+	// listens there).
+	if err := Apply(node, rules[1:]); err != nil {
+		t.Fatal(err)
+	}
+	for _, from := range []struct {
+		name string
+		ns   netns.NsHandle
+	}{{"pod c", pods["c"]}, {"the node", node}} {
+		if got, err := ask(t, from.ns, web.String()); !errors.Is(err, syscall.ECONNREFUSED) {
+			t.Errorf("%s to the node port of a Service gone: %q %v, want connection refused", from.name, got, err)
+		}
 	}
 }

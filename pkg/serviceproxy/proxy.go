@@ -132,6 +132,7 @@ func (p *Proxy) sync() error {
 // equalRules reports whether two rule lists are the same.
 func equalRules(a, b []Rule) bool {
 	return slices.EqualFunc(a, b, func(x, y Rule) bool {
-		return x.Service == y.Service && x.Address == y.Address && x.Protocol == y.Protocol && slices.Equal(x.Endpoints, y.Endpoints)
+		return x.Service == y.Service && x.Address == y.Address && x.Protocol == y.Protocol && slices.Equal(x.Endpoints, y.Endpoints) &&
+			x.Affinity == y.Affinity && x.NodePort == y.NodePort
 	})
 }

@@ -3,6 +3,7 @@ package serviceproxy
 import (
 	"context"
 	"errors"
+	"net/netip"
 	"sync"
 	"testing"
 	"time"
@@ -165,5 +166,26 @@ func TestProxySyncWritesOnlyChanges(t *testing.T) {
 	last := cleared[len(cleared)-1]
 	if len(last[0]) != 1 || len(last[0][0].Endpoints) != 2 || len(last[1][0].Endpoints) != 1 {
 		t.Errorf("the flows cleared were asked with %+v", last)
+	}
+}
+
+// TestEqualRules: any difference in a rule, its affinity or node port
+// alone, is a change to write.
+func TestEqualRules(t *testing.T) {
+	base := Rule{Service: "ns/s:", Address: netip.MustParseAddrPort("10.0.0.9:80"), Protocol: corev1.ProtocolTCP,
+		Endpoints: []netip.AddrPort{netip.MustParseAddrPort("10.244.0.2:8080")}}
+	if !equalRules([]Rule{base}, []Rule{base}) {
+		t.Error("a rule differs from itself")
+	}
+	for name, change := range map[string]func(*Rule){
+		"affinity":  func(r *Rule) { r.Affinity = time.Hour },
+		"node port": func(r *Rule) { r.NodePort = 30080 },
+		"endpoints": func(r *Rule) { r.Endpoints = nil },
+	} {
+		changed := base
+		change(&changed)
+		if equalRules([]Rule{base}, []Rule{changed}) {
+			t.Errorf("a rule whose %s changed is equal to the old one", name)
+		}
 	}
 }

@@ -14,8 +14,16 @@
 // the Service port (the clients it served last, each with the Service's
 // timeout), which outlives the table's rewrites.
 //
-// Not done: NodePort, externalIPs and LoadBalancer addresses, IPv6, and
-// traffic policies (on a single node every endpoint is local).
+// A NodePort or LoadBalancer Service's node ports are served on every
+// address of the node's but the loopback ones, as kube-proxy's nftables
+// mode serves them: a connection to one goes to the same endpoints as
+// one to the cluster IP, under the same affinity, and is masqueraded, so
+// that its replies come back through the node; a node port without
+// endpoints refuses.
+//
+// Not done: externalIPs and LoadBalancer addresses, IPv6, and traffic
+// policies (on a single node every endpoint is local; a Local external
+// policy is served as Cluster, its clients' addresses not kept).
 package serviceproxy
 
 import (
@@ -42,6 +50,10 @@ type Rule struct {
 	// a client's connections go to the endpoint its last one went to,
 	// until it has made none for this long.
 	Affinity time.Duration
+	// NodePort, when not zero, is the Service port's node port: what
+	// reaches it on Protocol at an address of the node's goes to
+	// Endpoints as what reaches Address does.
+	NodePort uint16
 }
 
 // DefaultAffinityTimeout is how long a ClientIP session affinity lasts
@@ -52,7 +64,8 @@ const DefaultAffinityTimeout = 10800 * time.Second
 // sorted by address, port and protocol. Services skip reports true for are
 // left out (the node routes them itself), as are those without an IPv4
 // cluster IP (headless, ExternalName) and ports of protocols other than
-// TCP and UDP.
+// TCP and UDP. A NodePort or LoadBalancer Service's port carries its node
+// port in its one rule.
 //
 // An endpoint serves when its slice's port of the same name and protocol
 // has a number, and it is ready; where none is, those serving and
@@ -93,6 +106,7 @@ func Compute(services []*corev1.Service, endpointSlices []*discoveryv1.EndpointS
 				Protocol:  proto,
 				Endpoints: endpointsOf(byService[[2]string{svc.Namespace, svc.Name}], p.Name, proto),
 				Affinity:  affinity(svc),
+				NodePort:  nodePort(svc, p),
 			})
 		}
 	}
@@ -111,6 +125,19 @@ func affinity(svc *corev1.Service) time.Duration {
 		return time.Duration(*c.ClientIP.TimeoutSeconds) * time.Second
 	}
 	return DefaultAffinityTimeout
+}
+
+// nodePort is the node port of the Service's port p, or 0: only NodePort
+// and LoadBalancer Services have them, and a LoadBalancer Service need
+// not (allocateLoadBalancerNodePorts false).
+func nodePort(svc *corev1.Service, p corev1.ServicePort) uint16 {
+	if svc.Spec.Type != corev1.ServiceTypeNodePort && svc.Spec.Type != corev1.ServiceTypeLoadBalancer {
+		return 0
+	}
+	if p.NodePort <= 0 || p.NodePort > 65535 {
+		return 0
+	}
+	return uint16(p.NodePort)
 }
 
 // clusterIPv4 is the Service's IPv4 cluster IP, if it has one.

@@ -108,3 +108,33 @@ func TestComputeAffinity(t *testing.T) {
 		t.Errorf("affinity (-want +got):\n%s", diff)
 	}
 }
+
+func TestComputeNodePort(t *testing.T) {
+	ports := func() []corev1.ServicePort {
+		return []corev1.ServicePort{
+			{Name: "http", Port: 80, NodePort: 30080},
+			{Name: "dns", Port: 53, Protocol: corev1.ProtocolUDP, NodePort: 30053},
+			{Name: "none", Port: 81}, // no node port allocated
+		}
+	}
+	nodePort := service("np", "10.0.0.70", ports()...)
+	nodePort.Spec.Type = corev1.ServiceTypeNodePort
+	lb := service("lb", "10.0.0.71", ports()...)
+	lb.Spec.Type = corev1.ServiceTypeLoadBalancer
+	// A ClusterIP Service's stale nodePort fields (type changed back)
+	// open nothing.
+	clusterIP := service("cip", "10.0.0.72", ports()...)
+	clusterIP.Spec.Type = corev1.ServiceTypeClusterIP
+	got := map[string]uint16{}
+	for _, r := range Compute([]*corev1.Service{nodePort, lb, clusterIP}, nil, nil) {
+		got[r.Service] = r.NodePort
+	}
+	want := map[string]uint16{
+		"ns/np:http": 30080, "ns/np:dns": 30053, "ns/np:none": 0,
+		"ns/lb:http": 30080, "ns/lb:dns": 30053, "ns/lb:none": 0,
+		"ns/cip:http": 0, "ns/cip:dns": 0, "ns/cip:none": 0,
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("node ports (-want +got):\n%s", diff)
+	}
+}
