@@ -21,7 +21,10 @@ const (
 	NonewprivsImage = "registry.k8s.io/e2e-test-images/nonewprivs:1.4"
 	NonRootImage    = "registry.k8s.io/e2e-test-images/nonroot:1.5"
 	AgnhostImage    = "registry.k8s.io/e2e-test-images/agnhost:2.63.0"
-	GlibcDNSImage   = "registry.k8s.io/e2e-test-images/glibc-dns-testing:2.0.0"
+	// AgnhostPrevImage is the agnhost the [sig-apps] rolling update specs
+	// update from (or to): the same stand-in.
+	AgnhostPrevImage = "registry.k8s.io/e2e-test-images/agnhost:2.55"
+	GlibcDNSImage    = "registry.k8s.io/e2e-test-images/glibc-dns-testing:2.0.0"
 	// NginxImage and NginxNewImage, nginx's alpine image, are pods' servers
 	// in [sig-network] and [sig-apps] specs.
 	NginxImage    = "registry.k8s.io/e2e-test-images/nginx:1.15-4"
@@ -146,7 +149,7 @@ func StandIns(src Sources) (map[string]v1.Image, error) {
 		if err != nil {
 			return nil, fmt.Errorf("the agnhost stand-in: %w", err)
 		}
-		images[AgnhostImage] = agnhost
+		images[AgnhostImage], images[AgnhostPrevImage] = agnhost, agnhost
 	}
 	return images, nil
 }

@@ -460,7 +460,7 @@ func TestStandIns(t *testing.T) {
 		names = append(names, n)
 	}
 	slices.Sort(names)
-	want := []string{AgnhostImage, BusyboxImage, GlibcDNSImage, NginxImage, NginxNewImage, NonewprivsImage, NonRootImage, PauseImage}
+	want := []string{AgnhostPrevImage, AgnhostImage, BusyboxImage, GlibcDNSImage, NginxImage, NginxNewImage, NonewprivsImage, NonRootImage, PauseImage}
 	if diff := cmp.Diff(want, names); diff != "" {
 		t.Errorf("stand-ins (-want +got):\n%s", diff)
 	}
@@ -469,7 +469,8 @@ func TestStandIns(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if cf.Config.Labels[LabelStandInFor] != name && !(name == NginxNewImage && cf.Config.Labels[LabelStandInFor] == NginxImage) {
+		if cf.Config.Labels[LabelStandInFor] != name && !(name == NginxNewImage && cf.Config.Labels[LabelStandInFor] == NginxImage) &&
+			!(name == AgnhostPrevImage && cf.Config.Labels[LabelStandInFor] == AgnhostImage) {
 			t.Errorf("%s: labels %v", name, cf.Config.Labels)
 		}
 		return cf.Config
