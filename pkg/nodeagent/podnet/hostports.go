@@ -59,7 +59,8 @@ func (p *Pods) unmapPorts(uid string) error {
 // has an address, in one transaction; mu held.
 //
 //	prerouting (nat, dstnat): daddr local (or HostIP), protocol, dport -> dnat to the pod
-//	output (nat, dstnat): the same, but for the loopback (not routable to a pod)
+//	output (nat, dstnat): the same (127.0.0.1 included, which the node's
+//	                      table routes and masquerades: routeLocalnet)
 //	postrouting (nat, srcnat): a pod reaching its own host port -> masquerade
 func (p *Pods) writeHostPorts() error {
 	c, err := nftables.New(nftables.WithNetNSFd(int(p.node.ns)))
@@ -86,11 +87,7 @@ func (p *Pods) writeHostPorts() error {
 		for _, m := range p.hostPorts[uid] {
 			rule := hostPortRule(m, ip)
 			c.AddRule(&nftables.Rule{Table: t, Chain: pre, Exprs: rule})
-			notLoopback := []expr.Any{
-				&expr.Payload{DestRegister: 1, Base: expr.PayloadBaseNetworkHeader, Offset: 16, Len: 1},
-				&expr.Cmp{Op: expr.CmpOpNeq, Register: 1, Data: []byte{127}},
-			}
-			c.AddRule(&nftables.Rule{Table: t, Chain: out, Exprs: append(notLoopback, rule...)})
+			c.AddRule(&nftables.Rule{Table: t, Chain: out, Exprs: rule})
 		}
 		c.AddRule(&nftables.Rule{Table: t, Chain: post, Exprs: nftrules.Hairpin(ip)})
 	}

@@ -22,7 +22,9 @@ type Redirect struct {
 
 // setUpMasquerade (re)creates the table Table with its rules: what a
 // pod sends outside the pod CIDR leaves with the node's address, and
-// what it sends to a redirect's From goes to its To.
+// what it sends to a redirect's From goes to its To; what the node sends
+// from a loopback address to a pod (a host port on 127.0.0.1) leaves with
+// the node's address, and nothing from outside reaches the loopback.
 func setUpMasquerade(ns netns.NsHandle, cidr netip.Prefix, redirects []Redirect) error {
 	c, err := nftables.New(nftables.WithNetNSFd(int(ns)))
 	if err != nil {
@@ -40,6 +42,32 @@ func setUpMasquerade(ns netns.NsHandle, cidr netip.Prefix, redirects []Redirect)
 	})
 	network := cidr.Masked().Addr().AsSlice()
 	mask := prefixMask(cidr)
+	// A node's connection from a loopback address to a pod's host port
+	// on 127.0.0.1 (routed to the bridge thanks to routeLocalnet) leaves
+	// with the node's address, as the CNI portmap plugin masquerades it:
+	// "ip saddr 127.0.0.0/8 oif != lo masquerade".
+	c.AddRule(&nftables.Rule{Table: table, Chain: chain, Exprs: []expr.Any{
+		&expr.Payload{DestRegister: 1, Base: expr.PayloadBaseNetworkHeader, Offset: 12, Len: 1},
+		&expr.Cmp{Op: expr.CmpOpEq, Register: 1, Data: []byte{127}},
+		&expr.Meta{Key: expr.MetaKeyOIF, Register: 1},
+		&expr.Cmp{Op: expr.CmpOpNeq, Register: 1, Data: nftrules.Native(loopbackIndex)},
+		&expr.Masq{},
+	}})
+	// routeLocalnet lets the kernel route loopback addresses on the
+	// bridge; nothing arriving from outside the node may reach its
+	// loopback that way (CVE-2020-8558, which kube-proxy closes the same
+	// way): "iif != lo ip daddr 127.0.0.0/8 drop", before routing.
+	guard := c.AddChain(&nftables.Chain{
+		Name: "loopback-guard", Table: table, Type: nftables.ChainTypeFilter,
+		Hooknum: nftables.ChainHookPrerouting, Priority: nftables.ChainPriorityRaw,
+	})
+	c.AddRule(&nftables.Rule{Table: table, Chain: guard, Exprs: []expr.Any{
+		&expr.Meta{Key: expr.MetaKeyIIF, Register: 1},
+		&expr.Cmp{Op: expr.CmpOpNeq, Register: 1, Data: nftrules.Native(loopbackIndex)},
+		&expr.Payload{DestRegister: 1, Base: expr.PayloadBaseNetworkHeader, Offset: 16, Len: 1},
+		&expr.Cmp{Op: expr.CmpOpEq, Register: 1, Data: []byte{127}},
+		&expr.Verdict{Kind: expr.VerdictDrop},
+	}})
 	c.AddRule(&nftables.Rule{Table: table, Chain: chain, Exprs: []expr.Any{
 		// ip saddr within the CIDR
 		&expr.Payload{DestRegister: 1, Base: expr.PayloadBaseNetworkHeader, Offset: 12, Len: 4},
@@ -69,6 +97,10 @@ func setUpMasquerade(ns netns.NsHandle, cidr netip.Prefix, redirects []Redirect)
 	}
 	return c.Flush()
 }
+
+// loopbackIndex is the interface index of lo, the same in every network
+// namespace.
+const loopbackIndex = 1
 
 // tearDownMasquerade deletes the table Table, if it exists.
 func tearDownMasquerade(ns netns.NsHandle) error { return nftrules.DeleteTable(ns, Table) }

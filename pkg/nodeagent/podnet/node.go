@@ -95,6 +95,10 @@ func SetUp(cfg Config, ns netns.NsHandle) (*Node, error) {
 		h.Close()
 		return nil, fmt.Errorf("enabling IPv4 forwarding: %w", err)
 	}
+	if err := InNamespace(ns, func() error { return routeLocalnet(cfg.Bridge) }); err != nil {
+		h.Close()
+		return nil, fmt.Errorf("routing the loopback to pods' host ports on %s: %w", cfg.Bridge, err)
+	}
 	if err := setUpMasquerade(ns, cfg.PodCIDR, cfg.Redirects); err != nil {
 		h.Close()
 		return nil, fmt.Errorf("masquerading the pod CIDR %s: %w", cfg.PodCIDR, err)
@@ -429,6 +433,16 @@ func InNamespace(ns netns.NsHandle, fn func() error) error {
 		errc <- err
 	}()
 	return <-errc
+}
+
+// routeLocalnet lets the kernel route packets from loopback addresses out
+// of bridge, as the CNI portmap plugin does for host ports on 127.0.0.1:
+// a connection to 127.0.0.1:<hostPort> is sent to the pod, then
+// masqueraded (setUpMasquerade), which also keeps anything from outside
+// from reaching the loopback through it. The setting goes with the
+// bridge.
+func routeLocalnet(bridge string) error {
+	return os.WriteFile("/proc/sys/net/ipv4/conf/"+bridge+"/route_localnet", []byte("1\n"), 0o644)
 }
 
 // enableForwarding turns IPv4 forwarding on in the calling thread's network

@@ -96,14 +96,15 @@ func TestAttachConnectsPods(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer n.Close()
-	// Set up twice (a restarted agent): the same bridge, one rule.
+	// Set up twice (a restarted agent): the same bridge, the same rules
+	// (the pod CIDR's masquerade, the loopback's).
 	n2, err := SetUp(Config{StateDir: state, ServiceCIDR: services}, node)
 	if err != nil {
 		t.Fatalf("second SetUp: %v", err)
 	}
 	n2.Close()
-	if rules := masqueradeRules(t, node); rules != 1 {
-		t.Errorf("%d masquerade rules after two SetUps, want 1", rules)
+	if rules := masqueradeRules(t, node); rules != 2 {
+		t.Errorf("%d masquerade rules after two SetUps, want 2", rules)
 	}
 
 	ip1, err := n.Attach("pod-1", pod1)

@@ -234,12 +234,32 @@ func TestHostPorts(t *testing.T) {
 	if from := dial(t, nsA, gw); from != n.Gateway().String() {
 		t.Errorf("pod a saw itself, through its host port, as %s (want the node's %s)", from, n.Gateway())
 	}
+	// The node reaches it on its loopback too, masqueraded (the CNI
+	// portmap plugin's route_localnet), and on a host port bound to
+	// 127.0.0.1 alone, which is not served on the node's other addresses.
+	if from := dial(t, node, "127.0.0.1:18080"); from != n.Gateway().String() {
+		t.Errorf("pod a saw the node, through 127.0.0.1:18080, as %s (want the node's %s)", from, n.Gateway())
+	}
+	listen(t, nsB, ":8081")
+	if err := pods.MapPorts("pod-b", []PortMapping{{HostIP: netip.MustParseAddr("127.0.0.1"), HostPort: 18081, ContainerPort: 8081}}); err != nil {
+		t.Fatal(err)
+	}
+	if from := dial(t, node, "127.0.0.1:18081"); from != n.Gateway().String() {
+		t.Errorf("pod b saw the node, through its host port on 127.0.0.1, as %s", from)
+	}
+	var c net.Conn
+	if err := InNamespace(nsA, func() (err error) {
+		c, err = net.DialTimeout("tcp", net.JoinHostPort(n.Gateway().String(), "18081"), time.Second)
+		return err
+	}); err == nil {
+		c.Close()
+		t.Error("a host port on 127.0.0.1 is served on the node's pod-network address")
+	}
 	_ = ipA
 	// Gone with the pod.
 	if err := pods.Remove("pod-a"); err != nil {
 		t.Fatal(err)
 	}
-	var c net.Conn
 	err = InNamespace(nsB, func() (err error) { c, err = net.DialTimeout("tcp", gw, 2*time.Second); return err })
 	if err == nil {
 		c.Close()
