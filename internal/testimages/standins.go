@@ -80,13 +80,15 @@ type Sources struct {
 
 // GlibcDNSToolsFromHost are dnsutils' dig, nslookup and host of this
 // Debian machine (`apt-get install bind9-dnsutils`), where Debian puts
-// them, and its dash as /bin/sh (shellInPath), Debian's shell.
+// them, libc-bin's getent, and its dash as /bin/sh (shellInPath),
+// Debian's shell.
 func GlibcDNSToolsFromHost() []HostProgram {
 	return []HostProgram{
 		shellInPath,
 		{Source: "/usr/bin/dig", Path: "usr/bin/dig"},
 		{Source: "/usr/bin/nslookup", Path: "usr/bin/nslookup"},
 		{Source: "/usr/bin/host", Path: "usr/bin/host"},
+		{Source: "/usr/bin/getent", Path: "usr/bin/getent"},
 	}
 }
 
@@ -100,8 +102,9 @@ var shellInPath = HostProgram{Source: "/bin/dash", Path: "bin/sh"}
 // AgnhostToolsFromHost are the programs of upstream's agnhost image (alpine
 // with curl, netcat-openbsd, bind-tools and bash) at alpine's paths, from
 // this Debian machine's curl, netcat-openbsd, bind9-dnsutils and bash
-// packages (`apt-get install curl netcat-openbsd bind9-dnsutils`), and its
-// dash as /bin/sh (shellInPath).
+// packages (`apt-get install curl netcat-openbsd bind9-dnsutils`), its
+// getent (alpine's musl has one, busybox has not), and its dash as /bin/sh
+// (shellInPath).
 func AgnhostToolsFromHost() []HostProgram {
 	return []HostProgram{
 		shellInPath,
@@ -110,6 +113,7 @@ func AgnhostToolsFromHost() []HostProgram {
 		{Source: "/usr/bin/dig", Path: "usr/bin/dig"},
 		{Source: "/usr/bin/nslookup", Path: "usr/bin/nslookup"},
 		{Source: "/usr/bin/host", Path: "usr/bin/host"},
+		{Source: "/usr/bin/getent", Path: "usr/bin/getent"},
 		{Source: "/bin/bash", Path: "bin/bash"},
 	}
 }
@@ -188,12 +192,9 @@ func NonRoot(busybox v1.Image) (v1.Image, error) {
 func GlibcDNS(busybox v1.Image, tools ...HostProgram) (v1.Image, error) {
 	img, source := busybox, "busybox stand-in"
 	if len(tools) > 0 {
-		files, err := HostPrograms(tools...)
-		if err != nil {
+		var err error
+		if img, err = withTools(busybox, tools); err != nil {
 			return nil, fmt.Errorf("the glibc-dns-testing image's tools: %w", err)
-		}
-		if img, err = WithLayer(busybox, files...); err != nil {
-			return nil, err
 		}
 		source = "busybox stand-in with this machine's dnsutils"
 	}
@@ -227,12 +228,8 @@ func Agnhost(busybox v1.Image, agnhostPath, porterDir string, tools ...HostProgr
 		}
 	}
 	if len(tools) > 0 {
-		files, err := HostPrograms(tools...)
-		if err != nil {
+		if busybox, err = withTools(busybox, tools); err != nil {
 			return nil, fmt.Errorf("the agnhost image's tools: %w", err)
-		}
-		if busybox, err = WithLayer(busybox, files...); err != nil {
-			return nil, err
 		}
 	}
 	const user, group = "user-defined-in-image", "group-defined-in-image"
@@ -274,6 +271,19 @@ func Nginx(busybox v1.Image) (v1.Image, error) {
 	}
 	return withStandInConfig(img, NginxImage, "busybox httpd stand-in",
 		Config{Cmd: []string{"httpd", "-f", "-p", "80", "-h", "/usr/share/nginx/html"}})
+}
+
+// withTools is img with a layer holding tools (HostPrograms) and an
+// /etc/nsswitch.conf looking names up in /etc/hosts before DNS, as
+// Debian's and alpine's do: without one, glibc's getent and curl would
+// ask DNS first, and stop at its NXDOMAIN for a pod's own hostname.
+func withTools(img v1.Image, tools []HostProgram) (v1.Image, error) {
+	files, err := HostPrograms(tools...)
+	if err != nil {
+		return nil, err
+	}
+	files = append(files, Regular("etc/nsswitch.conf", 0o644, []byte("passwd: files\ngroup: files\nhosts: files dns\nnetworks: files\n")))
+	return WithLayer(img, files...)
 }
 
 // withStandInConfig is img under cfg, labelled as the stand-in for name
