@@ -255,13 +255,18 @@ func Agnhost(busybox v1.Image, agnhostPath, porterDir string, tools ...HostProgr
 		Config{Entrypoint: []string{"/agnhost"}, Cmd: []string{"pause"}})
 }
 
+// NginxCmd is the nginx stand-in's command.
+var NginxCmd = []string{"sh", "-c", "trap 'exit 0' TERM QUIT INT; httpd -f -p 80 -h /usr/share/nginx/html & wait"}
+
 // nginxIndex is the page nginx's image serves at /.
 const nginxIndex = "<!DOCTYPE html>\n<html>\n<head>\n<title>Welcome to nginx!</title>\n</head>\n<body>\n<h1>Welcome to nginx!</h1>\n</body>\n</html>\n"
 
 // Nginx is a stand-in for upstream's nginx images (nginx's alpine image,
 // serving /usr/share/nginx/html on port 80): the busybox stand-in running
 // busybox's httpd in the foreground on port 80 from the same directory,
-// which holds a "Welcome to nginx!" index.html.
+// which holds a "Welcome to nginx!" index.html, under a shell that ends
+// on SIGTERM, SIGQUIT or SIGINT as nginx does (httpd as PID 1 would
+// ignore them and take the whole grace period).
 func Nginx(busybox v1.Image) (v1.Image, error) {
 	img, err := WithLayer(busybox,
 		Dir("usr/share/nginx/html", 0o755),
@@ -270,7 +275,7 @@ func Nginx(busybox v1.Image) (v1.Image, error) {
 		return nil, err
 	}
 	return withStandInConfig(img, NginxImage, "busybox httpd stand-in",
-		Config{Cmd: []string{"httpd", "-f", "-p", "80", "-h", "/usr/share/nginx/html"}})
+		Config{Cmd: NginxCmd})
 }
 
 // withTools is img with a layer holding tools (HostPrograms) and an

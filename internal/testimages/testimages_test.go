@@ -515,7 +515,7 @@ func TestStandIns(t *testing.T) {
 			t.Errorf("glibc-dns-testing: /usr/bin/dig %+v, want the tool", got)
 		}
 	}
-	if cfg := config(NginxImage); !slices.Equal(cfg.Cmd, []string{"httpd", "-f", "-p", "80", "-h", "/usr/share/nginx/html"}) {
+	if cfg := config(NginxImage); !slices.Equal(cfg.Cmd, NginxCmd) {
 		t.Errorf("nginx: Cmd %q", cfg.Cmd)
 	}
 	if got := flat(NginxImage)["usr/share/nginx/html/index.html"]; !strings.Contains(got.Data, "Welcome to nginx!") {

@@ -5,6 +5,7 @@ import (
 	"crypto/ecdsa"
 	"crypto/elliptic"
 	"crypto/rand"
+	"crypto/tls"
 	"crypto/x509"
 	"crypto/x509/pkix"
 	"encoding/pem"
@@ -137,7 +138,7 @@ func (p PKI) Ensure(serviceIP net.IP, nodeIPs ...net.IP) error {
 		ips:      loopback,
 	})
 	for _, l := range leaves {
-		if fileExists(l.cert) && fileExists(l.key) && coversIPs(l.cert, l.ips) {
+		if fileExists(l.cert) && fileExists(l.key) && usable(l) {
 			continue
 		}
 		if err := issueLeaf(l, caCert, caKey); err != nil {
@@ -213,14 +214,20 @@ func (p PKI) ensureCA(certPath, keyPath, commonName string) (*x509.Certificate, 
 	return cert, key, nil
 }
 
-// coversIPs reports whether the certificate at path names every one of
-// ips; an unreadable one does not.
-func coversIPs(path string, ips []net.IP) bool {
-	cert, err := ReadCertificate(path)
+// usable reports whether the leaf's certificate and key on disk go
+// together and the certificate names every one of its addresses: a
+// certificate issued for fewer, or a key written without its certificate
+// (a crash between the two), has it issued again.
+func usable(l leaf) bool {
+	pair, err := tls.LoadX509KeyPair(l.cert, l.key)
+	if err != nil || len(pair.Certificate) == 0 {
+		return false
+	}
+	cert, err := x509.ParseCertificate(pair.Certificate[0])
 	if err != nil {
 		return false
 	}
-	for _, ip := range ips {
+	for _, ip := range l.ips {
 		if !slices.ContainsFunc(cert.IPAddresses, ip.Equal) {
 			return false
 		}

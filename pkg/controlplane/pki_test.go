@@ -2,6 +2,7 @@ package controlplane
 
 import (
 	"bytes"
+	"crypto/tls"
 	"crypto/x509"
 	"net"
 	"os"
@@ -150,6 +151,18 @@ func TestPKIEnsureNodeIPs(t *testing.T) {
 	}
 	if after, _ := os.ReadFile(p.NodeServingCert()); !bytes.Equal(before, after) {
 		t.Error("the node serving certificate was issued again for the same addresses")
+	}
+	// A key that is not the certificate's (a crash between writing the
+	// two): issued again.
+	other, _ := os.ReadFile(p.AdminKey())
+	if err := os.WriteFile(p.NodeServingKey(), other, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := p.Ensure(serviceIP, nodeIP); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := tls.LoadX509KeyPair(p.NodeServingCert(), p.NodeServingKey()); err != nil {
+		t.Errorf("after a mismatched key, the node serving pair: %v", err)
 	}
 }
 

@@ -143,13 +143,14 @@ func (w *worker) resolveImage(ctx context.Context, pod *corev1.Pod, t pullTarget
 }
 
 // collectPulls makes the containers whose pull ended due at once (they
-// waited for the pull's poke). It reports whether one changed.
+// waited for the pull's poke); one waiting for its pod's network waits
+// for that retry instead. It reports whether one changed.
 func (w *worker) collectPulls() bool {
 	progress := false
 	now := w.agent.clock.Now()
 	volumes := w.volumePullsDone()
 	for _, c := range w.all() {
-		if !c.state.NotBefore.After(now) {
+		if !c.state.NotBefore.After(now) || c.waitsForSandbox {
 			continue
 		}
 		if c.waitsForVolume != "" && volumes[c.waitsForVolume] {

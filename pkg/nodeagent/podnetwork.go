@@ -137,10 +137,11 @@ func (w *worker) withPodIP(pod *corev1.Pod) *corev1.Pod {
 
 // knownPodIP returns the pod's own address, looked up once the worker
 // does not know it yet (a restarted agent's pod); "" when the pod has
-// none (yet), or uses the node's.
+// none yet; the node's when it shares the node's network (probes and
+// hooks reach it there, as the kubelet reaches a hostNetwork pod's).
 func (w *worker) knownPodIP(pod *corev1.Pod) string {
 	if !w.agent.ownNetwork(pod) {
-		return ""
+		return w.agent.opts.NodeIP
 	}
 	if w.podIP == "" {
 		if path, ip, ok := w.agent.opts.PodNetwork.Lookup(string(pod.UID)); ok {

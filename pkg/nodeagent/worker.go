@@ -52,6 +52,9 @@ type container struct {
 	// waitsForVolume names the image volume it waits for, if any.
 	volumeLayers   map[string][]string
 	waitsForVolume string
+	// waitsForSandbox is set while its pod's network could not be made:
+	// it waits for the retry, even if a pull of its finishes meanwhile.
+	waitsForSandbox bool
 	// api is the running attempt the API showed when the worker was
 	// created, until recover has decided what became of it.
 	api *apiRun
@@ -640,12 +643,13 @@ func (w *worker) start(ctx context.Context, pod *corev1.Pod, c *container, now t
 	// As the kubelet: the pod's sandbox (its network, so that it has its
 	// address even while an image cannot be pulled), the image volumes,
 	// then the container's image.
-	if !w.ensureNetwork(ctx, pod, c, now) {
+	c.waitsForVolume = ""
+	c.waitsForSandbox = !w.ensureNetwork(ctx, pod, c, now)
+	if c.waitsForSandbox {
 		return
 	}
 	var img *images.Image
 	var wait *imageWait
-	c.waitsForVolume = ""
 	c.volumeLayers, wait = w.imageVolumesFor(ctx, pod, c, now)
 	if wait == nil {
 		img, wait = w.imageFor(ctx, pod, c, now)

@@ -66,7 +66,9 @@ func Apply(ns netns.NsHandle, rules []Rule) error {
 	// The whole table goes in one batch, acknowledged message by message:
 	// the socket's buffers are sized to it (forced, as nft does, as root),
 	// or a few dozen Services would not fit.
-	size := socketBuffer(rules)
+	// Each request opens a socket of its own, with the size as it is
+	// then: the batch's is known once the table was read.
+	size := socketBuffer(rules, 0)
 	c, err := nftables.New(nftables.WithNetNSFd(int(ns)), nftables.WithSockOptions(func(conn *mdnetlink.Conn) error {
 		raw, err := conn.SyscallConn()
 		if err != nil {
@@ -89,6 +91,7 @@ func Apply(ns netns.NsHandle, rules []Rule) error {
 	if err != nil {
 		return fmt.Errorf("reading the table %s: %w", Table, err)
 	}
+	size = socketBuffer(rules, len(oldChains)+len(oldSets))
 	// Every rule goes first, which releases the chains and sets they
 	// named; what is still wanted is added again (a no-op for what is
 	// there), what is not is deleted last.
@@ -251,11 +254,19 @@ func remember(set *nftables.Set, d time.Duration) expr.Any {
 // there.
 func Remove(ns netns.NsHandle) error { return nftrules.DeleteTable(ns, Table) }
 
-// socketBuffer is the netlink socket buffer a batch of rules needs: about
-// 1 KB a message with its acknowledgement, at least 1 MB.
-func socketBuffer(rules []Rule) int {
-	messages := 24
+// socketBuffer is the netlink socket buffer a batch of rules needs, with
+// deletions of the old table's chains and sets: about 1 KB a message
+// with its acknowledgement, at least 1 MB.
+func socketBuffer(rules []Rule, deletions int) int {
+	messages := 24 + deletions
+	hairpins := map[netip.Addr]bool{}
 	for _, r := range rules {
+		for _, ep := range r.Endpoints {
+			if !hairpins[ep.Addr()] {
+				hairpins[ep.Addr()] = true
+				messages++ // its hairpin rule
+			}
+		}
 		messages += 3 + len(r.Endpoints)
 		if r.Affinity > 0 {
 			messages += 2 * len(r.Endpoints) // a set and a rule each

@@ -360,8 +360,22 @@ func TestApplyManyServices(t *testing.T) {
 	if err := Apply(node, rules); err != nil {
 		t.Fatalf("writing 600 Services of 3 endpoints: %v", err)
 	}
+	// 1500 Services with affinity (a set per endpoint), then none: the
+	// deletions of 1500 chains and 1500 sets go in one batch too.
+	rules = nil
+	for i := range 1500 {
+		rules = append(rules, Rule{
+			Address:   netip.AddrPortFrom(netip.AddrFrom4([4]byte{10, 0, byte(1 + i/250), byte(i % 250)}), 80),
+			Protocol:  corev1.ProtocolTCP,
+			Endpoints: []netip.AddrPort{netip.AddrPortFrom(ips["a"], 8080)},
+			Affinity:  time.Hour,
+		})
+	}
+	if err := Apply(node, rules); err != nil {
+		t.Fatalf("writing 1500 Services with affinity: %v", err)
+	}
 	if err := Apply(node, nil); err != nil {
-		t.Fatal(err)
+		t.Fatalf("removing them: %v", err)
 	}
 }
 
