@@ -153,6 +153,21 @@ func ask(t *testing.T, ns netns.NsHandle, addr string) (string, error) {
 	return string(b), err
 }
 
+// answers asks addr from ns n times and counts who answered; an error
+// fails the test, naming who asked.
+func answers(t *testing.T, ns netns.NsHandle, who, addr string, n int) map[string]int {
+	t.Helper()
+	seen := map[string]int{}
+	for range n {
+		got, err := ask(t, ns, addr)
+		if err != nil {
+			t.Fatalf("%s to %s: %v", who, addr, err)
+		}
+		seen[got]++
+	}
+	return seen
+}
+
 func TestApplyRoutesServices(t *testing.T) {
 	node, pods, ips := newNode(t)
 	serve(t, pods["a"], ":8080", "a")
@@ -174,29 +189,11 @@ func TestApplyRoutesServices(t *testing.T) {
 
 	// From another pod, both endpoints answer (missing one in 40 tries
 	// has a chance of 2^-39).
-	seen := map[string]int{}
-	for range 40 {
-		got, err := ask(t, pods["c"], web.String())
-		if err != nil {
-			t.Fatalf("pod c to the Service: %v", err)
-		}
-		seen[got]++
-	}
-	if seen["a"] == 0 || seen["b"] == 0 || len(seen) != 2 {
+	if seen := answers(t, pods["c"], "pod c", web.String(), 40); seen["a"] == 0 || seen["b"] == 0 || len(seen) != 2 {
 		t.Errorf("answers from the Service: %v, want a and b", seen)
 	}
 	// A pod reaches its own Service, itself included (hairpin).
-	self := 0
-	for range 40 {
-		got, err := ask(t, pods["a"], web.String())
-		if err != nil {
-			t.Fatalf("pod a to its own Service: %v", err)
-		}
-		if got == "a" {
-			self++
-		}
-	}
-	if self == 0 {
+	if answers(t, pods["a"], "pod a", web.String(), 40)["a"] == 0 {
 		t.Error("pod a never reached itself through its Service")
 	}
 	// The node itself reaches the Service.
@@ -396,14 +393,7 @@ func TestApplySessionAffinity(t *testing.T) {
 	// answered, failing the test if several did.
 	sticky := func(ns netns.NsHandle, who string, n int) string {
 		t.Helper()
-		seen := map[string]int{}
-		for range n {
-			got, err := ask(t, ns, web.String())
-			if err != nil {
-				t.Fatalf("%s to the Service: %v", who, err)
-			}
-			seen[got]++
-		}
+		seen := answers(t, ns, who, web.String(), n)
 		if len(seen) != 1 {
 			t.Fatalf("%s reached %v, want one endpoint throughout", who, seen)
 		}
@@ -452,15 +442,7 @@ func TestApplySessionAffinity(t *testing.T) {
 	if len(sets) != 0 {
 		t.Errorf("%d affinity sets left without affinity", len(sets))
 	}
-	seen := map[string]bool{}
-	for range 40 {
-		got, err := ask(t, pods["c"], web.String())
-		if err != nil {
-			t.Fatal(err)
-		}
-		seen[got] = true
-	}
-	if len(seen) != 2 {
+	if seen := answers(t, pods["c"], "pod c", web.String(), 40); len(seen) != 2 {
 		t.Errorf("without affinity pod c reached %v, want both", seen)
 	}
 }
@@ -500,29 +482,11 @@ func TestApplyNodePort(t *testing.T) {
 	}
 
 	// From another pod, both endpoints answer.
-	seen := map[string]int{}
-	for range 40 {
-		got, err := ask(t, pods["c"], web.String())
-		if err != nil {
-			t.Fatalf("pod c to the node port: %v", err)
-		}
-		seen[got]++
-	}
-	if seen["a"] == 0 || seen["b"] == 0 || len(seen) != 2 {
+	if seen := answers(t, pods["c"], "pod c", web.String(), 40); seen["a"] == 0 || seen["b"] == 0 || len(seen) != 2 {
 		t.Errorf("answers from the node port: %v, want a and b", seen)
 	}
 	// An endpoint reaches itself through the node port.
-	self := 0
-	for range 40 {
-		got, err := ask(t, pods["a"], web.String())
-		if err != nil {
-			t.Fatalf("pod a to the node port: %v", err)
-		}
-		if got == "a" {
-			self++
-		}
-	}
-	if self == 0 {
+	if answers(t, pods["a"], "pod a", web.String(), 40)["a"] == 0 {
 		t.Error("pod a never reached itself through the node port")
 	}
 	// The node reaches it at its address, not at the loopback's.
@@ -561,18 +525,7 @@ func TestApplyNodePort(t *testing.T) {
 
 	// With ClientIP affinity, a client reaches the same endpoint at the
 	// node port as at the cluster IP.
-	endpoint := func(addr netip.AddrPort) map[string]int {
-		seen := map[string]int{}
-		for range 10 {
-			got, err := ask(t, pods["c"], addr.String())
-			if err != nil {
-				t.Fatalf("pod c to %s: %v", addr, err)
-			}
-			seen[got]++
-		}
-		return seen
-	}
-	viaClusterIP, viaNodePort := endpoint(rules[2].Address), endpoint(sticky)
+	viaClusterIP, viaNodePort := answers(t, pods["c"], "pod c", rules[2].Address.String(), 10), answers(t, pods["c"], "pod c", sticky.String(), 10)
 	if len(viaClusterIP) != 1 || !maps.Equal(viaClusterIP, viaNodePort) {
 		t.Errorf("with affinity pod c reached %v at the cluster IP and %v at the node port, want one endpoint throughout", viaClusterIP, viaNodePort)
 	}
