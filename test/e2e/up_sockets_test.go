@@ -161,6 +161,11 @@ func TestUpSocketsRequireCredentials(t *testing.T) {
 	noCert := &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{
 		TLSClientConfig: &tls.Config{InsecureSkipVerify: true},
 	}}
+	nodes, err := c.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
+	if err != nil || len(nodes.Items) != 1 {
+		t.Fatalf("nodes: %v (%d)", err, len(nodes.Items))
+	}
+	kubeletPort := strconv.Itoa(int(nodes.Items[0].Status.DaemonEndpoints.KubeletEndpoint.Port))
 	var tcp int
 	for _, s := range sockets {
 		if s.network == "unix" {
@@ -169,10 +174,11 @@ func TestUpSocketsRequireCredentials(t *testing.T) {
 		}
 		tcp++
 		host, port, _ := net.SplitHostPort(s.addr)
-		// With a pod network (the default as root) the cluster DNS (53)
-		// and the relay to the apiserver (443) listen on the node's
-		// address on it, which only pods and this host reach.
-		podNetwork := host == podNetworkGateway && (port == "53" || port == "443")
+		// With a pod network (the default as root) the cluster DNS (53),
+		// the relay to the apiserver (443) and the kubelet API (the
+		// node's InternalIP, where the apiserver reaches it) listen on
+		// the node's address on it, which only pods and this host reach.
+		podNetwork := host == podNetworkGateway && (port == "53" || port == "443" || port == kubeletPort)
 		if ip := net.ParseIP(host); ip == nil || (!ip.IsLoopback() && !podNetwork) {
 			t.Errorf("%s listens on %s, not on loopback", s.network, s.addr)
 		}
