@@ -3,11 +3,13 @@ package e2e
 import (
 	"context"
 	"fmt"
+	"io"
 	"net"
 	"net/netip"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -247,6 +249,7 @@ func TestUpWorkloadsOnPodNetwork(t *testing.T) {
 	}
 	for _, svc := range []*corev1.Service{
 		{ObjectMeta: metav1.ObjectMeta{Name: "web", Namespace: ns}, Spec: corev1.ServiceSpec{Selector: map[string]string{"app": "web"},
+			Type:  corev1.ServiceTypeNodePort,
 			Ports: []corev1.ServicePort{{Name: "http", Port: 80, TargetPort: intstr.FromString("http")}}}},
 		{ObjectMeta: metav1.ObjectMeta{Name: "db", Namespace: ns}, Spec: corev1.ServiceSpec{ClusterIP: corev1.ClusterIPNone, Selector: map[string]string{"app": "db"},
 			Ports: []corev1.ServicePort{{Name: "http", Port: 8080}}}},
@@ -337,5 +340,30 @@ func TestUpWorkloadsOnPodNetwork(t *testing.T) {
 	}
 	if len(answered) != 2 {
 		t.Errorf("the web Service's 10 connections reached %d replicas (%v), want 2:\n%s", len(answered), answered, out)
+	}
+
+	// The Service's node port, from this host at the node's address, as
+	// the Node's InternalIP gives it.
+	webSvc, err := c.CoreV1().Services(ns).Get(ctx, "web", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	nodes, err := c.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
+	if err != nil || len(nodes.Items) != 1 {
+		t.Fatalf("nodes: %v", err)
+	}
+	nodeIP := internalIP(t, &nodes.Items[0])
+	if nodeIP != podNetworkGateway {
+		t.Errorf("the node's InternalIP is %s, want its pod-network address %s", nodeIP, podNetworkGateway)
+	}
+	addr := net.JoinHostPort(nodeIP, strconv.Itoa(int(webSvc.Spec.Ports[0].NodePort)))
+	conn, err := net.DialTimeout("tcp", addr, 5*time.Second)
+	if err != nil {
+		t.Fatalf("the web Service's node port %s: %v", addr, err)
+	}
+	defer conn.Close()
+	_ = conn.SetDeadline(time.Now().Add(5 * time.Second))
+	if b, err := io.ReadAll(conn); err != nil || !strings.HasPrefix(string(b), "web-") {
+		t.Errorf("the web Service's node port %s answered %q %v, want a web replica's name", addr, b, err)
 	}
 }
