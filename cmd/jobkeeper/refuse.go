@@ -26,8 +26,8 @@ const (
 		"node agent), namespace deletion, garbage collection of dependents, and pod garbage collection " +
 		"(pods of a gone node, or stuck terminating), PersistentVolumeClaims (the default StorageClass " +
 		"standard: a directory under the data directory per claim), and with --network=pod (the default as root) " +
-		"ClusterIP Services, EndpointSlices, the cluster DNS and, from the first one created, Deployments, " +
-		"ReplicaSets, StatefulSets and DaemonSets"
+		"ClusterIP and NodePort Services, EndpointSlices, the cluster DNS and, from the first one created, Deployments, " +
+		"ReplicaSets, StatefulSets, DaemonSets and ReplicationControllers"
 	// upRefuses lists the kinds `up` refuses to create, because nothing would act on them.
 	upRefuses = "Deployments, ReplicaSets, StatefulSets and DaemonSets"
 	// upDocs is where a refused user is sent.

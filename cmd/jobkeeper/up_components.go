@@ -307,8 +307,9 @@ func networkBanner(mode string, cidr netip.Prefix, why string) string {
 		return "Pods share this host's network (--network=host): a pod's ports are this host's; --network=pod gives each its own."
 	}
 	return "Each pod gets a network of its own (--network=pod): an address in " + cidr.String() + ", the apiserver at the kubernetes\n" +
-		"Service (" + kubernetesIP.String() + ":443), Services at their cluster IPs, and the cluster DNS at " + clusterDNSIP.String() + " (Services and\n" +
-		"pods by name). Deployments, StatefulSets and DaemonSets run from the first one created."
+		"Service (" + kubernetesIP.String() + ":443), Services at their cluster IPs and node ports (the node is " + nodeAddress(cidr).String() + "), and the\n" +
+		"cluster DNS at " + clusterDNSIP.String() + " (Services and pods by name). Deployments, StatefulSets, DaemonSets and ReplicationControllers\n" +
+		"run from the first one created."
 }
 
 // limitsBanner says whether containers' resource limits are enforced.

@@ -6,6 +6,8 @@ import (
 	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/metadata"
@@ -16,6 +18,7 @@ import (
 	"k8s.io/kubernetes/pkg/controller/daemon"
 	"k8s.io/kubernetes/pkg/controller/deployment"
 	"k8s.io/kubernetes/pkg/controller/replicaset"
+	"k8s.io/kubernetes/pkg/controller/replication"
 	"k8s.io/kubernetes/pkg/controller/statefulset"
 
 	"jobkeeper.dev/jobkeeper/pkg/controlplane"
@@ -26,19 +29,27 @@ const (
 	deploymentWorkers    = 5
 	replicaSetWorkers    = 5
 	statefulSetWorkers   = 5
+	rcWorkers            = 5
 	daemonSetWorkers     = 2
 	daemonSetBackoffBase = time.Second
 	daemonSetBackoffMax  = 15 * time.Minute
 )
 
-// workloadResources are the apps/v1 resources whose controllers run on
-// demand.
-var workloadResources = []string{"deployments", "replicasets", "statefulsets", "daemonsets"}
+// workloadResources are the resources whose controllers run on demand:
+// apps/v1's, and core/v1's ReplicationControllers.
+var workloadResources = []schema.GroupVersionResource{
+	appsv1.SchemeGroupVersion.WithResource("deployments"),
+	appsv1.SchemeGroupVersion.WithResource("replicasets"),
+	appsv1.SchemeGroupVersion.WithResource("statefulsets"),
+	appsv1.SchemeGroupVersion.WithResource("daemonsets"),
+	corev1.SchemeGroupVersion.WithResource("replicationcontrollers"),
+}
 
 // runWorkloadsOnDemand is the upComponent of `up --network=pod` that runs
-// upstream's Deployment, ReplicaSet, StatefulSet and DaemonSet controllers,
-// as kube-controller-manager does, from the moment the first such object
-// exists: until then only four metadata watches run, so that a batch-only
+// upstream's Deployment, ReplicaSet, StatefulSet, DaemonSet and
+// ReplicationController controllers, as kube-controller-manager does, from
+// the moment the first such object exists: until then only five metadata
+// watches run, so that a batch-only
 // user pays neither for their caches (a second, untrimmed cache of every
 // pod) nor for their workers.
 func runWorkloadsOnDemand(ctx context.Context, cp *controlplane.ControlPlane) (func(), error) {
@@ -64,7 +75,7 @@ func runWorkloadsOnDemand(ctx context.Context, cp *controlplane.ControlPlane) (f
 	}
 	watchers := metadatainformer.NewSharedInformerFactory(metadataClient, 0)
 	for _, r := range workloadResources {
-		inf := watchers.ForResource(appsv1.SchemeGroupVersion.WithResource(r)).Informer()
+		inf := watchers.ForResource(r).Informer()
 		if _, err := inf.AddEventHandler(cache.ResourceEventHandlerFuncs{AddFunc: func(any) { start() }}); err != nil {
 			return nil, err
 		}
@@ -76,7 +87,7 @@ func runWorkloadsOnDemand(ctx context.Context, cp *controlplane.ControlPlane) (f
 	}, nil
 }
 
-// startWorkloadControllers starts the four controllers and their caches,
+// startWorkloadControllers starts the five controllers and their caches,
 // which run until ctx ends; wg waits for them.
 func startWorkloadControllers(ctx context.Context, client kubernetes.Interface, wg *sync.WaitGroup) error {
 	started := time.Now()
@@ -93,12 +104,14 @@ func startWorkloadControllers(ctx context.Context, client kubernetes.Interface, 
 	if err != nil {
 		return err
 	}
+	rm := replication.NewReplicationManager(ctx, core.Pods(), core.ReplicationControllers(), client, replication.BurstReplicas)
 	factory.Start(ctx.Done())
+	wg.Go(func() { rm.Run(ctx, rcWorkers) })
 	wg.Go(func() { dc.Run(ctx, deploymentWorkers) })
 	wg.Go(func() { rc.Run(ctx, replicaSetWorkers) })
 	wg.Go(func() { sc.Run(ctx, statefulSetWorkers) })
 	wg.Go(func() { dsc.Run(ctx, daemonSetWorkers) })
 	wg.Go(factory.Shutdown)
-	klog.FromContext(ctx).Info("Started upstream controllers on the first workload", "controllers", []string{"deployment", "replicaset", "statefulset", "daemonset"}, "elapsed", time.Since(started))
+	klog.FromContext(ctx).Info("Started upstream controllers on the first workload", "controllers", []string{"deployment", "replicaset", "statefulset", "daemonset", "replicationcontroller"}, "elapsed", time.Since(started))
 	return nil
 }
