@@ -5,12 +5,14 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"net/http/pprof"
 	"net/netip"
 	"net/url"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"time"
 
@@ -77,7 +79,7 @@ func (f *nodeAgentFlags) addFlags(fs *pflag.FlagSet) {
 	fs.IntVar(&f.opts.MaxPods, "max-pods", nodeagent.DefaultMaxPods, "Pod capacity of the local Node.")
 	fs.StringVar(&f.opts.Runtime, "runtime", nodeagent.DefaultRuntime, "How pods run: \"process\" (container commands as host processes) or \"simulated\" (outcome and duration from pod annotations).")
 	fs.DurationVar(&f.opts.SyncFrequency, "sync-frequency", nodeagent.DefaultSyncFrequency, "How often the node agent refreshes the files of running pods' configMap, secret, downwardAPI and projected volumes (the kubelet's --sync-frequency).")
-	fs.IntVar(&f.opts.KubeletPort, "kubelet-port", 0, "Port of the node agent's kubelet API (logs, exec, attach, port-forward) on the node's address (127.0.0.1, or 10.244.0.1 with --network=pod); 0 picks a free port.")
+	fs.IntVar(&f.opts.KubeletPort, "kubelet-port", 0, "Port of the node agent's kubelet API (logs, exec, attach, port-forward) on the node's address (127.0.0.1, or 10.244.0.1 with --network=pod); 0 picks a free port (the kubelet's 10250 first with --network=pod).")
 	fs.StringVar(&f.opts.Images, "images", nodeagent.ImagesOCI, "Where containers get their files: \"oci\" runs each container's image (pulled from its registry into <data-dir>/images, or loaded with \"jobkeeper image load\"); \"host\" runs the container's command on this host's own files, copy-on-write (for the host's programs: GPU drivers, local toolchains). Never falls back from one to the other.")
 	fs.DurationVar(&f.opts.ShutdownGracePeriod, "shutdown-grace-period", nodeagent.DefaultShutdownGracePeriod, "On a clean stop (Ctrl-C, SIGTERM) the node shuts down gracefully, as a kubelet's graceful node shutdown: every running pod gets the DisruptionTarget condition and is stopped with its grace period capped to this, then ends Failed.")
 	fs.BoolVar(&f.opts.KeepRunningOnStop, "keep-running-on-stop", false, "On a clean stop, leave running containers alone, as a kubelet restart does: the next \"jobkeeper up\" on the same --data-dir takes them over (and a container that no agent takes over within 5 minutes is stopped). Without it a stop is a graceful node shutdown (--shutdown-grace-period).")
@@ -201,6 +203,9 @@ func (f *nodeAgentFlags) component(out io.Writer) upComponent {
 			// The node is at its address on the pod network, where pods
 			// and the apiserver reach it (node ports, the kubelet API).
 			opts.NodeIP = nodeAddress(f.cidr).String()
+			if opts.KubeletPort == 0 {
+				opts.KubeletPort = kubeletPortAt(opts.NodeIP)
+			}
 			opts.ResolvConf = podsResolvConf()
 		} else {
 			// Pods share this host's network: they reach the apiserver
@@ -347,6 +352,22 @@ func serveMetrics(ctx context.Context, cp *controlplane.ControlPlane, addr strin
 	}
 	klog.FromContext(ctx).Info("Serving metrics", "address", served, "protection", "HTTPS, apiserver authentication and authorization")
 	return served, nil
+}
+
+// defaultKubeletPort is the kubelet's port, which tools that do not read
+// the Node's daemonEndpoints (upstream's e2e framework among them) assume.
+const defaultKubeletPort = 10250
+
+// kubeletPortAt is defaultKubeletPort when it is free at ip, else 0 (any
+// free port): the node's own address on the pod network has it free
+// unless a kubelet of this host listens on all its addresses.
+func kubeletPortAt(ip string) int {
+	ln, err := net.Listen("tcp", net.JoinHostPort(ip, strconv.Itoa(defaultKubeletPort)))
+	if err != nil {
+		return 0
+	}
+	_ = ln.Close()
+	return defaultKubeletPort
 }
 
 // validateNetwork checks --network and --pod-cidr.

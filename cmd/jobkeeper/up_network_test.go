@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"net"
 	"net/netip"
 	"os"
 	"path/filepath"
@@ -154,5 +155,20 @@ func TestAPIServerEndpoints(t *testing.T) {
 	}
 	if writes != 2 {
 		t.Errorf("%d writes, want 2 (the Endpoints updated, the slice created; nothing the second time)", writes)
+	}
+}
+
+// TestKubeletPortAt: the kubelet's port when it is free, else any.
+func TestKubeletPortAt(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:10250")
+	if err != nil {
+		t.Skipf("127.0.0.1:10250 is taken here: %v", err)
+	}
+	if got := kubeletPortAt("127.0.0.1"); got != 0 {
+		t.Errorf("with 10250 taken: %d, want 0 (any free port)", got)
+	}
+	_ = ln.Close()
+	if got := kubeletPortAt("127.0.0.1"); got != defaultKubeletPort {
+		t.Errorf("with 10250 free: %d, want %d", got, defaultKubeletPort)
 	}
 }
