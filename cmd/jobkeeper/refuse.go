@@ -27,7 +27,7 @@ const (
 		"(pods of a gone node, or stuck terminating), PersistentVolumeClaims (the default StorageClass " +
 		"standard: a directory under the data directory per claim), and with --network=pod (the default as root) " +
 		"ClusterIP and NodePort Services, EndpointSlices, the cluster DNS and, from the first one created, Deployments, " +
-		"ReplicaSets, StatefulSets, DaemonSets and ReplicationControllers"
+		"ReplicaSets, StatefulSets, DaemonSets, ReplicationControllers and PodDisruptionBudgets"
 	// upRefuses lists the kinds `up` refuses to create, because nothing would act on them.
 	upRefuses = "Deployments, ReplicaSets, StatefulSets and DaemonSets"
 	// upDocs is where a refused user is sent.

@@ -7,16 +7,23 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	policyv1 "k8s.io/api/policy/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/discovery/cached/memory"
+	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/metadata"
 	"k8s.io/client-go/metadata/metadatainformer"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/restmapper"
+	"k8s.io/client-go/scale"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/util/flowcontrol"
 	"k8s.io/klog/v2"
 	"k8s.io/kubernetes/pkg/controller/daemon"
 	"k8s.io/kubernetes/pkg/controller/deployment"
+	"k8s.io/kubernetes/pkg/controller/disruption"
 	"k8s.io/kubernetes/pkg/controller/replicaset"
 	"k8s.io/kubernetes/pkg/controller/replication"
 	"k8s.io/kubernetes/pkg/controller/statefulset"
@@ -43,13 +50,14 @@ var workloadResources = []schema.GroupVersionResource{
 	appsv1.SchemeGroupVersion.WithResource("statefulsets"),
 	appsv1.SchemeGroupVersion.WithResource("daemonsets"),
 	corev1.SchemeGroupVersion.WithResource("replicationcontrollers"),
+	policyv1.SchemeGroupVersion.WithResource("poddisruptionbudgets"),
 }
 
 // runWorkloadsOnDemand is the upComponent of `up --network=pod` that runs
-// upstream's Deployment, ReplicaSet, StatefulSet, DaemonSet and
-// ReplicationController controllers, as kube-controller-manager does, from
-// the moment the first such object exists: until then only five metadata
-// watches run, so that a batch-only
+// upstream's Deployment, ReplicaSet, StatefulSet, DaemonSet,
+// ReplicationController and disruption (PodDisruptionBudget) controllers,
+// as kube-controller-manager does, from the moment the first such object
+// exists: until then only six metadata watches run, so that a batch-only
 // user pays neither for their caches (a second, untrimmed cache of every
 // pod) nor for their workers.
 func runWorkloadsOnDemand(ctx context.Context, cp *controlplane.ControlPlane) (func(), error) {
@@ -68,7 +76,7 @@ func runWorkloadsOnDemand(ctx context.Context, cp *controlplane.ControlPlane) (f
 	var once sync.Once
 	start := func() {
 		once.Do(func() {
-			if err := startWorkloadControllers(ctx, client, &wg); err != nil {
+			if err := startWorkloadControllers(ctx, cfg, client, &wg); err != nil {
 				klog.FromContext(ctx).Error(err, "Starting the workload controllers failed")
 			}
 		})
@@ -87,9 +95,10 @@ func runWorkloadsOnDemand(ctx context.Context, cp *controlplane.ControlPlane) (f
 	}, nil
 }
 
-// startWorkloadControllers starts the five controllers and their caches,
-// which run until ctx ends; wg waits for them.
-func startWorkloadControllers(ctx context.Context, client kubernetes.Interface, wg *sync.WaitGroup) error {
+// startWorkloadControllers starts the six controllers and their caches,
+// which run until ctx ends; wg waits for them. cfg is client's, for the
+// disruption controller's scale client.
+func startWorkloadControllers(ctx context.Context, cfg *rest.Config, client kubernetes.Interface, wg *sync.WaitGroup) error {
 	started := time.Now()
 	factory := informers.NewSharedInformerFactoryWithOptions(client, 0, informers.WithTransform(dropManagedFields))
 	apps, core := factory.Apps().V1(), factory.Core().V1()
@@ -105,13 +114,24 @@ func startWorkloadControllers(ctx context.Context, client kubernetes.Interface, 
 		return err
 	}
 	rm := replication.NewReplicationManager(ctx, core.Pods(), core.ReplicationControllers(), client, replication.BurstReplicas)
+	// The disruption controller finds the scale of a PDB's pods'
+	// controller, of any kind, through discovery and the scale
+	// subresource, as kube-controller-manager's does.
+	mapper := restmapper.NewDeferredDiscoveryRESTMapper(memory.NewMemCacheClient(client.Discovery()))
+	scales, err := scale.NewForConfig(cfg, mapper, dynamic.LegacyAPIPathResolverFunc, scale.NewDiscoveryScaleKindResolver(client.Discovery()))
+	if err != nil {
+		return err
+	}
+	pdbc := disruption.NewDisruptionController(ctx, core.Pods(), factory.Policy().V1().PodDisruptionBudgets(), core.ReplicationControllers(),
+		apps.ReplicaSets(), apps.Deployments(), apps.StatefulSets(), client, mapper, scales, client.Discovery())
 	factory.Start(ctx.Done())
+	wg.Go(func() { pdbc.Run(ctx) })
 	wg.Go(func() { rm.Run(ctx, rcWorkers) })
 	wg.Go(func() { dc.Run(ctx, deploymentWorkers) })
 	wg.Go(func() { rc.Run(ctx, replicaSetWorkers) })
 	wg.Go(func() { sc.Run(ctx, statefulSetWorkers) })
 	wg.Go(func() { dsc.Run(ctx, daemonSetWorkers) })
 	wg.Go(factory.Shutdown)
-	klog.FromContext(ctx).Info("Started upstream controllers on the first workload", "controllers", []string{"deployment", "replicaset", "statefulset", "daemonset", "replicationcontroller"}, "elapsed", time.Since(started))
+	klog.FromContext(ctx).Info("Started upstream controllers on the first workload", "controllers", []string{"deployment", "replicaset", "statefulset", "daemonset", "replicationcontroller", "disruption"}, "elapsed", time.Since(started))
 	return nil
 }
