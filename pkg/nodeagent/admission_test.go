@@ -94,3 +94,31 @@ func TestRefusalOfTheTokenVolume(t *testing.T) {
 		t.Errorf("refusal = %q, %q; want %s naming only the volume work", reason, msg, ReasonNoPrivateFilesystem)
 	}
 }
+
+// TestRefusalOfATakenHostPort: a pod given the node by nodeName whose host
+// port a running pod holds is rejected as the kubelet rejects it; another
+// address or protocol, or a finished holder, is no conflict.
+func TestRefusalOfATakenHostPort(t *testing.T) {
+	a, _ := volumeAgent(t, true)
+	port := func(ip string, proto corev1.Protocol) *corev1.Pod {
+		return &corev1.Pod{Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "main",
+			Ports: []corev1.ContainerPort{{ContainerPort: 80, HostPort: 21017, HostIP: ip, Protocol: proto}}}}}}
+	}
+	holder := port("", corev1.ProtocolTCP)
+	a.workers["holder"] = &worker{pod: holder}
+	reason, msg := a.refusal(port("", corev1.ProtocolTCP))
+	if reason != reasonNodePorts || msg != "Predicate NodePorts failed: node(s) didn't have free ports for the requested pod ports" {
+		t.Errorf("a taken host port: %q, %q", reason, msg)
+	}
+	if reason, _ := a.refusal(port("", corev1.ProtocolUDP)); reason != "" {
+		t.Errorf("another protocol refused: %s", reason)
+	}
+	holder.Spec.Containers[0].Ports[0].HostIP = "127.0.0.1"
+	if reason, _ := a.refusal(port("10.244.0.1", corev1.ProtocolTCP)); reason != "" {
+		t.Errorf("another address refused: %s", reason)
+	}
+	holder.Status.Phase = corev1.PodSucceeded
+	if reason, _ := a.refusal(port("", corev1.ProtocolTCP)); reason != "" {
+		t.Errorf("a port of a finished pod refused: %s", reason)
+	}
+}

@@ -799,6 +799,11 @@ func (a *Agent) refusal(pod *corev1.Pod) (string, string) {
 	if d := podconfig.DecideFeatures(pod, a.podFeatures()); d.Reason != "" {
 		return d.Reason, d.Message
 	}
+	if binder.HostPortsTaken(pod, a.runningPods(pod.UID)) {
+		// The kubelet's predicate admission, for a pod given the node
+		// by nodeName (the binder holds the others back).
+		return reasonNodePorts, "Predicate NodePorts failed: node(s) didn't have free ports for the requested pod ports"
+	}
 	if len(pod.Spec.Volumes) == 0 {
 		return "", ""
 	}
@@ -823,6 +828,27 @@ func (a *Agent) refusal(pod *corev1.Pod) (string, string) {
 			"it is refused rather than run against the host's filesystem. See docs/node-agent.md for what a user needs.", strings.Join(names, ", "), why)
 	}
 	return "", ""
+}
+
+// reasonNodePorts is the kubelet's rejection reason for a pod whose host
+// port a pod it runs holds (the scheduler's NodePorts plugin's name).
+const reasonNodePorts = "NodePorts"
+
+// runningPods are the pods the agent has workers for, but the one of uid.
+func (a *Agent) runningPods(uid types.UID) []*corev1.Pod {
+	a.mu.Lock()
+	workers := make([]*worker, 0, len(a.workers))
+	for u, w := range a.workers {
+		if u != uid {
+			workers = append(workers, w)
+		}
+	}
+	a.mu.Unlock()
+	pods := make([]*corev1.Pod, 0, len(workers))
+	for _, w := range workers {
+		pods = append(pods, w.currentPod())
+	}
+	return pods
 }
 
 // rejectedPrefix starts the status message of a pod the node rejects.

@@ -65,6 +65,14 @@ func portsFree(pod *corev1.Pod, held []hostPort) bool {
 	return true
 }
 
+// HostPortsTaken reports whether one of pod's host ports is held by one of
+// others that has not finished, as the kubelet's admission checks a pod
+// bound to its node (by the scheduler or by nodeName) against the pods it
+// runs.
+func HostPortsTaken(pod *corev1.Pod, others []*corev1.Pod) bool {
+	return !portsFree(pod, heldPorts(others))
+}
+
 // heldPorts are the host ports of the pods bound to the node that have not
 // finished.
 func heldPorts(bound []*corev1.Pod) []hostPort {
