@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"slices"
 	"sort"
 	"sync"
@@ -52,6 +53,9 @@ type Binder struct {
 	claims  corelisters.PersistentVolumeClaimLister
 	volumes corelisters.PersistentVolumeLister
 	classes storagelisters.StorageClassLister
+	// nodeFactory watches the node, and nodes lists it.
+	nodeFactory informers.SharedInformerFactory
+	nodes       corelisters.NodeLister
 
 	// mu guards assumed and unschedulable. Held with the agent's mu, it
 	// is taken first.
@@ -122,11 +126,31 @@ func New(cfg Config) (*Binder, error) {
 		return nil, err
 	}
 	b.lister = inf.Lister()
+	// The node itself, for its labels as users set them (kubectl label
+	// node): a pod whose nodeSelector or affinity a new label satisfies
+	// is looked at again.
+	b.nodeFactory = informers.NewSharedInformerFactoryWithOptions(cfg.Client, 0, informers.WithTweakListOptions(func(lo *metav1.ListOptions) {
+		lo.FieldSelector = fields.OneTermEqualSelector("metadata.name", cfg.NodeName).String()
+	}))
+	nodes := b.nodeFactory.Core().V1().Nodes()
+	b.nodes = nodes.Lister()
+	if _, err := nodes.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc: func(any) { b.Enqueue() },
+		UpdateFunc: func(old, cur any) {
+			if o, ok := old.(*corev1.Node); ok {
+				if c, ok := cur.(*corev1.Node); ok && !maps.Equal(o.Labels, c.Labels) {
+					b.Enqueue()
+				}
+			}
+		},
+	}); err != nil {
+		return nil, err
+	}
 	claims := b.volumeFactory.Core().V1().PersistentVolumeClaims()
 	volumes := b.volumeFactory.Core().V1().PersistentVolumes()
 	classes := b.volumeFactory.Storage().V1().StorageClasses()
 	b.claims, b.volumes, b.classes = claims.Lister(), volumes.Lister(), classes.Lister()
-	synced := []cache.InformerSynced{inf.Informer().HasSynced}
+	synced := []cache.InformerSynced{inf.Informer().HasSynced, nodes.Informer().HasSynced}
 	// A pod waiting for its claims is looked at again when they change.
 	for _, i := range []cache.SharedIndexInformer{claims.Informer(), volumes.Informer(), classes.Informer()} {
 		if _, err := i.AddEventHandler(cache.ResourceEventHandlerFuncs{
@@ -177,6 +201,7 @@ func New(cfg Config) (*Binder, error) {
 func (b *Binder) Start(ctx context.Context) {
 	b.factory.Start(ctx.Done())
 	b.volumeFactory.Start(ctx.Done())
+	b.nodeFactory.Start(ctx.Done())
 }
 
 // Enqueue asks for a binding pass.
@@ -194,6 +219,7 @@ func (b *Binder) Run(ctx context.Context) {
 		if quit {
 			b.factory.Shutdown()
 			b.volumeFactory.Shutdown()
+			b.nodeFactory.Shutdown()
 			return
 		}
 		if err := b.sync(ctx); err != nil {
@@ -266,8 +292,12 @@ func (b *Binder) sync(ctx context.Context) error {
 			return &gang{handled: true}
 		}
 	}
-	nodeLabels := NodeLabels(b.cfg.NodeName)
-	view := b.volumeView(nodeLabels)
+	var cached *corev1.Node
+	if n, err := b.nodes.Get(b.cfg.NodeName); err == nil {
+		cached = n
+	}
+	node := nodeOf(b.cfg.NodeName, cached)
+	view := b.volumeView(node.Labels)
 	// The host ports held: by the pods bound to the node, then by those
 	// this pass places.
 	var held []hostPort
@@ -285,7 +315,7 @@ func (b *Binder) sync(ctx context.Context) error {
 			// it leave yet: binding it again would only be refused.
 			return fit{}
 		}
-		if msg := neverFits(pod, nodeLabels, b.cfg.Capacity); msg != "" {
+		if msg := neverFits(pod, node, b.cfg.Capacity); msg != "" {
 			b.markUnschedulable(ctx, pod, msg)
 			return fit{}
 		}

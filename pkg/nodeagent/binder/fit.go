@@ -6,8 +6,9 @@ import (
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/labels"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	resourcehelper "k8s.io/component-helpers/resource"
+	"k8s.io/component-helpers/scheduling/corev1/nodeaffinity"
 )
 
 // ReasonUnschedulable is the PodScheduled=False reason of a pod that can
@@ -139,8 +140,11 @@ func insufficientMessage(names []string) string {
 
 // neverFits says why a pod can never run on the node, with the scheduler's
 // message, or "" when it can.
-func neverFits(pod *corev1.Pod, nodeLabels map[string]string, allocatable corev1.ResourceList) string {
-	if len(pod.Spec.NodeSelector) > 0 && !labels.SelectorFromSet(pod.Spec.NodeSelector).Matches(labels.Set(nodeLabels)) {
+func neverFits(pod *corev1.Pod, node *corev1.Node, allocatable corev1.ResourceList) string {
+	// The scheduler's NodeAffinity filter: nodeSelector and the required
+	// node affinity (label expressions, and fields: metadata.name, which
+	// DaemonSet pods carry).
+	if ok, err := nodeaffinity.GetRequiredNodeAffinity(pod).Match(node); err != nil || !ok {
 		return "0/1 nodes are available: 1 node(s) didn't match Pod's node affinity/selector."
 	}
 	if names := insufficient(PodRequests(pod), Requests{}, allocatable); len(names) > 0 {
@@ -155,6 +159,16 @@ func fitsNow(r Requests, used Requests, usedPods, maxPods int, allocatable corev
 		return false
 	}
 	return len(insufficient(r, used, allocatable)) == 0
+}
+
+// nodeOf is the Node as the binder matches pods against it: the one in
+// the API (its labels as users set them), else a Node of name with the
+// well-known labels.
+func nodeOf(name string, cached *corev1.Node) *corev1.Node {
+	if cached != nil {
+		return cached
+	}
+	return &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: NodeLabels(name)}}
 }
 
 // NodeLabels are the well-known labels of the node.

@@ -90,11 +90,19 @@ func TestFit(t *testing.T) {
 	}
 	tpu := podWithCPU("3")
 	tpu.Spec.Containers[0].Resources.Requests["example.com/tpu"] = resource.MustParse("1")
-	labels := NodeLabels("n1")
+	node := nodeOf("n1", nil)
+	labelled := node.DeepCopy()
+	labelled.Labels["disk"] = "ssd"
+	pinned := &corev1.Pod{Spec: corev1.PodSpec{Containers: []corev1.Container{{}}, Affinity: &corev1.Affinity{NodeAffinity: &corev1.NodeAffinity{
+		RequiredDuringSchedulingIgnoredDuringExecution: &corev1.NodeSelector{NodeSelectorTerms: []corev1.NodeSelectorTerm{{
+			MatchFields: []corev1.NodeSelectorRequirement{{Key: "metadata.name", Operator: corev1.NodeSelectorOpIn, Values: []string{"n1"}}}}}}}}}}
+	elsewhere := pinned.DeepCopy()
+	elsewhere.Spec.Affinity.NodeAffinity.RequiredDuringSchedulingIgnoredDuringExecution.NodeSelectorTerms[0].MatchFields[0].Values = []string{"n2"}
 	selected := podWithCPU("1")
 	selected.Spec.NodeSelector = map[string]string{"disk": "ssd"}
 	cases := map[string]struct {
 		pod       *corev1.Pod
+		node      *corev1.Node
 		used      Requests
 		usedPods  int
 		maxPods   int
@@ -111,10 +119,17 @@ func TestFit(t *testing.T) {
 		"more of it than the node has":        {pod: gpus("2", "1"), maxPods: 10, wantNever: "0/1 nodes are available: 1 Insufficient example.com/gpu."},
 		"one the node lacks, and cpu, sorted": {pod: tpu, maxPods: 10, wantNever: "0/1 nodes are available: 1 Insufficient cpu, 1 Insufficient example.com/tpu."},
 		"node selector misses":                {pod: selected, maxPods: 10, wantNever: "0/1 nodes are available: 1 node(s) didn't match Pod's node affinity/selector."},
+		"a label the user set":                {pod: selected, node: labelled, maxPods: 10, wantNow: true},
+		"affinity to this node's name":        {pod: pinned, maxPods: 10, wantNow: true},
+		"affinity to another node":            {pod: elsewhere, maxPods: 10, wantNever: "0/1 nodes are available: 1 node(s) didn't match Pod's node affinity/selector."},
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
-			if got := neverFits(tc.pod, labels, alloc); got != tc.wantNever {
+			n := node
+			if tc.node != nil {
+				n = tc.node
+			}
+			if got := neverFits(tc.pod, n, alloc); got != tc.wantNever {
 				t.Errorf("neverFits() = %q, want %q", got, tc.wantNever)
 			}
 			if tc.wantNever != "" {

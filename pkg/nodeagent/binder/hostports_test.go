@@ -113,3 +113,60 @@ func TestBinderWaitsForAHostPort(t *testing.T) {
 		t.Errorf("same-port was not bound once its port was free: %v", bindings())
 	}
 }
+
+// TestBinderFollowsNodeLabels: a pod whose nodeSelector names a label the
+// node lacks waits; once a user labels the node (as kubectl label node
+// does), it is bound.
+func TestBinderFollowsNodeLabels(t *testing.T) {
+	_, ctx := ktesting.NewTestContext(t)
+	node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: testNode, Labels: NodeLabels(testNode)}}
+	client := fake.NewClientset(node)
+	b, err := New(Config{
+		Client:   client,
+		NodeName: testNode,
+		MaxPods:  10,
+		Capacity: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("4"), corev1.ResourceMemory: resource.MustParse("8Gi")},
+		Clock:    testingclock.NewFakeClock(t0),
+		Pods:     corelisters.NewPodLister(cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{})),
+		Event:    func(*corev1.Pod, string, string, string) {},
+		Workers: func(f func(Requests, int, func(types.UID) bool)) {
+			f(Requests{}, 0, func(types.UID) bool { return false })
+		},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	pod := builder.MakePod("blue", "ns").UID("blue").Obj()
+	pod.Spec.NodeSelector = map[string]string{"color": "blue"}
+	if _, err := client.CoreV1().Pods("ns").Create(ctx, pod, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.factory.Core().V1().Pods().Informer().GetStore().Add(pod); err != nil {
+		t.Fatal(err)
+	}
+	nodes := b.nodeFactory.Core().V1().Nodes().Informer().GetStore()
+	if err := nodes.Add(node); err != nil {
+		t.Fatal(err)
+	}
+	bound := func() bool {
+		for _, action := range client.Actions() {
+			if action.GetVerb() == "create" && action.GetSubresource() == "binding" {
+				return true
+			}
+		}
+		return false
+	}
+	_ = b.sync(ctx)
+	if bound() {
+		t.Fatal("a pod selecting a label the node lacks was bound")
+	}
+	labelled := node.DeepCopy()
+	labelled.Labels["color"] = "blue"
+	if err := nodes.Update(labelled); err != nil {
+		t.Fatal(err)
+	}
+	_ = b.sync(ctx)
+	if !bound() {
+		t.Error("the pod was not bound once the node had its label")
+	}
+}
