@@ -143,6 +143,19 @@ func TestUpSocketsRequireCredentials(t *testing.T) {
 	dataDir := t.TempDir()
 	up, c, kc := startUp(t, dataDir)
 	defer up.stop(t)
+	// The node agent's kubelet API listens once its Node is registered,
+	// with the port in it: the listing waits for it.
+	var kubeletPort string
+	if err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
+		nodes, err := c.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
+		if err != nil || len(nodes.Items) != 1 || nodes.Items[0].Status.DaemonEndpoints.KubeletEndpoint.Port == 0 {
+			return false, nil
+		}
+		kubeletPort = strconv.Itoa(int(nodes.Items[0].Status.DaemonEndpoints.KubeletEndpoint.Port))
+		return true, nil
+	}); err != nil {
+		t.Fatal("the node never registered with its kubelet port")
+	}
 	sockets := listeningSockets(t, up.cmd.Process.Pid)
 	t.Logf("up listens on %v", sockets)
 	logData, err := os.ReadFile(filepath.Join(dataDir, "logs", "jobkeeper.log"))
@@ -161,11 +174,6 @@ func TestUpSocketsRequireCredentials(t *testing.T) {
 	noCert := &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{
 		TLSClientConfig: &tls.Config{InsecureSkipVerify: true},
 	}}
-	nodes, err := c.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
-	if err != nil || len(nodes.Items) != 1 {
-		t.Fatalf("nodes: %v (%d)", err, len(nodes.Items))
-	}
-	kubeletPort := strconv.Itoa(int(nodes.Items[0].Status.DaemonEndpoints.KubeletEndpoint.Port))
 	var tcp int
 	for _, s := range sockets {
 		if s.network == "unix" {
