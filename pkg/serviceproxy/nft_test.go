@@ -102,26 +102,21 @@ func newNode(t *testing.T) (node netns.NsHandle, pods map[string]netns.NsHandle,
 // serve answers each TCP connection on addr in ns with name.
 func serve(t *testing.T, ns netns.NsHandle, addr, name string) {
 	t.Helper()
-	var ln net.Listener
-	if err := in(t, ns, func() (err error) { ln, err = net.Listen("tcp", addr); return err }); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = ln.Close() })
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			_, _ = io.WriteString(c, name)
-			_ = c.Close()
-		}
-	}()
+	serveWith(t, ns, addr, func(net.Conn) string { return name })
 }
 
 // serveSource answers each TCP connection on addr in ns with the
 // address it came from.
 func serveSource(t *testing.T, ns netns.NsHandle, addr string) {
+	t.Helper()
+	serveWith(t, ns, addr, func(c net.Conn) string {
+		return c.RemoteAddr().(*net.TCPAddr).AddrPort().Addr().Unmap().String()
+	})
+}
+
+// serveWith answers each TCP connection on addr in ns with what answer
+// says for it, then closes it.
+func serveWith(t *testing.T, ns netns.NsHandle, addr string, answer func(net.Conn) string) {
 	t.Helper()
 	var ln net.Listener
 	if err := in(t, ns, func() (err error) { ln, err = net.Listen("tcp", addr); return err }); err != nil {
@@ -134,7 +129,7 @@ func serveSource(t *testing.T, ns netns.NsHandle, addr string) {
 			if err != nil {
 				return
 			}
-			_, _ = io.WriteString(c, c.RemoteAddr().(*net.TCPAddr).AddrPort().Addr().Unmap().String())
+			_, _ = io.WriteString(c, answer(c))
 			_ = c.Close()
 		}
 	}()
