@@ -35,18 +35,7 @@ func TestBinderSkipsPodsAlreadyBound(t *testing.T) {
 			_, ctx := ktesting.NewTestContext(t)
 			client := fake.NewClientset()
 			running := map[types.UID]bool{}
-			b, err := New(Config{
-				Client:   client,
-				NodeName: testNode,
-				MaxPods:  10,
-				Capacity: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("4"), corev1.ResourceMemory: resource.MustParse("8Gi")},
-				Clock:    testingclock.NewFakeClock(t0),
-				Pods:     corelisters.NewPodLister(cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{})),
-				Event:    func(*corev1.Pod, string, string, string) {},
-				Workers: func(f func(Requests, int, func(types.UID) bool)) {
-					f(Requests{}, 0, func(uid types.UID) bool { return running[uid] })
-				},
-			})
+			b, err := New(testConfig(client, newIndexer(), Requests{}, 0, func(uid types.UID) bool { return running[uid] }))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -81,3 +70,27 @@ const testNode = "node-1"
 
 // t0 is the binder's tests' fake now.
 var t0 = time.Date(2026, 1, 1, 10, 0, 0, 0, time.UTC)
+
+// testConfig is the binder's tests' Config: testNode with room for 10
+// pods, 4 CPUs and 8Gi, a fake clock at t0, onNode as the pods bound to
+// it, no events, and workers saying what active pods request, how many
+// they are and which pods have one.
+func testConfig(client *fake.Clientset, onNode cache.Indexer, active Requests, pods int, hasWorker func(types.UID) bool) Config {
+	return Config{
+		Client:   client,
+		NodeName: testNode,
+		MaxPods:  10,
+		Capacity: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("4"), corev1.ResourceMemory: resource.MustParse("8Gi")},
+		Clock:    testingclock.NewFakeClock(t0),
+		Pods:     corelisters.NewPodLister(onNode),
+		Event:    func(*corev1.Pod, string, string, string) {},
+		Workers: func(f func(Requests, int, func(types.UID) bool)) {
+			f(active, pods, hasWorker)
+		},
+	}
+}
+
+// newIndexer is an empty store of pods by namespace and name.
+func newIndexer() cache.Indexer {
+	return cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{})
+}

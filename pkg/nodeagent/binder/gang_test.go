@@ -9,11 +9,9 @@ import (
 	"github.com/google/go-cmp/cmp"
 	corev1 "k8s.io/api/core/v1"
 	schedulingv1alpha2 "k8s.io/api/scheduling/v1alpha2"
-	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes/fake"
-	corelisters "k8s.io/client-go/listers/core/v1"
 	k8stesting "k8s.io/client-go/testing"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/klog/v2/ktesting"
@@ -117,19 +115,9 @@ func TestGangBinding(t *testing.T) {
 				}
 				used = used.Add(PodRequests(p))
 			}
-			b, err := New(Config{
-				Client:         client,
-				NodeName:       testNode,
-				MaxPods:        10,
-				Capacity:       corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("4"), corev1.ResourceMemory: resource.MustParse("8Gi")},
-				Clock:          clk,
-				Pods:           corelisters.NewPodLister(onNode),
-				Event:          func(*corev1.Pod, string, string, string) {},
-				GangScheduling: true,
-				Workers: func(f func(Requests, int, func(types.UID) bool)) {
-					f(used, len(tc.bound), func(types.UID) bool { return false })
-				},
-			})
+			cfg := testConfig(client, onNode, used, len(tc.bound), func(types.UID) bool { return false })
+			cfg.Clock, cfg.GangScheduling = clk, true
+			b, err := New(cfg)
 			if err != nil {
 				t.Fatal(err)
 			}

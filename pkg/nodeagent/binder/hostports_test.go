@@ -4,15 +4,11 @@ import (
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes/fake"
-	corelisters "k8s.io/client-go/listers/core/v1"
 	clienttesting "k8s.io/client-go/testing"
-	"k8s.io/client-go/tools/cache"
 	"k8s.io/klog/v2/ktesting"
-	testingclock "k8s.io/utils/clock/testing"
 
 	"jobkeeper.dev/jobkeeper/test/builder"
 )
@@ -45,20 +41,11 @@ func TestHostPortConflicts(t *testing.T) {
 func TestBinderWaitsForAHostPort(t *testing.T) {
 	_, ctx := ktesting.NewTestContext(t)
 	client := fake.NewClientset()
-	bound := cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{})
+	bound := newIndexer()
 	var events []string
-	b, err := New(Config{
-		Client:   client,
-		NodeName: testNode,
-		MaxPods:  10,
-		Capacity: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("4"), corev1.ResourceMemory: resource.MustParse("8Gi")},
-		Clock:    testingclock.NewFakeClock(t0),
-		Pods:     corelisters.NewPodLister(bound),
-		Event:    func(_ *corev1.Pod, _, reason, msg string) { events = append(events, reason+": "+msg) },
-		Workers: func(f func(Requests, int, func(types.UID) bool)) {
-			f(Requests{}, 1, func(types.UID) bool { return false })
-		},
-	})
+	cfg := testConfig(client, bound, Requests{}, 1, func(types.UID) bool { return false })
+	cfg.Event = func(_ *corev1.Pod, _, reason, msg string) { events = append(events, reason+": "+msg) }
+	b, err := New(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -121,18 +108,7 @@ func TestBinderFollowsNodeLabels(t *testing.T) {
 	_, ctx := ktesting.NewTestContext(t)
 	node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: testNode, Labels: NodeLabels(testNode)}}
 	client := fake.NewClientset(node)
-	b, err := New(Config{
-		Client:   client,
-		NodeName: testNode,
-		MaxPods:  10,
-		Capacity: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("4"), corev1.ResourceMemory: resource.MustParse("8Gi")},
-		Clock:    testingclock.NewFakeClock(t0),
-		Pods:     corelisters.NewPodLister(cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{})),
-		Event:    func(*corev1.Pod, string, string, string) {},
-		Workers: func(f func(Requests, int, func(types.UID) bool)) {
-			f(Requests{}, 0, func(types.UID) bool { return false })
-		},
-	})
+	b, err := New(testConfig(client, newIndexer(), Requests{}, 0, func(types.UID) bool { return false }))
 	if err != nil {
 		t.Fatal(err)
 	}
