@@ -133,6 +133,21 @@ backups kept.`,
 			if err := node.validate(); err != nil {
 				return err
 			}
+			if node.enabled && node.network == networkPod && !canNetworkPods() {
+				// As a user: up runs again in the rootless node.
+				if err := up.validate(opts); err != nil {
+					return err
+				}
+				return runRootlessNode(up, opts.MetricsBindAddress)
+			}
+			if inRootlessNode {
+				if err := up.validate(opts); err != nil {
+					return err
+				}
+				if err := enterRootlessNode(up.dataDir); err != nil {
+					return err
+				}
+			}
 			up.shutdownGrace = node.shutdownGrace()
 			// Without the node agent there is no pod network, whatever
 			// --network says.

@@ -88,7 +88,7 @@ func (f *nodeAgentFlags) addFlags(fs *pflag.FlagSet) {
 	fs.StringToInt64Var(&f.extended, "extended-resource", nil, "An extended resource the local Node advertises, as NAME=COUNT (example.com/gpu=1; repeat or separate with commas): pods requesting it are scheduled while the count lasts, others stay Pending with the scheduler's \"Insufficient\" message. Nothing is attached to the container for it.")
 	fs.Int64Var(&f.opts.PodMaxPids, "pod-max-pids", -1, "The most processes a pod may have (its cgroup's pids.max, the kubelet's --pod-max-pids); -1: no limit. Needs cgroups (--cgroups=auto, as root).")
 	fs.StringVar(&f.opts.Cgroups, "cgroups", nodeagent.CgroupsAuto, "Resource limits of the process runtime: \"auto\" puts each pod and container in cgroups laid out as the kubelet's, with their cpu and memory limits (a container over its memory limit is OOMKilled), where the node agent can write cgroups (as root, or as a user in a cgroup delegated to it); \"off\" never does, and limits are only warned about (NotEnforced).")
-	fs.StringVar(&f.network, "network", "", "How pods are networked: \"pod\" gives each pod that is not hostNetwork a network namespace of its own, with an address from --pod-cidr, reaching the others, this host's networks, Services at their cluster IPs and names (the cluster DNS), and the apiserver at the kubernetes Service; needs root. \"host\": pods share this host's network, as processes of it. The default is \"pod\" as root (with the process runtime and pod isolation) and \"host\" otherwise.")
+	fs.StringVar(&f.network, "network", "", "How pods are networked: \"pod\" gives each pod that is not hostNetwork a network namespace of its own, with an address from --pod-cidr, reaching the others, this host's networks, Services at their cluster IPs and names (the cluster DNS), and the apiserver at the kubernetes Service; as a user, up then runs in a user and network namespace of its own, linked to this host by pasta (the passt package). \"host\": pods share this host's network, as processes of it. The default is \"pod\" as root (with the process runtime and pod isolation) and \"host\" otherwise.")
 	fs.StringVar(&f.podCIDR, "pod-cidr", podnet.DefaultPodCIDR.String(), "The pods' address range with --network=pod (IPv4, at least /30); its first address is this node's on the pod network. Refused when it overlaps a route of this host's.")
 	fs.BoolVar(&f.opts.SeccompDefault, "seccomp-default", false, "Give containers that name no seccomp profile the runtime's default (RuntimeDefault), as the kubelet's --seccomp-default; without it they run Unconfined, the kubelet's default. Localhost profiles are read from <data-dir>/seccomp.")
 }
@@ -306,12 +306,17 @@ func networkBanner(mode string, cidr netip.Prefix, why string) string {
 			return "Pods share this host's network (--network=host, as pods cannot get networks of their own here:\n" + why + ")."
 		}
 		if os.Geteuid() != 0 {
-			return "Pods share this host's network (--network=host): a pod's ports are this host's; --network=pod, which gives\n" +
-				"each a network of its own, needs root."
+			return "Pods share this host's network (--network=host): a pod's ports are this host's; --network=pod gives each\n" +
+				"a network of its own (as a user, in namespaces of up's own linked to this host by pasta)."
 		}
 		return "Pods share this host's network (--network=host): a pod's ports are this host's; --network=pod gives each its own."
 	}
-	return "Each pod gets a network of its own (--network=pod): an address in " + cidr.String() + ", the apiserver at the kubernetes\n" +
+	rootless := ""
+	if inRootlessNode {
+		rootless = "The node is a user and network namespace of up's own, linked to this host by pasta: pods reach this host's\n" +
+			"networks through it, and this host reaches the apiserver at 127.0.0.1 as usual, but not pods' or Services' addresses.\n"
+	}
+	return rootless + "Each pod gets a network of its own (--network=pod): an address in " + cidr.String() + ", the apiserver at the kubernetes\n" +
 		"Service (" + kubernetesIP.String() + ":443), Services at their cluster IPs and node ports (the node is " + nodeAddress(cidr).String() + "), and the\n" +
 		"cluster DNS at " + clusterDNSIP.String() + " (Services and pods by name). Deployments, StatefulSets, DaemonSets and ReplicationControllers\n" +
 		"run from the first one created."
@@ -383,8 +388,8 @@ func (f *nodeAgentFlags) validateNetwork() error {
 	}
 	switch f.network {
 	case networkPod:
-		if os.Geteuid() != 0 {
-			return errors.New(errPodNetworkNeedsRoot)
+		if os.Geteuid() != 0 && f.opts.KeepRunningOnStop {
+			return errors.New("--keep-running-on-stop with --network=pod needs root: as a user the pods' network is in up's own namespaces, which end with it")
 		}
 		if f.opts.Runtime != process.Name {
 			return fmt.Errorf("--network=%s needs --runtime=%s: the %s runtime runs no processes to network", networkPod, process.Name, f.opts.Runtime)

@@ -94,7 +94,7 @@ func nodeAddress(cidr netip.Prefix) netip.Addr { return cidr.Masked().Addr().Nex
 // directory is nodeDir, with pod CIDR cidr, and runs what serves it until
 // ctx ends.
 func startPodNetwork(ctx context.Context, cp *controlplane.ControlPlane, nodeDir string, cidr netip.Prefix) (*podNetwork, error) {
-	if os.Geteuid() != 0 {
+	if !canNetworkPods() {
 		return nil, errors.New(errPodNetworkNeedsRoot)
 	}
 	lock, err := lockPodNetwork(filepath.Dir(nodeDir))

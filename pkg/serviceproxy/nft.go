@@ -75,10 +75,7 @@ func Apply(ns netns.NsHandle, rules []Rule) error {
 			return err
 		}
 		var serr error
-		if err := raw.Control(func(fd uintptr) {
-			serr = errors.Join(unix.SetsockoptInt(int(fd), unix.SOL_SOCKET, unix.SO_SNDBUFFORCE, size),
-				unix.SetsockoptInt(int(fd), unix.SOL_SOCKET, unix.SO_RCVBUFFORCE, size))
-		}); err != nil {
+		if err := raw.Control(func(fd uintptr) { serr = sizeBuffers(int(fd), size) }); err != nil {
 			return err
 		}
 		return serr
@@ -324,3 +321,19 @@ func masqueradeMarked() []expr.Any {
 
 // jump is a verdict jumping to chain.
 func jump(chain string) *expr.Verdict { return &expr.Verdict{Kind: expr.VerdictJump, Chain: chain} }
+
+// sizeBuffers sets the socket fd's send and receive buffers to size,
+// forced past net.core.wmem_max and rmem_max as root. Forcing needs
+// CAP_NET_ADMIN in the host's user namespace: without it (the rootless
+// node's up holds it in its own only) the buffers are set as large as
+// those limits allow, and a table too large for them fails with ENOBUFS,
+// retried as any failed write.
+func sizeBuffers(fd, size int) error {
+	err := errors.Join(unix.SetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_SNDBUFFORCE, size),
+		unix.SetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_RCVBUFFORCE, size))
+	if !errors.Is(err, unix.EPERM) {
+		return err
+	}
+	return errors.Join(unix.SetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_SNDBUF, size),
+		unix.SetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_RCVBUF, size))
+}

@@ -23,6 +23,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/kubernetes"
 	"k8s.io/utils/ptr"
 
 	"jobkeeper.dev/jobkeeper/internal/testimages"
@@ -57,25 +58,124 @@ func staticImage(t *testing.T, program string) v1.Image {
 // checks the pods' addresses, the Service's EndpointSlice, in-cluster
 // access through the kubernetes Service, and that a stop leaves nothing
 // of the network on the host.
+//
+// As a user (the subtest "user") up runs in the rootless node: a user and
+// network namespace of its own linked to this host by pasta; the same
+// checks pass there, and a stop leaves no pasta behind.
 func TestUpPodNetwork(t *testing.T) {
 	if os.Geteuid() != 0 {
-		t.Skip("--network=pod needs root")
+		t.Skip("the test runs up as root, and as another user from root")
 	}
+	// Readable by the user of the subtest "user" too.
+	archive := filepath.Join(enterableDir(t, "jobkeeper-podnet-images-"), "images.tar")
+	if err := testimages.WriteDockerArchive(archive, map[string]v1.Image{podNetCheckRef: staticImage(t, "podnetcheck"), inClusterRef: inClusterImage(t)}); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(archive, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	t.Run("root", func(t *testing.T) {
+		dataDir := t.TempDir()
+		imageLoad(t, dataDir, archive)
+		up, c, _ := startUp(t, dataDir, "--images=oci", "--network=pod")
+		podNetworkChecks(t, up, c, dataDir)
+		if _, err := net.InterfaceByName("jobkeeper0"); err == nil {
+			t.Error("the bridge jobkeeper0 is left after a stop")
+		}
+	})
+	t.Run("user", func(t *testing.T) {
+		requireRootless(t)
+		base := enterableDir(t, "jobkeeper-rootless-")
+		cred := &syscall.Credential{Uid: escapeUID, Gid: escapeUID}
+		dataDir := filepath.Join(base, "data")
+		if err := os.Mkdir(dataDir, 0o700); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Chown(dataDir, escapeUID, escapeUID); err != nil {
+			t.Fatal(err)
+		}
+		exe := filepath.Join(base, "jobkeeper")
+		copyFile(t, binary, exe, 0o755)
+		load := startBinaryAs(t, cred, []string{"HOME=" + base}, exe, "image", "load", "--data-dir", dataDir, archive)
+		if code, out := load.waitExit(t, startTimeout); code != 0 {
+			t.Fatalf("jobkeeper image load as a user exited %d:\n%s", code, out)
+		}
+		before := pastaProcesses(t)
+		up, c, _ := startUpAs(t, cred, []string{"HOME=" + base}, exe, dataDir, "--images=oci", "--network=pod")
+		podNetworkChecks(t, up, c, dataDir)
+		// pasta ends with the node's up.
+		if err := wait.PollUntilContextTimeout(context.Background(), 100*time.Millisecond, 10*time.Second, true, func(context.Context) (bool, error) {
+			for pid := range pastaProcesses(t) {
+				if !before[pid] {
+					return false, nil
+				}
+			}
+			return true, nil
+		}); err != nil {
+			t.Errorf("a pasta process is left after the stop: %v", pastaProcesses(t))
+		}
+	})
+}
+
+// The images of TestUpPodNetwork.
+const podNetCheckRef, inClusterRef = "jobkeeper.test/e2e/podnetcheck:1", "jobkeeper.test/e2e/inclusterlist:1"
+
+// rootlessRequiredEnv, set as in CI, makes the tests of the rootless node
+// fail rather than skip where pasta or /dev/net/tun is missing.
+const rootlessRequiredEnv = "JOBKEEPER_TEST_ROOTLESS_REQUIRED"
+
+// requireRootless skips (or, with $JOBKEEPER_TEST_ROOTLESS_REQUIRED, fails)
+// the test where the rootless node cannot run: no pasta, or a
+// /dev/net/tun that other users cannot open.
+func requireRootless(t *testing.T) {
+	t.Helper()
+	why := ""
+	if _, err := exec.LookPath("pasta"); err != nil {
+		why = "pasta is not installed (apt install passt)"
+	} else if st, err := os.Stat("/dev/net/tun"); err != nil || st.Mode().Perm()&0o006 != 0o006 {
+		why = "/dev/net/tun is not readable and writable by other users (chmod 0666 /dev/net/tun)"
+	}
+	if why == "" {
+		return
+	}
+	if os.Getenv(rootlessRequiredEnv) != "" {
+		t.Fatalf("the rootless node cannot run here: %s", why)
+	}
+	t.Skipf("the rootless node cannot run here: %s", why)
+}
+
+// pastaProcesses are the pids of the pasta processes running now.
+func pastaProcesses(t *testing.T) map[int]bool {
+	t.Helper()
+	entries, err := os.ReadDir("/proc")
+	if err != nil {
+		t.Fatal(err)
+	}
+	pids := map[int]bool{}
+	for _, e := range entries {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		if comm, err := os.ReadFile(filepath.Join("/proc", e.Name(), "comm")); err == nil && strings.TrimSpace(string(comm)) == "pasta" {
+			pids[pid] = true
+		}
+	}
+	return pids
+}
+
+// podNetworkChecks runs TestUpPodNetwork's workload on up, whose data
+// directory has its images loaded, and stops up.
+func podNetworkChecks(t *testing.T, up *process, c kubernetes.Interface, dataDir string) {
+	t.Helper()
 	ctx := context.Background()
-	dataDir := t.TempDir()
-	up, c, _ := startUp(t, dataDir, "--images=oci", "--network=pod")
 	stopped := false
 	defer func() {
 		if !stopped {
 			up.stop(t)
 		}
 	}()
-	archive := filepath.Join(t.TempDir(), "images.tar")
-	const checkRef, inClusterRef = "jobkeeper.test/e2e/podnetcheck:1", "jobkeeper.test/e2e/inclusterlist:1"
-	if err := testimages.WriteDockerArchive(archive, map[string]v1.Image{checkRef: staticImage(t, "podnetcheck"), inClusterRef: inClusterImage(t)}); err != nil {
-		t.Fatal(err)
-	}
-	imageLoad(t, dataDir, archive)
+	const checkRef = podNetCheckRef
 
 	ns := "podnet"
 	if _, err := c.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil {
@@ -189,16 +289,14 @@ func TestUpPodNetwork(t *testing.T) {
 
 	up.stop(t)
 	stopped = true
-	if _, err := net.InterfaceByName("jobkeeper0"); err == nil {
-		t.Error("the bridge jobkeeper0 is left after a stop")
-	}
 	if entries, _ := os.ReadDir(filepath.Join(dataDir, "node", "podnet", "netns")); len(entries) > 0 {
 		t.Errorf("pinned namespaces left after a stop: %v", entries)
 	}
 }
 
-// TestUpPodNetworkRefusedAsUser: as another user, --network=pod refuses to
-// start, in one line saying what to use instead.
+// TestUpPodNetworkRefusedAsUser: as another user, where pasta is missing,
+// --network=pod refuses to start, in one line saying what to install and
+// what to use instead.
 func TestUpPodNetworkRefusedAsUser(t *testing.T) {
 	if os.Geteuid() != 0 {
 		t.Skip("the test runs up as another user, as root")
@@ -207,10 +305,11 @@ func TestUpPodNetworkRefusedAsUser(t *testing.T) {
 	exe := filepath.Join(base, "jobkeeper")
 	copyFile(t, binary, exe, 0o755)
 	cred := &syscall.Credential{Uid: escapeUID, Gid: escapeUID}
-	p := startBinaryAs(t, cred, []string{"HOME=" + base}, exe, "up", "--data-dir", filepath.Join(base, "data"), "--port", "0", "--images=host", "--network=pod")
+	// A PATH without pasta.
+	p := startBinaryAs(t, cred, []string{"HOME=" + base, "PATH=" + base}, exe, "up", "--data-dir", filepath.Join(base, "data"), "--port", "0", "--images=host", "--network=pod")
 	code, out := p.waitExit(t, startTimeout)
-	if code == 0 || !strings.Contains(out, "--network=pod needs root") || !strings.Contains(out, "--network=host") {
-		t.Errorf("up --network=pod as a user exited %d:\n%s", code, out)
+	if code == 0 || !strings.Contains(out, "pasta") || !strings.Contains(out, "apt install passt") || !strings.Contains(out, "--network=host") || strings.Count(strings.TrimSpace(out), "\n") != 0 {
+		t.Errorf("up --network=pod as a user without pasta exited %d:\n%s", code, out)
 	}
 }
 

@@ -291,11 +291,13 @@ func (r *Runtime) RecursiveReadOnlyMounts() bool { return r.rro }
 func (r *Runtime) Isolation() (bool, string) { return r.isolated, r.isolationReason }
 
 // NetworkNamespaces implements runtime.NetworkJoiner: a sandbox joins a
-// network namespace as root only (entering one needs CAP_SYS_ADMIN in the
-// user namespace that owns it).
+// network namespace as root, or from an agent with CAP_NET_ADMIN and
+// CAP_SYS_ADMIN in its user namespace, which owns the pods' (entering
+// one needs CAP_SYS_ADMIN in the user namespace that owns it): the
+// rootless node's.
 func (r *Runtime) NetworkNamespaces() (bool, string) {
-	if os.Geteuid() != 0 {
-		return false, "joining a network namespace needs root"
+	if !sandbox.CanNetwork() {
+		return false, "joining a network namespace needs root, or CAP_NET_ADMIN and CAP_SYS_ADMIN in the agent's user namespace"
 	}
 	return true, ""
 }

@@ -172,8 +172,8 @@ func Start(ctx context.Context, o StartOptions) (*Sandbox, error) {
 		return nil, &StartFailure{Reason: ReasonCreateContainerError, Message: "a network namespace to join needs NetworkJoin, and NetworkJoin one to join"}
 	case o.Network != NetworkHost && o.Network != NetworkNew && o.Network != NetworkJoin:
 		return nil, &StartFailure{Reason: ReasonCreateContainerError, Message: fmt.Sprintf("unknown network namespace mode %q", o.Network)}
-	case o.Network != NetworkHost && os.Getuid() != 0:
-		return nil, &StartFailure{Reason: ReasonCreateContainerError, Message: "a network namespace of the pod's needs the agent to run as root"}
+	case o.Network != NetworkHost && !CanNetwork():
+		return nil, &StartFailure{Reason: ReasonCreateContainerError, Message: "a network namespace of the pod's needs the agent to run as root, or with CAP_NET_ADMIN and CAP_SYS_ADMIN in its user namespace"}
 	}
 	ctrl, peer, err := socketPair()
 	if err != nil {
@@ -286,6 +286,23 @@ func (s *Sandbox) handshake(ctx context.Context, cfgW *os.File, cfg Config, dead
 	// sandbox lives.
 	_ = s.ctrl.SetReadDeadline(time.Time{})
 	return m, err
+}
+
+// CanNetwork says whether this process may give sandboxes network
+// namespaces of their own and enter them: as root, or holding
+// CAP_NET_ADMIN and CAP_SYS_ADMIN in its user namespace, as up does in the
+// rootless node (where the pods' namespaces are children of its own).
+func CanNetwork() bool {
+	if os.Getuid() == 0 {
+		return true
+	}
+	hdr := unix.CapUserHeader{Version: unix.LINUX_CAPABILITY_VERSION_3}
+	var data [2]unix.CapUserData
+	if err := unix.Capget(&hdr, &data[0]); err != nil {
+		return false
+	}
+	has := func(c int) bool { return data[c/32].Effective&(1<<(uint(c)%32)) != 0 }
+	return has(unix.CAP_NET_ADMIN) && has(unix.CAP_SYS_ADMIN)
 }
 
 // longAgo is a deadline that has passed: setting it interrupts a blocked
