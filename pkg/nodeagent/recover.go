@@ -122,6 +122,31 @@ func decideRecovery(api *apiRun, found []foundAttempt, now time.Time) recovery {
 	return r
 }
 
+// ReasonSandboxChanged is the kubelet's event of a pod whose sandbox is
+// gone: its containers are killed and started again in a new one.
+const ReasonSandboxChanged = "SandboxChanged"
+
+// sandboxChangedMessage is the kubelet's message of ReasonSandboxChanged.
+const sandboxChangedMessage = "Pod sandbox changed, it will be killed and re-created."
+
+// networkLostResult is the termination of a running attempt killed because
+// its pod's network namespace ended with the agent: SIGKILL's exit code.
+func networkLostResult(startedAt, now time.Time) runtime.Result {
+	return runtime.Result{
+		ExitCode:   137,
+		Reason:     runtime.ReasonFor(137),
+		Message:    "The container was killed: its pod's network namespace ended with the node agent",
+		StartedAt:  startedAt,
+		FinishedAt: now,
+	}
+}
+
+// hasNetwork says whether pod uid's network namespace is still there.
+func (a *Agent) hasNetwork(uid types.UID) bool {
+	_, _, ok := a.opts.PodNetwork.Lookup(string(uid))
+	return ok
+}
+
 // lostResult is the termination of an attempt that vanished with the node.
 func lostResult(startedAt, now time.Time) runtime.Result {
 	return runtime.Result{
@@ -163,6 +188,12 @@ func (w *worker) recover(ctx context.Context) {
 	now := w.agent.clock.Now()
 	ad, _ := w.agent.runtime.(runtime.Adopter)
 	logger := klog.FromContext(ctx)
+	// A pod whose network namespace did not outlive the agent (the
+	// rootless node's ends with up) keeps no running container: as the
+	// kubelet does when a pod's sandbox changed, they are killed, and
+	// restarted, in a new one, as the restart policy says.
+	netLost := w.agent.ownNetwork(pod) && !w.agent.hasNetwork(pod.UID)
+	changed := false
 	for _, c := range w.all() {
 		next := c.state.NextAttempt()
 		if c.api != nil {
@@ -190,7 +221,20 @@ func (w *worker) recover(ctx context.Context) {
 			w.apply(ctx, pod, c, lifecycle.Event{Kind: lifecycle.EvEndedAway, At: now, Attempt: c.api.attempt, ContainerID: c.api.containerID, Result: res})
 			logger.V(2).Info("Container lost while the agent was away", "pod", klog.KObj(pod), "container", c.spec.Name)
 		case recoverAdopt:
-			w.adopt(ctx, pod, c, r.adopt)
+			if !netLost {
+				w.adopt(ctx, pod, c, r.adopt)
+				break
+			}
+			if !changed {
+				changed = true
+				w.agent.event(pod, corev1.EventTypeNormal, ReasonSandboxChanged, sandboxChangedMessage)
+			}
+			h := r.adopt.adopted.Handle
+			h.Stop(0)
+			<-h.Done()
+			res := networkLostResult(r.adopt.adopted.StartedAt, w.agent.clock.Now())
+			w.apply(ctx, pod, c, lifecycle.Event{Kind: lifecycle.EvEndedAway, At: res.FinishedAt, Attempt: r.adopt.attempt, ContainerID: w.idOf(c, r.adopt), Result: res})
+			logger.Info("Container killed: its pod's network namespace ended with the node agent", "pod", klog.KObj(pod), "container", c.spec.Name)
 		case recoverEnded:
 			logger.V(2).Info("Container ended while the agent was away", "pod", klog.KObj(pod), "container", c.spec.Name, "exitCode", c.state.Last.ExitCode)
 		}

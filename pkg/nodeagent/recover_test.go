@@ -4,6 +4,7 @@ import (
 	"context"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -259,5 +260,92 @@ func TestRestartedAgentRefreshesAdoptedPodsVolumes(t *testing.T) {
 	}
 	if n := rt.count("main"); n != 0 {
 		t.Errorf("%d attempts started, want none", n)
+	}
+}
+
+// networkAdoptingRuntime is an adoptingRuntime that joins network
+// namespaces.
+type networkAdoptingRuntime struct{ *adoptingRuntime }
+
+func (networkAdoptingRuntime) NetworkNamespaces() (bool, string) { return true, "" }
+
+// TestRestartedAgentKillsContainersWithoutNetwork: a restarted agent whose
+// pod network no longer has a running pod's namespace (the rootless
+// node's ended with up) does not adopt its container: it is killed, with
+// the kubelet's SandboxChanged event, and reported terminated with exit
+// code 137; a pod that restarts its containers starts one again, in a new
+// namespace. One whose namespace is still there is adopted.
+func TestRestartedAgentKillsContainersWithoutNetwork(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		policy  corev1.RestartPolicy
+		netKept bool
+	}{
+		{name: "never", policy: corev1.RestartPolicyNever},
+		{name: "always", policy: corev1.RestartPolicyAlways},
+		{name: "namespace kept", policy: corev1.RestartPolicyNever, netKept: true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			started := t0.Add(-time.Minute).Truncate(time.Second)
+			h := &fakeHandle{pid: 42, started: started, done: make(chan struct{})}
+			pn := newFakePodNetwork()
+			if tc.netKept {
+				if _, _, err := pn.Ensure("u1"); err != nil {
+					t.Fatal(err)
+				}
+			}
+			pod := runningPod("p", "u1", started)
+			pod.Spec.RestartPolicy = tc.policy
+			dataDir := t.TempDir()
+			a := &Agent{opts: Options{DataDir: dataDir}}
+			rt := &adoptingRuntime{left: map[string]runtime.Adopted{}}
+			dir := a.attemptStateDir("u1", "main", 0)
+			if err := os.MkdirAll(dir, 0o700); err != nil {
+				t.Fatal(err)
+			}
+			rt.left[dir] = runtime.Adopted{Found: true, Handle: h, PID: 42, StartedAt: started}
+			ta := startAgentOn(t, Options{MaxPods: 10, Runtime: "simulated", DataDir: dataDir, PodNetwork: pn, NodeIP: "10.244.0.1"}, func(clk *testingclock.FakeClock) runtime.Runtime {
+				rt.fakeRuntime = newFakeRuntime(clk)
+				h.rt = rt.fakeRuntime
+				return networkAdoptingRuntime{rt}
+			}, pod)
+			if tc.netKept {
+				got := ta.waitPod(t, "p", func(p *corev1.Pod) bool { return getCondition(p, corev1.PodReady) != nil })
+				if cs := got.Status.ContainerStatuses[0]; cs.State.Running == nil || cs.ContainerID != "process://42" {
+					t.Errorf("with its namespace kept the container was not adopted: %+v", cs)
+				}
+				if h.stopped() {
+					t.Error("an adopted container was stopped")
+				}
+				return
+			}
+			var got *corev1.Pod
+			if tc.policy == corev1.RestartPolicyNever {
+				got = ta.waitPod(t, "p", phaseIs(corev1.PodFailed))
+			} else {
+				got = ta.waitPod(t, "p", func(p *corev1.Pod) bool {
+					return len(p.Status.ContainerStatuses) == 1 && p.Status.ContainerStatuses[0].RestartCount == 1
+				})
+			}
+			cs := got.Status.ContainerStatuses[0]
+			term := cs.State.Terminated
+			if tc.policy != corev1.RestartPolicyNever {
+				term = cs.LastTerminationState.Terminated
+			}
+			if term == nil || term.ExitCode != 137 || term.Reason != "Error" || !strings.Contains(term.Message, "network namespace") || term.ContainerID != "process://42" {
+				t.Errorf("the killed attempt: %+v", cs)
+			}
+			if !h.stopped() {
+				t.Error("the container was not stopped")
+			}
+			if e := ta.waitEvent(t, ReasonSandboxChanged); e.Message != "Pod sandbox changed, it will be killed and re-created." || e.Type != corev1.EventTypeNormal {
+				t.Errorf("event %s %q, want the kubelet's", e.Type, e.Message)
+			}
+			if tc.policy == corev1.RestartPolicyAlways {
+				if _, _, ok := pn.Lookup("u1"); !ok {
+					t.Error("the restarted container's pod has no network namespace")
+				}
+			}
+		})
 	}
 }
