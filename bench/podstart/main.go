@@ -69,8 +69,8 @@ func main() {
 		os.Exit(2)
 	}
 	type result struct {
-		ready, rss []float64
-		latency    []time.Duration
+		ready, rss, pss []float64
+		latency         []time.Duration
 	}
 	results := map[string]*result{}
 	for r := range *repeats {
@@ -78,32 +78,32 @@ func main() {
 			if results[sub.name] == nil {
 				results[sub.name] = &result{}
 			}
-			ready, rss, lat, err := run(sub.binary, sub.mode, *pods, *idle)
+			ready, rss, pss, lat, err := run(sub.binary, sub.mode, *pods, *idle)
 			if err != nil {
 				fmt.Fprintf(os.Stderr, "run %d, %s: %v\n", r+1, sub.name, err)
 				os.Exit(1)
 			}
 			res := results[sub.name]
-			res.ready, res.rss, res.latency = append(res.ready, ready), append(res.rss, rss), append(res.latency, lat...)
-			fmt.Printf("run %d %s: ready %.2fs idle RSS %.1f MB pod start median %s p90 %s\n",
-				r+1, sub.name, ready, rss, pct(lat, 50), pct(lat, 90))
+			res.ready, res.rss, res.pss, res.latency = append(res.ready, ready), append(res.rss, rss), append(res.pss, pss), append(res.latency, lat...)
+			fmt.Printf("run %d %s: ready %.2fs idle RSS %.1f MB PSS %.1f MB pod start median %s p90 %s\n",
+				r+1, sub.name, ready, rss, pss, pct(lat, 50), pct(lat, 90))
 		}
 	}
 	fmt.Println()
 	for _, sub := range subjects {
 		res := results[sub.name]
-		fmt.Printf("%s: ready median %.2fs  idle RSS median %.1f MB  pod start (create to Running, %d pods) median %s p90 %s\n",
-			sub.name, median(res.ready), median(res.rss), len(res.latency), pct(res.latency, 50), pct(res.latency, 90))
+		fmt.Printf("%s: ready median %.2fs  idle RSS median %.1f MB  idle PSS median %.1f MB  pod start (create to Running, %d pods) median %s p90 %s\n",
+			sub.name, median(res.ready), median(res.rss), median(res.pss), len(res.latency), pct(res.latency, 50), pct(res.latency, 90))
 	}
 }
 
 var readyLine = regexp.MustCompile(`is up in ([0-9.]+)s`)
 
 // run starts up with --network=mode, measures it and stops it.
-func run(binary, mode string, pods int, idle time.Duration) (float64, float64, []time.Duration, error) {
+func run(binary, mode string, pods int, idle time.Duration) (float64, float64, float64, []time.Duration, error) {
 	dir, err := os.MkdirTemp("", "podstart-")
 	if err != nil {
-		return 0, 0, nil, err
+		return 0, 0, 0, nil, err
 	}
 	defer os.RemoveAll(dir)
 	kubeconfig := filepath.Join(dir, "kubeconfig")
@@ -114,11 +114,11 @@ func run(binary, mode string, pods int, idle time.Duration) (float64, float64, [
 	cmd := exec.Command(binary, args...)
 	out, err := cmd.StdoutPipe()
 	if err != nil {
-		return 0, 0, nil, err
+		return 0, 0, 0, nil, err
 	}
 	cmd.Stderr = cmd.Stdout
 	if err := cmd.Start(); err != nil {
-		return 0, 0, nil, err
+		return 0, 0, 0, nil, err
 	}
 	defer func() {
 		_ = cmd.Process.Signal(syscall.SIGINT)
@@ -135,7 +135,7 @@ func run(binary, mode string, pods int, idle time.Duration) (float64, float64, [
 		}
 	}
 	if ready < 0 {
-		return 0, 0, nil, fmt.Errorf("up never got ready:\n%s", strings.Join(seen, "\n"))
+		return 0, 0, 0, nil, fmt.Errorf("up never got ready:\n%s", strings.Join(seen, "\n"))
 	}
 	go func() {
 		for lines.Scan() {
@@ -144,25 +144,29 @@ func run(binary, mode string, pods int, idle time.Duration) (float64, float64, [
 	time.Sleep(idle)
 	rss, err := vmRSS(cmd.Process.Pid)
 	if err != nil {
-		return 0, 0, nil, err
+		return 0, 0, 0, nil, err
+	}
+	pss, err := treePSS(cmd.Process.Pid)
+	if err != nil {
+		return 0, 0, 0, nil, err
 	}
 	cfg, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
 	if err != nil {
-		return 0, 0, nil, err
+		return 0, 0, 0, nil, err
 	}
 	client, err := kubernetes.NewForConfig(cfg)
 	if err != nil {
-		return 0, 0, nil, err
+		return 0, 0, 0, nil, err
 	}
 	var lat []time.Duration
 	for i := range pods {
 		d, err := startOne(client, fmt.Sprintf("p-%d", i))
 		if err != nil {
-			return 0, 0, nil, err
+			return 0, 0, 0, nil, err
 		}
 		lat = append(lat, d)
 	}
-	return ready, rss, lat, nil
+	return ready, rss, pss, lat, nil
 }
 
 // startOne creates a pod and returns how long it took to be Running.
@@ -197,19 +201,77 @@ func startOne(client kubernetes.Interface, name string) (time.Duration, error) {
 	return 0, fmt.Errorf("pod %s never ran", name)
 }
 
-// vmRSS is the resident set of process pid, in MB.
-func vmRSS(pid int) (float64, error) {
-	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/status")
+// vmRSS is the resident set of process pid and its descendants, in MB:
+// up as a user with --network=pod is a parent, the up inside its
+// namespaces and pasta (read once idle, before any pod runs). Pages
+// they share (the parent's and the inner up's binary) count once per
+// process: treePSS shares them out.
+func vmRSS(pid int) (float64, error) { return treeSum(pid, "/status", "VmRSS:") }
+
+// treePSS is the proportional set size of process pid and its
+// descendants, in MB: shared pages counted once in all.
+func treePSS(pid int) (float64, error) { return treeSum(pid, "/smaps_rollup", "Pss:") }
+
+// treeSum sums field (kB) of /proc/<pid><file> over pid and its
+// descendants, in MB.
+func treeSum(pid int, file, field string) (float64, error) {
+	total := 0.0
+	for _, p := range append([]int{pid}, descendants(pid)...) {
+		mb, err := procField(p, file, field)
+		if err != nil {
+			if p == pid {
+				return 0, err
+			}
+			// Ended since it was listed.
+			continue
+		}
+		total += mb
+	}
+	return total, nil
+}
+
+// descendants are the processes below pid, from /proc's parent links.
+func descendants(pid int) []int {
+	entries, _ := os.ReadDir("/proc")
+	children := map[int][]int{}
+	for _, e := range entries {
+		p, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		b, err := os.ReadFile("/proc/" + e.Name() + "/stat")
+		if err != nil {
+			continue
+		}
+		// The fields after the command, which is in parentheses.
+		i := strings.LastIndexByte(string(b), ')')
+		if f := strings.Fields(string(b[i+1:])); i >= 0 && len(f) > 1 {
+			if pp, err := strconv.Atoi(f[1]); err == nil {
+				children[pp] = append(children[pp], p)
+			}
+		}
+	}
+	var out []int
+	for queue := children[pid]; len(queue) > 0; queue = queue[1:] {
+		out = append(out, queue[0])
+		queue = append(queue, children[queue[0]]...)
+	}
+	return out
+}
+
+// procField is field (in kB) of /proc/<pid><file>, in MB.
+func procField(pid int, file, field string) (float64, error) {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + file)
 	if err != nil {
 		return 0, err
 	}
 	for _, line := range strings.Split(string(b), "\n") {
-		if f := strings.Fields(line); len(f) >= 2 && f[0] == "VmRSS:" {
+		if f := strings.Fields(line); len(f) >= 2 && f[0] == field {
 			kb, err := strconv.ParseFloat(f[1], 64)
 			return kb / 1024, err
 		}
 	}
-	return 0, fmt.Errorf("no VmRSS for %d", pid)
+	return 0, fmt.Errorf("no %s in /proc/%d%s", field, pid, file)
 }
 
 func median(v []float64) float64 {

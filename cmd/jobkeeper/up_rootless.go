@@ -30,6 +30,7 @@ import (
 	"os/exec"
 	"os/signal"
 	"path/filepath"
+	"runtime"
 	"strconv"
 	"sync"
 	"syscall"
@@ -166,6 +167,11 @@ func runRootlessNode(up *upOptions, metricsAddr string) error {
 	if err != nil {
 		return err
 	}
+	// The parent-death signals below fire when the thread that started
+	// the child ends, not the process: keep this goroutine on one thread
+	// until both children ended.
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
 	uid, gid := os.Getuid(), os.Getgid()
 	node := &exec.Cmd{
 		Path:   "/proc/self/exe",

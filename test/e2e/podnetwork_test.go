@@ -102,6 +102,13 @@ func TestUpPodNetwork(t *testing.T) {
 		}
 		before := pastaProcesses(t)
 		up, c, _ := startUpAs(t, cred, []string{"HOME=" + base}, exe, dataDir, "--images=oci", "--network=pod")
+		started := false
+		for pid := range pastaProcesses(t) {
+			started = started || !before[pid]
+		}
+		if !started {
+			t.Error("no pasta runs for the node")
+		}
 		podNetworkChecks(t, up, c, dataDir)
 		// pasta ends with the node's up.
 		if err := wait.PollUntilContextTimeout(context.Background(), 100*time.Millisecond, 10*time.Second, true, func(context.Context) (bool, error) {
@@ -144,7 +151,8 @@ func requireRootless(t *testing.T) {
 	t.Skipf("the rootless node cannot run here: %s", why)
 }
 
-// pastaProcesses are the pids of the pasta processes running now.
+// pastaProcesses are the pids of the pasta processes running now (by
+// their argv[0]).
 func pastaProcesses(t *testing.T) map[int]bool {
 	t.Helper()
 	entries, err := os.ReadDir("/proc")
@@ -157,8 +165,12 @@ func pastaProcesses(t *testing.T) map[int]bool {
 		if err != nil {
 			continue
 		}
-		if comm, err := os.ReadFile(filepath.Join("/proc", e.Name(), "comm")); err == nil && strings.TrimSpace(string(comm)) == "pasta" {
-			pids[pid] = true
+		// up starts it as "pasta" (argv[0]); its program may be another
+		// (Debian's pasta runs passt.avx2 where the CPU has AVX2).
+		if cmdline, err := os.ReadFile(filepath.Join("/proc", e.Name(), "cmdline")); err == nil {
+			if argv0, _, _ := strings.Cut(string(cmdline), "\x00"); filepath.Base(argv0) == "pasta" {
+				pids[pid] = true
+			}
 		}
 	}
 	return pids
