@@ -138,7 +138,7 @@ backups kept.`,
 				if err := up.validate(opts); err != nil {
 					return err
 				}
-				return runRootlessNode(up, opts.MetricsBindAddress)
+				return runRootlessNode(up, opts.MetricsBindAddress, node.cidr)
 			}
 			if inRootlessNode {
 				if err := up.validate(opts); err != nil {

@@ -90,6 +90,15 @@ func networkDir(nodeDir string) string { return filepath.Join(nodeDir, "podnet")
 // nodeAddress is the node's address on the pod network of cidr: its first.
 func nodeAddress(cidr netip.Prefix) netip.Addr { return cidr.Masked().Addr().Next() }
 
+// podNetworkRanges are the ranges the pod network routes, which no route
+// of this host's may overlap, by the flag a user changes.
+func podNetworkRanges(cidr netip.Prefix) map[string]netip.Prefix {
+	return map[string]netip.Prefix{
+		"pod CIDR (--pod-cidr)": cidr,
+		"service CIDR":          serviceCIDR,
+	}
+}
+
 // startPodNetwork sets the pod network up for the node whose data
 // directory is nodeDir, with pod CIDR cidr, and runs what serves it until
 // ctx ends.
@@ -113,10 +122,7 @@ func startPodNetwork(ctx context.Context, cp *controlplane.ControlPlane, nodeDir
 			_ = lock.Close()
 		}
 	}()
-	if err := podnet.CheckRanges(host, podnet.DefaultBridge, map[string]netip.Prefix{
-		"pod CIDR (--pod-cidr)": cidr,
-		"service CIDR":          serviceCIDR,
-	}); err != nil {
+	if err := podnet.CheckRanges(host, podnet.DefaultBridge, podNetworkRanges(cidr)); err != nil {
 		return nil, err
 	}
 	apiserver, err := url.Parse(cp.URL())
@@ -207,6 +213,9 @@ func (pn *podNetwork) startServices(ctx context.Context, cp *controlplane.Contro
 	upstreams, err := clusterdns.UpstreamsFromResolvConf(podconfig.HostResolvConf)
 	if err != nil {
 		klog.FromContext(ctx).Info("No upstream resolvers: names outside the cluster will not resolve in pods", "err", err)
+	}
+	if inRootlessNode {
+		upstreams = rootlessResolvers(upstreams)
 	}
 	factory := informers.NewSharedInformerFactoryWithOptions(client, 0, informers.WithTransform(dropManagedFields))
 	services, slices := factory.Core().V1().Services().Informer(), factory.Discovery().V1().EndpointSlices().Informer()

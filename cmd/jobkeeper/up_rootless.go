@@ -23,23 +23,30 @@ package main
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"fmt"
 	"net"
+	"net/netip"
 	"os"
 	"os/exec"
 	"os/signal"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strconv"
 	"sync"
 	"syscall"
 	"time"
 
 	"github.com/vishvananda/netlink"
+	"github.com/vishvananda/netns"
 	"golang.org/x/sys/unix"
 
+	"jobkeeper.dev/jobkeeper/pkg/clusterdns"
 	"jobkeeper.dev/jobkeeper/pkg/controlplane"
+	"jobkeeper.dev/jobkeeper/pkg/nodeagent/podconfig"
+	"jobkeeper.dev/jobkeeper/pkg/nodeagent/podnet"
 )
 
 // rootlessNodeEnv marks the up that runs inside the rootless node's
@@ -129,12 +136,15 @@ func rootlessPublished(up *upOptions, metricsAddr string) (flags, pastaArgs []st
 		if host == "" {
 			host = "0.0.0.0"
 		}
+		if net.ParseIP(host) == nil {
+			return nil, nil, fmt.Errorf("--metrics-bind-address %q: with --network=pod as a user the host must be an IP address (pasta publishes the port on it)", metricsAddr)
+		}
 		if mp, err = hostPortFor(host, mp, 0); err != nil {
 			return nil, nil, err
 		}
 		flags = append(flags, "--metrics-bind-address="+net.JoinHostPort(host, strconv.Itoa(mp)))
 		spec := strconv.Itoa(mp)
-		if ip := net.ParseIP(host); ip != nil && !ip.IsUnspecified() {
+		if ip := net.ParseIP(host); !ip.IsUnspecified() {
 			spec = host + "/" + spec
 		}
 		pastaArgs = append(pastaArgs, "-t", spec)
@@ -147,9 +157,10 @@ func rootlessPublished(up *upOptions, metricsAddr string) (flags, pastaArgs []st
 // (--config-net); connections to the gateway's address not turned into
 // this host's loopback (--no-map-gw: pods reach this host's loopback no
 // more than as root); no UDP port published; this host's loopback ports
-// bound on the namespace's loopback (-T/-U auto).
+// bound on the namespace's loopback (-T/-U auto); DNS queries to
+// rootlessDNSForward sent to this host's resolver.
 func pastaArgs(published []string, pid int) []string {
-	args := []string{"--config-net", "--no-map-gw", "--quiet", "--foreground", "-u", "none", "-T", "auto", "-U", "auto"}
+	args := []string{"--config-net", "--no-map-gw", "--quiet", "--foreground", "-u", "none", "-T", "auto", "-U", "auto", "--dns-forward", rootlessDNSForward.String()}
 	args = append(args, published...)
 	return append(args, strconv.Itoa(pid))
 }
@@ -157,27 +168,38 @@ func pastaArgs(published []string, pid int) []string {
 // runRootlessNode runs this up again, as the same user, inside a user,
 // network and mount namespace of its own connected to this host by pasta,
 // and returns as it ends (with its exit code). Signals to this process
-// are passed on to it; when this process dies it gets SIGTERM.
-func runRootlessNode(up *upOptions, metricsAddr string) error {
+// are passed on to it (signalRelay); when this process dies it gets
+// SIGTERM. pasta ends by itself once the namespace is gone.
+func runRootlessNode(up *upOptions, metricsAddr string, cidr netip.Prefix) error {
 	pasta, err := rootlessPrerequisites()
 	if err != nil {
+		return err
+	}
+	// What runUp would refuse first, refused before a port is taken: a
+	// data directory in use, then a pod CIDR overlapping this host's
+	// routes (the node's namespace sees none of them).
+	if err := controlplane.CheckDirLock(up.dataDir); err != nil {
+		return err
+	}
+	if err := checkHostRanges(cidr); err != nil {
 		return err
 	}
 	flags, published, err := rootlessPublished(up, metricsAddr)
 	if err != nil {
 		return err
 	}
-	// The parent-death signals below fire when the thread that started
+	// The parent-death signal below fires when the thread that started
 	// the child ends, not the process: keep this goroutine on one thread
-	// until both children ended.
+	// until the child ended.
 	runtime.LockOSThread()
 	defer runtime.UnlockOSThread()
 	uid, gid := os.Getuid(), os.Getgid()
 	node := &exec.Cmd{
-		Path:   "/proc/self/exe",
-		Args:   append(append([]string{os.Args[0]}, os.Args[1:]...), flags...),
-		Env:    append(os.Environ(), rootlessNodeEnv+"=1"),
-		Stdin:  os.Stdin,
+		Path: "/proc/self/exe",
+		Args: rootlessNodeArgs(os.Args, flags),
+		Env:  append(os.Environ(), rootlessNodeEnv+"=1"),
+		// No stdin (up reads none): in a process group of its own a
+		// read from the terminal would stop it.
 		Stdout: os.Stdout,
 		Stderr: os.Stderr,
 		SysProcAttr: &syscall.SysProcAttr{
@@ -185,8 +207,8 @@ func runRootlessNode(up *upOptions, metricsAddr string) error {
 			UidMappings: []syscall.SysProcIDMap{{ContainerID: uid, HostID: uid, Size: 1}},
 			GidMappings: []syscall.SysProcIDMap{{ContainerID: gid, HostID: gid, Size: 1}},
 			AmbientCaps: rootlessNodeCaps,
-			// Its own process group: a signal reaches it once, from
-			// here, not also from the terminal.
+			// Its own process group: a signal reaches it from here,
+			// not also from the terminal.
 			Setpgid:   true,
 			Pdeathsig: syscall.SIGTERM,
 		},
@@ -200,11 +222,13 @@ func runRootlessNode(up *upOptions, metricsAddr string) error {
 	}
 	var pastaOut lockedBuffer
 	pa := &exec.Cmd{
-		Path:        pasta,
-		Args:        append([]string{"pasta"}, pastaArgs(published, node.Process.Pid)...),
-		Stdout:      &pastaOut,
-		Stderr:      &pastaOut,
-		SysProcAttr: &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGTERM},
+		Path:   pasta,
+		Args:   append([]string{"pasta"}, pastaArgs(published, node.Process.Pid)...),
+		Stdout: &pastaOut,
+		Stderr: &pastaOut,
+		// No parent-death signal: pasta joins the node's user namespace,
+		// which clears it; it ends when the namespace does.
+		SysProcAttr: &syscall.SysProcAttr{Setpgid: true},
 	}
 	if err := pa.Start(); err != nil {
 		_ = node.Process.Signal(syscall.SIGKILL)
@@ -215,33 +239,107 @@ func runRootlessNode(up *upOptions, metricsAddr string) error {
 	go func() { nodeDone <- node.Wait() }()
 	pastaDone := make(chan error, 1)
 	go func() { pastaDone <- pa.Wait() }()
+	var relay signalRelay
 	for {
 		select {
 		case s := <-sigs:
-			_ = node.Process.Signal(s)
+			if fwd, ok := relay.relay(s, time.Now()); ok {
+				_ = node.Process.Signal(fwd)
+			}
 		case err := <-pastaDone:
-			// Without pasta the node has no way out: stop it, as a
-			// signal would.
-			fmt.Fprintf(os.Stderr, "jobkeeper: pasta, the node network's link to this host, ended (%v); stopping.\n%s", err, pastaOut.String())
-			_ = node.Process.Signal(syscall.SIGTERM)
 			pastaDone = nil
+			// pasta ends early when the node's up did (it attaches to
+			// a pid that is gone): then the node's up says why.
+			select {
+			case nerr := <-nodeDone:
+				return rootlessExit(nerr)
+			case <-time.After(time.Second):
+			}
+			// Without pasta the node has no way out: stop it, as a
+			// signal would, unless one is already stopping it.
+			fmt.Fprintf(os.Stderr, "jobkeeper: pasta, the node network's link to this host, ended (%v); stopping.\n%s", err, pastaOut.String())
+			if !relay.stopping {
+				fwd, _ := relay.relay(syscall.SIGTERM, time.Now())
+				_ = node.Process.Signal(fwd)
+			}
 		case err := <-nodeDone:
 			if pastaDone != nil {
 				_ = pa.Process.Signal(syscall.SIGTERM)
 				<-pastaDone
 			}
-			var ee *exec.ExitError
-			if errors.As(err, &ee) {
-				code := ee.ExitCode()
-				if code < 0 {
-					code = 1
-				}
-				// The node's up printed why.
-				return &exitError{code: code}
-			}
-			return err
+			return rootlessExit(err)
 		}
 	}
+}
+
+// checkHostRanges refuses a pod CIDR or the service range that overlaps a
+// route of this host's, as startPodNetwork does as root: the rootless
+// node's namespace has only pasta's copy of the default route to look at.
+func checkHostRanges(cidr netip.Prefix) error {
+	// netns.None(): this process's own namespace, which a user may read
+	// but not enter.
+	return podnet.CheckRanges(netns.None(), podnet.DefaultBridge, podNetworkRanges(cidr))
+}
+
+// rootlessExit is runRootlessNode's result for how the node's up ended:
+// its exit code (128+signal when killed by one); it printed why.
+func rootlessExit(err error) error {
+	var ee *exec.ExitError
+	if !errors.As(err, &ee) {
+		return err
+	}
+	code := ee.ExitCode()
+	if ws, ok := ee.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
+		code = 128 + int(ws.Signal())
+	}
+	if code <= 0 {
+		code = 1
+	}
+	return &exitError{code: code}
+}
+
+// rootlessNodeArgs is the node's up's command line: this one with flags
+// added, before a "--" if any (after it they would be arguments).
+func rootlessNodeArgs(args, flags []string) []string {
+	out := append([]string{}, args...)
+	at := len(out)
+	for i, a := range out {
+		if i > 0 && a == "--" {
+			at = i
+			break
+		}
+	}
+	return append(append(out[:at:at], flags...), args[at:]...)
+}
+
+// signalRelay decides which signals the parent passes on to the node's
+// up. A stop asked twice at once (systemd signals every process of the
+// unit, so the node's up gets SIGTERM directly and from here) must not
+// count as the second Ctrl-C that makes up exit without stopping its
+// pods: a termination signal within a second of the last one passed on
+// is dropped. SIGHUP (the terminal went away) is passed on as SIGTERM,
+// which up stops on.
+type signalRelay struct {
+	last time.Time
+	// stopping says that a termination signal was passed on.
+	stopping bool
+}
+
+// relayWindow is how close two termination signals are taken as one.
+const relayWindow = time.Second
+
+func (r *signalRelay) relay(s os.Signal, now time.Time) (os.Signal, bool) {
+	if s == syscall.SIGHUP {
+		s = syscall.SIGTERM
+	}
+	if s != syscall.SIGINT && s != syscall.SIGTERM {
+		return s, true
+	}
+	if r.stopping && now.Sub(r.last) < relayWindow {
+		return nil, false
+	}
+	r.last, r.stopping = now, true
+	return s, true
 }
 
 // lockedBuffer is a bytes.Buffer safe for a writer and a reader.
@@ -266,12 +364,56 @@ func (l *lockedBuffer) String() string {
 	return l.b.String()
 }
 
+// rootlessDNSForward is where, in the rootless node's namespace, pasta
+// answers DNS queries with this host's first resolver (over UDP): what
+// the node's up asks instead of a resolver on this host's loopback
+// (systemd-resolved's 127.0.0.53, a local dnsmasq), which the namespace's
+// loopback is not.
+var rootlessDNSForward = netip.MustParseAddr("169.254.1.53")
+
+// rootlessResolvers maps the resolvers of this host's resolv.conf
+// (host:port) for the rootless node: one on this host's loopback is
+// reached at rootlessDNSForward, once; others as they are.
+func rootlessResolvers(servers []string) []string {
+	var out []string
+	forwarded := false
+	for _, s := range servers {
+		host, port, err := net.SplitHostPort(s)
+		if ip, perr := netip.ParseAddr(host); err == nil && perr == nil && ip.IsLoopback() {
+			if forwarded {
+				continue
+			}
+			forwarded, s = true, net.JoinHostPort(rootlessDNSForward.String(), port)
+		}
+		out = append(out, s)
+	}
+	return out
+}
+
+// resolveThroughPasta makes this process's own lookups (image pulls,
+// webhooks) reach a resolver of this host's loopback through pasta.
+func resolveThroughPasta() {
+	net.DefaultResolver = &net.Resolver{
+		PreferGo: true,
+		Dial: func(ctx context.Context, network, address string) (net.Conn, error) {
+			if mapped := rootlessResolvers([]string{address}); len(mapped) == 1 {
+				address = mapped[0]
+			}
+			var d net.Dialer
+			return d.DialContext(ctx, network, address)
+		},
+	}
+}
+
 // enterRootlessNode prepares the up inside the rootless node: its
 // loopback up, and pasta's route out, waited for. The pod network's lock
 // is the data directory's: this namespace is the only one that holds it.
 func enterRootlessNode(dataDir string) error {
 	_ = os.Unsetenv(rootlessNodeEnv)
 	podNetworkLock = filepath.Join(dataDir, "podnet.lock")
+	if servers, err := clusterdns.UpstreamsFromResolvConf(podconfig.HostResolvConf); err == nil && !slices.Equal(servers, rootlessResolvers(servers)) {
+		resolveThroughPasta()
+	}
 	lo, err := netlink.LinkByName("lo")
 	if err == nil {
 		err = netlink.LinkSetUp(lo)

@@ -3,24 +3,43 @@
 package main
 
 // The up inside the rootless node (up_rootless.go) is started with the
-// network's capabilities in its ambient set, which every program it
-// starts would inherit. This constructor clears that set before the Go
-// runtime starts any thread, so that the capabilities stay with up's own
-// threads (their permitted and effective sets, which each new thread
-// copies) and nothing up starts has them: a program run by a non-root
-// user, without file capabilities, gets no capability on exec without an
-// ambient one.
+// network's capabilities in its ambient and inheritable sets, which every
+// program it starts would inherit (the inheritable set through a program
+// with inheritable file capabilities). This constructor clears both
+// before the Go runtime starts any thread, so that the capabilities stay
+// with up's own threads (their permitted and effective sets, which each
+// new thread copies) and nothing up starts has them: a program run by a
+// non-root user gets no capability on exec without an ambient or
+// inheritable one. It ends the process when it cannot.
 
 /*
+#include <linux/capability.h>
 #include <stdlib.h>
+#include <string.h>
 #include <sys/prctl.h>
+#include <sys/syscall.h>
+#include <unistd.h>
 
 __attribute__((constructor)) static void jobkeeper_rootless_node_caps(void) {
 	const char *v = getenv("_JOBKEEPER_ROOTLESS_NODE");
 	if (v == NULL || v[0] != '1') {
 		return;
 	}
-	prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0);
+	struct __user_cap_header_struct hdr = {_LINUX_CAPABILITY_VERSION_3, 0};
+	struct __user_cap_data_struct data[2];
+	int ok = prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0) == 0 &&
+		syscall(SYS_capget, &hdr, data) == 0;
+	if (ok) {
+		data[0].inheritable = 0;
+		data[1].inheritable = 0;
+		ok = syscall(SYS_capset, &hdr, data) == 0;
+	}
+	if (!ok) {
+		const char *msg = "jobkeeper: the rootless node's up could not clear its inheritable capabilities\n";
+		ssize_t ignored = write(2, msg, strlen(msg));
+		(void)ignored;
+		_exit(1);
+	}
 }
 */
 import "C"

@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"time"
 
+	"golang.org/x/sys/unix"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/klog/v2"
@@ -141,10 +142,47 @@ func networkLostResult(startedAt, now time.Time) runtime.Result {
 	}
 }
 
-// hasNetwork says whether pod uid's network namespace is still there.
-func (a *Agent) hasNetwork(uid types.UID) bool {
-	_, _, ok := a.opts.PodNetwork.Lookup(string(uid))
-	return ok
+// lostNetworkKillWait bounds the wait for a killed container without its
+// network (its sandbox falls back to killing its session after 5 s).
+const lostNetworkKillWait = 30 * time.Second
+
+// networkKept says whether a running container found after a restart,
+// whose process is pid, is still in the network namespace its pod has on
+// this agent: the pod's own (pinned) one, or for a hostNetwork pod the
+// agent's. Without a pod network there is nothing to check; a pod whose
+// namespace is gone has lost it.
+func (a *Agent) networkKept(pod *corev1.Pod, pid int) bool {
+	if a.opts.PodNetwork == nil {
+		return true
+	}
+	want := "/proc/self/ns/net"
+	if !pod.Spec.HostNetwork {
+		path, _, ok := a.opts.PodNetwork.Lookup(string(pod.UID))
+		if !ok {
+			return false
+		}
+		want = path
+	}
+	if pid <= 0 {
+		// Nothing to compare with.
+		return true
+	}
+	same := a.opts.sameNetNS
+	if same == nil {
+		same = sameNetNS
+	}
+	return same(pid, want)
+}
+
+// sameNetNS says whether process pid is in the network namespace of the
+// file at path; false when either cannot be read (a process of another
+// node namespace's user namespace cannot).
+func sameNetNS(pid int, path string) bool {
+	var want, got unix.Stat_t
+	if unix.Stat(path, &want) != nil || unix.Stat("/proc/"+strconv.Itoa(pid)+"/ns/net", &got) != nil {
+		return false
+	}
+	return want.Dev == got.Dev && want.Ino == got.Ino
 }
 
 // lostResult is the termination of an attempt that vanished with the node.
@@ -188,11 +226,10 @@ func (w *worker) recover(ctx context.Context) {
 	now := w.agent.clock.Now()
 	ad, _ := w.agent.runtime.(runtime.Adopter)
 	logger := klog.FromContext(ctx)
-	// A pod whose network namespace did not outlive the agent (the
-	// rootless node's ends with up) keeps no running container: as the
-	// kubelet does when a pod's sandbox changed, they are killed, and
-	// restarted, in a new one, as the restart policy says.
-	netLost := w.agent.ownNetwork(pod) && !w.agent.hasNetwork(pod.UID)
+	// A container no longer in its pod's network namespace (the rootless
+	// node's namespaces end with up) is not adopted: as the kubelet does
+	// when a pod's sandbox changed, it is killed, and restarted in a new
+	// one as the restart policy says.
 	changed := false
 	for _, c := range w.all() {
 		next := c.state.NextAttempt()
@@ -221,7 +258,8 @@ func (w *worker) recover(ctx context.Context) {
 			w.apply(ctx, pod, c, lifecycle.Event{Kind: lifecycle.EvEndedAway, At: now, Attempt: c.api.attempt, ContainerID: c.api.containerID, Result: res})
 			logger.V(2).Info("Container lost while the agent was away", "pod", klog.KObj(pod), "container", c.spec.Name)
 		case recoverAdopt:
-			if !netLost {
+			h := r.adopt.adopted.Handle
+			if w.agent.networkKept(pod, h.PID()) {
 				w.adopt(ctx, pod, c, r.adopt)
 				break
 			}
@@ -229,9 +267,13 @@ func (w *worker) recover(ctx context.Context) {
 				changed = true
 				w.agent.event(pod, corev1.EventTypeNormal, ReasonSandboxChanged, sandboxChangedMessage)
 			}
-			h := r.adopt.adopted.Handle
 			h.Stop(0)
-			<-h.Done()
+			select {
+			case <-h.Done():
+			case <-ctx.Done():
+			case <-time.After(lostNetworkKillWait):
+				logger.Info("A container without its network did not end when killed; reported ended", "pod", klog.KObj(pod), "container", c.spec.Name, "pid", h.PID())
+			}
 			res := networkLostResult(r.adopt.adopted.StartedAt, w.agent.clock.Now())
 			w.apply(ctx, pod, c, lifecycle.Event{Kind: lifecycle.EvEndedAway, At: res.FinishedAt, Attempt: r.adopt.attempt, ContainerID: w.idOf(c, r.adopt), Result: res})
 			logger.Info("Container killed: its pod's network namespace ended with the node agent", "pod", klog.KObj(pod), "container", c.spec.Name)

@@ -274,28 +274,37 @@ func (networkAdoptingRuntime) NetworkNamespaces() (bool, string) { return true, 
 // node's ended with up) does not adopt its container: it is killed, with
 // the kubelet's SandboxChanged event, and reported terminated with exit
 // code 137; a pod that restarts its containers starts one again, in a new
-// namespace. One whose namespace is still there is adopted.
+// namespace. One whose namespace is still there, and which is in it, is
+// adopted; so is a hostNetwork pod's in the agent's own namespace, and
+// not one in another's (the last rootless node's).
 func TestRestartedAgentKillsContainersWithoutNetwork(t *testing.T) {
 	for _, tc := range []struct {
-		name    string
-		policy  corev1.RestartPolicy
-		netKept bool
+		name        string
+		policy      corev1.RestartPolicy
+		hostNetwork bool
+		// pinned: the pod network has the pod's namespace; inNS: the
+		// container's process is in the namespace it should be in.
+		pinned, inNS bool
 	}{
 		{name: "never", policy: corev1.RestartPolicyNever},
 		{name: "always", policy: corev1.RestartPolicyAlways},
-		{name: "namespace kept", policy: corev1.RestartPolicyNever, netKept: true},
+		{name: "namespace kept", policy: corev1.RestartPolicyNever, pinned: true, inNS: true},
+		{name: "pinned but another", policy: corev1.RestartPolicyNever, pinned: true},
+		{name: "host network kept", policy: corev1.RestartPolicyNever, hostNetwork: true, inNS: true},
+		{name: "host network of another node", policy: corev1.RestartPolicyNever, hostNetwork: true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			started := t0.Add(-time.Minute).Truncate(time.Second)
 			h := &fakeHandle{pid: 42, started: started, done: make(chan struct{})}
 			pn := newFakePodNetwork()
-			if tc.netKept {
+			if tc.pinned {
 				if _, _, err := pn.Ensure("u1"); err != nil {
 					t.Fatal(err)
 				}
 			}
 			pod := runningPod("p", "u1", started)
 			pod.Spec.RestartPolicy = tc.policy
+			pod.Spec.HostNetwork = tc.hostNetwork
 			dataDir := t.TempDir()
 			a := &Agent{opts: Options{DataDir: dataDir}}
 			rt := &adoptingRuntime{left: map[string]runtime.Adopted{}}
@@ -304,12 +313,17 @@ func TestRestartedAgentKillsContainersWithoutNetwork(t *testing.T) {
 				t.Fatal(err)
 			}
 			rt.left[dir] = runtime.Adopted{Found: true, Handle: h, PID: 42, StartedAt: started}
-			ta := startAgentOn(t, Options{MaxPods: 10, Runtime: "simulated", DataDir: dataDir, PodNetwork: pn, NodeIP: "10.244.0.1"}, func(clk *testingclock.FakeClock) runtime.Runtime {
+			wantPath := "/netns/u1"
+			if tc.hostNetwork {
+				wantPath = "/proc/self/ns/net"
+			}
+			same := func(pid int, path string) bool { return pid == 42 && path == wantPath && tc.inNS }
+			ta := startAgentOn(t, Options{MaxPods: 10, Runtime: "simulated", DataDir: dataDir, PodNetwork: pn, NodeIP: "10.244.0.1", sameNetNS: same}, func(clk *testingclock.FakeClock) runtime.Runtime {
 				rt.fakeRuntime = newFakeRuntime(clk)
 				h.rt = rt.fakeRuntime
 				return networkAdoptingRuntime{rt}
 			}, pod)
-			if tc.netKept {
+			if tc.inNS {
 				got := ta.waitPod(t, "p", func(p *corev1.Pod) bool { return getCondition(p, corev1.PodReady) != nil })
 				if cs := got.Status.ContainerStatuses[0]; cs.State.Running == nil || cs.ContainerID != "process://42" {
 					t.Errorf("with its namespace kept the container was not adopted: %+v", cs)

@@ -13,8 +13,9 @@ import (
 // "service CIDR") that overlap each other or a route of the network
 // namespace ns other than the default route and those of bridge and of
 // its service link (a previous run's): the node could then not tell pods
-// from the networks it reaches.
-// The error names both.
+// from the networks it reaches. The error names both. netns.None() is the
+// calling thread's own namespace, read without entering it (which needs
+// CAP_SYS_ADMIN).
 func CheckRanges(ns netns.NsHandle, bridge string, ranges map[string]netip.Prefix) error {
 	h, err := netlink.NewHandleAt(ns)
 	if err != nil {

@@ -1,11 +1,13 @@
 package podnet
 
 import (
+	"net"
 	"net/netip"
 	"strings"
 	"testing"
 
 	"github.com/vishvananda/netlink"
+	"github.com/vishvananda/netns"
 )
 
 func TestCheckRanges(t *testing.T) {
@@ -61,4 +63,43 @@ func TestCheckRangesReadsRoutes(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "10.244.0.128/25 (dev lan0)") {
 		t.Errorf("a LAN's route over the pod CIDR: %v", err)
 	}
+}
+
+// TestCheckRangesOwnNamespace: with netns.None() the caller's own
+// namespace's routes are read without entering it, as a user may.
+func TestCheckRangesOwnNamespace(t *testing.T) {
+	routes, err := netlink.RouteList(nil, netlink.FAMILY_V4)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var dst netip.Prefix
+	for _, r := range routes {
+		if r.Dst == nil {
+			continue
+		}
+		if p, ok := netipPrefix(r.Dst); ok && p.Bits() > 0 && p.Bits() <= 30 {
+			dst = p
+			break
+		}
+	}
+	if !dst.IsValid() {
+		t.Skip("this namespace has no route to a range to overlap")
+	}
+	err = CheckRanges(netns.None(), "jobkeeper-test0", map[string]netip.Prefix{"pod CIDR": dst})
+	if err == nil || !strings.Contains(err.Error(), dst.String()) {
+		t.Errorf("a pod CIDR equal to this namespace's route to %s: %v", dst, err)
+	}
+	if err := CheckRanges(netns.None(), "jobkeeper-test0", map[string]netip.Prefix{"pod CIDR": netip.MustParsePrefix("198.18.255.0/30")}); err != nil {
+		t.Errorf("a range no route overlaps: %v", err)
+	}
+}
+
+// netipPrefix converts a route's destination.
+func netipPrefix(n *net.IPNet) (netip.Prefix, bool) {
+	ip, ok := netip.AddrFromSlice(n.IP)
+	if !ok {
+		return netip.Prefix{}, false
+	}
+	ones, _ := n.Mask.Size()
+	return netip.PrefixFrom(ip.Unmap(), ones).Masked(), true
 }
