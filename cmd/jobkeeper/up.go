@@ -144,7 +144,9 @@ backups kept.`,
 				if err := up.validate(opts); err != nil {
 					return err
 				}
-				if err := enterRootlessNode(up.dataDir); err != nil {
+				stopPasta, err := enterRootlessNode(up.dataDir)
+				defer stopPasta()
+				if err != nil {
 					return err
 				}
 			}

@@ -169,7 +169,8 @@ func pastaArgs(published []string, pid int) []string {
 // network and mount namespace of its own connected to this host by pasta,
 // and returns as it ends (with its exit code). Signals to this process
 // are passed on to it (signalRelay); when this process dies it gets
-// SIGTERM. pasta ends by itself once the namespace is gone.
+// SIGTERM. pasta ends with it: ended by this process, or by the node's
+// up if this process is gone.
 func runRootlessNode(up *upOptions, metricsAddr string, cidr netip.Prefix) error {
 	pasta, err := rootlessPrerequisites()
 	if err != nil {
@@ -193,6 +194,14 @@ func runRootlessNode(up *upOptions, metricsAddr string, cidr netip.Prefix) error
 	// until the child ended.
 	runtime.LockOSThread()
 	defer runtime.UnlockOSThread()
+	// The node's up learns pasta's pid on this pipe (its fd 3), to end
+	// pasta when it stops: pasta keeps the namespace it joined, so it
+	// would not end by itself if this process were killed.
+	pidR, pidW, err := os.Pipe()
+	if err != nil {
+		return err
+	}
+	defer pidW.Close()
 	uid, gid := os.Getuid(), os.Getgid()
 	node := &exec.Cmd{
 		Path: "/proc/self/exe",
@@ -200,8 +209,9 @@ func runRootlessNode(up *upOptions, metricsAddr string, cidr netip.Prefix) error
 		Env:  append(os.Environ(), rootlessNodeEnv+"=1"),
 		// No stdin (up reads none): in a process group of its own a
 		// read from the terminal would stop it.
-		Stdout: os.Stdout,
-		Stderr: os.Stderr,
+		Stdout:     os.Stdout,
+		Stderr:     os.Stderr,
+		ExtraFiles: []*os.File{pidR},
 		SysProcAttr: &syscall.SysProcAttr{
 			Cloneflags:  syscall.CLONE_NEWUSER | syscall.CLONE_NEWNET | syscall.CLONE_NEWNS,
 			UidMappings: []syscall.SysProcIDMap{{ContainerID: uid, HostID: uid, Size: 1}},
@@ -217,7 +227,9 @@ func runRootlessNode(up *upOptions, metricsAddr string, cidr netip.Prefix) error
 	sigs := make(chan os.Signal, 4)
 	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP)
 	defer signal.Stop(sigs)
-	if err := node.Start(); err != nil {
+	err = node.Start()
+	_ = pidR.Close()
+	if err != nil {
 		return fmt.Errorf("--network=pod as a user: starting up in a user and network namespace of its own: %w (does this machine allow unprivileged user namespaces?); or start with --network=host", err)
 	}
 	var pastaOut lockedBuffer
@@ -227,7 +239,7 @@ func runRootlessNode(up *upOptions, metricsAddr string, cidr netip.Prefix) error
 		Stdout: &pastaOut,
 		Stderr: &pastaOut,
 		// No parent-death signal: pasta joins the node's user namespace,
-		// which clears it; it ends when the namespace does.
+		// which clears it.
 		SysProcAttr: &syscall.SysProcAttr{Setpgid: true},
 	}
 	if err := pa.Start(); err != nil {
@@ -235,6 +247,8 @@ func runRootlessNode(up *upOptions, metricsAddr string, cidr netip.Prefix) error
 		_ = node.Wait()
 		return fmt.Errorf("starting pasta for the node's network: %w", err)
 	}
+	_, _ = fmt.Fprintf(pidW, "%d\n", pa.Process.Pid)
+	_ = pidW.Close()
 	nodeDone := make(chan error, 1)
 	go func() { nodeDone <- node.Wait() }()
 	pastaDone := make(chan error, 1)
@@ -405,11 +419,60 @@ func resolveThroughPasta() {
 	}
 }
 
+// pastaPidFD is the descriptor on which the node's up reads pasta's pid.
+const pastaPidFD = 3
+
+// watchPasta reads pasta's pid from the parent (pastaPidFD) and returns
+// what ends pasta: called as the node's up ends, since pasta holds the
+// namespace it joined and would outlive it if the parent were gone.
+func watchPasta() (stop func()) {
+	unix.CloseOnExec(pastaPidFD)
+	f := os.NewFile(pastaPidFD, "pasta's pid")
+	type target struct {
+		pid, pidfd int
+	}
+	got := make(chan target, 1)
+	go func() {
+		defer f.Close()
+		t := target{pidfd: -1}
+		var pid int
+		if _, err := fmt.Fscan(f, &pid); err == nil && pid > 0 {
+			t.pid = pid
+			if fd, err := unix.PidfdOpen(pid, 0); err == nil {
+				t.pidfd = fd
+			}
+		}
+		got <- t
+	}()
+	return sync.OnceFunc(func() {
+		var t target
+		select {
+		case t = <-got:
+		case <-time.After(time.Second):
+			return
+		}
+		switch {
+		case t.pidfd >= 0:
+			_ = unix.PidfdSendSignal(t.pidfd, unix.SIGTERM, nil, 0)
+			_ = unix.Close(t.pidfd)
+		case t.pid > 0:
+			_ = unix.Kill(t.pid, unix.SIGTERM)
+		}
+	})
+}
+
 // enterRootlessNode prepares the up inside the rootless node: its
 // loopback up, and pasta's route out, waited for. The pod network's lock
 // is the data directory's: this namespace is the only one that holds it.
-func enterRootlessNode(dataDir string) error {
+// stopPasta ends pasta as this up ends.
+func enterRootlessNode(dataDir string) (stopPasta func(), err error) {
 	_ = os.Unsetenv(rootlessNodeEnv)
+	stopPasta = watchPasta()
+	defer func() {
+		if err != nil {
+			stopPasta()
+		}
+	}()
 	podNetworkLock = filepath.Join(dataDir, "podnet.lock")
 	if servers, err := clusterdns.UpstreamsFromResolvConf(podconfig.HostResolvConf); err == nil && !slices.Equal(servers, rootlessResolvers(servers)) {
 		resolveThroughPasta()
@@ -419,21 +482,21 @@ func enterRootlessNode(dataDir string) error {
 		err = netlink.LinkSetUp(lo)
 	}
 	if err != nil {
-		return fmt.Errorf("the node namespace's loopback: %w", err)
+		return stopPasta, fmt.Errorf("the node namespace's loopback: %w", err)
 	}
 	deadline := time.Now().Add(rootlessNetworkWait)
 	for {
 		routes, err := netlink.RouteList(nil, netlink.FAMILY_V4)
 		if err != nil {
-			return fmt.Errorf("the node namespace's routes: %w", err)
+			return stopPasta, fmt.Errorf("the node namespace's routes: %w", err)
 		}
 		for _, r := range routes {
 			if r.Dst == nil || r.Dst.IP.IsUnspecified() {
-				return nil
+				return stopPasta, nil
 			}
 		}
 		if time.Now().After(deadline) {
-			return fmt.Errorf("pasta did not give the node's network namespace a route out within %v", rootlessNetworkWait)
+			return stopPasta, fmt.Errorf("pasta did not give the node's network namespace a route out within %v", rootlessNetworkWait)
 		}
 		time.Sleep(20 * time.Millisecond)
 	}

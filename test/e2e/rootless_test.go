@@ -1,0 +1,181 @@
+package e2e
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/kubernetes"
+
+	"jobkeeper.dev/jobkeeper/test/builder"
+)
+
+// rootlessUp prepares up as a user with --network=pod (the rootless
+// node): a data directory of that user's, and the binary where it may run
+// it. It returns how to start up there.
+func rootlessUp(t *testing.T) func(t *testing.T, extra ...string) (*process, kubernetes.Interface) {
+	t.Helper()
+	requireRootless(t)
+	base := enterableDir(t, "jobkeeper-rootless-")
+	cred := &syscall.Credential{Uid: escapeUID, Gid: escapeUID}
+	dataDir := filepath.Join(base, "data")
+	if err := os.Mkdir(dataDir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chown(dataDir, escapeUID, escapeUID); err != nil {
+		t.Fatal(err)
+	}
+	exe := filepath.Join(base, "jobkeeper")
+	copyFile(t, binary, exe, 0o755)
+	return func(t *testing.T, extra ...string) (*process, kubernetes.Interface) {
+		up, c, _ := startUpAs(t, cred, []string{"HOME=" + base}, exe, dataDir, append([]string{"--network=pod"}, extra...)...)
+		return up, c
+	}
+}
+
+// processesBelow are the pids of the processes below pid.
+func processesBelow(t *testing.T, pid int) []int {
+	t.Helper()
+	entries, err := os.ReadDir("/proc")
+	if err != nil {
+		t.Fatal(err)
+	}
+	children := map[int][]int{}
+	for _, e := range entries {
+		p, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		b, err := os.ReadFile(filepath.Join("/proc", e.Name(), "stat"))
+		if err != nil {
+			continue
+		}
+		s := string(b)
+		if i := strings.LastIndexByte(s, ')'); i >= 0 {
+			if f := strings.Fields(s[i+1:]); len(f) > 1 {
+				if pp, err := strconv.Atoi(f[1]); err == nil {
+					children[pp] = append(children[pp], p)
+				}
+			}
+		}
+	}
+	var out []int
+	for queue := children[pid]; len(queue) > 0; queue = queue[1:] {
+		out = append(out, queue[0])
+		queue = append(queue, children[queue[0]]...)
+	}
+	return out
+}
+
+// innerUp is the pid of the up that runs inside the rootless node: the
+// outer up's child whose command line pins the apiserver's port.
+func innerUp(t *testing.T, outer int) int {
+	t.Helper()
+	for _, pid := range processesBelow(t, outer) {
+		b, err := os.ReadFile(filepath.Join("/proc", strconv.Itoa(pid), "cmdline"))
+		if err == nil && strings.Contains(string(b), "\x00up\x00") && strings.Contains(string(b), "\x00--port=") {
+			return pid
+		}
+	}
+	t.Fatalf("no up runs below %d", outer)
+	return 0
+}
+
+// gone waits until none of pids runs.
+func gone(t *testing.T, what string, pids ...int) {
+	t.Helper()
+	if err := wait.PollUntilContextTimeout(context.Background(), 100*time.Millisecond, stopTimeout, true, func(context.Context) (bool, error) {
+		for _, pid := range pids {
+			if err := syscall.Kill(pid, 0); err == nil {
+				return false, nil
+			}
+		}
+		return true, nil
+	}); err != nil {
+		t.Errorf("%s still run: %v", what, pids)
+	}
+}
+
+// TestUpRootlessNodeCrashAndKill: up as a user with --network=pod, whose
+// pods' network lives in up's own namespaces.
+//   - kill -9 of the up inside the node: the outer up exits 137 and pasta
+//     ends; the next up kills the containers left running (their network
+//     ended with the node), with the kubelet's SandboxChanged event, and
+//     reports them terminated with exit code 137, for a pod with a network
+//     of its own and a hostNetwork pod alike;
+//   - kill -9 of the outer up: the inside one stops as on SIGTERM (a
+//     graceful node shutdown of its pods), and pasta with it.
+func TestUpRootlessNodeCrashAndKill(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("the test runs up as another user, as root")
+	}
+	start := rootlessUp(t)
+	ctx := context.Background()
+	up, c := start(t)
+	ns := "default"
+	for _, host := range []bool{false, true} {
+		name := "own"
+		if host {
+			name = "host"
+		}
+		p := builder.MakePod(name, ns).Obj()
+		p.Spec.RestartPolicy = corev1.RestartPolicyNever
+		p.Spec.HostNetwork = host
+		p.Spec.Containers[0].Command = []string{"sleep", "3600"}
+		if _, err := c.CoreV1().Pods(ns).Create(ctx, p, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, name := range []string{"own", "host"} {
+		waitPod(t, c, ns, name, "Running", 2*time.Minute, func(p *corev1.Pod) bool { return p.Status.Phase == corev1.PodRunning })
+	}
+	outer := up.cmd.Process.Pid
+	inner := innerUp(t, outer)
+	below := processesBelow(t, outer)
+	pastas := map[int]bool{}
+	for pid := range pastaProcesses(t) {
+		pastas[pid] = true
+	}
+	if err := syscall.Kill(inner, syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	if code, out := up.waitExit(t, stopTimeout); code != 128+int(syscall.SIGKILL) {
+		t.Errorf("the outer up exited %d after kill -9 of the inner one, want 137:\n%s", code, out)
+	}
+	var leftPasta []int
+	for _, pid := range below {
+		if pastas[pid] {
+			leftPasta = append(leftPasta, pid)
+		}
+	}
+	gone(t, "pasta processes of the killed node", leftPasta...)
+
+	up, c = start(t)
+	for _, name := range []string{"own", "host"} {
+		got := waitPod(t, c, ns, name, "Failed", 2*time.Minute, func(p *corev1.Pod) bool { return p.Status.Phase == corev1.PodFailed })
+		term := got.Status.ContainerStatuses[0].State.Terminated
+		if term == nil || term.ExitCode != 137 || !strings.Contains(term.Message, "network namespace") {
+			t.Errorf("pod %s after the node's crash: %+v", name, got.Status.ContainerStatuses[0].State)
+		}
+		evs, err := c.CoreV1().Events(ns).List(ctx, metav1.ListOptions{FieldSelector: "involvedObject.name=" + name + ",reason=SandboxChanged"})
+		if err != nil || len(evs.Items) == 0 {
+			t.Errorf("no SandboxChanged event for pod %s (%v)", name, err)
+		}
+	}
+
+	outer = up.cmd.Process.Pid
+	inner = innerUp(t, outer)
+	below = processesBelow(t, outer)
+	if err := syscall.Kill(outer, syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	gone(t, "the node's up and pasta after kill -9 of the outer up", below...)
+}
