@@ -36,6 +36,9 @@ usage: test/conformance/run.sh [options]
                        spec of the run then meets a cluster with those gates
   --busybox PATH       the static busybox the busybox stand-in is built from
                        (default /bin/busybox: apt-get install busybox-static)
+  --as-user USER       run up as USER (from root, with setpriv) with --network=pod:
+                       the rootless node, linked to this host by pasta (the specs
+                       still run as root)
   -h, --help
 
 Environment: JOBKEEPER_CONFORMANCE_CACHE (default ~/.cache/jobkeeper/conformance)
@@ -55,6 +58,7 @@ niceness=15
 images=oci
 busybox=/bin/busybox
 feature_gates=""
+as_user=""
 cache="${JOBKEEPER_CONFORMANCE_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/jobkeeper/conformance}"
 command_line="test/conformance/run.sh${*:+ $*}"
 
@@ -72,6 +76,7 @@ while [ $# -gt 0 ]; do
 	--images) images=$2; shift 2 ;;
 	--busybox) busybox=$2; shift 2 ;;
 	--feature-gates) feature_gates=$2; shift 2 ;;
+	--as-user) as_user=$2; shift 2 ;;
 	-h | --help) usage; exit 0 ;;
 	*) echo "unknown argument: $1" >&2; usage >&2; exit 2 ;;
 	esac
@@ -324,10 +329,25 @@ if [ "$images" = oci ]; then
 	load_images "$up_dir/data"
 fi
 
-log "starting jobkeeper up (data dir $up_dir/data, --images=$images${feature_gates:+, --feature-gates=$feature_gates})"
-# Not through a function: up_pid must be jobkeeper's own pid.
-nice -n "$niceness" "$results/jobkeeper" up --data-dir "$up_dir/data" --port 0 --kubeconfig-out "$kubeconfig" \
-	"--images=$images" ${feature_gates:+"--feature-gates=$feature_gates"} >"$results/up.out" 2>&1 &
+# As another user (--as-user): up, its data and its binary are that user's, and it runs the rootless node.
+as=()
+up_bin="$results/jobkeeper"
+user_flags=()
+if [ -n "$as_user" ]; then
+	[ "$(id -u)" = 0 ] || { echo "--as-user: run this script as root" >&2; exit 2; }
+	uid=$(id -u "$as_user") && gid=$(id -g "$as_user") || { echo "--as-user: no user $as_user" >&2; exit 2; }
+	cp "$results/jobkeeper" "$up_dir/jobkeeper"
+	mkdir -p "$up_dir/data"
+	chown -R "$uid:$gid" "$up_dir"
+	chmod 0755 "$up_dir"
+	up_bin="$up_dir/jobkeeper"
+	as=(setpriv "--reuid=$uid" "--regid=$gid" --clear-groups env "HOME=$up_dir")
+	user_flags=(--network=pod)
+fi
+log "starting jobkeeper up (data dir $up_dir/data, --images=$images${feature_gates:+, --feature-gates=$feature_gates}${as_user:+, as $as_user with --network=pod})"
+# Not through a function: up_pid must be jobkeeper's own pid (setpriv and env exec it).
+nice -n "$niceness" "${as[@]}" "$up_bin" up --data-dir "$up_dir/data" --port 0 --kubeconfig-out "$kubeconfig" \
+	"--images=$images" ${feature_gates:+"--feature-gates=$feature_gates"} "${user_flags[@]}" >"$results/up.out" 2>&1 &
 up_pid=$!
 for _ in $(seq 240); do
 	grep -q '^jobkeeper is up in' "$results/up.out" && break
