@@ -26,13 +26,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"net/netip"
 	"os"
 	"os/exec"
 	"os/signal"
 	"path/filepath"
-	"runtime"
 	"slices"
 	"strconv"
 	"sync"
@@ -168,9 +168,9 @@ func pastaArgs(published []string, pid int) []string {
 // runRootlessNode runs this up again, as the same user, inside a user,
 // network and mount namespace of its own connected to this host by pasta,
 // and returns as it ends (with its exit code). Signals to this process
-// are passed on to it (signalRelay); when this process dies it gets
-// SIGTERM. pasta ends with it: ended by this process, or by the node's
-// up if this process is gone.
+// are passed on to it (signalRelay); when this process dies it stops as
+// on SIGTERM (watchPasta). pasta ends with it: ended by this process, or
+// by the node's up if this process is gone.
 func runRootlessNode(up *upOptions, metricsAddr string, cidr netip.Prefix) error {
 	pasta, err := rootlessPrerequisites()
 	if err != nil {
@@ -189,14 +189,13 @@ func runRootlessNode(up *upOptions, metricsAddr string, cidr netip.Prefix) error
 	if err != nil {
 		return err
 	}
-	// The parent-death signal below fires when the thread that started
-	// the child ends, not the process: keep this goroutine on one thread
-	// until the child ended.
-	runtime.LockOSThread()
-	defer runtime.UnlockOSThread()
 	// The node's up learns pasta's pid on this pipe (its fd 3), to end
 	// pasta when it stops: pasta keeps the namespace it joined, so it
-	// would not end by itself if this process were killed.
+	// would not end by itself if this process were killed. The pipe is
+	// also its lifeline: it ends when this process does, and the node's
+	// up then stops as on SIGTERM (a parent-death signal would come once
+	// per thread of this process as they end, and a second SIGTERM makes
+	// up exit at once).
 	pidR, pidW, err := os.Pipe()
 	if err != nil {
 		return err
@@ -219,8 +218,7 @@ func runRootlessNode(up *upOptions, metricsAddr string, cidr netip.Prefix) error
 			AmbientCaps: rootlessNodeCaps,
 			// Its own process group: a signal reaches it from here,
 			// not also from the terminal.
-			Setpgid:   true,
-			Pdeathsig: syscall.SIGTERM,
+			Setpgid: true,
 		},
 	}
 	// Signals arrive here from now on, for the node's up.
@@ -248,7 +246,6 @@ func runRootlessNode(up *upOptions, metricsAddr string, cidr netip.Prefix) error
 		return fmt.Errorf("starting pasta for the node's network: %w", err)
 	}
 	_, _ = fmt.Fprintf(pidW, "%d\n", pa.Process.Pid)
-	_ = pidW.Close()
 	nodeDone := make(chan error, 1)
 	go func() { nodeDone <- node.Wait() }()
 	pastaDone := make(chan error, 1)
@@ -424,7 +421,8 @@ const pastaPidFD = 3
 
 // watchPasta reads pasta's pid from the parent (pastaPidFD) and returns
 // what ends pasta: called as the node's up ends, since pasta holds the
-// namespace it joined and would outlive it if the parent were gone.
+// namespace it joined and would outlive it if the parent were gone. The
+// pipe's end is the parent's: this up then stops, as on SIGTERM.
 func watchPasta() (stop func()) {
 	unix.CloseOnExec(pastaPidFD)
 	f := os.NewFile(pastaPidFD, "pasta's pid")
@@ -433,7 +431,6 @@ func watchPasta() (stop func()) {
 	}
 	got := make(chan target, 1)
 	go func() {
-		defer f.Close()
 		t := target{pidfd: -1}
 		var pid int
 		if _, err := fmt.Fscan(f, &pid); err == nil && pid > 0 {
@@ -443,6 +440,10 @@ func watchPasta() (stop func()) {
 			}
 		}
 		got <- t
+		// Nothing more comes: the pipe ends with the parent, which
+		// outlives this up unless it was killed.
+		_, _ = io.Copy(io.Discard, f)
+		_ = unix.Kill(os.Getpid(), unix.SIGTERM)
 	}()
 	return sync.OnceFunc(func() {
 		var t target
@@ -467,6 +468,10 @@ func watchPasta() (stop func()) {
 // stopPasta ends pasta as this up ends.
 func enterRootlessNode(dataDir string) (stopPasta func(), err error) {
 	_ = os.Unsetenv(rootlessNodeEnv)
+	// The parent may be gone and its output with it (a reader that closed
+	// the pipe): a write to stdout must not kill this up before it ended
+	// pasta, as SIGPIPE would.
+	signal.Ignore(syscall.SIGPIPE)
 	stopPasta = watchPasta()
 	defer func() {
 		if err != nil {

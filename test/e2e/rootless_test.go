@@ -89,18 +89,35 @@ func innerUp(t *testing.T, outer int) int {
 	return 0
 }
 
-// gone waits until none of pids runs.
+// gone waits until none of pids runs (a zombie has ended: whoever
+// inherited it has not reaped it yet).
 func gone(t *testing.T, what string, pids ...int) {
 	t.Helper()
+	running := func(pid int) bool {
+		b, err := os.ReadFile(filepath.Join("/proc", strconv.Itoa(pid), "stat"))
+		if err != nil {
+			return false
+		}
+		s := string(b)
+		i := strings.LastIndexByte(s, ')')
+		f := strings.Fields(s[i+1:])
+		return i < 0 || len(f) == 0 || f[0] != "Z"
+	}
 	if err := wait.PollUntilContextTimeout(context.Background(), 100*time.Millisecond, stopTimeout, true, func(context.Context) (bool, error) {
 		for _, pid := range pids {
-			if err := syscall.Kill(pid, 0); err == nil {
+			if running(pid) {
 				return false, nil
 			}
 		}
 		return true, nil
 	}); err != nil {
-		t.Errorf("%s still run: %v", what, pids)
+		var states []string
+		for _, pid := range pids {
+			b, _ := os.ReadFile(filepath.Join("/proc", strconv.Itoa(pid), "stat"))
+			w, _ := os.ReadFile(filepath.Join("/proc", strconv.Itoa(pid), "wchan"))
+			states = append(states, string(b)[:min(len(b), 60)]+" wchan="+string(w))
+		}
+		t.Errorf("%s still run: %v %q", what, pids, states)
 	}
 }
 
@@ -140,6 +157,7 @@ func TestUpRootlessNodeCrashAndKill(t *testing.T) {
 	outer := up.cmd.Process.Pid
 	inner := innerUp(t, outer)
 	below := processesBelow(t, outer)
+	noCapabilitiesBelow(t, inner)
 	pastas := map[int]bool{}
 	for pid := range pastaProcesses(t) {
 		pastas[pid] = true
@@ -178,4 +196,39 @@ func TestUpRootlessNodeCrashAndKill(t *testing.T) {
 		t.Fatal(err)
 	}
 	gone(t, "the node's up and pasta after kill -9 of the outer up", below...)
+}
+
+// noCapabilitiesBelow checks that nothing the node's up (pid) started
+// holds its capabilities: no ambient or inheritable ones anywhere below
+// it, and no effective ones in its user namespace (sandboxes have their
+// own, where they are root).
+func noCapabilitiesBelow(t *testing.T, pid int) {
+	t.Helper()
+	nodeNS, err := os.Readlink(filepath.Join("/proc", strconv.Itoa(pid), "ns", "user"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	seen := 0
+	for _, p := range processesBelow(t, pid) {
+		b, err := os.ReadFile(filepath.Join("/proc", strconv.Itoa(p), "status"))
+		if err != nil {
+			continue
+		}
+		caps := map[string]string{}
+		for _, line := range strings.Split(string(b), "\n") {
+			if k, v, ok := strings.Cut(line, ":"); ok && strings.HasPrefix(k, "Cap") {
+				caps[k] = strings.TrimSpace(v)
+			}
+		}
+		seen++
+		ns, _ := os.Readlink(filepath.Join("/proc", strconv.Itoa(p), "ns", "user"))
+		zero := "0000000000000000"
+		if caps["CapAmb"] != zero || caps["CapInh"] != zero || (ns == nodeNS && caps["CapEff"] != zero) {
+			cmd, _ := os.ReadFile(filepath.Join("/proc", strconv.Itoa(p), "cmdline"))
+			t.Errorf("process %d (%q, user namespace %s, the node's %s) has capabilities: %v", p, strings.ReplaceAll(string(cmd), "\x00", " "), ns, nodeNS, caps)
+		}
+	}
+	if seen == 0 {
+		t.Error("no process runs below the node's up")
+	}
 }
