@@ -45,6 +45,16 @@ type runResult struct {
 	Requests map[string]int `json:"requests"`
 	// CPUSeconds is the controller process's user+system time.
 	CPUSeconds float64 `json:"cpuSeconds"`
+	// SystemCPUSeconds is the system (kernel) part of CPUSeconds.
+	SystemCPUSeconds float64 `json:"systemCPUSeconds,omitempty"`
+	// VoluntarySwitches and InvoluntarySwitches are the process's context
+	// switches (the kernel's rusage): waits for I/O or a lock, and preemptions.
+	VoluntarySwitches   int64 `json:"voluntarySwitches,omitempty"`
+	InvoluntarySwitches int64 `json:"involuntarySwitches,omitempty"`
+	// GoroutinesCreated and Threads are the controller's goroutines started
+	// over the run and its OS threads at the end.
+	GoroutinesCreated uint64 `json:"goroutinesCreated,omitempty"`
+	Threads           uint64 `json:"threads,omitempty"`
 	// GCCycles, GCCPUSeconds and AllocatedMiB are the controller's garbage
 	// collections, their CPU (the Go runtime's estimate) and its heap
 	// allocations over the run.
@@ -68,8 +78,8 @@ func (r runResult) summary() string {
 	if r.Error != "" {
 		return "FAILED: " + r.Error
 	}
-	return fmt.Sprintf("wall %.1fs, %d requests (%.3f per unit), CPU %.1fs (GC %.2fs, %.0f cycles, %.0f MiB allocated), RSS %.0f MiB, heap %.0f MiB",
-		r.WallSeconds, harness.Total(r.Requests), float64(harness.Total(r.Requests))/float64(max(r.Units, 1)), r.CPUSeconds, r.GCCPUSeconds, r.GCCycles, r.AllocatedMiB, r.MaxRSSMiB, r.PeakHeapMiB)
+	return fmt.Sprintf("wall %.1fs, %d requests (%.3f per unit), CPU %.2fs (system %.2fs, %d/%d context switches, %d goroutines, %d threads; GC %.2fs, %.0f cycles, %.0f MiB allocated), RSS %.0f MiB, heap %.0f MiB",
+		r.WallSeconds, harness.Total(r.Requests), float64(harness.Total(r.Requests))/float64(max(r.Units, 1)), r.CPUSeconds, r.SystemCPUSeconds, r.VoluntarySwitches, r.InvoluntarySwitches, r.GoroutinesCreated, r.Threads, r.GCCPUSeconds, r.GCCycles, r.AllocatedMiB, r.MaxRSSMiB, r.PeakHeapMiB)
 }
 
 // meta describes the run for the results page.

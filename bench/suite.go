@@ -907,11 +907,16 @@ func (c *child) stop(r *runResult) error {
 		r.SteadyHeapMiB = mib(rep.HeapLiveAtStop)
 		r.MaxRSSMiB = float64(rep.VmHWMKiB) / 1024
 		r.GCCycles, r.GCCPUSeconds, r.AllocatedMiB = float64(rep.GCCycles), rep.GCCPUSeconds, mib(rep.AllocatedBytes)
+		r.GoroutinesCreated, r.Threads = rep.GoroutinesCreated, rep.Threads
 	default:
 		return fmt.Errorf("controller exited without its report: %v", c.waitErr)
 	}
 	st := c.cmd.ProcessState
 	r.CPUSeconds = (st.UserTime() + st.SystemTime()).Seconds()
+	r.SystemCPUSeconds = st.SystemTime().Seconds()
+	if ru, ok := st.SysUsage().(*syscall.Rusage); ok {
+		r.VoluntarySwitches, r.InvoluntarySwitches = ru.Nvcsw, ru.Nivcsw
+	}
 	r.Requests = c.counter.Snapshot()
 	return nil
 }

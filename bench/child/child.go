@@ -51,6 +51,12 @@ type Report struct {
 	GCCycles       uint64  `json:"gcCycles,omitempty"`
 	GCCPUSeconds   float64 `json:"gcCPUSeconds,omitempty"`
 	AllocatedBytes uint64  `json:"allocatedBytes,omitempty"`
+	// GoroutinesCreated and Threads are the goroutines the process started
+	// over the run and the OS threads it has at SIGTERM (the Go runtime
+	// keeps the threads it made): hand-overs and blocking that a CPU
+	// profile shows only as scheduler time.
+	GoroutinesCreated uint64 `json:"goroutinesCreated,omitempty"`
+	Threads           uint64 `json:"threads,omitempty"`
 	// Final is set on the last line.
 	Final bool `json:"final,omitempty"`
 }
@@ -134,11 +140,12 @@ func run(name string, start Start, args []string) error {
 		}
 		break
 	}
-	gc := []metrics.Sample{{Name: metricGCCycles}, {Name: metricGCCPU}, {Name: metricAllocated}}
+	gc := []metrics.Sample{{Name: metricGCCycles}, {Name: metricGCCPU}, {Name: metricAllocated}, {Name: metricGoroutinesCreated}, {Name: metricThreads}}
 	metrics.Read(gc)
 	runtime.GC()
 	report := Report{HeapLiveAtStop: readUint(metricHeapLive), Final: true,
-		GCCycles: gc[0].Value.Uint64(), GCCPUSeconds: gc[1].Value.Float64(), AllocatedBytes: gc[2].Value.Uint64()}
+		GCCycles: gc[0].Value.Uint64(), GCCPUSeconds: gc[1].Value.Float64(), AllocatedBytes: gc[2].Value.Uint64(),
+		GoroutinesCreated: gc[3].Value.Uint64(), Threads: gc[4].Value.Uint64()}
 	if *cpuprofile != "" {
 		if err := writeHeapProfile(*cpuprofile + ".heap"); err != nil {
 			return err
@@ -166,6 +173,9 @@ const (
 	metricGCCycles  = "/gc/cycles/total:gc-cycles"
 	metricGCCPU     = "/cpu/classes/gc/total:cpu-seconds"
 	metricAllocated = "/gc/heap/allocs:bytes"
+
+	metricGoroutinesCreated = "/sched/goroutines-created:goroutines"
+	metricThreads           = "/sched/threads/total:threads"
 )
 
 // startHeapSampler samples the heap every 50ms and returns a function that

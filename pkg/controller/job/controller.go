@@ -323,10 +323,13 @@ func (c *Controller) manages(job *batchv1.Job) bool {
 	return c.opts.ManageUnclaimedJobs && (mb == nil || *mb == batchv1.JobControllerName)
 }
 
+// jobAPIVersion is the apiVersion of a Job's controller references.
+var jobAPIVersion = batchv1.SchemeGroupVersion.String()
+
 // resolveControllerRef returns the Job the reference points to, if it is in
 // the cache with the same UID.
 func (c *Controller) resolveControllerRef(ns string, ref *metav1.OwnerReference) *batchv1.Job {
-	if ref.Kind != "Job" || ref.APIVersion != batchv1.SchemeGroupVersion.String() {
+	if ref.Kind != "Job" || ref.APIVersion != jobAPIVersion {
 		return nil
 	}
 	job, err := c.jobLister.Jobs(ns).Get(ref.Name)

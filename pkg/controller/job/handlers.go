@@ -66,7 +66,7 @@ func (c *Controller) updatePod(logger klog.Logger, old, cur any) {
 	}
 	finalizerGone := !hasTrackingFinalizer(curPod)
 	curRef, oldRef := metav1.GetControllerOf(curPod), metav1.GetControllerOf(oldPod)
-	refChanged := !reflect.DeepEqual(curRef, oldRef)
+	refChanged := !sameOwnerRef(curRef, oldRef)
 	if refChanged && oldRef != nil {
 		if job := c.resolveControllerRef(oldPod.Namespace, oldRef); job != nil && c.manages(job) {
 			if finalizerGone {
@@ -107,6 +107,26 @@ func (c *Controller) updatePod(logger klog.Logger, old, cur any) {
 			c.enqueueBatched(logger, job)
 		}
 	}
+}
+
+// sameOwnerRef reports whether a and b are the same controller reference,
+// field by field, as reflect.DeepEqual would (both nil, or equal fields
+// with the pointed-to booleans compared), without reflection on every pod
+// update.
+func sameOwnerRef(a, b *metav1.OwnerReference) bool {
+	if a == nil || b == nil {
+		return a == b
+	}
+	return a.APIVersion == b.APIVersion && a.Kind == b.Kind && a.Name == b.Name && a.UID == b.UID &&
+		sameBool(a.Controller, b.Controller) && sameBool(a.BlockOwnerDeletion, b.BlockOwnerDeletion)
+}
+
+// sameBool reports whether a and b are both nil or point to equal values.
+func sameBool(a, b *bool) bool {
+	if a == nil || b == nil {
+		return a == b
+	}
+	return *a == *b
 }
 
 // deletePod observes a deletion (final, or the deletion timestamp being set)
@@ -226,7 +246,11 @@ func (c *Controller) deleteJob(logger klog.Logger, obj any) {
 // enqueue queues the Job's key after delay.
 func (c *Controller) enqueue(logger klog.Logger, job *batchv1.Job, delay time.Duration) {
 	key := jobKey(job)
-	logger.V(4).Info("Enqueueing job", "key", key, "delay", delay)
+	// Checked first: the arguments would be boxed on every pod event even
+	// with the line off.
+	if v := logger.V(4); v.Enabled() {
+		v.Info("Enqueueing job", "key", key, "delay", delay)
+	}
 	c.queue.AddAfter(key, delay)
 }
 

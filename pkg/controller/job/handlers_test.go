@@ -1,6 +1,7 @@
 package job
 
 import (
+	"reflect"
 	"testing"
 	"time"
 
@@ -137,3 +138,33 @@ func TestReleaseOrphanFinalizer(t *testing.T) {
 }
 
 func ptrTrue() *bool { b := true; return &b }
+
+// TestSameOwnerRef checks sameOwnerRef against reflect.DeepEqual, which it
+// stands for in updatePod.
+func TestSameOwnerRef(t *testing.T) {
+	yes, no, yes2 := true, false, true
+	base := metav1.OwnerReference{APIVersion: "batch/v1", Kind: "Job", Name: "j", UID: "u", Controller: &yes, BlockOwnerDeletion: &yes}
+	variants := []*metav1.OwnerReference{nil, &base}
+	for _, change := range []func(r *metav1.OwnerReference){
+		func(r *metav1.OwnerReference) { r.APIVersion = "batch/v2" },
+		func(r *metav1.OwnerReference) { r.Kind = "CronJob" },
+		func(r *metav1.OwnerReference) { r.Name = "k" },
+		func(r *metav1.OwnerReference) { r.UID = "v" },
+		func(r *metav1.OwnerReference) { r.Controller = nil },
+		func(r *metav1.OwnerReference) { r.Controller = &no },
+		func(r *metav1.OwnerReference) { r.Controller = &yes2 },
+		func(r *metav1.OwnerReference) { r.BlockOwnerDeletion = nil },
+		func(r *metav1.OwnerReference) { r.BlockOwnerDeletion = &no },
+	} {
+		r := base
+		change(&r)
+		variants = append(variants, &r)
+	}
+	for _, a := range variants {
+		for _, b := range variants {
+			if got, want := sameOwnerRef(a, b), reflect.DeepEqual(a, b); got != want {
+				t.Errorf("sameOwnerRef(%+v, %+v) = %v, reflect.DeepEqual says %v", a, b, got, want)
+			}
+		}
+	}
+}

@@ -5,6 +5,8 @@ import (
 	"mime"
 	"net/http"
 	"net/http/httptest"
+	"reflect"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -15,6 +17,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/runtime/serializer"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
@@ -164,5 +167,51 @@ func TestPodWritesMetadataOnly(t *testing.T) {
 				t.Errorf("%d requests, want 5", len(srv.accepts))
 			}
 		})
+	}
+}
+
+// TestPodWriteParams checks that the pod writes' query parameters are the
+// ones client-go's VersionedParams gives for the same options, and that the
+// options have no field the direct path does not know of.
+func TestPodWriteParams(t *testing.T) {
+	rc, err := rest.RESTClientFor(&rest.Config{Host: "https://example.invalid", ContentConfig: rest.ContentConfig{
+		GroupVersion: &corev1.SchemeGroupVersion, NegotiatedSerializer: scheme.Codecs.WithoutConversion()}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	force := true
+	for _, opts := range []metav1.CreateOptions{
+		{}, {FieldManager: FieldManager}, {FieldManager: "a b&c"},
+		{FieldManager: FieldManager, DryRun: []string{metav1.DryRunAll}}, {FieldValidation: "Strict"}, {DryRun: []string{}},
+	} {
+		got := createParams(rc.Post().Namespace("ns").Resource("pods"), opts).URL().String()
+		want := rc.Post().Namespace("ns").Resource("pods").VersionedParams(&opts, scheme.ParameterCodec).URL().String()
+		if got != want {
+			t.Errorf("create with %+v: URL %s, VersionedParams gives %s", opts, got, want)
+		}
+	}
+	for _, opts := range []metav1.PatchOptions{
+		{}, {FieldManager: FieldManager}, {FieldManager: FieldManager, Force: &force},
+		{FieldManager: FieldManager, DryRun: []string{metav1.DryRunAll}}, {FieldValidation: "Warn"},
+	} {
+		got := patchParams(rc.Patch(types.StrategicMergePatchType).Namespace("ns").Resource("pods").Name("p"), opts).URL().String()
+		want := rc.Patch(types.StrategicMergePatchType).Namespace("ns").Resource("pods").Name("p").VersionedParams(&opts, scheme.ParameterCodec).URL().String()
+		if got != want {
+			t.Errorf("patch with %+v: URL %s, VersionedParams gives %s", opts, got, want)
+		}
+	}
+	// createParams and patchParams look at these fields only: a field added
+	// to the options in a later client must be looked at too.
+	for typ, known := range map[reflect.Type][]string{
+		reflect.TypeOf(metav1.CreateOptions{}): {"TypeMeta", "DryRun", "FieldManager", "FieldValidation"},
+		reflect.TypeOf(metav1.PatchOptions{}):  {"TypeMeta", "DryRun", "Force", "FieldManager", "FieldValidation"},
+	} {
+		var fields []string
+		for i := range typ.NumField() {
+			fields = append(fields, typ.Field(i).Name)
+		}
+		if !slices.Equal(fields, known) {
+			t.Errorf("%s has fields %v; createParams and patchParams know %v", typ, fields, known)
+		}
 	}
 }
