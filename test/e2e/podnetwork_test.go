@@ -84,24 +84,9 @@ func TestUpPodNetwork(t *testing.T) {
 		}
 	})
 	t.Run("user", func(t *testing.T) {
-		requireRootless(t)
-		base := enterableDir(t, "jobkeeper-rootless-")
-		cred := &syscall.Credential{Uid: escapeUID, Gid: escapeUID}
-		dataDir := filepath.Join(base, "data")
-		if err := os.Mkdir(dataDir, 0o700); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.Chown(dataDir, escapeUID, escapeUID); err != nil {
-			t.Fatal(err)
-		}
-		exe := filepath.Join(base, "jobkeeper")
-		copyFile(t, binary, exe, 0o755)
-		load := startBinaryAs(t, cred, []string{"HOME=" + base}, exe, "image", "load", "--data-dir", dataDir, archive)
-		if code, out := load.waitExit(t, startTimeout); code != 0 {
-			t.Fatalf("jobkeeper image load as a user exited %d:\n%s", code, out)
-		}
+		dataDir, start := rootlessUp(t, archive)
 		before := pastaProcesses(t)
-		up, c, _ := startUpAs(t, cred, []string{"HOME=" + base}, exe, dataDir, "--images=oci", "--network=pod")
+		up, c := start(t, "--images=oci")
 		started := false
 		for pid := range pastaProcesses(t) {
 			started = started || !before[pid]
@@ -330,20 +315,43 @@ func TestUpPodNetworkRefusedAsUser(t *testing.T) {
 // Service, and a Job that reaches them by <svc>, <svc>.<ns>.svc.cluster.local
 // and <sts>-0.<svc>: upstream's workload controllers, started when the
 // first workload appeared, the Services' routing and the cluster DNS.
+//
+// As a user (the subtest "user") the same runs in the rootless node.
 func TestUpWorkloadsOnPodNetwork(t *testing.T) {
 	if os.Geteuid() != 0 {
-		t.Skip("--network=pod needs root")
+		t.Skip("the test runs up as root, and as another user from root")
 	}
-	ctx := context.Background()
-	dataDir := t.TempDir()
-	up, c, _ := startUp(t, dataDir, "--images=oci", "--network=pod")
-	defer up.stop(t)
-	const ref = "jobkeeper.test/e2e/podnetcheck:1"
-	archive := filepath.Join(t.TempDir(), "images.tar")
-	if err := testimages.WriteDockerArchive(archive, map[string]v1.Image{ref: staticImage(t, "podnetcheck")}); err != nil {
+	// Readable by the user of the subtest "user" too.
+	archive := filepath.Join(enterableDir(t, "jobkeeper-workloads-images-"), "images.tar")
+	if err := testimages.WriteDockerArchive(archive, map[string]v1.Image{podNetCheckRef: staticImage(t, "podnetcheck")}); err != nil {
 		t.Fatal(err)
 	}
-	imageLoad(t, dataDir, archive)
+	if err := os.Chmod(archive, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	t.Run("root", func(t *testing.T) {
+		dataDir := t.TempDir()
+		imageLoad(t, dataDir, archive)
+		up, c, _ := startUp(t, dataDir, "--images=oci", "--network=pod")
+		defer up.stop(t)
+		workloadsOnPodNetwork(t, c, true)
+	})
+	t.Run("user", func(t *testing.T) {
+		_, start := rootlessUp(t, archive)
+		up, c := start(t, "--images=oci")
+		defer up.stop(t)
+		// This host does not reach the node namespace's addresses.
+		workloadsOnPodNetwork(t, c, false)
+	})
+}
+
+// workloadsOnPodNetwork runs TestUpWorkloadsOnPodNetwork's workloads on up,
+// whose data directory has the podnetcheck image; with fromHost it also
+// reaches the web Service's node port from this host.
+func workloadsOnPodNetwork(t *testing.T, c kubernetes.Interface, fromHost bool) {
+	t.Helper()
+	ctx := context.Background()
+	const ref = podNetCheckRef
 	ns := "apps"
 	if _, err := c.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
@@ -466,6 +474,9 @@ func TestUpWorkloadsOnPodNetwork(t *testing.T) {
 	nodeIP := internalIP(t, &nodes.Items[0])
 	if nodeIP != podNetworkGateway {
 		t.Errorf("the node's InternalIP is %s, want its pod-network address %s", nodeIP, podNetworkGateway)
+	}
+	if !fromHost {
+		return
 	}
 	addr := net.JoinHostPort(nodeIP, strconv.Itoa(int(webSvc.Spec.Ports[0].NodePort)))
 	conn, err := net.DialTimeout("tcp", addr, 5*time.Second)

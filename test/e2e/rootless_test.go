@@ -19,9 +19,10 @@ import (
 )
 
 // rootlessUp prepares up as a user with --network=pod (the rootless
-// node): a data directory of that user's, and the binary where it may run
-// it. It returns how to start up there.
-func rootlessUp(t *testing.T) func(t *testing.T, extra ...string) (*process, kubernetes.Interface) {
+// node): a data directory of that user's with the image archives loaded
+// into it (as that user), and the binary where it may run it. It returns
+// the data directory and how to start up there.
+func rootlessUp(t *testing.T, archives ...string) (string, func(t *testing.T, extra ...string) (*process, kubernetes.Interface)) {
 	t.Helper()
 	requireRootless(t)
 	base := enterableDir(t, "jobkeeper-rootless-")
@@ -35,8 +36,15 @@ func rootlessUp(t *testing.T) func(t *testing.T, extra ...string) (*process, kub
 	}
 	exe := filepath.Join(base, "jobkeeper")
 	copyFile(t, binary, exe, 0o755)
-	return func(t *testing.T, extra ...string) (*process, kubernetes.Interface) {
-		up, c, _ := startUpAs(t, cred, []string{"HOME=" + base}, exe, dataDir, append([]string{"--network=pod"}, extra...)...)
+	env := []string{"HOME=" + base}
+	for _, archive := range archives {
+		load := startBinaryAs(t, cred, env, exe, "image", "load", "--data-dir", dataDir, archive)
+		if code, out := load.waitExit(t, startTimeout); code != 0 {
+			t.Fatalf("jobkeeper image load as a user exited %d:\n%s", code, out)
+		}
+	}
+	return dataDir, func(t *testing.T, extra ...string) (*process, kubernetes.Interface) {
+		up, c, _ := startUpAs(t, cred, env, exe, dataDir, append([]string{"--network=pod"}, extra...)...)
 		return up, c
 	}
 }
@@ -134,7 +142,7 @@ func TestUpRootlessNodeCrashAndKill(t *testing.T) {
 	if os.Geteuid() != 0 {
 		t.Skip("the test runs up as another user, as root")
 	}
-	start := rootlessUp(t)
+	_, start := rootlessUp(t)
 	ctx := context.Background()
 	up, c := start(t)
 	ns := "default"
