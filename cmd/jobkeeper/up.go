@@ -279,7 +279,14 @@ func runUp(out io.Writer, up *upOptions, opts *manager.Options, bootstrap []boot
 	}
 	defer logFile.Close()
 
-	ctx, stop := cli.SignalContext()
+	// The up inside the rootless node may get a stop twice at once: from
+	// a supervisor that signals every process (systemd), and passed on by
+	// the outer up, or from the lifeline (watchPasta).
+	var signalWindow time.Duration
+	if inRootlessNode {
+		signalWindow = relayWindow
+	}
+	ctx, stop := cli.SignalContextAfter(signalWindow)
 	defer stop()
 	logger := klog.FromContext(ctx)
 	started := time.Now()

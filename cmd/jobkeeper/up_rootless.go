@@ -42,6 +42,7 @@ import (
 	"github.com/vishvananda/netlink"
 	"github.com/vishvananda/netns"
 	"golang.org/x/sys/unix"
+	"k8s.io/klog/v2"
 
 	"jobkeeper.dev/jobkeeper/pkg/clusterdns"
 	"jobkeeper.dev/jobkeeper/pkg/controlplane"
@@ -422,30 +423,22 @@ const pastaPidFD = 3
 // watchPasta reads pasta's pid from the parent (pastaPidFD) and returns
 // what ends pasta: called as the node's up ends, since pasta holds the
 // namespace it joined and would outlive it if the parent were gone. The
-// pipe's end is the parent's: this up then stops, as on SIGTERM.
+// pipe's end is the parent's: this up then ends pasta at once (it may not
+// reach its own end: a signal before its handler is set kills it) and
+// stops, as on SIGTERM.
 func watchPasta() (stop func()) {
+	var st unix.Stat_t
+	if err := unix.Fstat(pastaPidFD, &st); err != nil || st.Mode&unix.S_IFMT != unix.S_IFIFO {
+		klog.Background().Info("WARNING: no pipe from the outer up on fd 3: pasta is not ended by this up", "err", err)
+		return func() {}
+	}
 	unix.CloseOnExec(pastaPidFD)
 	f := os.NewFile(pastaPidFD, "pasta's pid")
 	type target struct {
 		pid, pidfd int
 	}
 	got := make(chan target, 1)
-	go func() {
-		t := target{pidfd: -1}
-		var pid int
-		if _, err := fmt.Fscan(f, &pid); err == nil && pid > 0 {
-			t.pid = pid
-			if fd, err := unix.PidfdOpen(pid, 0); err == nil {
-				t.pidfd = fd
-			}
-		}
-		got <- t
-		// Nothing more comes: the pipe ends with the parent, which
-		// outlives this up unless it was killed.
-		_, _ = io.Copy(io.Discard, f)
-		_ = unix.Kill(os.Getpid(), unix.SIGTERM)
-	}()
-	return sync.OnceFunc(func() {
+	end := sync.OnceFunc(func() {
 		var t target
 		select {
 		case t = <-got:
@@ -460,6 +453,25 @@ func watchPasta() (stop func()) {
 			_ = unix.Kill(t.pid, unix.SIGTERM)
 		}
 	})
+	go func() {
+		t := target{pidfd: -1}
+		var pid int
+		// No pid when the parent died before it started pasta: then
+		// there is none to end.
+		if _, err := fmt.Fscan(f, &pid); err == nil && pid > 0 {
+			t.pid = pid
+			if fd, err := unix.PidfdOpen(pid, 0); err == nil {
+				t.pidfd = fd
+			}
+		}
+		got <- t
+		// Nothing more comes: the pipe ends with the parent, which
+		// outlives this up unless it was killed.
+		_, _ = io.Copy(io.Discard, f)
+		end()
+		_ = unix.Kill(os.Getpid(), unix.SIGTERM)
+	}()
+	return end
 }
 
 // enterRootlessNode prepares the up inside the rootless node: its

@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/signal"
 	"syscall"
+	"time"
 
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
@@ -93,15 +94,27 @@ func LoadClientConfig(path string) (*rest.Config, error) {
 
 // SignalContext is cancelled by the first SIGINT or SIGTERM; a second one
 // exits at once.
-func SignalContext() (context.Context, context.CancelFunc) {
+func SignalContext() (context.Context, context.CancelFunc) { return SignalContextAfter(0) }
+
+// SignalContextAfter is SignalContext where a second signal within window
+// of the first is taken as the same stop (a process that gets the stop
+// both from its supervisor and from a parent passing it on): only one
+// after that exits at once.
+func SignalContextAfter(window time.Duration) (context.Context, context.CancelFunc) {
 	ctx, cancel := context.WithCancel(context.Background())
 	ch := make(chan os.Signal, 2)
 	signal.Notify(ch, syscall.SIGINT, syscall.SIGTERM)
 	go func() {
 		s := <-ch
+		first := time.Now()
 		klog.Background().Info("Shutting down", "signal", s.String())
 		cancel()
-		<-ch
+		for s = range ch {
+			if time.Since(first) >= window {
+				break
+			}
+			klog.Background().Info("Already shutting down", "signal", s.String())
+		}
 		os.Exit(1)
 	}()
 	return ctx, func() { signal.Stop(ch); cancel() }

@@ -135,6 +135,9 @@ type Agent struct {
 	// idRanges are the pods' user namespace ranges (hostUsers: false;
 	// userns.go).
 	idRanges *idRanges
+	// netNS is the agent's own network namespace, hostNetwork pods'
+	// (read in New; recover.go).
+	netNS netNSID
 }
 
 // New builds an agent. Nothing talks to the apiserver before Run.
@@ -155,6 +158,7 @@ func New(client kubernetes.Interface, opts Options) (*Agent, error) {
 		euid:         os.Geteuid(),
 		idRanges:     newIDRanges(),
 	}
+	a.netNS = a.ownNetNS()
 	a.stats = stats.NewCollector(a.statsSnapshot)
 	a.allocatable = allocatableOf(a.capacity, opts.SystemReserved)
 	switch opts.Runtime {

@@ -86,8 +86,8 @@ type Options struct {
 	Images string
 	// ImageDir is the image store's directory; default <DataDir>/images.
 	ImageDir string
-	// sameNetNS, set by tests, replaces sameNetNS (recover.go).
-	sameNetNS func(pid int, path string) bool
+	// statNetNS, set by tests, replaces statNetNS (recover.go).
+	statNetNS func(path string) netNSID
 	// imageStore, set by tests, runs images from this store whatever the
 	// runtime (a fake one included).
 	imageStore *images.Store

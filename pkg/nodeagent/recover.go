@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	goruntime "runtime"
 	"sort"
 	"strconv"
 	"time"
@@ -146,43 +147,65 @@ func networkLostResult(startedAt, now time.Time) runtime.Result {
 // network (its sandbox falls back to killing its session after 5 s).
 const lostNetworkKillWait = 30 * time.Second
 
-// networkKept says whether a running container found after a restart,
-// whose process is pid, is still in the network namespace its pod has on
-// this agent: the pod's own (pinned) one, or for a hostNetwork pod the
-// agent's. Without a pod network there is nothing to check; a pod whose
-// namespace is gone has lost it.
-func (a *Agent) networkKept(pod *corev1.Pod, pid int) bool {
-	if a.opts.PodNetwork == nil {
+// networkKept says whether a running container found after a restart is
+// still in the network namespace its pod has on this agent: the pod's own
+// (pinned) one, or for a hostNetwork pod the agent's. netPID is a process
+// that stays in the container's namespace (its sandbox's: the container's
+// own command may enter another). Without a pod network, or without such
+// a process, there is nothing to check; a pod whose namespace is gone has
+// lost it.
+func (a *Agent) networkKept(pod *corev1.Pod, netPID int) bool {
+	if a.opts.PodNetwork == nil || netPID <= 0 {
 		return true
 	}
-	want := "/proc/self/ns/net"
+	want := a.netNS
 	if !pod.Spec.HostNetwork {
 		path, _, ok := a.opts.PodNetwork.Lookup(string(pod.UID))
 		if !ok {
 			return false
 		}
-		want = path
+		want = a.statNetNS(path)
 	}
-	if pid <= 0 {
-		// Nothing to compare with.
+	if !want.ok {
+		// What it should be in cannot be read: nothing to compare with.
 		return true
 	}
-	same := a.opts.sameNetNS
-	if same == nil {
-		same = sameNetNS
-	}
-	return same(pid, want)
+	// A process of another node's user namespace (the last rootless
+	// node's) cannot be read: not ours.
+	return a.statNetNS("/proc/"+strconv.Itoa(netPID)+"/ns/net") == want
 }
 
-// sameNetNS says whether process pid is in the network namespace of the
-// file at path; false when either cannot be read (a process of another
-// node namespace's user namespace cannot).
-func sameNetNS(pid int, path string) bool {
-	var want, got unix.Stat_t
-	if unix.Stat(path, &want) != nil || unix.Stat("/proc/"+strconv.Itoa(pid)+"/ns/net", &got) != nil {
-		return false
+// netNSID identifies a network namespace: its nsfs device and inode (as
+// lsns and ip netns identify compare them).
+type netNSID struct {
+	dev, ino uint64
+	ok       bool
+}
+
+// statNetNS identifies the network namespace of the file at path (a
+// /proc/<pid>/ns/net link or a pinned namespace).
+func (a *Agent) statNetNS(path string) netNSID {
+	if a.opts.statNetNS != nil {
+		return a.opts.statNetNS(path)
 	}
-	return want.Dev == got.Dev && want.Ino == got.Ino
+	var st unix.Stat_t
+	if unix.Stat(path, &st) != nil {
+		return netNSID{}
+	}
+	return netNSID{dev: st.Dev, ino: st.Ino, ok: true}
+}
+
+// ownNetNS identifies the agent's network namespace, read on a thread of
+// its own: a thread that entered a pod's namespace and was left so
+// (startIn) may be the process's main thread, which /proc/self shows.
+func (a *Agent) ownNetNS() netNSID {
+	got := make(chan netNSID, 1)
+	go func() {
+		goruntime.LockOSThread()
+		defer goruntime.UnlockOSThread()
+		got <- a.statNetNS("/proc/thread-self/ns/net")
+	}()
+	return <-got
 }
 
 // lostResult is the termination of an attempt that vanished with the node.
@@ -259,7 +282,7 @@ func (w *worker) recover(ctx context.Context) {
 			logger.V(2).Info("Container lost while the agent was away", "pod", klog.KObj(pod), "container", c.spec.Name)
 		case recoverAdopt:
 			h := r.adopt.adopted.Handle
-			if w.agent.networkKept(pod, h.PID()) {
+			if w.agent.networkKept(pod, r.adopt.adopted.NetPID) {
 				w.adopt(ctx, pod, c, r.adopt)
 				break
 			}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -312,13 +313,28 @@ func TestRestartedAgentKillsContainersWithoutNetwork(t *testing.T) {
 			if err := os.MkdirAll(dir, 0o700); err != nil {
 				t.Fatal(err)
 			}
-			rt.left[dir] = runtime.Adopted{Found: true, Handle: h, PID: 42, StartedAt: started}
-			wantPath := "/netns/u1"
-			if tc.hostNetwork {
-				wantPath = "/proc/self/ns/net"
+			// The sandbox (pid 7) stays in the container's namespace.
+			rt.left[dir] = runtime.Adopted{Found: true, Handle: h, PID: 42, NetPID: 7, StartedAt: started}
+			pinned, agents, other := netNSID{dev: 4, ino: 1, ok: true}, netNSID{dev: 4, ino: 2, ok: true}, netNSID{dev: 4, ino: 3, ok: true}
+			stat := func(path string) netNSID {
+				switch path {
+				case "/netns/u1":
+					return pinned
+				case "/proc/thread-self/ns/net":
+					return agents
+				case "/proc/7/ns/net":
+					switch {
+					case !tc.inNS:
+						return other
+					case tc.hostNetwork:
+						return agents
+					}
+					return pinned
+				}
+				t.Errorf("the namespace of %s read", path)
+				return netNSID{}
 			}
-			same := func(pid int, path string) bool { return pid == 42 && path == wantPath && tc.inNS }
-			ta := startAgentOn(t, Options{MaxPods: 10, Runtime: "simulated", DataDir: dataDir, PodNetwork: pn, NodeIP: "10.244.0.1", sameNetNS: same}, func(clk *testingclock.FakeClock) runtime.Runtime {
+			ta := startAgentOn(t, Options{MaxPods: 10, Runtime: "simulated", DataDir: dataDir, PodNetwork: pn, NodeIP: "10.244.0.1", statNetNS: stat}, func(clk *testingclock.FakeClock) runtime.Runtime {
 				rt.fakeRuntime = newFakeRuntime(clk)
 				h.rt = rt.fakeRuntime
 				return networkAdoptingRuntime{rt}
@@ -361,5 +377,26 @@ func TestRestartedAgentKillsContainersWithoutNetwork(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestStatNetNS: a process's namespace link and the namespace it is in
+// compare equal, a namespace and a regular file do not identify alike, and
+// a file that is not there identifies nothing.
+func TestStatNetNS(t *testing.T) {
+	a := &Agent{}
+	own := a.ownNetNS()
+	if !own.ok || a.statNetNS("/proc/"+strconv.Itoa(os.Getpid())+"/task/"+strconv.Itoa(os.Getpid())+"/ns/net") != own {
+		t.Errorf("this process's namespace %+v, as its main thread's link says %+v", own, a.statNetNS("/proc/self/ns/net"))
+	}
+	file := filepath.Join(t.TempDir(), "f")
+	if err := os.WriteFile(file, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if got := a.statNetNS(file); !got.ok || got == own {
+		t.Errorf("a regular file identifies as %+v, the namespace as %+v", got, own)
+	}
+	if got := a.statNetNS(filepath.Join(t.TempDir(), "missing")); got.ok {
+		t.Errorf("a missing file identifies as %+v", got)
 	}
 }

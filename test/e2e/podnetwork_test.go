@@ -66,14 +66,7 @@ func TestUpPodNetwork(t *testing.T) {
 	if os.Geteuid() != 0 {
 		t.Skip("the test runs up as root, and as another user from root")
 	}
-	// Readable by the user of the subtest "user" too.
-	archive := filepath.Join(enterableDir(t, "jobkeeper-podnet-images-"), "images.tar")
-	if err := testimages.WriteDockerArchive(archive, map[string]v1.Image{podNetCheckRef: staticImage(t, "podnetcheck"), inClusterRef: inClusterImage(t)}); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.Chmod(archive, 0o644); err != nil {
-		t.Fatal(err)
-	}
+	archive := sharedArchive(t, map[string]v1.Image{podNetCheckRef: staticImage(t, "podnetcheck"), inClusterRef: inClusterImage(t)})
 	t.Run("root", func(t *testing.T) {
 		dataDir := t.TempDir()
 		imageLoad(t, dataDir, archive)
@@ -85,28 +78,35 @@ func TestUpPodNetwork(t *testing.T) {
 	})
 	t.Run("user", func(t *testing.T) {
 		dataDir, start := rootlessUp(t, archive)
-		before := pastaProcesses(t)
 		up, c := start(t, "--images=oci")
-		started := false
-		for pid := range pastaProcesses(t) {
-			started = started || !before[pid]
+		var pastas []int
+		all := pastaProcesses(t)
+		for _, pid := range processesBelow(t, up.cmd.Process.Pid) {
+			if all[pid] {
+				pastas = append(pastas, pid)
+			}
 		}
-		if !started {
-			t.Error("no pasta runs for the node")
+		if len(pastas) != 1 {
+			t.Errorf("%d pasta processes run for the node, want 1", len(pastas))
 		}
 		podNetworkChecks(t, up, c, dataDir)
 		// pasta ends with the node's up.
-		if err := wait.PollUntilContextTimeout(context.Background(), 100*time.Millisecond, 10*time.Second, true, func(context.Context) (bool, error) {
-			for pid := range pastaProcesses(t) {
-				if !before[pid] {
-					return false, nil
-				}
-			}
-			return true, nil
-		}); err != nil {
-			t.Errorf("a pasta process is left after the stop: %v", pastaProcesses(t))
-		}
+		gone(t, "pasta after the stop", pastas...)
 	})
+}
+
+// sharedArchive writes images into a docker-save archive that other users
+// may read too (the rootless subtests load it as theirs).
+func sharedArchive(t *testing.T, images map[string]v1.Image) string {
+	t.Helper()
+	archive := filepath.Join(enterableDir(t, "jobkeeper-images-"), "images.tar")
+	if err := testimages.WriteDockerArchive(archive, images); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(archive, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return archive
 }
 
 // The images of TestUpPodNetwork.
@@ -321,14 +321,7 @@ func TestUpWorkloadsOnPodNetwork(t *testing.T) {
 	if os.Geteuid() != 0 {
 		t.Skip("the test runs up as root, and as another user from root")
 	}
-	// Readable by the user of the subtest "user" too.
-	archive := filepath.Join(enterableDir(t, "jobkeeper-workloads-images-"), "images.tar")
-	if err := testimages.WriteDockerArchive(archive, map[string]v1.Image{podNetCheckRef: staticImage(t, "podnetcheck")}); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.Chmod(archive, 0o644); err != nil {
-		t.Fatal(err)
-	}
+	archive := sharedArchive(t, map[string]v1.Image{podNetCheckRef: staticImage(t, "podnetcheck")})
 	t.Run("root", func(t *testing.T) {
 		dataDir := t.TempDir()
 		imageLoad(t, dataDir, archive)

@@ -41,17 +41,8 @@ func TestUpOOMKilledJobs(t *testing.T) {
 		oomKilledJobs(t, up, c)
 	})
 	t.Run("delegated", func(t *testing.T) {
-		base := enterableDir(t, "jobkeeper-delegated-")
+		base, dataDir, exe := userInstall(t, "jobkeeper-delegated-")
 		cred := &syscall.Credential{Uid: escapeUID, Gid: escapeUID}
-		dataDir := filepath.Join(base, "data")
-		if err := os.Mkdir(dataDir, 0o700); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.Chown(dataDir, escapeUID, escapeUID); err != nil {
-			t.Fatal(err)
-		}
-		exe := filepath.Join(base, "jobkeeper")
-		copyFile(t, binary, exe, 0o755)
 		wrapper := delegateCgroup(t, base, exe, escapeUID)
 		up, c, _ := startUpAs(t, cred, []string{"HOME=" + base}, wrapper, dataDir)
 		defer up.stop(t)

@@ -25,17 +25,8 @@ import (
 func rootlessUp(t *testing.T, archives ...string) (string, func(t *testing.T, extra ...string) (*process, kubernetes.Interface)) {
 	t.Helper()
 	requireRootless(t)
-	base := enterableDir(t, "jobkeeper-rootless-")
+	base, dataDir, exe := userInstall(t, "jobkeeper-rootless-")
 	cred := &syscall.Credential{Uid: escapeUID, Gid: escapeUID}
-	dataDir := filepath.Join(base, "data")
-	if err := os.Mkdir(dataDir, 0o700); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.Chown(dataDir, escapeUID, escapeUID); err != nil {
-		t.Fatal(err)
-	}
-	exe := filepath.Join(base, "jobkeeper")
-	copyFile(t, binary, exe, 0o755)
 	env := []string{"HOME=" + base}
 	for _, archive := range archives {
 		load := startBinaryAs(t, cred, env, exe, "image", "load", "--data-dir", dataDir, archive)
@@ -47,6 +38,24 @@ func rootlessUp(t *testing.T, archives ...string) (string, func(t *testing.T, ex
 		up, c, _ := startUpAs(t, cred, env, exe, dataDir, append([]string{"--network=pod"}, extra...)...)
 		return up, c
 	}
+}
+
+// userInstall makes what up as the user escapeUID needs: a directory
+// others may enter (base), a data directory of that user's in it, and the
+// binary copied where that user may run it.
+func userInstall(t *testing.T, prefix string) (base, dataDir, exe string) {
+	t.Helper()
+	base = enterableDir(t, prefix)
+	dataDir = filepath.Join(base, "data")
+	if err := os.Mkdir(dataDir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chown(dataDir, escapeUID, escapeUID); err != nil {
+		t.Fatal(err)
+	}
+	exe = filepath.Join(base, "jobkeeper")
+	copyFile(t, binary, exe, 0o755)
+	return base, dataDir, exe
 }
 
 // processesBelow are the pids of the processes below pid.
@@ -239,4 +248,27 @@ func noCapabilitiesBelow(t *testing.T, pid int) {
 	if seen == 0 {
 		t.Error("no process runs below the node's up")
 	}
+}
+
+// TestUpRootlessNodeStopsOnce: a stop sent to both ups at once (as systemd
+// signals every process of a unit) is one graceful stop: the outer up
+// exits 0 after the inner one said it stopped, and pasta ends.
+func TestUpRootlessNodeStopsOnce(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("the test runs up as another user, as root")
+	}
+	_, start := rootlessUp(t)
+	up, _ := start(t)
+	outer := up.cmd.Process.Pid
+	inner := innerUp(t, outer)
+	below := processesBelow(t, outer)
+	for _, pid := range []int{inner, outer} {
+		if err := syscall.Kill(pid, syscall.SIGTERM); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if code, out := up.waitExit(t, stopTimeout); code != 0 || !strings.Contains(out, "jobkeeper stopped") {
+		t.Errorf("SIGTERM to both ups: exit %d, want 0 after a graceful stop:\n%s", code, out)
+	}
+	gone(t, "the node's up and pasta after the stop", below...)
 }

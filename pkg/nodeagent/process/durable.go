@@ -99,7 +99,7 @@ func (r *Runtime) Adopt(ctx context.Context, dir string) (runtime.Adopted, error
 		rec, _ := sandbox.ReadRecord(dir)
 		scratch := filepath.Join(dir, "scratch")
 		h := r.hold(sb, dir, dir, rec.LogPath, rec.StartedAt, scratch, r.adoptedCgroup(dir))
-		return runtime.Adopted{Found: true, Handle: h, PID: sb.PID(), StartedAt: rec.StartedAt}, nil
+		return runtime.Adopted{Found: true, Handle: h, PID: sb.PID(), NetPID: sb.SandboxPID(), StartedAt: rec.StartedAt}, nil
 	}
 	if !errors.Is(err, sandbox.ErrNotRunning) {
 		return runtime.Adopted{}, err

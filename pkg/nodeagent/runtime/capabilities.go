@@ -53,6 +53,10 @@ type Adopted struct {
 	Result Result
 	// PID is its main process's PID.
 	PID int
+	// NetPID is a process that stays in the attempt's network namespace
+	// for as long as it runs (its sandbox's), which its main process may
+	// leave; 0 when there is none.
+	NetPID int
 	// StartedAt is when it started.
 	StartedAt time.Time
 }
