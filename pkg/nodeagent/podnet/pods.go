@@ -224,19 +224,45 @@ func pin(path string) error {
 			errc <- fmt.Errorf("unshare: %w", err)
 			return
 		}
-		self := "/proc/self/task/" + strconv.Itoa(unix.Gettid()) + "/ns/net"
-		err = unix.Mount(self, path, "", unix.MS_BIND, "")
+		err = unprivilegedPorts()
+		if err == nil {
+			self := "/proc/self/task/" + strconv.Itoa(unix.Gettid()) + "/ns/net"
+			if err = unix.Mount(self, path, "", unix.MS_BIND, ""); err != nil {
+				err = fmt.Errorf("pinning it at %s: %w", path, err)
+			}
+		}
 		if netns.Set(orig) == nil {
 			runtime.UnlockOSThread()
-		}
-		if err != nil {
-			err = fmt.Errorf("pinning it at %s: %w", path, err)
 		}
 		errc <- err
 	}()
 	if err := <-errc; err != nil {
 		_ = os.Remove(path)
 		return err
+	}
+	return nil
+}
+
+// podSysctls are the sysctls a pod's network namespace starts with, as
+// containerd 2's CRI sets them by default (enable_unprivileged_ports and
+// enable_unprivileged_icmp): any port may be bound and any group may send
+// ICMP echo without a capability, as the pod has the namespace to itself.
+// Without it a container's root, which has its capabilities in its own
+// user namespace but not in the one that owns the pod's network namespace
+// (the node's, as a user), could not listen on port 80.
+var podSysctls = []struct{ path, value string }{
+	{"/proc/sys/net/ipv4/ip_unprivileged_port_start", "0"},
+	{"/proc/sys/net/ipv4/ping_group_range", "0 2147483647"},
+}
+
+// unprivilegedPorts writes podSysctls in the calling thread's network
+// namespace (/proc/sys/net is the opening thread's namespace's); a kernel
+// without one of them (before Linux 4.11) keeps its default.
+func unprivilegedPorts() error {
+	for _, s := range podSysctls {
+		if err := os.WriteFile(s.path, []byte(s.value+"\n"), 0o644); err != nil && !errors.Is(err, os.ErrNotExist) {
+			return fmt.Errorf("setting %s to %s in the pod's network namespace: %w", strings.TrimPrefix(s.path, "/proc/sys/"), s.value, err)
+		}
 	}
 	return nil
 }

@@ -7,6 +7,7 @@ import (
 	"net/netip"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -59,6 +60,17 @@ func TestPodsPinNamespaces(t *testing.T) {
 	// With no process in them, the pods reach each other: the namespaces
 	// live by their pins.
 	nsA, nsB := openPinned(t, pathA), openPinned(t, pathB)
+	// Any port and ICMP echo without a capability, as containerd 2 sets
+	// a pod's namespace up.
+	for _, sc := range podSysctls {
+		var got []byte
+		if err := InNamespace(nsA, func() (err error) { got, err = os.ReadFile(sc.path); return err }); err != nil {
+			t.Fatal(err)
+		}
+		if v := strings.Join(strings.Fields(string(got)), " "); v != sc.value {
+			t.Errorf("%s in the pod's namespace is %q, want %q", sc.path, v, sc.value)
+		}
+	}
 	addr := listen(t, nsA, ":0")
 	_, port, _ := net.SplitHostPort(addr)
 	if from := dial(t, nsB, net.JoinHostPort(ipA.String(), port)); from != ipB.String() {
