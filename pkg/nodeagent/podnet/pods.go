@@ -252,7 +252,30 @@ func pin(path string) error {
 // (the node's, as a user), could not listen on port 80.
 var podSysctls = []struct{ path, value string }{
 	{"/proc/sys/net/ipv4/ip_unprivileged_port_start", "0"},
-	{"/proc/sys/net/ipv4/ping_group_range", "0 2147483647"},
+	{"/proc/sys/net/ipv4/ping_group_range", pingGroups()},
+}
+
+// pingGroups is the widest ping_group_range the kernel takes here: every
+// group, or in a user namespace (the rootless node's) the groups it maps,
+// the only ones a range may name there (/proc/self/gid_map's first).
+func pingGroups() string {
+	b, _ := os.ReadFile("/proc/self/gid_map")
+	return pingGroupsOf(string(b))
+}
+
+// pingGroupsOf is pingGroups for the gid_map gidMap.
+func pingGroupsOf(gidMap string) string {
+	const all = "0 2147483647"
+	f := strings.Fields(gidMap)
+	if len(f) < 3 {
+		return all
+	}
+	start, err1 := strconv.ParseUint(f[0], 10, 32)
+	count, err2 := strconv.ParseUint(f[2], 10, 32)
+	if err1 != nil || err2 != nil || count == 0 || (start == 0 && count == 4294967295) {
+		return all
+	}
+	return fmt.Sprintf("%d %d", start, min(start+count-1, 2147483647))
 }
 
 // unprivilegedPorts writes podSysctls in the calling thread's network

@@ -314,3 +314,18 @@ func setUpPods(t *testing.T, node netns.NsHandle, cfg Config) (*Node, *Pods) {
 	})
 	return n, pods
 }
+
+// TestPingGroupsOf: every group in the host's user namespace; in another,
+// its first mapped range (the only groups a range may name there).
+func TestPingGroupsOf(t *testing.T) {
+	for _, tc := range []struct{ gidMap, want string }{
+		{"         0          0 4294967295\n", "0 2147483647"},
+		{"     65534      65534          1\n", "65534 65534"},
+		{"0 1000 1\n1 100000 65536\n", "0 0"},
+		{"", "0 2147483647"},
+	} {
+		if got := pingGroupsOf(tc.gidMap); got != tc.want {
+			t.Errorf("pingGroupsOf(%q) = %q, want %q", tc.gidMap, got, tc.want)
+		}
+	}
+}
