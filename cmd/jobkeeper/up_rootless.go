@@ -48,6 +48,7 @@ import (
 	"jobkeeper.dev/jobkeeper/pkg/controlplane"
 	"jobkeeper.dev/jobkeeper/pkg/nodeagent/podconfig"
 	"jobkeeper.dev/jobkeeper/pkg/nodeagent/podnet"
+	"jobkeeper.dev/jobkeeper/pkg/nodeagent/sandbox"
 )
 
 // rootlessNodeEnv marks the up that runs inside the rootless node's
@@ -56,13 +57,20 @@ const rootlessNodeEnv = "_JOBKEEPER_ROOTLESS_NODE"
 
 // inRootlessNode says that this process is the up inside the rootless
 // node's namespaces (read once, before anything changes the environment).
-var inRootlessNode = os.Getenv(rootlessNodeEnv) == "1"
+var inRootlessNode = os.Getenv(rootlessNodeEnv) == "1" || os.Getenv(rootlessNodeEnv) == rootlessNodeMappedLater
+
+// rootlessNodeMappedLater is rootlessNodeEnv's value for an up whose user
+// namespace the parent maps after it started (with subordinate ids): its
+// constructor waits for the mapping (up_rootless_cgo.go).
+const rootlessNodeMappedLater = "2"
 
 // rootlessNodeCaps are the capabilities up holds in the node's user
 // namespace: the network's (links, routes, nftables, sysctls), entering
 // pods' network namespaces and pinning them (CAP_SYS_ADMIN, in that
 // namespace only), and the DNS's and the relay's ports below 1024.
-var rootlessNodeCaps = []uintptr{unix.CAP_NET_ADMIN, unix.CAP_NET_RAW, unix.CAP_NET_BIND_SERVICE, unix.CAP_SYS_ADMIN}
+// With the user's subordinate ids mapped into the namespace, also
+// CAP_SETUID and CAP_SETGID, to map them into sandboxes (sandbox.SubIDs).
+var rootlessNodeCaps = []uintptr{unix.CAP_NET_ADMIN, unix.CAP_NET_RAW, unix.CAP_NET_BIND_SERVICE, unix.CAP_SYS_ADMIN, unix.CAP_SETUID, unix.CAP_SETGID}
 
 // rootlessNetworkWait is how long the node's up waits for pasta to give
 // its namespace a route out.
@@ -203,10 +211,24 @@ func runRootlessNode(up *upOptions, metricsAddr string, cidr netip.Prefix) error
 	}
 	defer pidW.Close()
 	uid, gid := os.Getuid(), os.Getgid()
+	// With subordinate ids (and newuidmap/newgidmap), the namespace maps
+	// them to themselves beside the user, written by the helpers once the
+	// node's up started (it waits for them, rootlessNodeMappedLater), so
+	// that containers may run as other users than root, as with
+	// --network=host; without, it maps the user alone.
+	ids, idsErr := sandbox.DetectSubIDs()
+	marker := rootlessNodeEnv + "=1"
+	var uidMap, gidMap []syscall.SysProcIDMap
+	if idsErr == nil {
+		marker = rootlessNodeEnv + "=" + rootlessNodeMappedLater
+	} else {
+		uidMap = []syscall.SysProcIDMap{{ContainerID: uid, HostID: uid, Size: 1}}
+		gidMap = []syscall.SysProcIDMap{{ContainerID: gid, HostID: gid, Size: 1}}
+	}
 	node := &exec.Cmd{
 		Path: "/proc/self/exe",
 		Args: rootlessNodeArgs(os.Args, flags),
-		Env:  append(os.Environ(), rootlessNodeEnv+"=1"),
+		Env:  append(os.Environ(), marker),
 		// No stdin (up reads none): in a process group of its own a
 		// read from the terminal would stop it.
 		Stdout:     os.Stdout,
@@ -214,8 +236,8 @@ func runRootlessNode(up *upOptions, metricsAddr string, cidr netip.Prefix) error
 		ExtraFiles: []*os.File{pidR},
 		SysProcAttr: &syscall.SysProcAttr{
 			Cloneflags:  syscall.CLONE_NEWUSER | syscall.CLONE_NEWNET | syscall.CLONE_NEWNS,
-			UidMappings: []syscall.SysProcIDMap{{ContainerID: uid, HostID: uid, Size: 1}},
-			GidMappings: []syscall.SysProcIDMap{{ContainerID: gid, HostID: gid, Size: 1}},
+			UidMappings: uidMap,
+			GidMappings: gidMap,
 			AmbientCaps: rootlessNodeCaps,
 			// Its own process group: a signal reaches it from here,
 			// not also from the terminal.
@@ -230,6 +252,13 @@ func runRootlessNode(up *upOptions, metricsAddr string, cidr netip.Prefix) error
 	_ = pidR.Close()
 	if err != nil {
 		return fmt.Errorf("--network=pod as a user: starting up in a user and network namespace of its own: %w (does this machine allow unprivileged user namespaces?); or start with --network=host", err)
+	}
+	if idsErr == nil {
+		if err := ids.MapIdentity(node.Process.Pid); err != nil {
+			_ = node.Process.Signal(syscall.SIGKILL)
+			_ = node.Wait()
+			return fmt.Errorf("--network=pod as a user: mapping your subordinate ids into the node's user namespace: %w; or start with --network=host", err)
+		}
 	}
 	var pastaOut lockedBuffer
 	pa := &exec.Cmd{

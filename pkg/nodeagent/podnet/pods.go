@@ -256,8 +256,9 @@ var podSysctls = []struct{ path, value string }{
 }
 
 // pingGroups is the widest ping_group_range the kernel takes here: every
-// group, or in a user namespace (the rootless node's) the groups it maps,
-// the only ones a range may name there (/proc/self/gid_map's first).
+// group, or in a user namespace (the rootless node's) from the lowest
+// group it maps to the highest, since a range may only name mapped
+// groups there (/proc/self/gid_map).
 func pingGroups() string {
 	b, _ := os.ReadFile("/proc/self/gid_map")
 	return pingGroupsOf(string(b))
@@ -265,17 +266,24 @@ func pingGroups() string {
 
 // pingGroupsOf is pingGroups for the gid_map gidMap.
 func pingGroupsOf(gidMap string) string {
-	const all = "0 2147483647"
-	f := strings.Fields(gidMap)
-	if len(f) < 3 {
+	const all, top = "0 2147483647", 2147483647
+	low, high := uint64(top), uint64(0)
+	for _, line := range strings.Split(gidMap, "\n") {
+		f := strings.Fields(line)
+		if len(f) < 3 {
+			continue
+		}
+		start, err1 := strconv.ParseUint(f[0], 10, 32)
+		count, err2 := strconv.ParseUint(f[2], 10, 32)
+		if err1 != nil || err2 != nil || count == 0 || start > top {
+			continue
+		}
+		low, high = min(low, start), max(high, min(start+count-1, top))
+	}
+	if low > high || (low == 0 && high == top) {
 		return all
 	}
-	start, err1 := strconv.ParseUint(f[0], 10, 32)
-	count, err2 := strconv.ParseUint(f[2], 10, 32)
-	if err1 != nil || err2 != nil || count == 0 || (start == 0 && count == 4294967295) {
-		return all
-	}
-	return fmt.Sprintf("%d %d", start, min(start+count-1, 2147483647))
+	return fmt.Sprintf("%d %d", low, high)
 }
 
 // unprivilegedPorts writes podSysctls in the calling thread's network

@@ -316,12 +316,14 @@ func setUpPods(t *testing.T, node netns.NsHandle, cfg Config) (*Node, *Pods) {
 }
 
 // TestPingGroupsOf: every group in the host's user namespace; in another,
-// its first mapped range (the only groups a range may name there).
+// from its lowest mapped group to its highest (a range may only name
+// mapped groups there).
 func TestPingGroupsOf(t *testing.T) {
 	for _, tc := range []struct{ gidMap, want string }{
 		{"         0          0 4294967295\n", "0 2147483647"},
 		{"     65534      65534          1\n", "65534 65534"},
-		{"0 1000 1\n1 100000 65536\n", "0 0"},
+		{"0 1000 1\n1 100000 65536\n", "0 65536"},
+		{"65534 65534 1\n100000 100000 65536\n", "65534 165535"},
 		{"", "0 2147483647"},
 	} {
 		if got := pingGroupsOf(tc.gidMap); got != tc.want {

@@ -293,16 +293,7 @@ func (s *Sandbox) handshake(ctx context.Context, cfgW *os.File, cfg Config, dead
 // CAP_NET_ADMIN and CAP_SYS_ADMIN in its user namespace, as up does in the
 // rootless node (where the pods' namespaces are children of its own).
 func CanNetwork() bool {
-	if os.Getuid() == 0 {
-		return true
-	}
-	hdr := unix.CapUserHeader{Version: unix.LINUX_CAPABILITY_VERSION_3}
-	var data [2]unix.CapUserData
-	if err := unix.Capget(&hdr, &data[0]); err != nil {
-		return false
-	}
-	has := func(c int) bool { return data[c/32].Effective&(1<<(uint(c)%32)) != 0 }
-	return has(unix.CAP_NET_ADMIN) && has(unix.CAP_SYS_ADMIN)
+	return os.Getuid() == 0 || holds(unix.CAP_NET_ADMIN, unix.CAP_SYS_ADMIN)
 }
 
 // longAgo is a deadline that has passed: setting it interrupts a blocked

@@ -11,6 +11,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 // SubIDs are the subordinate ids a user other than root may map into
@@ -26,6 +28,12 @@ type SubIDs struct {
 	UID, GID, Size uint32
 	// newuidmap and newgidmap are the helpers' paths.
 	newuidmap, newgidmap string
+	// direct: this process writes the mappings itself, holding
+	// CAP_SETUID and CAP_SETGID in its user namespace, where the ids are
+	// mapped (the rootless node's up, whose namespace maps the user's
+	// subordinate ids to themselves; the setuid helpers are not privileged
+	// there).
+	direct bool
 }
 
 // MappedIDs is how many ids a sandbox maps above 0 with subordinate ids:
@@ -46,12 +54,14 @@ func DetectSubIDs() (*SubIDs, error) {
 	if err != nil {
 		return nil, err
 	}
-	s := &SubIDs{}
-	if s.newuidmap, err = exec.LookPath("newuidmap"); err != nil {
-		return nil, errors.New("newuidmap is not installed")
-	}
-	if s.newgidmap, err = exec.LookPath("newgidmap"); err != nil {
-		return nil, errors.New("newgidmap is not installed")
+	s := &SubIDs{direct: canSetIDs()}
+	if !s.direct {
+		if s.newuidmap, err = exec.LookPath("newuidmap"); err != nil {
+			return nil, errors.New("newuidmap is not installed")
+		}
+		if s.newgidmap, err = exec.LookPath("newgidmap"); err != nil {
+			return nil, errors.New("newgidmap is not installed")
+		}
 	}
 	uidStart, uidSize, err := subordinate("/etc/subuid", u.Username, u.Uid)
 	if err != nil {
@@ -90,9 +100,22 @@ func subordinate(file, name, uid string) (start, size uint32, err error) {
 }
 
 // mapIDs writes the user namespace mappings of the sandbox pid with the
-// helpers: 0 is the user (and group), 1 to Size the subordinate range.
+// helpers (or itself, direct): 0 is the user (and group), 1 to Size the
+// subordinate range.
 func (s *SubIDs) mapIDs(pid int) error {
 	p := strconv.Itoa(pid)
+	if s.direct {
+		for _, m := range []struct {
+			file       string
+			own, first uint32
+		}{{"uid_map", uint32(os.Getuid()), s.UID}, {"gid_map", uint32(os.Getgid()), s.GID}} {
+			line := fmt.Sprintf("0 %d 1\n1 %d %d\n", m.own, m.first, s.Size)
+			if err := os.WriteFile("/proc/"+p+"/"+m.file, []byte(line), 0); err != nil {
+				return fmt.Errorf("writing the sandbox's %s: %w", m.file, err)
+			}
+		}
+		return nil
+	}
 	for _, m := range []struct {
 		helper     string
 		own, first uint32
@@ -104,6 +127,47 @@ func (s *SubIDs) mapIDs(pid int) error {
 		}
 	}
 	return nil
+}
+
+// MapIdentity maps, with the helpers, the user and its subordinate ids to
+// themselves in the user namespace of process pid (the rootless node's):
+// the node's up then maps them into its sandboxes itself (direct).
+func (s *SubIDs) MapIdentity(pid int) error {
+	p := strconv.Itoa(pid)
+	for _, m := range []struct {
+		helper     string
+		own, first uint32
+	}{{s.newuidmap, uint32(os.Getuid()), s.UID}, {s.newgidmap, uint32(os.Getgid()), s.GID}} {
+		own, first, size := strconv.FormatUint(uint64(m.own), 10), strconv.FormatUint(uint64(m.first), 10), strconv.FormatUint(uint64(s.Size), 10)
+		out, err := exec.Command(m.helper, p, own, own, "1", first, first, size).CombinedOutput()
+		if err != nil {
+			return fmt.Errorf("%s: %v: %s", m.helper, err, strings.TrimSpace(string(out)))
+		}
+	}
+	return nil
+}
+
+// canSetIDs says whether this process, not root, holds CAP_SETUID and
+// CAP_SETGID in its user namespace: it may then map the ids of that
+// namespace into its sandboxes' itself.
+func canSetIDs() bool {
+	return os.Getuid() != 0 && holds(unix.CAP_SETUID, unix.CAP_SETGID)
+}
+
+// holds says whether this thread has every one of caps in its effective
+// set (in its own user namespace).
+func holds(caps ...int) bool {
+	hdr := unix.CapUserHeader{Version: unix.LINUX_CAPABILITY_VERSION_3}
+	var data [2]unix.CapUserData
+	if err := unix.Capget(&hdr, &data[0]); err != nil {
+		return false
+	}
+	for _, c := range caps {
+		if data[c/32].Effective&(1<<(uint(c)%32)) == 0 {
+			return false
+		}
+	}
+	return true
 }
 
 // argIDMapWait is the sandbox's argv[1] when it starts in a user namespace
