@@ -222,6 +222,16 @@ func (c *Controller) syncJob(ctx context.Context, key string) (rErr error) {
 
 	var manageErr error
 	statusChanged := false
+	if !satisfied && sc.interim != nil && sc.interim.Type == batchv1.JobSuccessCriteriaMet &&
+		!conditionTrue(job.Status.Conditions, batchv1.JobSuccessCriteriaMet) {
+		// A success decided while a create or delete of an earlier sync is
+		// not in the cache yet waits for it. Upstream deletes the active pods
+		// at once but declares nothing; the next sync then finds them
+		// deleted and counts them as failed, so a race with the informer
+		// would turn the pods a met successPolicy stops into failures.
+		// Waiting costs one sync and keeps them out of status.failed.
+		sc.setEnd(nil, now)
+	}
 	if sc.interim != nil {
 		deletedReady, deleted, err := c.deleteActivePods(ctx, job, sc.active)
 		if deleted != active || !satisfied {

@@ -679,6 +679,48 @@ func TestSyncCompletionWaitsForExpectations(t *testing.T) {
 	}
 }
 
+// TestSyncSuccessPolicyWaitsForExpectations: a successPolicy met while a
+// pod create of an earlier sync is not in the cache yet deletes nothing
+// and declares nothing; once the create is seen, the pods of the other
+// indexes are deleted and, the Job succeeding, never counted as failed.
+// Deleting them in the first sync would have the second find them deleted
+// and count them as failures.
+func TestSyncSuccessPolicyWaitsForExpectations(t *testing.T) {
+	started := metav1.NewTime(t0.Add(-time.Minute))
+	job := builder.MakeJob("sp", ns).Selector("u").ManagedBy(DefaultManagedBy).Indexed().Parallelism(3).Completions(3).
+		SuccessPolicy(builder.SucceededCountRule(1)).
+		Status(batchv1.JobStatus{StartTime: &started, Active: 3, Ready: ptr.To[int32](0), Terminating: ptr.To[int32](0)}).Obj()
+	pod := func(name, ix string) *builder.PodWrapper {
+		return builder.MakePod(name, ns).UID(name).OwnedByJob(job).Finalizer(batchv1.JobTrackingFinalizer).Index(ix).NodeName("n")
+	}
+	h := newHarness(t, Options{}, job,
+		pod("a", "0").Terminated(0, metav1.NewTime(t0)).Obj(),
+		pod("b", "1").Phase(corev1.PodRunning).Obj(),
+		pod("c", "2").Phase(corev1.PodPending).Obj())
+	key := jobKey(job)
+	h.c.expectations.expect(key, 1, 0)
+	h.client.ClearActions()
+	got, pods := h.sync(t, job)
+	if len(pods) != 3 || countsOf(got).Conditions != nil {
+		t.Errorf("with a create unseen: %d pods and conditions %v, want 3 pods and no condition", len(pods), countsOf(got).Conditions)
+	}
+	if n := h.writes()["delete pods"]; n != 0 {
+		t.Errorf("%d pods deleted with a create unseen, want 0", n)
+	}
+	h.c.expectations.observe(key, 1, 0)
+	if err := refreshJob(h, got); err != nil {
+		t.Fatal(err)
+	}
+	got, _ = h.sync(t, got)
+	if diff := cmp.Diff(statusCounts{Succeeded: 1, CompletedIndexes: "0", Terminating: 2, Started: true,
+		Conditions: []string{"SuccessCriteriaMet=True/SuccessPolicy"}}, countsOf(got), cmpopts.EquateEmpty()); diff != "" {
+		t.Errorf("status once the create is seen (-want +got):\n%s", diff)
+	}
+	if n := h.writes()["delete pods"]; n != 2 {
+		t.Errorf("%d pods deleted once the create is seen, want 2", n)
+	}
+}
+
 // TestSyncIndexedDeletesActivePodOfSucceededIndex: an active pod of an
 // index that already succeeded (created twice around a restart, the first
 // finished before the second was seen) can only run the index a second

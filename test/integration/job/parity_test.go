@@ -18,6 +18,7 @@ import (
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	upstreamjob "k8s.io/kubernetes/pkg/controller/job"
+	"k8s.io/utils/ptr"
 
 	jobcontroller "jobkeeper.dev/jobkeeper/pkg/controller/job"
 	"jobkeeper.dev/jobkeeper/test/builder"
@@ -156,6 +157,24 @@ func waitIndexPods(t *testing.T, c kubernetes.Interface, job *batchv1.Job, ix, n
 	})
 }
 
+// waitActiveReady marks the Job's n active pods Running and Ready and waits
+// until the Job's status counts them ready. A success decided while a pod
+// create is not yet in a controller's expectations is deferred, and both
+// controllers then delete the other pods in one sync and count them as
+// failed in the next: a scenario that ends in success waits here first, so
+// that it tests the decision and not the informers' timing.
+func waitActiveReady(t *testing.T, c kubernetes.Interface, job *batchv1.Job, n int) {
+	t.Helper()
+	framework.SetJobPodsReady(context.Background(), t, c, job, n)
+	framework.WaitFor(t, fmt.Sprintf("%d ready pods in the Job's status", n), func(ctx context.Context) (bool, error) {
+		j, err := c.BatchV1().Jobs(job.Namespace).Get(ctx, job.Name, metav1.GetOptions{})
+		if err != nil {
+			return false, err
+		}
+		return j.Status.Active == int32(n) && ptr.Deref(j.Status.Ready, 0) == int32(n), nil
+	})
+}
+
 // TestParityBackoffLimitPerIndex: an index failing twice past a per-index
 // limit of 1 while the others succeed ends in FailedIndexes.
 func TestParityBackoffLimitPerIndex(t *testing.T) {
@@ -223,6 +242,7 @@ func TestParitySuccessPolicy(t *testing.T) {
 		}
 		framework.SetIndexPodPhase(ctx, t, c, job, 2, corev1.PodFailed)
 		waitIndexPods(t, c, job, 2, 2)
+		waitActiveReady(t, c, job, 3)
 		framework.SetIndexPodPhase(ctx, t, c, job, 1, corev1.PodSucceeded)
 	})
 }
@@ -311,6 +331,7 @@ func TestParitySuccessPolicyCountWithHeldPods(t *testing.T) {
 		}
 		p1 := heldIndexPod(t, c, job, 1)
 		p2 := heldIndexPod(t, c, job, 2)
+		waitActiveReady(t, c, job, 3)
 		framework.SetIndexPodPhase(ctx, t, c, job, 0, corev1.PodSucceeded)
 		failHeld(t, c, p1, exitCode(1))
 		failHeld(t, c, p2, framework.PodFailure{ExitCodes: map[string]int32{"main": 0}})
