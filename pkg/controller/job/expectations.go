@@ -45,6 +45,18 @@ func (e *podExpectations) satisfied(key string) bool {
 	return (p.adds <= 0 && p.dels <= 0) || e.clock.Since(p.since) > expectationsTimeout
 }
 
+// expiresIn returns how long until what is outstanding for key expires
+// (0 if nothing is, or it already has).
+func (e *podExpectations) expiresIn(key string) time.Duration {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	p, ok := e.m[key]
+	if !ok || (p.adds <= 0 && p.dels <= 0) {
+		return 0
+	}
+	return max(expectationsTimeout-e.clock.Since(p.since), 0)
+}
+
 // expect replaces the expectations of key with adds creations and dels deletions.
 func (e *podExpectations) expect(key string, adds, dels int) {
 	e.mu.Lock()

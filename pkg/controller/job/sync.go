@@ -226,11 +226,14 @@ func (c *Controller) syncJob(ctx context.Context, key string) (rErr error) {
 		!conditionTrue(job.Status.Conditions, batchv1.JobSuccessCriteriaMet) {
 		// A success decided while a create or delete of an earlier sync is
 		// not in the cache yet waits for it. Upstream deletes the active pods
-		// at once but declares nothing; the next sync then finds them
-		// deleted and counts them as failed, so a race with the informer
-		// would turn the pods a met successPolicy stops into failures.
-		// Waiting costs one sync and keeps them out of status.failed.
+		// at once but declares nothing; its next sync then finds them
+		// deleted and may count them as failed, so a race with the informer
+		// would turn the pods a met successPolicy stops into failures. The
+		// wait ends when the cache shows the writes (their events sync the
+		// Job) or when they expire; a write lost for good (a watch gap)
+		// sends no event, so the Job is synced again at expiry.
 		sc.setEnd(nil, now)
+		c.syncAtExpiry(logger, key)
 	}
 	if sc.interim != nil {
 		deletedReady, deleted, err := c.deleteActivePods(ctx, job, sc.active)
@@ -251,7 +254,10 @@ func (c *Controller) syncJob(ctx context.Context, key string) (rErr error) {
 		}
 		// Pods created but not yet in the cache may be running: the Job
 		// is judged complete only once the cache shows every create.
-		if satisfied && succeededEnough(job, sc.succeeded, active) {
+		if succeededEnough(job, sc.succeeded, active) && !satisfied {
+			// Complete once the cache has caught up, or at expiry.
+			c.syncAtExpiry(logger, key)
+		} else if satisfied && succeededEnough(job, sc.succeeded, active) {
 			sc.setEnd(newCondition(batchv1.JobSuccessCriteriaMet, corev1.ConditionTrue, batchv1.JobReasonCompletionsReached, msgCompletionsReached, now), now)
 		} else if managed {
 			// Only a sync that acted on pods may flip Suspended.
@@ -271,6 +277,16 @@ func (c *Controller) syncJob(ctx context.Context, key string) (rErr error) {
 		return fmt.Errorf("tracking status of job %s: %w", key, err)
 	}
 	return manageErr
+}
+
+// syncAtExpiry syncs the Job key again when its pod expectations expire,
+// for a decision that waits for them: the writes they stand for may never
+// show in the cache, and then nothing else would sync the Job. The queue
+// keeps one delayed entry per key, at the earliest time asked.
+func (c *Controller) syncAtExpiry(logger klog.Logger, key string) {
+	in := c.expectations.expiresIn(key) + time.Second
+	logger.V(4).Info("Decision waits for pod expectations", "key", key, "syncAgainIn", in)
+	c.queue.AddAfter(key, in)
 }
 
 // recordBlockedSync counts a sync of the Job ns/name that failed before it

@@ -3,6 +3,8 @@ package job
 import (
 	"context"
 	"fmt"
+	goruntime "runtime"
+	"slices"
 	"sort"
 	"sync/atomic"
 	"testing"
@@ -669,6 +671,7 @@ func TestSyncCompletionWaitsForExpectations(t *testing.T) {
 	if conds := countsOf(got).Conditions; len(conds) != 0 {
 		t.Errorf("conditions %v with a create unseen, want none", conds)
 	}
+	checkSyncedAtExpiry(t, h, key)
 	h.c.expectations.observe(key, 1, 0)
 	if err := refreshJob(h, got); err != nil {
 		t.Fatal(err)
@@ -676,6 +679,24 @@ func TestSyncCompletionWaitsForExpectations(t *testing.T) {
 	got, _ = h.sync(t, got)
 	if diff := cmp.Diff([]string{"SuccessCriteriaMet=True/CompletionsReached", "Complete=True/CompletionsReached"}, countsOf(got).Conditions); diff != "" {
 		t.Errorf("conditions once the create is seen (-want +got):\n%s", diff)
+	}
+}
+
+// checkSyncedAtExpiry checks that the sync just run left the Job key to
+// be queued when its pod expectations expire, plus a second: not at once,
+// and then. It drains the queue and moves the clock past the expiry.
+func checkSyncedAtExpiry(t *testing.T, h *harness, key string) {
+	t.Helper()
+	if jobs, _ := queued(h.c); len(jobs) != 0 {
+		t.Errorf("queued %v at once, want nothing before the expectations expire", jobs)
+	}
+	h.clock.Step(expectationsTimeout + time.Second)
+	// The delaying queue adds due keys from its own goroutine.
+	for deadline := time.Now().Add(10 * time.Second); h.c.queue.Len() == 0 && time.Now().Before(deadline); {
+		goruntime.Gosched()
+	}
+	if jobs, _ := queued(h.c); !slices.Equal(jobs, []string{key}) {
+		t.Errorf("queued %v once the expectations expired, want [%s]", jobs, key)
 	}
 }
 
@@ -707,6 +728,9 @@ func TestSyncSuccessPolicyWaitsForExpectations(t *testing.T) {
 	if n := h.writes()["delete pods"]; n != 0 {
 		t.Errorf("%d pods deleted with a create unseen, want 0", n)
 	}
+	// Were the create lost for good, no event would come: the Job is
+	// synced again once the expectation expires.
+	checkSyncedAtExpiry(t, h, key)
 	h.c.expectations.observe(key, 1, 0)
 	if err := refreshJob(h, got); err != nil {
 		t.Fatal(err)

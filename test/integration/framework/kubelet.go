@@ -148,7 +148,8 @@ func SetJobPodsPhase(ctx context.Context, t testing.TB, c kubernetes.Interface, 
 	return done
 }
 
-// SetJobPodsReady marks n active, not yet ready pods of the Job Running and Ready.
+// SetJobPodsReady marks n active pods of the Job that are not Running yet
+// Running and Ready.
 func SetJobPodsReady(ctx context.Context, t testing.TB, c kubernetes.Interface, job *batchv1.Job, n int) int {
 	t.Helper()
 	return SetJobPodsPhase(ctx, t, c, job, corev1.PodRunning, n)

@@ -157,15 +157,29 @@ func waitIndexPods(t *testing.T, c kubernetes.Interface, job *batchv1.Job, ix, n
 	})
 }
 
-// waitActiveReady marks the Job's n active pods Running and Ready and waits
-// until the Job's status counts them ready. A success decided while a pod
-// create is not yet in a controller's expectations is deferred, and both
-// controllers then delete the other pods in one sync and count them as
-// failed in the next: a scenario that ends in success waits here first, so
-// that it tests the decision and not the informers' timing.
+// waitActiveReady marks the Job's active pods that are not Running yet
+// Running and Ready, and waits until the Job's status counts n pods active
+// and ready (status.ready is counted from the controller's cache). A
+// success decided while a pod create is not in a controller's cache yet is
+// deferred: upstream then deletes the other pods in one sync and may count
+// them as failed in the next, where jobkeeper waits. A scenario that ends
+// in success waits here first, so that it compares the decisions and not
+// the informers' timing.
 func waitActiveReady(t *testing.T, c kubernetes.Interface, job *batchv1.Job, n int) {
 	t.Helper()
-	framework.SetJobPodsReady(context.Background(), t, c, job, n)
+	ctx := context.Background()
+	pods, err := framework.JobPods(ctx, c, job)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range pods {
+		p := &pods[i]
+		if p.DeletionTimestamp == nil && (p.Status.Phase == corev1.PodPending || p.Status.Phase == "") {
+			if err := framework.SetPodPhase(ctx, c, p, corev1.PodRunning); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
 	framework.WaitFor(t, fmt.Sprintf("%d ready pods in the Job's status", n), func(ctx context.Context) (bool, error) {
 		j, err := c.BatchV1().Jobs(job.Namespace).Get(ctx, job.Name, metav1.GetOptions{})
 		if err != nil {
