@@ -672,14 +672,22 @@ func TestSyncCompletionWaitsForExpectations(t *testing.T) {
 		t.Errorf("conditions %v with a create unseen, want none", conds)
 	}
 	checkSyncedAtExpiry(t, h, key)
-	h.c.expectations.observe(key, 1, 0)
-	if err := refreshJob(h, got); err != nil {
-		t.Fatal(err)
-	}
-	got, _ = h.sync(t, got)
+	got = syncCreateSeen(t, h, key, got)
 	if diff := cmp.Diff([]string{"SuccessCriteriaMet=True/CompletionsReached", "Complete=True/CompletionsReached"}, countsOf(got).Conditions); diff != "" {
 		t.Errorf("conditions once the create is seen (-want +got):\n%s", diff)
 	}
+}
+
+// syncCreateSeen records the one expected create of the Job key as seen,
+// as the pod's add event would, and syncs the Job again.
+func syncCreateSeen(t *testing.T, h *harness, key string, job *batchv1.Job) *batchv1.Job {
+	t.Helper()
+	h.c.expectations.observe(key, 1, 0)
+	if err := refreshJob(h, job); err != nil {
+		t.Fatal(err)
+	}
+	got, _ := h.sync(t, job)
+	return got
 }
 
 // checkSyncedAtExpiry checks that the sync just run left the Job key to
@@ -731,11 +739,7 @@ func TestSyncSuccessPolicyWaitsForExpectations(t *testing.T) {
 	// Were the create lost for good, no event would come: the Job is
 	// synced again once the expectation expires.
 	checkSyncedAtExpiry(t, h, key)
-	h.c.expectations.observe(key, 1, 0)
-	if err := refreshJob(h, got); err != nil {
-		t.Fatal(err)
-	}
-	got, _ = h.sync(t, got)
+	got = syncCreateSeen(t, h, key, got)
 	if diff := cmp.Diff(statusCounts{Succeeded: 1, CompletedIndexes: "0", Terminating: 2, Started: true,
 		Conditions: []string{"SuccessCriteriaMet=True/SuccessPolicy"}}, countsOf(got), cmpopts.EquateEmpty()); diff != "" {
 		t.Errorf("status once the create is seen (-want +got):\n%s", diff)
