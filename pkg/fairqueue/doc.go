@@ -9,9 +9,9 @@
 // and hands each token to the next flow in turn: every flow with a request
 // waiting gets one token per round, so a flow with one request waits for at
 // most one token per other busy flow, and a busy flow is never starved
-// however many others come and go. Tokens are still drawn one at a time from
-// the one bucket, by one worker loop, so the configured QPS and burst are
-// never exceeded.
+// however many others come and go. Tokens are still drawn from the one
+// bucket, one per request, so the configured QPS and burst are never
+// exceeded.
 //
 // A request's flow is named by its context (WithFlow): client-go passes each
 // request's context to the limiter. Requests without a flow share the flow
@@ -23,6 +23,16 @@
 // tokens in a row went to the other flows while one of them waited. They
 // use the budget the others leave, take at most one token in
 // BackgroundEvery+1 from them, and are never starved.
+//
+// With Options.Window, tokens are handed out in batches while callers wait:
+// the worker gives every token already in the bucket to the next callers in
+// turn, then waits out the window before drawing again, so the tokens that
+// accrue meanwhile go out together at its end. The QPS and burst are the
+// same; what changes is that a process whose requests are throttled wakes
+// once per window instead of once per token (10 ms apart at QPS 100); those
+// wake-ups, and the idle spells between them, were about a third of a Job
+// controller's CPU (docs/benchmarks.md). A throttled request waits at most
+// one window longer.
 //
 // The turn order is a pure data structure (schedule.go); the Limiter only
 // adds the worker that draws tokens and the waiting callers (limiter.go).

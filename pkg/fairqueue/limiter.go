@@ -29,11 +29,14 @@ func FlowOf(ctx context.Context) string {
 
 // Options configures a Limiter. Zero fields take the documented defaults.
 type Options struct {
-	// Clock measures how long requests wait. Default the real clock.
-	Clock clock.PassiveClock
+	// Clock measures how long requests wait and times Window: with a fake
+	// clock, throttled requests wait until it is stepped past the window.
+	// Default the real clock.
+	Clock clock.Clock
 	// Observe, if set, is called for every request let through, with its
 	// flow and the time it waited (for its turn and for the token). It is
-	// called from the worker loop and must not block.
+	// called from the worker loop, or from Wait for a request that waited
+	// for nothing, and must not block.
 	Observe func(flow string, waited time.Duration)
 	// Background names the flows with a background share (package doc):
 	// they have a token only when no other flow waits, or after
@@ -44,6 +47,37 @@ type Options struct {
 	// others: the number of tokens in a row they may have while it waits.
 	// Default DefaultBackgroundEvery.
 	BackgroundEvery int
+	// Window, if positive, makes the worker hand out tokens in batches
+	// while callers wait (package doc): after a grant it gives every token
+	// already in the shared limiter to the next callers in turn, then waits
+	// Window before it draws again, so that it wakes once per Window rather
+	// than once per token. The tokens that accrue during that wait stay in
+	// the shared limiter, which must have room for them with some to spare
+	// (its burst well above Window×QPS: the wait ends late, and the batch
+	// takes time), or the surplus is lost and fewer requests go through
+	// than QPS allows; BatchWindow chooses one that leaves half the burst
+	// spare. A throttled request waits at most Window longer than it would
+	// for its token alone. Default 0: one wake-up per token.
+	Window time.Duration
+}
+
+// MaxWindow is the longest Options.Window BatchWindow chooses: the most it
+// adds to a throttled request's wait.
+const MaxWindow = 50 * time.Millisecond
+
+// BatchWindow returns the Options.Window for a shared token bucket of qps
+// and burst: MaxWindow, or less if more than half the bucket would accrue
+// in MaxWindow, or 0 (no batching) if fewer than two tokens accrue in it,
+// since then the worker would only wake more often.
+func BatchWindow(qps float32, burst int) time.Duration {
+	if !(qps > 0) {
+		return 0
+	}
+	seconds := min(MaxWindow.Seconds(), float64(burst)/2/float64(qps))
+	if seconds*float64(qps) < 2 {
+		return 0
+	}
+	return time.Duration(seconds * float64(time.Second))
 }
 
 // DefaultBackgroundEvery is the default Options.BackgroundEvery: background
@@ -52,14 +86,17 @@ const DefaultBackgroundEvery = 10
 
 // Limiter is a flowcontrol.RateLimiter that hands the tokens of another
 // one to its waiting callers flow by flow, in turns (package doc). It draws
-// one token at a time from that limiter, from one worker loop, and only
-// while a caller waits: it never lets through more requests than that
+// tokens from that limiter from one worker loop, one for each waiting
+// caller, and only while a caller waits (a caller that finds nobody waiting
+// takes a free token itself): it never lets through more requests than that
 // limiter allows.
 type Limiter struct {
 	// tokens is the shared limiter whose tokens are handed out.
 	tokens flowcontrol.RateLimiter
 	// clock is Options.Clock.
-	clock clock.PassiveClock
+	clock clock.Clock
+	// window is Options.Window.
+	window time.Duration
 	// observe is Options.Observe.
 	observe func(flow string, waited time.Duration)
 
@@ -104,6 +141,7 @@ func New(tokens flowcontrol.RateLimiter, opts Options) *Limiter {
 	l := &Limiter{
 		tokens:  tokens,
 		clock:   opts.Clock,
+		window:  opts.Window,
 		observe: opts.Observe,
 		queue:   newRoundRobin[*waiter](opts.Background, opts.BackgroundEvery),
 		wake:    make(chan struct{}, 1),
@@ -158,6 +196,12 @@ func (l *Limiter) Wait(ctx context.Context) error {
 		}
 		return ctx.Err()
 	case <-l.ctx.Done():
+		select {
+		case <-w.granted:
+			// Granted just before Stop: the token is spent.
+			return nil
+		default:
+		}
 		return ErrStopped
 	}
 }
@@ -194,7 +238,9 @@ func (l *Limiter) Stop() {
 // run is the worker loop: while callers wait, it takes a token from the
 // shared limiter, then gives it to the caller whose turn it is. The turn is
 // decided once the token is there, so a flow that starts waiting during the
-// wait for a token can have it.
+// wait for a token can have it. With a window, it also gives the tokens
+// already there to the next callers, and waits out the window before it
+// draws again.
 func (l *Limiter) run() {
 	defer close(l.done)
 	for {
@@ -208,6 +254,17 @@ func (l *Limiter) run() {
 				return
 			}
 			l.grant()
+			if l.window <= 0 {
+				continue
+			}
+			if l.grantAccrued() == 0 {
+				continue
+			}
+			select {
+			case <-l.clock.After(l.window):
+			case <-l.ctx.Done():
+				return
+			}
 		}
 	}
 }
@@ -217,6 +274,32 @@ func (l *Limiter) waiting() int {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return l.queue.len()
+}
+
+// grantAccrued gives the tokens the shared limiter has at once to the
+// callers waiting, in turn, and returns how many callers still wait. It
+// takes a token only for a caller that waits, under the lock, so none is
+// lost to a caller that gives up.
+func (l *Limiter) grantAccrued() int {
+	type granted struct {
+		w    *waiter
+		flow string
+	}
+	var batch []granted
+	l.mu.Lock()
+	for l.queue.len() > 0 && l.tokens.TryAccept() {
+		w, flow, _ := l.queue.pop()
+		batch = append(batch, granted{w, flow})
+	}
+	left := l.queue.len()
+	l.mu.Unlock()
+	for _, g := range batch {
+		if l.observe != nil {
+			l.observe(g.flow, l.clock.Since(g.w.since))
+		}
+		close(g.w.granted)
+	}
+	return left
 }
 
 // grant gives a token to the caller whose turn it is. If every caller gave

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"runtime"
+	"sync"
 	"testing"
 	"time"
 
@@ -266,5 +267,227 @@ func TestWaitTakesAFreeTokenItself(t *testing.T) {
 	}
 	if tokens.taken != 3 {
 		t.Errorf("%d tokens taken for 3 requests", tokens.taken)
+	}
+}
+
+// pooledTokens is a shared limiter holding the tokens the test adds: Wait
+// blocks until one is there, TryAccept takes one if there is one.
+type pooledTokens struct {
+	mu    sync.Mutex
+	n     int
+	taken int
+	added chan struct{}
+}
+
+func newPooledTokens() *pooledTokens { return &pooledTokens{added: make(chan struct{}, 1)} }
+
+func (p *pooledTokens) add(n int) {
+	p.mu.Lock()
+	p.n += n
+	p.mu.Unlock()
+	select {
+	case p.added <- struct{}{}:
+	default:
+	}
+}
+
+func (p *pooledTokens) left() int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.n
+}
+
+func (p *pooledTokens) takenSoFar() int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.taken
+}
+
+func (p *pooledTokens) TryAccept() bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.n == 0 {
+		return false
+	}
+	p.n--
+	p.taken++
+	return true
+}
+
+func (p *pooledTokens) Wait(ctx context.Context) error {
+	for !p.TryAccept() {
+		select {
+		case <-p.added:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+	return nil
+}
+
+func (p *pooledTokens) Accept()      { _ = p.Wait(context.Background()) }
+func (p *pooledTokens) Stop()        {}
+func (p *pooledTokens) QPS() float32 { return 100 }
+
+// windowHarness is a Limiter with a window on pooled tokens and a fake
+// clock, whose callers have queued.
+func windowHarness(t *testing.T, flows ...string) (*harness, *pooledTokens) {
+	tokens := newPooledTokens()
+	h := &harness{t: t, clock: testingclock.NewFakeClock(time.Unix(1000, 0)),
+		grants: make(chan grant, 100), results: make(chan result, 100)}
+	h.l = New(tokens, Options{Clock: h.clock, Window: 50 * time.Millisecond,
+		Observe: func(flow string, waited time.Duration) { h.grants <- grant{flow, waited} }})
+	t.Cleanup(h.l.Stop)
+	for _, flow := range flows {
+		h.wait(context.Background(), flow)
+	}
+	return h, tokens
+}
+
+// failsafe bounds how long a window test waits for the worker before it
+// fails: not a timing assertion, only so that a broken window fails the
+// test instead of hanging it.
+const failsafe = 30 * time.Second
+
+// grantsOf returns the next n grants.
+func (h *harness) grantsOf(n int) []grant {
+	h.t.Helper()
+	got := make([]grant, n)
+	for i := range got {
+		select {
+		case got[i] = <-h.grants:
+		case <-time.After(failsafe):
+			h.t.Fatalf("%d of %d grants after %v", i, n, failsafe)
+		}
+	}
+	return got
+}
+
+// waitForWindow returns once the worker waits out its window.
+func (h *harness) waitForWindow() {
+	h.t.Helper()
+	deadline := time.Now().Add(failsafe)
+	for !h.clock.HasWaiters() {
+		if time.Now().After(deadline) {
+			h.t.Fatalf("the worker did not wait out a window in %v", failsafe)
+		}
+		runtime.Gosched()
+	}
+}
+
+// TestLimiterWindowBatchesTokens: with a window, the worker gives every
+// token already there to the callers in turn, then draws nothing until the
+// window has passed, whatever accrues meanwhile; it takes no token for a
+// caller that does not wait.
+func TestLimiterWindowBatchesTokens(t *testing.T) {
+	h, tokens := windowHarness(t, "big", "big", "big", "big", "small", "other")
+	tokens.add(3)
+	want := []grant{{"big", 0}, {"small", 0}, {"other", 0}}
+	if diff := cmp.Diff(want, h.grantsOf(3)); diff != "" {
+		t.Errorf("first batch (-want +got):\n%s", diff)
+	}
+	h.waitForWindow()
+	tokens.add(5)
+	h.clock.Step(49 * time.Millisecond)
+	if !h.clock.HasWaiters() {
+		t.Fatalf("the window ended after 49 ms of 50")
+	}
+	if n := tokens.left(); n != 5 {
+		t.Errorf("%d of 5 tokens left inside the window: the worker drew before it ended", n)
+	}
+	h.clock.Step(time.Millisecond)
+	want = []grant{{"big", 50 * time.Millisecond}, {"big", 50 * time.Millisecond}, {"big", 50 * time.Millisecond}}
+	if diff := cmp.Diff(want, h.grantsOf(3)); diff != "" {
+		t.Errorf("second batch (-want +got):\n%s", diff)
+	}
+	for range 6 {
+		if r := <-h.results; r.err != nil {
+			t.Errorf("Wait of flow %q: %v", r.flow, r.err)
+		}
+	}
+	if n := tokens.left(); n != 2 {
+		t.Errorf("%d tokens left, want the 2 no caller waited for", n)
+	}
+	if n := tokens.takenSoFar(); n != 6 {
+		t.Errorf("%d tokens taken for 6 requests", n)
+	}
+}
+
+// TestLimiterWindowArrivalsAndCancels: a caller that comes during the
+// window queues behind the callers already waiting, even with tokens in
+// the bucket, and has its turn at the window's end; a caller that gives up
+// during the window leaves its token in the bucket.
+func TestLimiterWindowArrivalsAndCancels(t *testing.T) {
+	h, tokens := windowHarness(t, "big", "big")
+	tokens.add(1)
+	h.grantsOf(1)
+	h.waitForWindow()
+	ctx, cancel := context.WithCancel(context.Background())
+	h.wait(ctx, "impatient")
+	tokens.add(3)
+	h.wait(context.Background(), "small")
+	if n := tokens.left(); n != 3 {
+		t.Fatalf("%d of 3 tokens left: a caller that came during the window took one", n)
+	}
+	cancel()
+	if r := <-h.results; r.flow != "big" || r.err != nil {
+		t.Fatalf("first result %+v, want the first big's grant", r)
+	}
+	if r := <-h.results; r.flow != "impatient" || !errors.Is(r.err, context.Canceled) {
+		t.Fatalf("second result %+v, want impatient's context.Canceled", r)
+	}
+	h.clock.Step(50 * time.Millisecond)
+	want := []grant{{"big", 50 * time.Millisecond}, {"small", 50 * time.Millisecond}}
+	if diff := cmp.Diff(want, h.grantsOf(2)); diff != "" {
+		t.Errorf("grants at the window's end (-want +got):\n%s", diff)
+	}
+	for range 2 {
+		if r := <-h.results; r.err != nil {
+			t.Errorf("Wait of flow %q: %v", r.flow, r.err)
+		}
+	}
+	if n := tokens.left(); n != 1 {
+		t.Errorf("%d tokens left, want the one the impatient caller did not use", n)
+	}
+}
+
+// TestLimiterStopsInsideWindow: Stop ends the window's wait, and the callers
+// still waiting get ErrStopped.
+func TestLimiterStopsInsideWindow(t *testing.T) {
+	h, tokens := windowHarness(t, "a", "b")
+	tokens.add(1)
+	h.grantsOf(1)
+	h.waitForWindow()
+	h.l.Stop()
+	results := map[string]error{}
+	for range 2 {
+		r := <-h.results
+		results[r.flow] = r.err
+	}
+	if results["a"] != nil || !errors.Is(results["b"], ErrStopped) {
+		t.Errorf("results %v, want a granted and b ErrStopped", results)
+	}
+}
+
+func TestBatchWindow(t *testing.T) {
+	for _, tc := range []struct {
+		qps   float32
+		burst int
+		want  time.Duration
+	}{
+		{100, 200, MaxWindow},
+		{50, 100, MaxWindow},             // the manager's default: 2.5 tokens
+		{40, 100, MaxWindow},             // exactly 2 tokens
+		{500, 1000, MaxWindow},           // 25 tokens
+		{1000, 10, 5 * time.Millisecond}, // half the bucket: 5 tokens
+		{100, 3, 0},                      // half the bucket is 1.5 tokens
+		{20, 30, 0},                      // one token per 50 ms: nothing to batch
+		{100, 1, 0},                      // the bucket holds one token
+		{0, 100, 0},                      // no limit
+		{5000, 10000, MaxWindow},         // 250 tokens a window
+	} {
+		if got := BatchWindow(tc.qps, tc.burst); got != tc.want {
+			t.Errorf("BatchWindow(%v, %d) = %v, want %v", tc.qps, tc.burst, got, tc.want)
+		}
 	}
 }

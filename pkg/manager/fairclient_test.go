@@ -14,11 +14,18 @@ import (
 )
 
 // TestFairQueueOptions: the Job controller's event writes have a
-// background share.
+// background share, and throttled requests are let through in batches
+// that the bucket holds.
 func TestFairQueueOptions(t *testing.T) {
-	opts := fairQueueOptions(clock.RealClock{}, nil)
+	opts := fairQueueOptions(clock.RealClock{}, nil, 100, 200)
 	if len(opts.Background) != 1 || opts.Background[0] != job.EventFlow {
 		t.Errorf("background flows %q, want the event sink's %q", opts.Background, job.EventFlow)
+	}
+	if opts.Window != fairqueue.MaxWindow {
+		t.Errorf("window %v at QPS 100, burst 200, want %v", opts.Window, fairqueue.MaxWindow)
+	}
+	if opts := fairQueueOptions(clock.RealClock{}, nil, 100, 1); opts.Window != 0 {
+		t.Errorf("window %v at burst 1, want none: the bucket holds no batch", opts.Window)
 	}
 }
 
