@@ -375,6 +375,15 @@ func (h *harness) waitForWindow() {
 	}
 }
 
+// intoWindow lets the first waiting caller through with one token and
+// returns once the worker waits out the window that follows.
+func (h *harness) intoWindow(tokens *pooledTokens) {
+	h.t.Helper()
+	tokens.add(1)
+	h.grantsOf(1)
+	h.waitForWindow()
+}
+
 // TestLimiterWindowBatchesTokens: with a window, the worker gives every
 // token already there to the callers in turn, then draws nothing until the
 // window has passed, whatever accrues meanwhile; it takes no token for a
@@ -419,9 +428,7 @@ func TestLimiterWindowBatchesTokens(t *testing.T) {
 // during the window leaves its token in the bucket.
 func TestLimiterWindowArrivalsAndCancels(t *testing.T) {
 	h, tokens := windowHarness(t, "big", "big")
-	tokens.add(1)
-	h.grantsOf(1)
-	h.waitForWindow()
+	h.intoWindow(tokens)
 	ctx, cancel := context.WithCancel(context.Background())
 	h.wait(ctx, "impatient")
 	tokens.add(3)
@@ -455,9 +462,7 @@ func TestLimiterWindowArrivalsAndCancels(t *testing.T) {
 // still waiting get ErrStopped.
 func TestLimiterStopsInsideWindow(t *testing.T) {
 	h, tokens := windowHarness(t, "a", "b")
-	tokens.add(1)
-	h.grantsOf(1)
-	h.waitForWindow()
+	h.intoWindow(tokens)
 	h.l.Stop()
 	results := map[string]error{}
 	for range 2 {
