@@ -3,6 +3,7 @@ package fairqueue
 import (
 	"context"
 	"errors"
+	"math"
 	"sync"
 	"time"
 
@@ -70,14 +71,16 @@ const MaxWindow = 50 * time.Millisecond
 // in MaxWindow, or 0 (no batching) if fewer than two tokens accrue in it,
 // since then the worker would only wake more often.
 func BatchWindow(qps float32, burst int) time.Duration {
-	if !(qps > 0) {
+	rate := float64(qps)
+	if !(rate > 0) || math.IsInf(rate, 1) {
 		return 0
 	}
-	seconds := min(MaxWindow.Seconds(), float64(burst)/2/float64(qps))
-	if seconds*float64(qps) < 2 {
+	// Counted in tokens, so that the two-token floor is compared exactly.
+	tokens := min(MaxWindow.Seconds()*rate, float64(burst/2))
+	if !(tokens >= 2) {
 		return 0
 	}
-	return time.Duration(seconds * float64(time.Second))
+	return min(MaxWindow, time.Duration(tokens/rate*float64(time.Second)))
 }
 
 // DefaultBackgroundEvery is the default Options.BackgroundEvery: background
@@ -196,11 +199,13 @@ func (l *Limiter) Wait(ctx context.Context) error {
 		}
 		return ctx.Err()
 	case <-l.ctx.Done():
-		select {
-		case <-w.granted:
-			// Granted just before Stop: the token is spent.
+		l.mu.Lock()
+		waiting := l.queue.remove(flow, w)
+		l.mu.Unlock()
+		if !waiting {
+			// Granted just before Stop (its channel may not be closed
+			// yet): the token is spent.
 			return nil
-		default:
 		}
 		return ErrStopped
 	}

@@ -3,6 +3,7 @@ package fairqueue
 import (
 	"context"
 	"errors"
+	"math"
 	"runtime"
 	"sync"
 	"testing"
@@ -437,11 +438,13 @@ func TestLimiterWindowArrivalsAndCancels(t *testing.T) {
 		t.Fatalf("%d of 3 tokens left: a caller that came during the window took one", n)
 	}
 	cancel()
-	if r := <-h.results; r.flow != "big" || r.err != nil {
-		t.Fatalf("first result %+v, want the first big's grant", r)
+	results := map[string]error{}
+	for range 2 {
+		r := <-h.results
+		results[r.flow] = r.err
 	}
-	if r := <-h.results; r.flow != "impatient" || !errors.Is(r.err, context.Canceled) {
-		t.Fatalf("second result %+v, want impatient's context.Canceled", r)
+	if results["big"] != nil || !errors.Is(results["impatient"], context.Canceled) {
+		t.Fatalf("results %v, want the first big granted and impatient's context.Canceled", results)
 	}
 	h.clock.Step(50 * time.Millisecond)
 	want := []grant{{"big", 50 * time.Millisecond}, {"small", 50 * time.Millisecond}}
@@ -456,6 +459,35 @@ func TestLimiterWindowArrivalsAndCancels(t *testing.T) {
 	if n := tokens.left(); n != 1 {
 		t.Errorf("%d tokens left, want the one the impatient caller did not use", n)
 	}
+}
+
+// TestLimiterStopWhileGranting: a caller whose token was taken, Stop
+// coming before the worker has told it, is let through: its token is
+// spent.
+func TestLimiterStopWhileGranting(t *testing.T) {
+	tokens := newPooledTokens()
+	entered, release := make(chan string), make(chan struct{})
+	l := New(tokens, Options{Clock: testingclock.NewFakeClock(time.Unix(1000, 0)),
+		Observe: func(flow string, _ time.Duration) { entered <- flow; <-release }})
+	result := make(chan error, 1)
+	go func() { result <- l.Wait(WithFlow(context.Background(), "a")) }()
+	for l.waiting() == 0 {
+		runtime.Gosched()
+	}
+	tokens.add(1)
+	<-entered // the worker took the token for a, and has not told it yet
+	stopped := make(chan struct{})
+	go func() { l.Stop(); close(stopped) }()
+	select {
+	case err := <-result:
+		if err != nil {
+			t.Errorf("Wait of a caller whose token was taken = %v, want nil", err)
+		}
+	case <-time.After(failsafe):
+		t.Fatalf("Wait did not return after Stop in %v", failsafe)
+	}
+	close(release)
+	<-stopped
 }
 
 // TestLimiterStopsInsideWindow: Stop ends the window's wait, and the callers
@@ -481,15 +513,20 @@ func TestBatchWindow(t *testing.T) {
 		want  time.Duration
 	}{
 		{100, 200, MaxWindow},
-		{50, 100, MaxWindow},             // the manager's default: 2.5 tokens
-		{40, 100, MaxWindow},             // exactly 2 tokens
-		{500, 1000, MaxWindow},           // 25 tokens
-		{1000, 10, 5 * time.Millisecond}, // half the bucket: 5 tokens
-		{100, 3, 0},                      // half the bucket is 1.5 tokens
-		{20, 30, 0},                      // one token per 50 ms: nothing to batch
-		{100, 1, 0},                      // the bucket holds one token
-		{0, 100, 0},                      // no limit
-		{5000, 10000, MaxWindow},         // 250 tokens a window
+		{50, 100, MaxWindow},                // the manager's default: 2.5 tokens
+		{40, 100, MaxWindow},                // exactly 2 tokens
+		{500, 1000, MaxWindow},              // 25 tokens
+		{1000, 10, 5 * time.Millisecond},    // half the bucket: 5 tokens
+		{100, 3, 0},                         // half the bucket is 1.5 tokens
+		{20, 30, 0},                         // one token per 50 ms: nothing to batch
+		{100, 1, 0},                         // the bucket holds one token
+		{0, 100, 0},                         // no limit
+		{5000, 10000, MaxWindow},            // 250 tokens a window
+		{49, 4, 40816326 * time.Nanosecond}, // half the bucket: exactly 2 tokens
+		{100, 0, 0},
+		{float32(math.NaN()), 100, 0},
+		{float32(math.Inf(1)), 100, 0},
+		{-1, 100, 0},
 	} {
 		if got := BatchWindow(tc.qps, tc.burst); got != tc.want {
 			t.Errorf("BatchWindow(%v, %d) = %v, want %v", tc.qps, tc.burst, got, tc.want)
