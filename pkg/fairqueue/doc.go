@@ -29,10 +29,11 @@
 // turn, then waits out the window before drawing again, so the tokens that
 // accrue meanwhile go out together at its end. The QPS and burst are the
 // same; what changes is that a process whose requests are throttled wakes
-// once per window instead of once per token (10 ms apart at QPS 100); those
-// wake-ups, and the idle spells between them, were about a third of a Job
-// controller's CPU (docs/benchmarks.md). A throttled request waits at most
-// one window longer.
+// once per window instead of once per token (10 ms apart at QPS 100), and
+// its requests, their answers and their watch events come in bunches that
+// one wake-up serves: that took about a third off the Job controller's CPU
+// (docs/benchmarks.md). A throttled request waits at most one window
+// longer.
 //
 // The turn order is a pure data structure (schedule.go); the Limiter only
 // adds the worker that draws tokens and the waiting callers (limiter.go).
