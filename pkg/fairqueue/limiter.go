@@ -190,25 +190,26 @@ func (l *Limiter) Wait(ctx context.Context) error {
 	case <-w.granted:
 		return nil
 	case <-ctx.Done():
-		l.mu.Lock()
-		waiting := l.queue.remove(flow, w)
-		l.mu.Unlock()
-		if !waiting {
-			// Granted meanwhile: the token is spent either way.
+		if !l.withdraw(flow, w) {
 			return nil
 		}
 		return ctx.Err()
 	case <-l.ctx.Done():
-		l.mu.Lock()
-		waiting := l.queue.remove(flow, w)
-		l.mu.Unlock()
-		if !waiting {
-			// Granted just before Stop (its channel may not be closed
-			// yet): the token is spent.
+		if !l.withdraw(flow, w) {
 			return nil
 		}
 		return ErrStopped
 	}
+}
+
+// withdraw takes w out of the queue of a caller that stops waiting, and
+// reports whether it still waited. A caller that did not was granted a
+// token meanwhile (its channel may not be closed yet): the token is spent,
+// so it goes ahead.
+func (l *Limiter) withdraw(flow string, w *waiter) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.queue.remove(flow, w)
 }
 
 // Accept waits for a token for the flow "".
@@ -299,10 +300,7 @@ func (l *Limiter) grantAccrued() int {
 	left := l.queue.len()
 	l.mu.Unlock()
 	for _, g := range batch {
-		if l.observe != nil {
-			l.observe(g.flow, l.clock.Since(g.w.since))
-		}
-		close(g.w.granted)
+		l.release(g.w, g.flow)
 	}
 	return left
 }
@@ -314,9 +312,13 @@ func (l *Limiter) grant() {
 	l.mu.Lock()
 	w, flow, ok := l.queue.pop()
 	l.mu.Unlock()
-	if !ok {
-		return
+	if ok {
+		l.release(w, flow)
 	}
+}
+
+// release tells w, popped for flow, that it has its token.
+func (l *Limiter) release(w *waiter, flow string) {
 	if l.observe != nil {
 		l.observe(flow, l.clock.Since(w.since))
 	}
