@@ -254,11 +254,13 @@ func (c *Controller) syncJob(ctx context.Context, key string) (rErr error) {
 		}
 		// Pods created but not yet in the cache may be running: the Job
 		// is judged complete only once the cache shows every create.
-		if succeededEnough(job, sc.succeeded, active) && !satisfied {
-			// Complete once the cache has caught up, or at expiry.
-			c.syncAtExpiry(logger, key)
-		} else if satisfied && succeededEnough(job, sc.succeeded, active) {
-			sc.setEnd(newCondition(batchv1.JobSuccessCriteriaMet, corev1.ConditionTrue, batchv1.JobReasonCompletionsReached, msgCompletionsReached, now), now)
+		if succeededEnough(job, sc.succeeded, active) {
+			if satisfied {
+				sc.setEnd(newCondition(batchv1.JobSuccessCriteriaMet, corev1.ConditionTrue, batchv1.JobReasonCompletionsReached, msgCompletionsReached, now), now)
+			} else {
+				// Complete once the cache has caught up, or at expiry.
+				c.syncAtExpiry(logger, key)
+			}
 		} else if managed {
 			// Only a sync that acted on pods may flip Suspended.
 			if tr := applySuspendCondition(job, metav1.NewTime(now)); tr.changed {
